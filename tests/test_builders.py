@@ -211,3 +211,27 @@ def test_oversubscription_error_suggests_up_ports_that_build_it():
         spine = layout.tiers[1]
         assert (spine.down_ports, spine.up_ports) == (32, up)
         assert spine.down_ports / spine.up_ports == pytest.approx(ratio)
+
+
+def test_a_size_that_misses_whole_units_or_domains_names_the_nearest_that_fit():
+    # walk22: 32,768 GB200 (72-GPU NVL72 domains of 18 four-GPU trays) in units of 32 trays: a multiple of 32
+    # trays (8,192) misses whole domains, a multiple of 18 (8,208) misses whole units; both hold every
+    # lcm(32, 18) = 288 trays = 1,152 GPUs: 28 x 1,152 = 32,256 and 29 x 1,152 = 33,408
+    d = spec_dict(gpu="GB200", scale_up={"gpus_per_domain": 72}, server={"gpus": 4, "nics": 4},
+                  cluster={"num_gpus": 32768}, fabric={"servers_per_unit": 32}, tiers=[tier("leaf")])
+    for n in (32768, 32832):
+        d["cluster"] = {"num_gpus": n}
+        with pytest.raises(TopoError) as info:
+            build_fabric(spec_from_dict(d))
+        assert info.value.key == "cluster.num_gpus"
+        assert ("come in steps of 1,152 GPUs; nearest: 32,256 or 33,408 GPUs)") in info.value.message
+    d["cluster"] = {"num_servers": 8200}
+    with pytest.raises(TopoError) as info:
+        build_fabric(spec_from_dict(d))
+    assert "steps of 288 servers; nearest: 8,064 or 8,352 servers)" in info.value.message
+    # HGX servers hold whole domains: the step is the unit (64 servers of 8 GPUs = 512 GPUs)
+    h = spec_dict(cluster={"num_gpus": 16000}, fabric={"servers_per_unit": 64},
+                  tiers=[tier("leaf", radix=128), tier("spine", radix=128)])
+    with pytest.raises(TopoError) as info:
+        build_fabric(spec_from_dict(h))
+    assert info.value.message.endswith("(nearest: 15,872 or 16,384 GPUs)")

@@ -256,12 +256,28 @@ def _units(spec: Spec, attach: Attachment, tiers: list[TierSpec], leaf_rates, po
         spu = min(spu_max, num_servers)
     if num_servers % spu != 0:
         raise TopoError(f"{count_noun(num_servers, 'server')} {_do(num_servers)} not fill whole {attach.default_unit_name}s of "
-                        f"{count_noun(spu, 'server')}; use a multiple of {spu} or set fabric.servers_per_unit",
-                        key=_size_key(spec))
+                        f"{count_noun(spu, 'server')}; use a multiple of {spu} or set fabric.servers_per_unit"
+                        + _whole_sizes(spec, num_servers, spu, gps, gpd, attach.default_unit_name), key=_size_key(spec))
     if (num_servers * gps) % gpd != 0:
-        raise TopoError(f"{count_noun(num_servers * gps, 'GPU')} {_do(num_servers * gps)} not fill whole NVLink domains of {count_noun(gpd, 'GPU')}",
-                        key=_size_key(spec))
+        raise TopoError(f"{count_noun(num_servers * gps, 'GPU')} {_do(num_servers * gps)} not fill whole NVLink domains of {count_noun(gpd, 'GPU')}"
+                        + _whole_sizes(spec, num_servers, spu, gps, gpd, attach.default_unit_name), key=_size_key(spec))
     return spu, num_servers
+
+
+def _whole_sizes(spec: Spec, num_servers: int, spu: int, gps: int, gpd: int, unit: str) -> str:
+    """The sizes nearest ``num_servers`` that fill whole units and whole NVLink domains, in the spec's own count
+    (GPUs or servers; nothing for a count of units or pods, whose step the unit error already gives)."""
+    c = spec.cluster
+    scale, what = (gps, "GPUs") if c.num_gpus is not None else (1, "servers")
+    if c.num_gpus is None and c.num_servers is None:
+        return ""
+    step = math.lcm(spu, gpd // math.gcd(gpd, gps))  # servers: whole units of spu and whole domains of gpd GPUs
+    lo, hi = num_servers // step * step, (num_servers // step + 1) * step
+    near = " or ".join(format_count(n * scale) for n in (lo, hi) if n > 0) + f" {what}"
+    if step == spu:
+        return f" (nearest: {near})"
+    return (f" (whole {unit}s of {count_noun(spu, 'server')} that also fill whole NVLink domains of {gpd} GPUs come "
+            f"in steps of {format_count(step * scale)} {what}; nearest: {near})")
 
 
 def _leaf_plan(spec: Spec, attach: Attachment, tiers: list[TierSpec], leaf_rates, spu: int, ports_per_server: int,
