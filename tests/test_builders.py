@@ -191,3 +191,47 @@ def test_any_design_builds_consistently_or_fails_cleanly(kind, radix, nics, leaf
     assert 0 < inv.bisection_bandwidth_Bps <= inv.num_nics * inv.nic_rate_Bps / 2 + 1e-6
     roles = f.nodes["role"]
     assert (roles == ROLE_SWITCH).sum() == inv.num_switches
+
+
+def test_oversubscription_error_suggests_up_ports_that_build_it():
+    # walk22: a 3:1 spine above pods of 4 units of 32 servers (32 leaves x 32 uplinks, 64-port spines). The split
+    # 64 down (2 links a leaf) cannot take 21 or 22 up ports within 64 ports, so the error must not offer them:
+    # following "up_ports = 21 gives 3.05:1" built 32 down / 21 up, 1.52:1. It names the split that fits.
+    tiers = [tier("leaf", oversubscription=1), tier("spine", oversubscription=3), tier("core")]
+    d = spec_dict(cluster={"num_units": 8}, tiers=tiers, fabric={"units_per_pod": 4})
+    with pytest.raises(TopoError) as info:
+        build_fabric(spec_from_dict(d))
+    msg = info.value.message
+    assert "32 down ports at oversubscription 3 need 10.67 up ports" in msg
+    assert "up_ports = 10 gives 3.2:1, up_ports = 11 gives 2.91:1" in msg
+    for up, ratio in ((10, 3.2), (11, 32 / 11)):  # the suggestion, followed, builds what it said
+        tiers[1] = tier("spine", up_ports=up)
+        layout = build_fabric(spec_from_dict(spec_dict(cluster={"num_units": 8}, tiers=tiers,
+                                                       fabric={"units_per_pod": 4}))).layout
+        spine = layout.tiers[1]
+        assert (spine.down_ports, spine.up_ports) == (32, up)
+        assert spine.down_ports / spine.up_ports == pytest.approx(ratio)
+
+
+def test_a_size_that_misses_whole_units_or_domains_names_the_nearest_that_fit():
+    # walk22: 32,768 GB200 (72-GPU NVL72 domains of 18 four-GPU trays) in units of 32 trays: a multiple of 32
+    # trays (8,192) misses whole domains, a multiple of 18 (8,208) misses whole units; both hold every
+    # lcm(32, 18) = 288 trays = 1,152 GPUs: 28 x 1,152 = 32,256 and 29 x 1,152 = 33,408
+    d = spec_dict(gpu="GB200", scale_up={"gpus_per_domain": 72}, server={"gpus": 4, "nics": 4},
+                  cluster={"num_gpus": 32768}, fabric={"servers_per_unit": 32}, tiers=[tier("leaf")])
+    for n in (32768, 32832):
+        d["cluster"] = {"num_gpus": n}
+        with pytest.raises(TopoError) as info:
+            build_fabric(spec_from_dict(d))
+        assert info.value.key == "cluster.num_gpus"
+        assert ("come in steps of 1,152 GPUs; nearest: 32,256 or 33,408 GPUs)") in info.value.message
+    d["cluster"] = {"num_servers": 8200}
+    with pytest.raises(TopoError) as info:
+        build_fabric(spec_from_dict(d))
+    assert "steps of 288 servers; nearest: 8,064 or 8,352 servers)" in info.value.message
+    # HGX servers hold whole domains: the step is the unit (64 servers of 8 GPUs = 512 GPUs)
+    h = spec_dict(cluster={"num_gpus": 16000}, fabric={"servers_per_unit": 64},
+                  tiers=[tier("leaf", radix=128), tier("spine", radix=128)])
+    with pytest.raises(TopoError) as info:
+        build_fabric(spec_from_dict(h))
+    assert info.value.message.endswith("(nearest: 15,872 or 16,384 GPUs)")

@@ -9,6 +9,7 @@ import pytest
 from conftest import run_cli
 from topo.errors import TopoError
 from topo.plan import plan
+from topo.spec import spec_from_dict
 
 
 def _plan(*floor, spec="h100-100k", **kw):
@@ -232,3 +233,25 @@ def test_nvl72_leaves_share_network_racks_with_the_spines():
     old = _plan(("leaf_placement", "end_of_row"), spec="gb200-nvl72-superpod").floor
     assert old.network_racks == f.server_racks + pods * math.ceil(spines / pods / per_rack) + math.ceil(
         cores / per_rack)
+
+
+def test_nvl72_units_that_cross_racks_share_them():
+    # walk22: units of 32 compute trays under a leaf per rail, pods of 9 units (2:1 above them): 288 trays fill 16
+    # NVL72 racks of 18 (a rack is one 72-GPU NVLink domain: gb200-nvl72-superpod.toml, DGX GB200 RA), so 2 pods
+    # take 32 racks; the floor gave each unit ceil(32 / 18) = 2 racks of its own, 36 racks for 576 trays (56 racks
+    # too many at 32k GPUs). The NVLink switch trays (9 a rack) already counted the domains.
+    def tier(name, **kw):
+        return {"name": name, "model": "SN5600 (64 x 800G)", "radix": 64, "port_rate": "800 Gb/s", **kw}
+    spec = spec_from_dict({
+        "name": "nvl72-32-tray-units", "gpu": "GB200", "scale_up": {"gpus_per_domain": 72},
+        "server": {"gpus": 4, "nics": 4, "nic_rate": "800 Gb/s", "nic_model": "ConnectX-8"},
+        "cluster": {"num_units": 18},
+        "fabric": {"kind": "rail_optimized", "technology": "roce", "servers_per_unit": 32, "units_per_pod": 9,
+                   "tiers": [tier("leaf", oversubscription=1), tier("spine", oversubscription=2), tier("core")]}})
+    r = plan(spec, collectives=False)
+    assert r.floor.servers_per_rack == 18
+    assert r.floor.server_racks == 18 * 32 // 18 == 32
+    assert sum(h.server_racks for h in r.floor.halls) == 32
+    assert any("units of 32 servers share racks of 18" in n for n in r.floor.notes)
+    # the bundled layout (a unit = one rack) is unchanged: 32 racks for 32 units
+    assert plan("gb200-nvl72-superpod", collectives=False).floor.server_racks == 32

@@ -238,9 +238,9 @@ def floor_plan(fabric: Fabric, catalog: Catalog, server_power_W: float, racking:
     rack_load_W = spr * server_power_W + rack_extra_W
     cooling = _cooling(catalog, rack_load_W, server_cooling)
     net = _network_racks(fabric, catalog, racking, tor, placement == "with_spines")
-    geo = _Campus(fabric, catalog, spr, net, placement)
+    geo = _Campus(fabric, catalog, spr, net, placement, rack_scale=servers_per_rack is not None)
     pod_W = (L.units_per_pod * L.servers_per_unit * server_power_W
-             + L.units_per_pod * geo.unit_server_racks * rack_extra_W
+             + geo.pod_server_racks * rack_extra_W
              + sum(net.pod_switches[i] * racking[i].physical_per_logical * racking[i].power_W
                    for i in range(L.num_tiers)) + L.units_per_pod * L.leaves_per_unit * racking[0].power_W)
     geo.place_halls(pod_W, rack_load_W)
@@ -249,11 +249,11 @@ def floor_plan(fabric: Fabric, catalog: Catalog, server_power_W: float, racking:
     fraction, w, pitch = fl.rack_area_fraction.value, geo.w, geo.pitch
     core_area = _room_area(net.core_racks, geo.rpr, w, pitch, fraction)
     island_area = _room_area(net.island_racks, geo.rpr, w, pitch, fraction)
-    return FloorPlan(servers_per_rack=spr, server_racks=geo.unit_server_racks * L.num_units,
+    return FloorPlan(servers_per_rack=spr, server_racks=geo.pod_server_racks * L.num_pods,
                      network_racks=(L.num_units * net.leaf_racks + L.num_pods * net.pod_racks
                                     + net.islands * net.island_racks + net.core_racks),
                      core_room_racks=net.core_racks, racks_per_row=geo.rpr, racks_per_row_source=geo.rpr_source,
-                     units_per_row=geo.units_per_row, unit_racks=geo.unit_racks,
+                     units_per_row=geo.units_per_row, unit_racks=max(geo.unit_racks),
                      units_per_pod=L.units_per_pod, rows=sum(h.rows for h in halls), halls=halls,
                      pods_per_hall=geo.pph, pods_per_hall_limit=geo.limit, campus_columns=geo.cols,
                      campus_width_m=geo.campus_w, campus_depth_m=geo.campus_d, core_room_area_m2=core_area,
@@ -344,7 +344,7 @@ class _Campus:
     follow one another in a hall's rows), halls of whole pods, islands' blocks of halls in a grid around the
     central network room."""
 
-    def __init__(self, fabric, catalog, spr: int, net: _NetworkRacks, placement: str):
+    def __init__(self, fabric, catalog, spr: int, net: _NetworkRacks, placement: str, rack_scale: bool = False):
         fl, L = catalog.floor, fabric.layout
         self.fabric, self.fl, self.L, self.net, self.placement = fabric, fl, L, net, placement
         self.w, self.pitch, self.fraction = fl.rack_width_m.value, fl.row_pitch_m.value, fl.rack_area_fraction.value
@@ -354,26 +354,29 @@ class _Campus:
             self.rpr = max(1, int(fl.hall_width_m.value // self.w + 1e-9))
             self.rpr_source = "hall_width_m / rack_width_m"
         self.spu, self.upp, self.spr = L.servers_per_unit, L.units_per_pod, spr
-        self.unit_server_racks = math.ceil(self.spu / spr)
-        self.unit_racks = self.unit_server_racks + net.leaf_racks
         self.notes: list[str] = []
-        if self.unit_racks > self.rpr:  # a unit longer than a row: its own row, lengthened
-            self.notes.append(f"a unit's {self.unit_racks} racks do not fit a row of {self.rpr}: each unit takes a "
-                              f"row of its own, {self.unit_racks} racks long")
-            self.rpr, self.rpr_source = self.unit_racks, "a unit's racks; hall_width_m / rack_width_m holds fewer"
-        self.units_per_row = self.rpr // self.unit_racks
+        self.unit_rack_start, self.shared_racks = _unit_rack_starts(self.spu, self.upp, spr, rack_scale, self.notes)
+        sizes = np.diff(self.unit_rack_start)  # each unit position's server racks
+        self.pod_server_racks = int(self.unit_rack_start[-1])
+        self.unit_racks = [int(n) + net.leaf_racks for n in sizes]
+        longest = max(self.unit_racks)
+        if longest > self.rpr:  # a unit longer than a row: its own row, lengthened
+            self.notes.append(f"a unit's {longest} racks do not fit a row of {self.rpr}: each unit takes a "
+                              f"row of its own, {longest} racks long")
+            self.rpr, self.rpr_source = longest, "a unit's racks; hall_width_m / rack_width_m holds fewer"
+        self.units_per_row = self.rpr // longest
         self.mid = self.upp // 2  # the pod's network racks come after this many of its units
         rpr, pnr = self.rpr, net.pod_racks
         self.net_blocks = [rpr] * (pnr // rpr) + ([pnr % rpr] if pnr % rpr else [])
-        self.pod_blocks = [self.unit_racks] * self.mid + self.net_blocks + [self.unit_racks] * (self.upp - self.mid)
+        self.pod_blocks = self.unit_racks[:self.mid] + self.net_blocks + self.unit_racks[self.mid:]
         self.nb = len(self.pod_blocks)
         self.block_row, self.block_x = _pack(self.pod_blocks * L.num_pods, rpr)
         self.pod_rows = self.block_row[self.nb - 1::self.nb] + 1  # rows used by the first k + 1 pods of a hall
-        self.leaf_rack_in_unit = {"end_of_row": self.unit_racks - 1, "middle_of_row": self.unit_server_racks // 2,
-                                  "top_of_rack": 0, "with_spines": 0}[placement]
+        self.leaf_rack_in_unit = {"end_of_row": np.array(self.unit_racks) - 1, "middle_of_row": sizes // 2,
+                                  "top_of_rack": 0 * sizes, "with_spines": 0 * sizes}[placement]  # per position
         if placement == "with_spines":
             self.notes.append(_with_spines_note(self.upp * L.leaves_per_unit, net.pod_leaf_racks,
-                                                self.upp * self.unit_server_racks))
+                                                self.pod_server_racks))
 
     def place_halls(self, pod_W: float, rack_load_W: float) -> None:
         """Halls of whole pods, as many as power and rows allow (the rows under racks: a fraction of the hall's
@@ -454,7 +457,14 @@ class _Campus:
         if self.placement == "with_spines":
             return self.pod_net_xy(unit // self.upp)
         x0, y = self.unit_row_xy(unit)
-        return x0 + self.leaf_rack_in_unit * self.w, y
+        return x0 + self.leaf_rack_in_unit[unit % self.upp] * self.w, y
+
+    def rack_in_unit(self, server):
+        """A server's rack counted from its unit's first (-1: a rack the unit shares with the unit before it)."""
+        if self.shared_racks:
+            in_pod = server % (self.upp * self.spu)
+            return in_pod // self.spr - self.unit_rack_start[in_pod // self.spu]
+        return (server % self.spu) // self.spr
 
     def switch_xy(self, node_ids, tier):
         """Where the switches ``node_ids`` of ``tier`` sit: a leaf in its unit, an island's tier in its island's
@@ -476,11 +486,32 @@ class _Campus:
                 hx, hy = self.hall_xy(island, local)
                 hw, hd = _hall_size(self.block_row, self.block_x, self.pod_blocks, pods, self.rpr, self.w,
                                     self.pitch, self.fraction)
-                out.append(Hall(index=len(out), pods=pods, server_racks=pods * self.upp * self.unit_server_racks,
+                out.append(Hall(index=len(out), pods=pods, server_racks=pods * self.pod_server_racks,
                                 network_racks=pods * (self.upp * self.net.leaf_racks + self.net.pod_racks),
                                 rows=int(self.pod_rows[pods - 1]), it_power_W=pods * pod_W, width_m=hw,
                                 depth_m=hd, cooling=cooling, x_m=hx, y_m=hy))
         return out
+
+
+def _unit_rack_starts(spu: int, upp: int, spr: int, rack_scale: bool, notes: list) -> tuple[np.ndarray, bool]:
+    """Where each unit position of a pod starts, in server racks from the pod's first (``upp + 1`` values), and
+    whether units share racks.
+
+    A unit takes whole racks of its own (the last one part full), except where the rack is a rack-scale system (an
+    NVL72 rack: its trays are one NVLink domain, it holds exactly ``spr``) and a pod's servers fill whole racks:
+    then units share racks, as the trays of a domain sit in one rack whichever leaf they reach, and a rack belongs to
+    the unit of its first server."""
+    if rack_scale and spu % spr and (upp * spu) % spr == 0:
+        notes.append(f"units of {spu} servers share racks of {spr} (a rack-scale system's rack holds one NVLink "
+                     f"domain): a pod's {upp * spu} servers fill {upp * spu // spr} racks, not {upp} units x "
+                     f"{math.ceil(spu / spr)}")
+        return np.array([-(-u * spu // spr) for u in range(upp + 1)], dtype=np.int64), True
+    if rack_scale and spu % spr:
+        notes.append(f"units of {spu} servers take {math.ceil(spu / spr)} racks of {spr} each (a rack-scale "
+                     f"system's rack holds one NVLink domain), the last part full: a pod's {upp * spu} servers do "
+                     f"not fill whole racks, so units do not share them; the count is above the "
+                     f"{math.ceil(upp * spu / spr)} racks a pod's servers fill")
+    return np.arange(upp + 1, dtype=np.int64) * math.ceil(spu / spr), False
 
 
 def _with_spines_note(leaves: int, leaf_racks: int, server_racks: int) -> str:
@@ -504,7 +535,8 @@ def _link_lengths(fabric, geo: _Campus, slack: float):
     w, placement, leaf = geo.w, geo.placement, geo.leaf_rack_in_unit
     nic = level == down_level(0)
     server = nodes["server"][src[nic]].astype(np.int64)
-    rack_in_unit = (server % L.servers_per_unit) // geo.spr
+    rack_in_unit = geo.rack_in_unit(server)
+    leaf = leaf[(server // L.servers_per_unit) % L.units_per_pod]
     if placement == "top_of_rack":
         lengths[nic] = slack / 2
     elif placement == "with_spines":  # from the server's rack to the pod's network racks

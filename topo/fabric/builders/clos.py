@@ -57,8 +57,16 @@ def _divisors(n: int) -> list[int]:
     return sorted(set(small + [n // d for d in small]))
 
 
-def _up_ports_for(tier: TierSpec, i: int, down: int, down_rate: float, up_rate: float) -> int:
-    """Uplinks a switch needs for ``down`` used down ports, from ``up_ports`` or the oversubscription."""
+class _NoUpPortsOption(TopoError):
+    """No whole uplink count near the oversubscription would build this split (see ``_up_ports_for``'s ``keeps``)."""
+
+
+def _up_ports_for(tier: TierSpec, i: int, down: int, down_rate: float, up_rate: float, keeps=None) -> int:
+    """Uplinks a switch needs for ``down`` used down ports, from ``up_ports`` or the oversubscription.
+
+    ``keeps(u)``, when given, says whether ``up_ports = u`` would build this same split of ``down`` down ports: the
+    error suggests only such counts (and is a :class:`_NoUpPortsOption` when none is), so that following it gives
+    the oversubscription it states."""
     if tier.up_ports is not None:
         if tier.oversubscription is not None:
             got = down * down_rate / (tier.up_ports * up_rate) if tier.up_ports else math.inf
@@ -73,7 +81,10 @@ def _up_ports_for(tier: TierSpec, i: int, down: int, down_rate: float, up_rate: 
     up = round(exact)
     if up < 1 or not math.isclose(exact, up, rel_tol=1e-9, abs_tol=1e-9):
         lo, hi = max(1, math.floor(exact)), max(1, math.ceil(exact))
-        options = sorted({lo, hi})
+        options = [u for u in sorted({lo, hi}) if keeps is None or keeps(u)]
+        if not options:
+            raise _NoUpPortsOption(f"{tier.name}: {down} down ports at oversubscription {k:g} need {exact:.4g} up "
+                                   "ports", key=_key(i, "oversubscription"))
         alts = ", ".join(f"up_ports = {u} gives {down * down_rate / (u * up_rate):.3g}:1" for u in options)
         raise TopoError(
             f"{tier.name}: {down} down ports at oversubscription {k:g} need {exact:.4g} up ports, not a whole "
@@ -245,12 +256,28 @@ def _units(spec: Spec, attach: Attachment, tiers: list[TierSpec], leaf_rates, po
         spu = min(spu_max, num_servers)
     if num_servers % spu != 0:
         raise TopoError(f"{count_noun(num_servers, 'server')} {_do(num_servers)} not fill whole {attach.default_unit_name}s of "
-                        f"{count_noun(spu, 'server')}; use a multiple of {spu} or set fabric.servers_per_unit",
-                        key=_size_key(spec))
+                        f"{count_noun(spu, 'server')}; use a multiple of {spu} or set fabric.servers_per_unit"
+                        + _whole_sizes(spec, num_servers, spu, gps, gpd, attach.default_unit_name), key=_size_key(spec))
     if (num_servers * gps) % gpd != 0:
-        raise TopoError(f"{count_noun(num_servers * gps, 'GPU')} {_do(num_servers * gps)} not fill whole NVLink domains of {count_noun(gpd, 'GPU')}",
-                        key=_size_key(spec))
+        raise TopoError(f"{count_noun(num_servers * gps, 'GPU')} {_do(num_servers * gps)} not fill whole NVLink domains of {count_noun(gpd, 'GPU')}"
+                        + _whole_sizes(spec, num_servers, spu, gps, gpd, attach.default_unit_name), key=_size_key(spec))
     return spu, num_servers
+
+
+def _whole_sizes(spec: Spec, num_servers: int, spu: int, gps: int, gpd: int, unit: str) -> str:
+    """The sizes nearest ``num_servers`` that fill whole units and whole NVLink domains, in the spec's own count
+    (GPUs or servers; nothing for a count of units or pods, whose step the unit error already gives)."""
+    c = spec.cluster
+    scale, what = (gps, "GPUs") if c.num_gpus is not None else (1, "servers")
+    if c.num_gpus is None and c.num_servers is None:
+        return ""
+    step = math.lcm(spu, gpd // math.gcd(gpd, gps))  # servers: whole units of spu and whole domains of gpd GPUs
+    lo, hi = num_servers // step * step, (num_servers // step + 1) * step
+    near = " or ".join(format_count(n * scale) for n in (lo, hi) if n > 0) + f" {what}"
+    if step == spu:
+        return f" (nearest: {near})"
+    return (f" (whole {unit}s of {count_noun(spu, 'server')} that also fill whole NVLink domains of {gpd} GPUs come "
+            f"in steps of {format_count(step * scale)} {what}; nearest: {near})")
 
 
 def _leaf_plan(spec: Spec, attach: Attachment, tiers: list[TierSpec], leaf_rates, spu: int, ports_per_server: int,
@@ -360,15 +387,16 @@ def _spread(t: TierSpec, i: int, rates, n_below: int, up_below: int, top: bool, 
 
     Returns (switches per group, parallel links per pair, down ports used, up ports per switch)."""
     port_error: TopoError | None = None
-    for s in _divisors(up_below):
-        m = up_below // s
-        down = n_below * m
-        if t.down_ports is not None and down > t.down_ports:
-            continue
-        if down > t.radix:
-            continue
+    splits = [(s, up_below // s, n_below * (up_below // s)) for s in _divisors(up_below)]
+    splits = [x for x in splits if x[2] <= min(t.radix, t.down_ports or t.radix)]
+    for s, m, down in splits:
+        def keeps(u: int, down: int = down) -> bool:
+            # with up_ports = u the loop below takes the first split whose ports fit: this one?
+            return next((d for _, _, d in splits if d + u <= t.radix), None) == down
         try:
-            up = 0 if top else _up_ports_for(t, i, down, *rates)
+            up = 0 if top else _up_ports_for(t, i, down, *rates, keeps=keeps)
+        except _NoUpPortsOption:
+            continue
         except TopoError as exc:
             port_error = port_error or exc
             continue
