@@ -238,3 +238,13 @@ def test_an_unset_key_is_named_by_the_flag_given(tmp_path):
     assert proc.stderr == "error: --unset nope.key: cannot remove nope.key: the spec does not set nope\n"
     proc = run_cli("describe", "dgx-h100-superpod", "--unset", "fabric.tiers[9]", cwd=tmp_path)
     assert proc.stderr.startswith("error: --unset fabric.tiers[9]: index 9 is out of range")
+
+
+def test_a_comma_list_of_failures_says_the_option_repeats(capsys):
+    # walk22 (findings section 240): '--fail spine0,spine1' said only "cannot read the node name"
+    from topo.cli.main import main
+    assert main(["describe", "dgx-h100-superpod", "--fail", "spine0,spine1"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and len(err.splitlines()) == 1, err
+    assert err.startswith("error: --fail: 'spine0,spine1' names several nodes") and "repeat the option" in err
+    assert "spine0, then the next" in err

@@ -40,6 +40,9 @@ def node_id(fabric, name: str) -> int:
     L = fabric.layout
     o = fabric.node_offset
     m = _NAME.match(name.strip())
+    if not m and "," in name:
+        raise TopoError(f"{name!r} names several nodes: give one node a failure and repeat the option for each "
+                        f"(e.g. {name.split(',')[0].strip() or 'spine0'}, then the next)", key="fail")
     if not m:
         raise TopoError(f"cannot read the node name {name!r}; write e.g. spine3, leaf7, nic12.3, gpu17", key="fail")
     prefix, a, b = m.group(1), int(m.group(2)), m.group(3)
