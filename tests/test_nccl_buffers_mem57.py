@@ -11,7 +11,8 @@ from topo.training.gpus import gpu_compute
 from topo.training.mapping import map_layout
 from topo.training.memory import memory_per_gpu
 from topo.training.model import load_model
-from topo.training.nccl_buffers import _member_offsets, communicators, nccl_buffer_bytes
+from topo.training.nccl_buffers import (_member_offsets, _p2p_channels_per_peer, communicators, nccl_buffer_bytes,
+                                        nccl_constants)
 from topo.training.parallel import ParallelLayout, make_layout
 from topo.training.search import _keys, _Search
 
@@ -129,3 +130,17 @@ def test_an_all_to_all_over_an_nvl72_rack_is_halved_by_its_hosts():
     four = _moe(dp=64, ep=4)
     assert nccl_buffer_bytes(four, True, 64, 4) - nccl_buffer_bytes(
         four.model_copy(update={"ep_dispatcher": "deepep"}), True, 64, 4) == 3 * 32 * CONN
+
+
+def test_nvlink_channels_per_peer_are_capped_at_the_p2p_channels_as_nccl_does():
+    """tidy58: NVIDIA/nccl v2.30.7-1 src/graph/paths.cc: ncclTopoGetNchannels asks 2 x (path bandwidth / one
+    link's) for an NVLink peer, 2 x 18 links = 36, which ncclTopoComputeP2pChannels rounds up to 64 (pow2Up); on one
+    host it takes min(p2pnChannels, 64): NVIDIA/nccl#1685's 32 a pair on 8 H100. Across hosts it halves while
+    per peer x ceil(ranks / 8) > p2pnChannels (16): 64 ranks -> 2, 8 ranks -> 16 (the cap's level)."""
+    asked = 2 ** math.ceil(math.log2(2 * 18))
+    assert nccl_constants()["nvlink_p2p_channels_per_peer"] == asked == 64
+    assert _p2p_channels_per_peer(True, False, 8) == min(32, asked) == 32
+    assert _p2p_channels_per_peer(True, True, 64) == 2
+    assert _p2p_channels_per_peer(True, True, 8) == 16
+    assert _p2p_channels_per_peer(False, True, 64) == 2  # 4 network channels, halved once per doubling past 16
+

@@ -111,23 +111,35 @@ def _communicator_bytes(lay: ParallelLayout, comm: tuple[str, str, int, int], do
                         host: int | None) -> float:
     """One communicator's bytes on one GPU: a ring's channels; a send/receive communicator's channels per peer
     (NCCL's ``ncclTopoComputeP2pChannelsPerPeer``: the NVLink count when every rank is over NVLink, else the
-    network's; ``ncclTopoComputeP2pChannels`` halves it for many peers once the ranks span hosts) to each peer over
+    network's; ``ncclTopoComputeP2pChannels`` caps it at the communicator's p2p channels, or halves it for many peers
+    once the ranks span hosts: :func:`_p2p_channels_per_peer`) to each peer over
     NVLink, and the shared network pools when some rank is beyond the domain."""
     k = nccl_constants()
-    conn, channels = k["connection_bytes"], k["collective_channels"]
+    conn = k["connection_bytes"]
     group, kind, ranks, peers = comm
     if kind == "ring":
-        return channels * conn
+        return k["collective_channels"] * conn
     if dom is None:
         return k["network_p2p_shared_bytes"]
     offsets = _member_offsets(lay, group, ranks)
     inside = sum(1 for o in offsets if o < dom) - 1  # NVLink peers of the first GPU
-    per_peer = int(k["nvlink_p2p_channels_per_peer"] if inside == ranks - 1 else k["network_p2p_channels_per_peer"])
-    if offsets[-1] >= host:  # NCCL's nNodes > 1
-        while per_peer * math.ceil(ranks / P2P_PER_BATCH) > channels and per_peer > 1:
-            per_peer //= 2
+    per_peer = _p2p_channels_per_peer(inside == ranks - 1, offsets[-1] >= host, ranks)
     pools = k["network_p2p_shared_bytes"] if inside < ranks - 1 else 0.0
     return pools + min(peers, inside) * per_peer * conn
+
+
+def _p2p_channels_per_peer(nvlink: bool, hosts: bool, ranks: int) -> int:
+    """NCCL's channels per peer of a send/receive communicator of ``ranks`` (src/graph/paths.cc,
+    ``ncclTopoComputeP2pChannels``, v2.30.7-1): what ``ncclTopoGetNchannels`` asks (``nvlink``: every peer over
+    NVLink, else the network's count), capped at the communicator's p2p channels on one host, or, across ``hosts``
+    (nNodes > 1), halved while the peers' rounds of :data:`P2P_PER_BATCH` would need more than its p2p channels."""
+    k = nccl_constants()
+    per_peer = int(k["nvlink_p2p_channels_per_peer"] if nvlink else k["network_p2p_channels_per_peer"])
+    if not hosts:
+        return min(per_peer, int(k["p2p_channels_one_node"]))
+    while per_peer * math.ceil(ranks / P2P_PER_BATCH) > k["collective_channels"] and per_peer > 1:
+        per_peer //= 2
+    return per_peer
 
 
 def _member_offsets(lay: ParallelLayout, group: str, ranks: int) -> list[int]:
