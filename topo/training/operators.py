@@ -71,7 +71,7 @@ from .model import ATTENTION_BLOCKS, Block, ModelSpec
 from .ssd import ssd_flops, ssd_kernels
 
 __all__ = ["END_UNITS", "Op", "block_ops", "busiest_rank_load", "expert_rows_sd", "op_time_s", "op_passes_s", "wgrad_kw",
-           "quantize_bytes", "cast_kind", "BlockTime", "block_time", "ep_call_host_s", "block_time_key", "StageCompute", "stage_compute", "rank_computes",
+           "quantize_bytes", "cast_kind", "BlockTime", "block_time", "ep_calls", "ep_call_host_s", "block_time_key", "StageCompute", "stage_compute", "rank_computes",
            "pipeline_units", "rank_stages", "layer_numbers", "bf16_layers", "optimizer_step_s",
            "OPTIMIZER_STEP_BYTES", "MOE_ROUTER_OPS", "ALLTOALL_PREPROCESS_OPS", "SHARED_EXPERT_MODULES", "SCOPE_PARTS",
            "host_syncs", "CAPACITY_MASK_BYTES", "RESIDUAL_TAG", "early_stopped_s",
@@ -1388,13 +1388,27 @@ def block_time(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute, kind: str
         if op.tag:
             rec[op.tag] = rec.get(op.tag, 0.0) + f
     synced = sync_at >= 0
-    calls = kind == Block.MOE and lay.ep > 1  # the expert all-to-alls the host launches (none without EP)
+    calls = kind == Block.MOE and ep_calls(lay)  # the expert all-to-alls the host calls
     return BlockTime(fwd, bwd, mods, rec, flops, attention, wgrad, host, host_b, hmods, pairs, tuple(seq), sync_at,
                      gpu.kernels.sync_s if synced else 0.0, ep_call_host_s(lay, gpu) if calls else 0.0)
 
 
 HYBRIDEP_CALL = "hybridep_dispatch_with_permute"
 """``host_calls.toml``'s call kind of a HybridEP all-to-all call (:func:`ep_call_host_s`)."""
+
+
+def ep_calls(lay: ParallelLayout) -> bool:
+    """Whether an MoE block's host calls a dispatch and a combine each pass (its ``call_host_s``, else 0).
+
+    The all-to-all dispatcher calls its all-to-all over the EP group, none at ep 1 (one rank). The flex dispatcher
+    (``deepep``) runs over the TP x EP group of the experts (``tp_ep_group``, its TP the experts' ``etp``), so at
+    ep 1 and etp > 1 it still calls DeepEP's or HybridEP's dispatch and combine, each token sent to its experts'
+    ``etp`` ranks (NVIDIA/Megatron-LM@44151194 ``megatron/core/transformer/moe/token_dispatcher.py``
+    ``MoEFlexTokenDispatcher.__init__``: ``_DeepepManager`` and ``_HybridEPManager`` both built with
+    ``group=self.tp_ep_group`` and ``num_experts=self.tp_size * config.num_moe_experts``). topo prices that exchange
+    as the experts' TP all-gather and reduce-scatter (``topo.training.step._ep_traffic``), the calls' host here.
+    """
+    return lay.ep * lay.expert_tp > 1 if lay.ep_dispatcher == "deepep" else lay.ep > 1
 
 
 def ep_call_host_s(lay: ParallelLayout, gpu: GpuCompute) -> float:
