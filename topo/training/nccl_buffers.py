@@ -25,11 +25,11 @@ import tomllib
 from functools import lru_cache
 
 from ..resources import data_dir
+from .mapping import first_group_offsets
 from .parallel import ParallelLayout
 
 __all__ = ["nccl_constants", "communicators", "nccl_buffer_bytes"]
 
-_DENSE = ("tp", "cp", "dp", "pp")
 P2P_PER_BATCH = 8
 """NCCL's ``NCCL_MAX_DEV_WORK_P2P_PER_BATCH`` (src/include/device.h, v2.30.7-1): the peers one round of
 send/receive work serves, by which ``ncclTopoComputeP2pChannels`` halves a multi-node communicator's channels per
@@ -121,7 +121,7 @@ def _communicator_bytes(lay: ParallelLayout, comm: tuple[str, str, int, int], do
         return k["collective_channels"] * conn
     if dom is None:
         return k["network_p2p_shared_bytes"]
-    offsets = _member_offsets(lay, group, ranks)
+    offsets = first_group_offsets(lay, group)
     inside = sum(1 for o in offsets if o < dom) - 1  # NVLink peers of the first GPU
     per_peer = _p2p_channels_per_peer(inside == ranks - 1, offsets[-1] >= host, ranks)
     pools = k["network_p2p_shared_bytes"] if inside < ranks - 1 else 0.0
@@ -140,26 +140,3 @@ def _p2p_channels_per_peer(nvlink: bool, hosts: bool, ranks: int) -> int:
     while per_peer * math.ceil(ranks / P2P_PER_BATCH) > k["collective_channels"] and per_peer > 1:
         per_peer //= 2
     return per_peer
-
-
-def _member_offsets(lay: ParallelLayout, group: str, ranks: int) -> list[int]:
-    """GPU offsets (from the group's first) of the first group of ``group``, ascending: dense dimensions stride by
-    the sizes of the dimensions faster than them in the rank order; the EP group strides by ``etp`` over a stage's
-    ranks read TP fastest, then CP, then DP (Megatron-Core's MoE folding, :mod:`.mapping`)."""
-    order = [d for d in lay.order() if d in _DENSE] or list(_DENSE)
-    order += [d for d in _DENSE if d not in order]
-    stride, size = {}, 1
-    for d in order:
-        stride[d] = size
-        size *= getattr(lay, d)
-    if group != "ep":
-        return [i * stride[group] for i in range(ranks)]
-    stage_dims = [d for d in order if d != "pp"]
-    out = []
-    for i in range(ranks):
-        r, gpu = i * lay.expert_tp, 0
-        for d in stage_dims:
-            r, digit = divmod(r, getattr(lay, d))
-            gpu += digit * stride[d]
-        out.append(gpu)
-    return sorted(out)
