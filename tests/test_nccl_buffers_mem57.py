@@ -8,10 +8,11 @@ import pytest
 import topo
 from topo.training.comm import CommEngine
 from topo.training.gpus import gpu_compute
-from topo.training.mapping import map_layout
+from topo.training.mapping import first_group_offsets, map_layout
 from topo.training.memory import memory_per_gpu
 from topo.training.model import load_model
-from topo.training.nccl_buffers import _member_offsets, communicators, nccl_buffer_bytes
+from topo.training.nccl_buffers import (_p2p_channels_per_peer, communicators, nccl_buffer_bytes,
+                                        nccl_constants)
 from topo.training.parallel import ParallelLayout, make_layout
 from topo.training.search import _keys, _Search
 
@@ -99,7 +100,7 @@ def test_the_ep_peers_inside_a_server_are_the_mappings(fields, order):
     """The EP ranks nccl_buffers finds in the first GPU's 8-GPU domain are those topo.training.mapping places there
     (Megatron-Core's MoE folding; the cases of tests/test_training_search_ep_floor.py)."""
     lay = ParallelLayout(global_batch=64, micro_batch=1, rank_order=order, **fields)
-    inside = sum(1 for o in _member_offsets(lay, "ep", lay.ep) if o < 8)
+    inside = sum(1 for o in first_group_offsets(lay, "ep") if o < 8)
     assert inside == map_layout(lay, 8, 64 * lay.pp).members_in_domain("ep")
 
 
@@ -129,3 +130,32 @@ def test_an_all_to_all_over_an_nvl72_rack_is_halved_by_its_hosts():
     four = _moe(dp=64, ep=4)
     assert nccl_buffer_bytes(four, True, 64, 4) - nccl_buffer_bytes(
         four.model_copy(update={"ep_dispatcher": "deepep"}), True, 64, 4) == 3 * 32 * CONN
+
+
+def test_nvlink_channels_per_peer_are_capped_at_the_p2p_channels_as_nccl_does():
+    """tidy58: NVIDIA/nccl v2.30.7-1 src/graph/paths.cc: ncclTopoGetNchannels asks 2 x (path bandwidth / one
+    link's) for an NVLink peer, 2 x 18 links = 36, which ncclTopoComputeP2pChannels rounds up to 64 (pow2Up); on one
+    host it takes min(p2pnChannels, 64): NVIDIA/nccl#1685's 32 a pair on 8 H100. Across hosts it halves while
+    per peer x ceil(ranks / 8) > p2pnChannels (16): 64 ranks -> 2, 8 ranks -> 16 (the cap's level)."""
+    asked = 2 ** math.ceil(math.log2(2 * 18))
+    assert nccl_constants()["nvlink_p2p_channels_per_peer"] == asked == 64
+    assert _p2p_channels_per_peer(True, False, 8) == min(32, asked) == 32
+    assert _p2p_channels_per_peer(True, True, 64) == 2
+    assert _p2p_channels_per_peer(True, True, 8) == 16
+    assert _p2p_channels_per_peer(False, True, 64) == 2  # 4 network channels, halved once per doubling past 16
+
+
+
+@pytest.mark.parametrize("order", ["tp-cp-ep-dp-pp", "tp-dp-cp-pp", "dp-tp-cp-pp", "cp-tp-dp-pp", "tp-cp-ep-pp-dp",
+                                   "pp-dp-cp-tp"])
+def test_first_group_offsets_are_the_mappings_groups(order):
+    """tidy58: nccl_buffers reads a group's members from mapping.first_group_offsets, the rule map_layout lays the
+    groups by (one place). Before, nccl_buffers re-derived them and read a stage's ranks for the EP fold in the rank
+    order: with dp before cp (tp-dp-cp-pp) its EP group was ranks 0-3 where map_layout's is 0, 1, 8, 9 (the fold
+    reads TP, then CP, then DP)."""
+    lay = ParallelLayout(tp=2, cp=2, dp=4, pp=2, ep=4, etp=1, global_batch=64, micro_batch=1, rank_order=order,
+                         tp_across_domains=True)
+    g = map_layout(lay, 8, 1024)
+    for group in ("tp", "cp", "dp", "pp", "ep"):
+        ids = sorted(int(x) for x in g.groups(group)[0])
+        assert first_group_offsets(lay, group) == [x - ids[0] for x in ids], group

@@ -106,3 +106,25 @@ def test_the_data_axis_shards_no_expert_without_an_expert_axis_too():
     dense = run_cli("train", "dgx-h100-superpod", "--model", "llama3-8b", "--gpus", "32", "--global-batch", "32",
                     "--jax-mesh", "ici_fsdp=8,dcn_data=4")
     assert dense.returncode == 0 and "experts' state" not in dense.stdout
+
+
+@pytest.mark.parametrize("mesh, want", [
+    ("ici_context=2,dcn_data=4", dict(cp=2, dp=4, dp_sharding="zero3", dp_shard=1)),
+    ("ici_context=4", dict(cp=4, dp=1, dp_sharding="zero3")),
+])
+def test_a_context_axis_alone_shards_the_weights_over_its_ranks(mesh, want):
+    """tidy58: MaxText's ``embed`` (and ``embed_moe``) rules name ``context`` (maxtext@e591f30c base.yml), so a
+    context axis without fsdp or expert still shards every weight over the context ranks, replicated over data.
+    Llama 3 8B, ici_context=2, dcn_data=4 (8 GPUs): 4 bytes a parameter over 2 ranks, 8 of Adam over the same 2.
+    Before: ``dp_sharding none``, every weight whole on every GPU."""
+    got = layout_from_mesh(mesh)
+    assert {k: got.get(k) for k in want} == want and ("dp_shard" in got) == ("dp_shard" in want)
+    f = topo.build_fabric(topo.load_spec("dgx-h100-superpod"))
+    m = load_model("llama3-8b")
+    lay = _mesh_layout("ici_context=2,dcn_data=4")
+    check_layout(m, lay, gpus=8)
+    r = estimate_step(f, m, lay)
+    assert r.memory.weights_bytes == pytest.approx(4 * m.total_params / 2, rel=1e-6)
+    assert r.memory.optimizer_bytes == pytest.approx(8 * m.total_params / 2, rel=1e-6)
+    moe = layout_from_mesh("ici_context=2,dcn_data=4", moe=True)
+    assert moe["expert_dp_shard"] == 2  # 'embed_moe' over context: an expert's shard group is the 2 context ranks

@@ -107,14 +107,14 @@ def parse_mesh(text: str, source: str = "jax_mesh") -> dict[str, int]:
 
 def layout_from_mesh(text: str, source: str = "jax_mesh", moe: bool = False) -> dict:
     """The layout fields of a mesh (see the module doc): ``tp``, ``cp``, ``pp``, ``dp``, ``ep`` and, with an
-    ``fsdp`` or ``expert`` axis, ``dp_sharding = "zero3"``, beside a data axis ``dp_shard`` (fsdp x expert) and,
+    ``fsdp``, ``expert`` or ``context`` axis, ``dp_sharding = "zero3"``, beside a data axis ``dp_shard`` (fsdp x expert) and,
     for a model with experts (an expert axis, or ``moe``), ``expert_dp_shard`` (fsdp x context: the experts'
     replicas but those of the data axis; ``embed_moe`` names no data axis with or without an expert axis)."""
     s = parse_mesh(text, source)
     out = dict(tp=s["tensor"], cp=s["context"], pp=s["pipeline"], ep=s["expert"],
                dp=s["data"] * s["fsdp"] * s["expert"])
     shard = s["fsdp"] * s["expert"]  # the ranks a dense weight's 'embed' dimension is split over (times context)
-    if shard == 1:
+    if shard * s["context"] == 1:  # 'embed' and 'embed_moe' name no other axis: nothing is sharded
         out["dp_sharding"] = "none"
         return out
     out["dp_sharding"] = "zero3"

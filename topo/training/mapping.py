@@ -31,9 +31,12 @@ import numpy as np
 from ..errors import TopoError
 from .parallel import ParallelLayout
 
-__all__ = ["EXPERT_DP_GROUPS", "Mapping", "map_layout", "recipe_gpus_used"]
+__all__ = ["EXPERT_DP_GROUPS", "Mapping", "first_group_offsets", "map_layout", "recipe_gpus_used"]
 
 _DENSE = ("tp", "cp", "dp", "pp")
+EXPERT_FOLD = ("dp", "cp", "tp")
+"""How a stage's ranks are read as ``[edp, ep, etp]`` (Megatron-Core's MoE folding, the module doc): slowest
+first, TP fastest, whatever the rank order."""
 EXPERT_DP_GROUPS = ("edp", "edps", "edpr")
 """The groups over which the experts' data parallelism runs (its collectives report as ``dp_experts``)."""
 
@@ -350,12 +353,10 @@ def _map(lay: ParallelLayout, gpus_per_domain: int, num_fabric_gpus: int) -> Map
                         source="layout", key="gpus")
     ranks = np.arange(n, dtype=np.int64)
     ids = _placed_ids(ranks, used, gpus_per_domain, lay.first_gpu)
-    sizes = {"tp": lay.tp, "cp": lay.cp, "dp": lay.dp, "pp": lay.pp}
-    order = [d for d in lay.order() if d in _DENSE]
-    axes = tuple(reversed(order))
-    grid = ids.reshape([sizes[a] for a in axes])
-    # experts: each stage's ranks as [dp, cp, tp] (tp fastest) read as [edp, ep, etp]
-    stage_major = np.transpose(grid, [axes.index(a) for a in ("pp", "dp", "cp", "tp")])
+    axes = tuple(reversed(_rank_axes(lay)))
+    grid = ids.reshape([getattr(lay, a) for a in axes])
+    # experts: each stage's ranks as EXPERT_FOLD (tp fastest) read as [edp, ep, etp]
+    stage_major = np.transpose(grid, [axes.index(a) for a in ("pp", *EXPERT_FOLD)])
     experts = stage_major.reshape(lay.pp, lay.expert_dp, lay.ep, lay.expert_tp)
     mapping = Mapping(grid=grid, axes=axes, experts=experts, gpus_per_domain=gpus_per_domain, dp_shard=lay.dp_shard,
                       expert_dp_shard=lay.expert_dp_shard)
@@ -364,3 +365,44 @@ def _map(lay: ParallelLayout, gpus_per_domain: int, num_fabric_gpus: int) -> Map
                         f"{gpus_per_domain} under rank order {lay.rank_order} and first GPU {lay.first_gpu}; "
                         f"allow it with tp_across_domains", source="layout", key="tp")
     return mapping
+
+
+def _rank_axes(lay: ParallelLayout) -> list[str]:
+    """The dense dimensions in the layout's rank order, fastest-varying first (any the order leaves out last)."""
+    order = [d for d in lay.order() if d in _DENSE]
+    return order + [d for d in _DENSE if d not in order]
+
+
+def first_group_offsets(lay: ParallelLayout, group: str) -> list[int]:
+    """Rank offsets (from its first) of the first group of ``group``, ascending, as :func:`map_layout` lays the
+    ranks (its GPU ids before placement), without building the job's arrays: what a per-layout figure at 100k GPUs
+    needs of one group (:mod:`.nccl_buffers`).
+
+    Parameters
+    ----------
+    lay : ParallelLayout
+        The layout (its sizes and rank order).
+    group : str
+        ``tp``, ``cp``, ``dp``, ``pp`` (a dense dimension: it strides by the sizes of the dimensions faster than it
+        in the rank order) or ``ep`` (the stage's ranks read in :data:`EXPERT_FOLD`, an EP member ``etp`` ranks
+        after the last).
+
+    Returns
+    -------
+    list of int
+        The group's ``size`` offsets, the first 0.
+    """
+    stride, size = {}, 1
+    for d in _rank_axes(lay):
+        stride[d] = size
+        size *= getattr(lay, d)
+    if group != "ep":
+        return [i * stride[group] for i in range(getattr(lay, group))]
+    out = []
+    for i in range(lay.ep):
+        r, gpu = i * lay.expert_tp, 0
+        for d in reversed(EXPERT_FOLD):  # tp's digit first
+            r, digit = divmod(r, getattr(lay, d))
+            gpu += digit * stride[d]
+        out.append(gpu)
+    return sorted(out)

@@ -25,11 +25,11 @@ import tomllib
 from functools import lru_cache
 
 from ..resources import data_dir
+from .mapping import first_group_offsets
 from .parallel import ParallelLayout
 
 __all__ = ["nccl_constants", "communicators", "nccl_buffer_bytes"]
 
-_DENSE = ("tp", "cp", "dp", "pp")
 P2P_PER_BATCH = 8
 """NCCL's ``NCCL_MAX_DEV_WORK_P2P_PER_BATCH`` (src/include/device.h, v2.30.7-1): the peers one round of
 send/receive work serves, by which ``ncclTopoComputeP2pChannels`` halves a multi-node communicator's channels per
@@ -111,43 +111,32 @@ def _communicator_bytes(lay: ParallelLayout, comm: tuple[str, str, int, int], do
                         host: int | None) -> float:
     """One communicator's bytes on one GPU: a ring's channels; a send/receive communicator's channels per peer
     (NCCL's ``ncclTopoComputeP2pChannelsPerPeer``: the NVLink count when every rank is over NVLink, else the
-    network's; ``ncclTopoComputeP2pChannels`` halves it for many peers once the ranks span hosts) to each peer over
+    network's; ``ncclTopoComputeP2pChannels`` caps it at the communicator's p2p channels, or halves it for many peers
+    once the ranks span hosts: :func:`_p2p_channels_per_peer`) to each peer over
     NVLink, and the shared network pools when some rank is beyond the domain."""
     k = nccl_constants()
-    conn, channels = k["connection_bytes"], k["collective_channels"]
+    conn = k["connection_bytes"]
     group, kind, ranks, peers = comm
     if kind == "ring":
-        return channels * conn
+        return k["collective_channels"] * conn
     if dom is None:
         return k["network_p2p_shared_bytes"]
-    offsets = _member_offsets(lay, group, ranks)
+    offsets = first_group_offsets(lay, group)
     inside = sum(1 for o in offsets if o < dom) - 1  # NVLink peers of the first GPU
-    per_peer = int(k["nvlink_p2p_channels_per_peer"] if inside == ranks - 1 else k["network_p2p_channels_per_peer"])
-    if offsets[-1] >= host:  # NCCL's nNodes > 1
-        while per_peer * math.ceil(ranks / P2P_PER_BATCH) > channels and per_peer > 1:
-            per_peer //= 2
+    per_peer = _p2p_channels_per_peer(inside == ranks - 1, offsets[-1] >= host, ranks)
     pools = k["network_p2p_shared_bytes"] if inside < ranks - 1 else 0.0
     return pools + min(peers, inside) * per_peer * conn
 
 
-def _member_offsets(lay: ParallelLayout, group: str, ranks: int) -> list[int]:
-    """GPU offsets (from the group's first) of the first group of ``group``, ascending: dense dimensions stride by
-    the sizes of the dimensions faster than them in the rank order; the EP group strides by ``etp`` over a stage's
-    ranks read TP fastest, then CP, then DP (Megatron-Core's MoE folding, :mod:`.mapping`)."""
-    order = [d for d in lay.order() if d in _DENSE] or list(_DENSE)
-    order += [d for d in _DENSE if d not in order]
-    stride, size = {}, 1
-    for d in order:
-        stride[d] = size
-        size *= getattr(lay, d)
-    if group != "ep":
-        return [i * stride[group] for i in range(ranks)]
-    stage_dims = [d for d in order if d != "pp"]
-    out = []
-    for i in range(ranks):
-        r, gpu = i * lay.expert_tp, 0
-        for d in stage_dims:
-            r, digit = divmod(r, getattr(lay, d))
-            gpu += digit * stride[d]
-        out.append(gpu)
-    return sorted(out)
+def _p2p_channels_per_peer(nvlink: bool, hosts: bool, ranks: int) -> int:
+    """NCCL's channels per peer of a send/receive communicator of ``ranks`` (src/graph/paths.cc,
+    ``ncclTopoComputeP2pChannels``, v2.30.7-1): what ``ncclTopoGetNchannels`` asks (``nvlink``: every peer over
+    NVLink, else the network's count), capped at the communicator's p2p channels on one host, or, across ``hosts``
+    (nNodes > 1), halved while the peers' rounds of :data:`P2P_PER_BATCH` would need more than its p2p channels."""
+    k = nccl_constants()
+    per_peer = int(k["nvlink_p2p_channels_per_peer"] if nvlink else k["network_p2p_channels_per_peer"])
+    if not hosts:
+        return min(per_peer, int(k["p2p_channels_one_node"]))
+    while per_peer * math.ceil(ranks / P2P_PER_BATCH) > k["collective_channels"] and per_peer > 1:
+        per_peer //= 2
+    return per_peer

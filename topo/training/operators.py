@@ -71,7 +71,7 @@ from .model import ATTENTION_BLOCKS, Block, ModelSpec
 from .ssd import ssd_flops, ssd_kernels
 
 __all__ = ["END_UNITS", "Op", "block_ops", "busiest_rank_load", "expert_rows_sd", "op_time_s", "op_passes_s", "wgrad_kw",
-           "quantize_bytes", "cast_kind", "BlockTime", "block_time", "ep_call_host_s", "block_time_key", "StageCompute", "stage_compute", "rank_computes",
+           "quantize_bytes", "cast_kind", "BlockTime", "block_time", "ep_calls", "ep_call_host_s", "block_time_key", "StageCompute", "stage_compute", "rank_computes",
            "pipeline_units", "rank_stages", "layer_numbers", "bf16_layers", "optimizer_step_s",
            "OPTIMIZER_STEP_BYTES", "MOE_ROUTER_OPS", "ALLTOALL_PREPROCESS_OPS", "SHARED_EXPERT_MODULES", "SCOPE_PARTS",
            "host_syncs", "CAPACITY_MASK_BYTES", "RESIDUAL_TAG", "early_stopped_s",
@@ -1276,6 +1276,7 @@ class BlockTime:
     sync_at: int = -1  # an MoE block: index in launch_seq of its first op after the tokens-per-expert sync
     sync_s: float = 0.0  # an MoE block with that sync: the sync's round trip after the GPU drains (KernelModel.sync_s)
     call_host_s: float = 0.0  # an MoE block with EP: host seconds per expert all-to-all call (ep_call_host_s)
+    launch_modules: tuple = ()  # the module of each launch_seq op
 
 
 def op_passes_s(op: Op, gpu: GpuCompute, lay: ParallelLayout) -> tuple[float, float]:
@@ -1360,6 +1361,7 @@ def block_time(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute, kind: str
     hmods: dict[str, float] = {}
     pairs: dict[tuple, float] = {}
     seq: list[tuple] = []
+    seq_mods: list[str] = []
     sync_at = -1
     graphs = lay.cuda_graph_scope
     for op in block_ops(model, lay, kind):
@@ -1376,6 +1378,7 @@ def block_time(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute, kind: str
             if op.name == SYNC_OP and sync_at < 0 and host_syncs(lay):
                 sync_at = len(seq)
             seq.append((h, f, kernels_launched(op, lay.precision, amax_pass=amax, scale_kernel=inv)))
+            seq_mods.append(op.module)
         host_b += host_launch_s(op, gpu, backward=True, graphs=graphs, precision=lay.precision, amax_pass=amax,
                                 scale_kernel=inv)
         flops += op.flops if op.passes != "backward" else 0.0
@@ -1388,13 +1391,28 @@ def block_time(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute, kind: str
         if op.tag:
             rec[op.tag] = rec.get(op.tag, 0.0) + f
     synced = sync_at >= 0
-    calls = kind == Block.MOE and lay.ep > 1  # the expert all-to-alls the host launches (none without EP)
+    calls = kind == Block.MOE and ep_calls(lay)  # the expert all-to-alls the host calls
     return BlockTime(fwd, bwd, mods, rec, flops, attention, wgrad, host, host_b, hmods, pairs, tuple(seq), sync_at,
-                     gpu.kernels.sync_s if synced else 0.0, ep_call_host_s(lay, gpu) if calls else 0.0)
+                     gpu.kernels.sync_s if synced else 0.0, ep_call_host_s(lay, gpu) if calls else 0.0,
+                     tuple(seq_mods))
 
 
 HYBRIDEP_CALL = "hybridep_dispatch_with_permute"
 """``host_calls.toml``'s call kind of a HybridEP all-to-all call (:func:`ep_call_host_s`)."""
+
+
+def ep_calls(lay: ParallelLayout) -> bool:
+    """Whether an MoE block's host calls a dispatch and a combine each pass (its ``call_host_s``, else 0).
+
+    The all-to-all dispatcher calls its all-to-all over the EP group, none at ep 1 (one rank). The flex dispatcher
+    (``deepep``) runs over the TP x EP group of the experts (``tp_ep_group``, its TP the experts' ``etp``), so at
+    ep 1 and etp > 1 it still calls DeepEP's or HybridEP's dispatch and combine, each token sent to its experts'
+    ``etp`` ranks (NVIDIA/Megatron-LM@44151194 ``megatron/core/transformer/moe/token_dispatcher.py``
+    ``MoEFlexTokenDispatcher.__init__``: ``_DeepepManager`` and ``_HybridEPManager`` both built with
+    ``group=self.tp_ep_group`` and ``num_experts=self.tp_size * config.num_moe_experts``). topo prices that exchange
+    as the experts' TP all-gather and reduce-scatter (``topo.training.step._ep_traffic``), the calls' host here.
+    """
+    return lay.ep * lay.expert_tp > 1 if lay.ep_dispatcher == "deepep" else lay.ep > 1
 
 
 def ep_call_host_s(lay: ParallelLayout, gpu: GpuCompute) -> float:
@@ -1944,14 +1962,35 @@ def _synced_layer_wait_s(blocks: list[BlockTime], moe: int, ep_cover_s: float = 
     before the first launch with the GPU idle."""
     if math.isinf(ep_cover_s):
         return 0.0
-    m = blocks[moe]
-    at = m.sync_at if m.sync_at >= 0 else len(m.launch_seq)
+    synced, before = _synced_stretch(blocks[moe], ep_cover_s)
+    return _stretch_wait_s([*synced, *(op for b in blocks[moe + 1:] + blocks[:moe] for op in b.launch_seq), *before])
+
+
+def _synced_stretch(m: BlockTime, ep_cover_s: float, moe_module: bool = False) -> tuple[list, list]:
+    """A synced MoE block's forward ops as the host launches them around its sync, each ``(host seconds, GPU
+    seconds, kernels)``: from the sync (its round trip ``sync_s``, the dispatch call, the ops from the sync on, the
+    combine call, the block's last op, its residual) and the ops before it (the norm and the router, up to the
+    device-to-host copy); each call ``call_host_s`` of host and half of ``ep_cover_s`` on the GPU.
+    ``moe_module``: only the MoELayer's ops (:data:`MOE_MODULE`, what recomputing ``moe`` replays: no norm, no
+    residual, the combine last). The one place :func:`_synced_layer_wait_s` and :func:`_moe_recompute_wait_s`
+    read the sequence from."""
+    ops, mods = m.launch_seq, m.launch_modules
+    at = m.sync_at if m.sync_at >= 0 else len(ops)
+    if moe_module:
+        keep = [i for i, mod in enumerate(mods) if mod in MOE_MODULE]
+        at, ops = sum(1 for i in keep if i < at), [ops[i] for i in keep]
     half = (m.call_host_s, ep_cover_s / 2, 1.0)
-    seq = [half, *m.launch_seq[at:-1], half, *m.launch_seq[-1:]] if at < len(m.launch_seq) else [half, half]
-    seq.insert(0, (m.sync_s, 0.0, 1.0))
-    for b in blocks[moe + 1:] + blocks[:moe]:
-        seq += b.launch_seq
-    seq += m.launch_seq[:at]
+    if at == len(ops):
+        after = [half, half]
+    else:
+        body, tail = (ops[at:], []) if moe_module else (ops[at:-1], ops[-1:])
+        after = [half, *body, half, *tail]
+    return [(m.sync_s, 0.0, 1.0), *after], list(ops[:at])
+
+
+def _stretch_wait_s(seq: list[tuple]) -> float:
+    """Seconds the GPU, idle at the stretch's start, waits for the host over ``seq``: the flow line's length
+    (:func:`_launch_line_s`) less the GPU's time."""
     return _launch_line_s(seq) - sum(g for _, g, _ in seq)
 
 
@@ -1985,17 +2024,21 @@ def _moe_recompute_wait_s(lay: ParallelLayout, t: BlockTime, ep_cover_s: float =
     the experts' activation, ``experts.py``'s ``CheckpointWithoutOutput``), so the backward runs the router again,
     syncs its tokens per expert to the host again (a fresh dispatch has no handle: deepseek-ai/DeepEP@94a9f8f6
     hybrid-ep ``dispatch_with_permute`` preprocesses and syncs again) and calls the dispatch and the combine
-    again. The GPU, drained at the sync, waits its round trip (``sync_s``) and then the host's launches of that
-    forward beyond the GPU's own time, the two all-to-all calls in both (each the block's host per call,
-    ``call_host_s``; their GPU time ``ep_cover_s``, which the step counts under ``ep``), as in the forward pass
-    (:func:`_host_waits_s`), and at least the dispatch call's launch: the host makes it only once the sync has
-    returned (:func:`_synced_layer_wait_s`). A fully recomputed layer replays the forward's synced stretch
-    (:func:`_host_waits_s`). ``math.inf`` (the search's lower bound) leaves the round trip and that launch."""
+    again. The GPU, drained at the sync, waits as in the forward pass (:func:`_synced_layer_wait_s`, one rule):
+    the flow line (:func:`_launch_line_s`) over the MoELayer's own ops from the sync (:func:`_synced_stretch`: the
+    round trip ``sync_s``, the dispatch call, the experts, the combine call, each call the block's ``call_host_s``
+    with half of ``ep_cover_s``, which the step counts under ``ep``), then the router's replayed launches up to
+    the next sync, less the GPU's time: at least the round trip and the dispatch call's launch (the host makes it
+    only once the sync has returned) and at least the host's launches beyond the GPU's time. The backward's own
+    launches between two replays are in the backward's host balance (:func:`_host_waits_s`), not in this line. A
+    fully recomputed layer replays the forward's synced stretch (:func:`_host_waits_s`). ``math.inf`` (the search's
+    lower bound) leaves the round trip and that launch, the line's limit."""
     if "moe" not in lay.recompute_modules:
         return 0.0
-    host = sum(t.host_by_module_s.get(m, 0.0) for m in MOE_MODULE) + 2 * t.call_host_s
-    gpu = sum(t.recompute_s.get(m, 0.0) for m in MOE_MODULE) + ep_cover_s
-    return t.sync_s + max(t.call_host_s, host - gpu)
+    if math.isinf(ep_cover_s):
+        return t.sync_s + t.call_host_s
+    synced, before = _synced_stretch(t, ep_cover_s, moe_module=True)
+    return _stretch_wait_s([*synced, *before])
 
 
 def optimizer_step_s(local_params: float, gpu: GpuCompute) -> float:
