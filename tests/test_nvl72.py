@@ -50,8 +50,8 @@ def test_in_switch_bytes_closed_form():
     assert in_switch_bytes(72, 0) == pytest.approx(1 + 1 / 72, rel=1e-12)  # no reference: the textbook traffic
     # busbw = 2(g-1)/g / bytes is the same at 72 ranks as at 8
     assert 2 * 71 / 72 / in_switch_bytes(72, 8) == pytest.approx(2 * 7 / 8 / in_switch_bytes(8, 8), rel=1e-12)
-    assert window_scale(72, 8) == pytest.approx(9.0) and window_scale(8, 8) == pytest.approx(1.0)
-    assert window_scale(72, 0) == 1.0
+    assert window_scale(72, 0, 8) == pytest.approx(9.0) and window_scale(8, 1, 8) == pytest.approx(2.0)
+    assert window_scale(72, 5, 0) == 1.0
 
 
 def test_nvls_floor_at_72_ranks():

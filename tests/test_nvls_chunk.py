@@ -16,13 +16,9 @@ import pytest
 
 from topo import build_fabric, spec_from_dict
 from topo.calibrate.setup import node_spec
-from topo.engine.algorithms.nvls import nvls_schedule
-from topo.engine.cost import Costed, fill_bytes
 from topo.engine.estimate import estimate
-from topo.engine.nvls_chunk import nvls_tree_chunk_bytes, nvls_tree_chunk_rate_Bps, nvls_tree_fill_bytes
-from topo.engine.placement import place
+from topo.engine.nvls_chunk import nvls_tree_chunk_bytes, nvls_tree_chunk_rate_Bps
 from topo.engine.profiles import profile_for
-from topo.engine.schedule import NodeShape
 
 KIB, MIB, GIB = 2**10, 2**20, 2**30
 GB200_OPS = 32 * 32  # 32 NVLS channels x 32 heads per NVL72 rack (NCCL_MAX_NVLS_ARITY)
@@ -104,12 +100,10 @@ def test_estimate_takes_the_bound_where_it_binds():
     size = 16 * GIB
     res4 = estimate(h100_nodes(4), "all_reduce", [size], gpus=32, algorithm="nvls_tree", profile=prof).results[0]
     bound = 8 * 64 * KIB / prof.net_hop("nvls_tree", "Simple")
-    # the window (8 ranks: as fitted) and the trees' 2 x depth loops of 1 channel x 8 heads x chunk
-    fill4 = prof.pipeline_window_bytes + 2 * 2 * 8 * 64 * KIB  # 4 domains: depth 2, 64 KiB
-    assert res4.bandwidth_s == pytest.approx((size + fill4) / bound, rel=1e-9)
+    fill = prof.pipeline_window_bytes * 8 / prof.reference_ranks_per_domain * (1 + 2)  # 4 domains: depth 2
+    assert res4.bandwidth_s == pytest.approx((size + fill) / bound, rel=1e-9)
     res3 = estimate(h100_nodes(3), "all_reduce", [size], gpus=24, algorithm="nvls_tree", profile=prof).results[0]
-    fill3 = prof.pipeline_window_bytes + 2 * 1 * 8 * 128 * KIB  # 3 domains: depth 1, 128 KiB
-    assert res4.bandwidth_s / res3.bandwidth_s == pytest.approx(2 * (size + fill4) / (size + fill3), rel=1e-3)
+    assert res4.bandwidth_s / res3.bandwidth_s == pytest.approx(2 * (size + fill) / (size + fill * 2 / 3), rel=1e-3)
 
 
 def test_bundled_bound_leaves_20_racks_unchanged():
@@ -120,35 +114,7 @@ def test_bundled_bound_leaves_20_racks_unchanged():
     f = build_fabric(spec_from_dict(node_spec("GB200", 4, "400 Gb/s", "infiniband_ndr", 360, gpus=4, domain=72)))
     prof = profile_for("blackwell", "infiniband_ndr")
     res = estimate(f, "all_reduce", [16 * GIB], gpus=1440, algorithm="nvls_tree", profile=prof).results[0]
-    # 8x more steps in flight lifts the bound 8x and leaves the trees' fill (same chunk) as it is
     off = estimate(f, "all_reduce", [16 * GIB], gpus=1440, algorithm="nvls_tree",
-                   profile=replace(prof, steps_in_flight=64)).results[0]
+                   profile=replace(prof, nvls_chunk_bytes=0)).results[0]
     assert res.time_s == pytest.approx(off.time_s, rel=1e-12)
     assert GB200_OPS * 64 * KIB / prof.net_hop("nvls_tree", "Simple") > 8 * res.algbw_GBps * 1e9
-
-
-def test_trees_fill_two_loops_per_level():
-    """NVLSTree's trees across domains add 2 x depth stages to the pipeline, one loop of channels x heads x chunk
-    of message each (NVIDIA/nccl master 5067397c, src/device/all_reduce.h: ``loopCount = nvls->nHeads *
-    chunkCount`` per channel, one chunk a step up and down the tree; src/transport/nvls.cc: an NVLS step is
-    ``nvlsChunkSize``). GB200 NVL72: 32 channels x 32 heads; 2 racks (depth 1, 128 KiB) 256 MiB, CoreWeave's 20
-    racks (depth 5, 64 KiB from 4 nodes) 640 MiB, 448 racks (depth 9) 1,152 MiB; the profile's window, scaled by
-    the ranks per domain only, comes on top."""
-    prof = profile_for("blackwell", "infiniband_ndr")
-    for racks, depth, chunk_bytes, want in ((2, 1, 128 * KIB, 256 * MIB), (20, 5, 64 * KIB, 640 * MIB),
-                                            (448, 9, 64 * KIB, 1152 * MIB)):
-        sched = SimpleNamespace(family="nvls_tree", nvls_heads=32, nvls_tree_depth=depth)
-        assert 2 * depth * GB200_OPS * chunk_bytes == want
-        assert nvls_tree_fill_bytes(sched, prof, 16 * GIB, racks) == want
-    # a small message takes NCCL's smaller chunk: 63 MiB on 20 racks runs 32 KiB chunks
-    sched = SimpleNamespace(family="nvls_tree", nvls_heads=32, nvls_tree_depth=5)
-    assert nvls_tree_fill_bytes(sched, prof, 63 * MIB, 20) == 2 * 5 * GB200_OPS * 32 * KIB
-    assert nvls_tree_fill_bytes(SimpleNamespace(family="nvls", nvls_heads=0, nvls_tree_depth=0), prof, GIB, 1) == 0
-    # the schedule: its window grows with the ranks per domain, not with the tree's depth
-    f = build_fabric(spec_from_dict(node_spec("GB200", 4, "400 Gb/s", "infiniband_ndr", 360, gpus=4, domain=72)))
-    s = nvls_schedule(NodeShape.of(f), place(f, 1440), "nvls_tree", reference_ranks=8, max_heads=32)
-    assert (s.window_scale, s.nvls_tree_depth, s.nvls_heads) == (72 / 8, 5, 32)
-    c = Costed(SimpleNamespace(schedule=s), 1e-12, -1, 0.0, [])
-    window = prof.pipeline_window_bytes * 72 / 8 + 640 * MIB
-    assert fill_bytes(c, prof, 16 * GIB, 20) == pytest.approx(window)
-    assert fill_bytes(c, prof, 512 * MIB, 20) == 512 * MIB  # all of a message shorter than the fill

@@ -4,8 +4,7 @@
 per second) is the routed bottleneck at the protocol's efficiency, capped by NCCL's own per-protocol bus-bandwidth
 caps, and the bottleneck of a phase is its most loaded resource's bytes over usable bandwidth (or the max-min fair
 makespan): ``seconds per byte = sum over phases (repeat * drain time per byte)``. ``W`` is the profile's pipeline
-window (the first bytes go at half speed while NCCL's buffers fill) times the schedule's ``window_scale``, plus
-NVLSTree's stages across domains (:func:`fill_bytes`). Routing is done once per schedule; a whole
+window (the first bytes go at half speed while NCCL's buffers fill) times the schedule's ``window_scale``. Routing is done once per schedule; a whole
 size sweep is arithmetic.
 
 At small sizes NCCL runs a ring or tree on fewer channels and threads (``channel_min_bytes``, :func:`small_channels`,
@@ -27,7 +26,7 @@ import numpy as np
 from ..fabric.levels import Level
 from .contention import drain_time
 from .loads import ScheduleLoads
-from .nvls_chunk import nvls_tree_chunk_rate_Bps, nvls_tree_fill_bytes
+from .nvls_chunk import nvls_tree_chunk_rate_Bps
 from .profiles import Profile
 from .route import Router
 from .schedule import LatencyCounts
@@ -529,26 +528,21 @@ def p2p_protocols(c: Costed, profile: Profile, protocols, size_bytes: int) -> tu
     return (want,) if want in protocols else tuple(p for p in protocols if p != "LL128") or tuple(protocols)
 
 
-def fill_bytes(c: Costed, profile: Profile, size_bytes: int, num_domains: int) -> float:
-    """Bytes of a message that go at half speed while NCCL's pipeline fills: ``min(S, W)``, ``W`` the profile's
-    pipeline window times the schedule's ``window_scale`` (NVLS over many ranks), plus the stages NVLSTree's trees
-    across ``num_domains`` domains add (:func:`topo.engine.nvls_chunk.nvls_tree_fill_bytes`).
+def fill_bytes(c: Costed, profile: Profile, size_bytes: int) -> float:
+    """Bytes of a message that go at half speed while NCCL's buffers fill: ``min(S, W)``, ``W`` the profile's
+    pipeline window times the schedule's ``window_scale`` (NVLS over many ranks, NVLSTree's levels).
 
     Parameters
     ----------
     c : Costed
     profile : Profile
     size_bytes : int
-    num_domains : int
-        NVLink domains the collective spans.
 
     Returns
     -------
     float
     """
-    window = profile.pipeline_window_bytes * c.schedule.window_scale
-    window += nvls_tree_fill_bytes(c.schedule, profile, size_bytes, num_domains)
-    return float(min(size_bytes, window))
+    return float(min(size_bytes, profile.pipeline_window_bytes * c.schedule.window_scale))
 
 
 def best_protocol(c: Costed, profile: Profile, protocols, size_bytes: int, collective: str, num_ranks: int,
@@ -578,12 +572,11 @@ def best_protocol(c: Costed, profile: Profile, protocols, size_bytes: int, colle
     for proto in p2p_protocols(c, profile, protocols, size_bytes):
         lat = latency_s(sched.latency, c.loads.routed_latency_s, profile, proto)
         # the first min(S, window) bytes go at half speed while the pipeline fills (topo.engine.profiles); the
-        # schedule scales the window where its pipeline is longer (many ranks per domain; NVLSTree's levels add
-        # their chunks' stages)
+        # schedule scales the window where its pipeline is longer (NVLS over many ranks, NVLSTree's levels)
         rate = min(rate_limit(c, profile, proto, collective, num_ranks, num_domains).rate_Bps,
                    ll_channels_rate_Bps(sched, profile, proto, size_bytes, collective, num_ranks),
                    nvls_tree_chunk_rate_Bps(sched, profile, size_bytes, num_domains))
-        bw = (size_bytes + fill_bytes(c, profile, size_bytes, num_domains)) / rate
+        bw = (size_bytes + fill_bytes(c, profile, size_bytes)) / rate
         # the proxy posts the channels' messages while earlier data is on the wire: whichever takes longer counts
         lat += max(0.0, proxy_channels_s(sched, profile, proto, size_bytes, num_ranks) - bw)
         t = lat + bw

@@ -333,7 +333,7 @@ class Evaluation:
                              latency_s, bandwidth_s)
             eff = self.profile.efficiency(fam, protocol, self.num_domains)
         util = float(per_link / (line * time_s)) if time_s > 0 else 0.0
-        fill = fill_bytes(c, self.profile, size_bytes, self.num_domains)
+        fill = fill_bytes(c, self.profile, size_bytes)
         shares = dict(protocol_efficiency=float(eff),
                       class_efficiency=float(class_efficiency(self.router, self.profile)[self.router.level[r]]),
                       fill_share=size_bytes / (size_bytes + fill) if size_bytes > 0 else 1.0,

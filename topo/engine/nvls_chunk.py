@@ -14,24 +14,13 @@ step paying the step latency (the NVLSTree network step that :func:`topo.engine.
 level), with up to NCCL_STEPS = 8 steps in flight per connection (src/include/device.h: a connection's buffer holds
 8 steps; the profile's ``steps_in_flight``). So the collective moves at most ``steps x channels x heads x chunk``
 bytes of message per step latency: a bound on the rate from NCCL's own step and chunk, no efficiency constant.
-
-The fill of the trees across domains: NCCL's NVLSTree kernel (src/device/all_reduce.h, ``RunWorkColl<...,
-NCCL_ALGO_NVLS_TREE, NCCL_PROTO_SIMPLE>``, master 5067397c) moves ``loopCount = nHeads x chunkCount`` per channel
-and loop, each head its own chunk up its tree (``directRecvDirectSend``, one chunk a step: an NVLS connection's step
-is ``nvlsChunkSize``, src/transport/nvls.cc ``nvlsStepSize = comm->nvlsChunkSize``) and back down. A pipeline of
-``k`` stages that moves one loop per stage interval ``T`` takes ``(N + k - 1) T`` for ``N`` loops: the tree adds
-``2 x depth`` stages (up, then down) to the in-domain pipeline, so ``2 x depth`` loops of ``channels x heads x
-chunk`` bytes of message at the steady rate. The interval a network stage takes for its loop is ``T`` when the
-network bounds the rate and less otherwise, so this is the most the trees add. NCCL's own model has no fill; its
-tree depth enters only the latency (src/graph/tuning.cc: NVLSTree ``intraLat + 2 * log2i(nNodes) * interLat``),
-which topo charges per level (:func:`topo.engine.cost.latency_s`).
 """
 
 from __future__ import annotations
 
 import math
 
-__all__ = ["NVLS_TREE_CHUNK_STEPS", "nvls_tree_chunk_bytes", "nvls_tree_chunk_rate_Bps", "nvls_tree_fill_bytes"]
+__all__ = ["NVLS_TREE_CHUNK_STEPS", "nvls_tree_chunk_bytes", "nvls_tree_chunk_rate_Bps"]
 
 # NCCL's reduction of the NVLSTree chunk for small messages (src/enqueue.cc, v2.21.5-1 to v2.30.7-1): while the
 # message is under k x concurrentOps x chunk and the chunk is above c, the chunk becomes c, in this order
@@ -71,42 +60,6 @@ def nvls_tree_chunk_bytes(size_bytes: float, num_domains: int, concurrent_ops: i
     return chunk
 
 
-def _loop_bytes(sched, profile, size_bytes: float, num_domains: int) -> tuple[int, int]:
-    """NCCL's concurrent operations (NVLS channels x heads) and NVLSTree chunk for this message; (0, 0) where the
-    schedule is not NVLSTree across domains or the profile lacks NCCL's NVLS channels or chunk."""
-    heads = getattr(sched, "nvls_heads", 0)
-    if (sched.family != "nvls_tree" or num_domains < 2 or heads < 1 or profile.nvls_channels < 1
-            or profile.nvls_chunk_bytes < 1):
-        return 0, 0
-    ops = profile.nvls_channels * heads
-    chunk = nvls_tree_chunk_bytes(size_bytes, num_domains, ops, profile.nvls_chunk_bytes,
-                                  profile.nvls_tree_max_chunk_bytes or profile.nvls_chunk_bytes,
-                                  profile.nvls_tree_small_chunk_domains or num_domains + 1)
-    return ops, chunk
-
-
-def nvls_tree_fill_bytes(sched, profile, size_bytes: float, num_domains: int) -> float:
-    """Bytes of message the trees across domains add to NVLSTree's pipeline fill: ``2 x depth x channels x heads
-    x chunk`` (the module's docstring: ``2 x depth`` stages, each one loop at the steady rate at most).
-
-    Parameters
-    ----------
-    sched : Schedule
-        Its family, ``nvls_heads`` and ``nvls_tree_depth``.
-    profile : Profile
-        ``nvls_channels``, ``nvls_chunk_bytes``, ``nvls_tree_max_chunk_bytes``, ``nvls_tree_small_chunk_domains``.
-    size_bytes : float
-    num_domains : int
-
-    Returns
-    -------
-    float
-        0 for another family, a single domain, or a profile without NCCL's NVLS chunk or channels.
-    """
-    ops, chunk = _loop_bytes(sched, profile, size_bytes, num_domains)
-    return float(2 * getattr(sched, "nvls_tree_depth", 0) * ops * chunk)
-
-
 def nvls_tree_chunk_rate_Bps(sched, profile, size_bytes: float, num_domains: int) -> float:
     """The most bytes of message per second NVLSTree's chunk steps allow: ``steps in flight x channels x heads x
     chunk / step latency``.
@@ -126,10 +79,15 @@ def nvls_tree_chunk_rate_Bps(sched, profile, size_bytes: float, num_domains: int
     float
         inf for another family, a single domain, or a profile without NCCL's NVLS chunk or channels.
     """
-    ops, chunk = _loop_bytes(sched, profile, size_bytes, num_domains)
-    if ops < 1:
+    heads = getattr(sched, "nvls_heads", 0)
+    if (sched.family != "nvls_tree" or num_domains < 2 or heads < 1 or profile.nvls_channels < 1
+            or profile.nvls_chunk_bytes < 1):
         return math.inf
     step_s = profile.net_hop("nvls_tree", "Simple")
     if step_s <= 0:
         return math.inf
+    ops = profile.nvls_channels * heads
+    chunk = nvls_tree_chunk_bytes(size_bytes, num_domains, ops, profile.nvls_chunk_bytes,
+                                  profile.nvls_tree_max_chunk_bytes or profile.nvls_chunk_bytes,
+                                  profile.nvls_tree_small_chunk_domains or num_domains + 1)
     return max(1, profile.steps_in_flight) * ops * chunk / step_s

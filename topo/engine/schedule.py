@@ -369,14 +369,11 @@ class Schedule:
     pinned_channels : int, optional
         Set when the user pinned the channel count (NCCL's caps scale with it).
     window_scale : float
-        The profile's pipeline window times this (grows with the ranks per domain; NVLSTree's levels add their
-        own fill, :func:`topo.engine.nvls_chunk.nvls_tree_fill_bytes`).
+        The profile's pipeline window times this (NVLS: grows with ranks and tree depth).
     net_peer_channels : int
         Send/receive across the network: NCCL's p2p channels per network peer (0: none).
     nvls_heads : int
         NVLSTree: heads per NVLink domain, each carrying one chunk per loop on every NVLS channel (0: none).
-    nvls_tree_depth : int
-        NVLSTree: levels of its trees across the NVLink domains, each a stage its chunks pass up and down (0: none).
     """
 
     algorithm: str
@@ -387,10 +384,9 @@ class Schedule:
     notes: list[str] = field(default_factory=list)
     channels: int = 1  # NCCL channels (rings or tree pairs) the schedule runs
     pinned_channels: int | None = None  # set when the user pinned the channel count (NCCL's caps scale with it)
-    window_scale: float = 1.0  # the profile's pipeline window times this (grows with the ranks per domain)
+    window_scale: float = 1.0  # the profile's pipeline window times this (NVLS: grows with ranks and tree depth)
     net_peer_channels: int = 0  # send/receive across the network: NCCL's p2p channels per network peer (0: none)
     nvls_heads: int = 0  # NVLSTree: heads per NVLink domain, each carrying its chunk on every NVLS channel (0: none)
-    nvls_tree_depth: int = 0  # NVLSTree: levels of its trees across domains (0: none)
     # send/receive patterns (family p2p): bytes of one send to one peer per byte of message (alltoall: 1/p), and
     # NCCL's p2p channels per peer (0: the profile's channel count); NCCL's LL-or-Simple choice reads both
     peer_message_fraction: float = 1.0

@@ -20,10 +20,9 @@ reaches 841 GB/s busbw (data/reference/nccl_tests_measurements.csv, oci_gb300_2n
 has no rank term in NVLS bandwidth either (src/graph/tuning.cc: ``2 * bwIntra * nvlsEfficiency *
 (nChannels-1)/nChannels``). Past ``r`` ranks each GPU moves ``(g-1)/g * (r+1)/(r-1)`` each way, which keeps busbw
 at its value at ``r`` (and equals ``1 + 1/g`` there). The pipeline that fills before NVLS reaches that rate is
-longer with more ranks (each rank's share of a loop is ``1/g``): the schedule scales the profile's window by
-``g/r`` (one rack of 72 GB200 ranks reaches 70% of its peak busbw at 512 MiB; coreweave/nccl-tests README).
-NVLSTree's levels across domains add their own fill, in NCCL's chunks, not a wider window
-(:func:`topo.engine.nvls_chunk.nvls_tree_fill_bytes`: 2 x depth loops of channels x heads x chunk).
+longer with more ranks (each rank's share of a loop is ``1/g``) and with each NVLSTree level the chunks climb: the
+schedule scales the profile's window by ``g/r * (1 + tree depth)`` (one rack of 72 GB200 ranks reaches 70% of its
+peak busbw at 512 MiB, 2 racks 61%, 20 racks 37%; coreweave/nccl-tests README).
 """
 
 from __future__ import annotations
@@ -60,17 +59,15 @@ def in_switch_bytes(g: int, reference_ranks: int = 0) -> float:
     return 1.0 + 1.0 / g
 
 
-def window_scale(g: int, reference_ranks: int = 0) -> float:
-    """The factor on the profile's pipeline window for NVLS over ``g`` ranks per domain: ``g / reference_ranks``
-    (1 without a reference: the window as fitted). NVLSTree's tree depth does not enter it (its levels' fill is
-    :func:`topo.engine.nvls_chunk.nvls_tree_fill_bytes`).
+def window_scale(g: int, depth: int, reference_ranks: int = 0) -> float:
+    """The factor on the profile's pipeline window for NVLS over ``g`` ranks per domain and a tree of ``depth``
+    levels across domains (1 without a reference: the window as fitted).
 
     Parameters
     ----------
     g : int
-        Ranks per NVLink domain.
+    depth : int
     reference_ranks : int
-        The profile's reference ranks per domain (0: none).
 
     Returns
     -------
@@ -78,7 +75,7 @@ def window_scale(g: int, reference_ranks: int = 0) -> float:
     """
     if reference_ranks < 1:
         return 1.0
-    return g / reference_ranks
+    return g / reference_ranks * (1 + depth)
 
 
 def nvls_heads(shape: NodeShape, groups: np.ndarray, g: int, max_heads: int = 0) -> np.ndarray:
@@ -156,7 +153,7 @@ def nvls_schedule(shape: NodeShape, placement: Placement, name: str, gpu_name: s
         half = InSwitchReduce(placement.gpus, (g - 1) / g)
         return Schedule("nvls", "nvls", [SchedulePhase([half], 1.0, f"in-switch {collective.replace('_', '-')}")],
                         LatencyCounts("nvls"), [LatencyTerm(0, 0, "max")],
-                        window_scale=window_scale(g, reference_ranks))
+                        window_scale=window_scale(g, 0, reference_ranks))
     # in-switch reduce-scatter + multicast all-gather: S (1 + 1/g) each way per GPU (flat busbw past the reference)
     local = InSwitchReduce(placement.gpus, in_switch_bytes(g, reference_ranks))
     if name == "nvls":
@@ -164,7 +161,7 @@ def nvls_schedule(shape: NodeShape, placement: Placement, name: str, gpu_name: s
             raise AlgorithmUnavailable("nvls reduces inside one NVLink domain; across domains use nvls_tree")
         return Schedule("nvls", "nvls", [SchedulePhase([local], 1.0, "in-switch reduce + multicast")],
                         LatencyCounts("nvls"), [LatencyTerm(0, 0, "max")],
-                        window_scale=window_scale(g, reference_ranks))
+                        window_scale=window_scale(g, 0, reference_ranks))
     if D < 2:
         raise AlgorithmUnavailable("nvls_tree spans NVLink domains; inside one domain use nvls")
     return _nvls_tree(shape, placement, local, g, reference_ranks, max_heads)
@@ -208,4 +205,4 @@ def _nvls_tree(shape: NodeShape, placement: Placement, local: InSwitchReduce, g:
     terms = [LatencyTerm(0, 0, "max"), LatencyTerm(0, 1, "max", 2 * depth)]
     return Schedule("nvls_tree", "nvls_tree",
                     [SchedulePhase([local, up, down], 1.0, "in-switch reduce + trees across domains")], counts, terms,
-                    window_scale=window_scale(g, reference_ranks), nvls_heads=int(H), nvls_tree_depth=int(depth))
+                    window_scale=window_scale(g, depth, reference_ranks), nvls_heads=int(H))
