@@ -4,12 +4,16 @@ of all its heads for all s tokens of 1 / cp of them, one all-to-all each for z, 
 C repeated cp / groups times when a rank holds fewer groups than cp), and the output goes back in one more
 (post_conv_ssm); the backward sends their gradients. The all-to-alls block the mixer: no attention hides them."""
 
+from pathlib import Path
+
 import pytest
 
 import topo
 from topo.training.model import load_model
 from topo.training.parallel import make_layout
 from topo.training.step import estimate_step, mamba_cp_alltoalls, step_traffic
+
+ROOT_MODELS = Path(topo.__file__).parent / "data" / "models"
 
 
 def _lay(cp, **kw):
@@ -53,3 +57,25 @@ def test_mamba_all_to_alls_are_exposed_even_with_cp_overlap():
     a2a = sum(c.time_s for c in r.comm if c.dim == "cp" and c.collective == "alltoall")
     assert a2a > 0
     assert r.breakdown_s["cp"] >= a2a * (1 - 1e-9)
+
+
+def test_a_chunk_longer_than_the_sequence_is_one_line(tmp_path, capsys):
+    """walk21 (findings section 232): a model file's ``chunk_size = 100000`` priced a 1,501 s Nemotron-H step without
+    a word; a sequence shorter than one Mamba-2 chunk is now refused, naming the layout's key, both values and what is
+    allowed (``check_layout``); a chunk equal to the sequence still runs."""
+    from topo.cli.main import main
+    from topo.errors import TopoError
+    from topo.training.parallel import check_layout
+    text = (ROOT_MODELS / "nemotron-h-56b.toml").read_text()
+    assert "chunk_size = 128" in text
+    bad = tmp_path / "nh.toml"
+    bad.write_text(text.replace("chunk_size = 128", "chunk_size = 100000"))
+    assert main(["train", "dgx-h100-superpod", "--model", str(bad), "--gpus", "64", "--tp", "8", "--dp", "8",
+                 "--global-batch", "64"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and len(err.splitlines()) == 1, err
+    assert "seq_len: 8192 tokens is shorter than one Mamba-2 chunk of 100000" in err and "chunk_size up to 8192" in err
+    model = load_model("nemotron-h-56b")
+    check_layout(model, make_layout(tp=8, dp=8, global_batch=64, seq_len=128))  # one whole chunk: runs
+    with pytest.raises(TopoError, match="127 tokens is shorter than one Mamba-2 chunk of 128"):
+        check_layout(model, make_layout(tp=8, dp=8, global_batch=64, seq_len=127))

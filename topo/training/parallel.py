@@ -1001,6 +1001,11 @@ def _check_mamba(model: ModelSpec, lay: ParallelLayout, bad) -> None:
     if heads % lay.tp or groups % lay.tp:
         bad("tp", f"{lay.tp} does not divide the {heads} Mamba-2 heads and {groups} groups; allowed: a divisor "
                   f"of {math.gcd(heads, groups)}")
+    seq, chunk = lay.seq_len or model.seq_len, model.mamba.chunk_size
+    if chunk > seq:  # walk21 (section 232): a chunk of 100,000 tokens priced a 1,501 s step without a word
+        bad("seq_len", f"{seq} tokens is shorter than one Mamba-2 chunk of {chunk} (the model's mamba.chunk_size): "
+                       f"mamba_ssm's SSD kernels would run a whole chunk's tiles for each sequence; allowed: a "
+                       f"sequence of at least {chunk} tokens, or a chunk_size up to {seq} in the model file")
     h, g, cp = heads // lay.tp, groups // lay.tp, lay.cp
     if cp > 1 and (h % cp or (cp % g if g < cp else g % cp)):
         bad("cp", f"{cp} does not split the {h} Mamba-2 heads and {g} groups per TP rank (the heads evenly, the "
