@@ -85,18 +85,21 @@ def test_an_ethernet_spine_whose_cage_powers_18_w_cannot_host_a_24_w_module():
     assert (slow["hosted_at"], slow["waves"], slow["ports_needed"]) == ("spine", 32, 64)
 
 
-def test_a_full_ethernet_spine_adds_switches_of_its_model_for_the_missing_cages():
-    """4 units fill the 16 spines x 64 ports: the 32 ports the 16 pluggables need are all missing,
-    ceil(32 / (64 / 2)) = 1 more SN5600, its 32 links into the site with a module at both ends."""
+def test_a_full_ethernet_spine_grows_by_switches_of_its_model_for_the_missing_cages():
+    """4 units fill the 16 spines x 64 ports: the 32 ports the 16 pluggables need (a 2 x 400G cage each) are all
+    missing. The top tier grows (plan59; walk22's leftover: a border switch of the spine's model, half its ports
+    into the site, landed those links on spine ports that were not there, unpriced): ceil(32 / 64) = 1 more SN5600
+    in the spine, the pluggables in its cages, the links from the leaves spread over 17 spines (16 x 64 = 1,024
+    leaf uplinks + 32 DCI ports <= 17 x 64 = 1,088), priced and powered as the site's bill prices a spine."""
     p = _plan(ROCE_SN5600.format(i=0, u=4), "plan.dci.module.power_W=15")
     east = p.dci.site_ports[0]
-    assert (east["hosted_at"], east["ports_needed"], east["ports_idle"], east["border_switches"]) == ("spine", 32, 0, 1)
+    assert (east["hosted_at"], east["ports_needed"], east["ports_idle"], east["ports_missing"]) == ("spine", 32, 0, 32)
+    assert (east["tier_added"], east["border_switches"]) == (1, 0)
     sw = next(s for s in p.site_plans[0].bom.switches if s.tier == "spine")
-    mod = _module(p)
-    ends = mod.links // mod.count
-    assert [(i["count"], i["price_usd_each"]) for i in east["items"]] == [
-        (1, sw.price_usd_each), (2 * math.ceil(32 / ends), mod.price_usd_each)]
-    assert any(n.startswith("site east: its 16 coherent pluggables take 32 spine ports") for n in p.notes)
+    assert [(i["count"], i["power_W_each"], i["price_usd_each"]) for i in east["items"]] == [
+        (1, sw.power_W_each, sw.price_usd_each)]
+    assert any(n.startswith("site east: its 16 coherent pluggables take 32 spine ports") and "the spine has 0 idle, "
+               "32 short: the DCI's bill adds 1 spine switch of the site's model (SN5600" in n for n in p.notes)
 
 
 def test_border_leaves_are_priced_from_the_spec_s_leaf_and_the_oversubscription():
@@ -119,12 +122,38 @@ def test_border_leaves_are_priced_from_the_spec_s_leaf_and_the_oversubscription(
     assert any("sit on border switches (attach = border)" in n for n in p.notes)
 
 
-def test_border_links_a_full_attach_tier_cannot_take_are_said():
-    """4 units leave no idle spine port: the DCI switch's 32 links find none, said (not priced)."""
+def test_border_links_a_full_top_tier_cannot_take_grow_it_priced():
+    """4 units leave no idle spine port (16 QM9700 x 64 ports, all to the leaves): the DCI switch's 1.6 TB/s / 50
+    GB/s = 32 links find none. walk22 found them said, "not priced"; the spine now grows by ceil(32 / 64) = 1
+    QM9700 at the site's bill's price and power, in the DCI's equipment and power (hand count below)."""
     p = _plan('sites[0].set=["cluster.num_units=4"]')
-    east = p.dci.site_ports[0]
-    assert (east["ports_needed"], east["ports_idle"], east["ports_missing"]) == (32, 0, 32)
-    assert any(n.startswith("site east:") and "the spine has 0 idle, 32 short (not priced" in n for n in p.notes)
+    east, west = p.dci.site_ports
+    assert (east["ports_needed"], east["ports_idle"], east["ports_missing"], east["tier_added"]) == (32, 0, 32, 1)
+    assert west["tier_added"] == 0 and west["ports_missing"] == 0
+    spine = next(s for s in p.site_plans[0].bom.switches if s.tier == "spine")
+    grown = east["items"][-1]
+    assert (grown["count"], grown["power_W_each"], grown["price_usd_each"]) == (
+        1, spine.power_W_each, spine.price_usd_each)
+    # the DCI's bill: the spans', a DCI switch and 32 modules at each site, and the one spine added at east
+    sw, mod = DCI["switch"], _module(p)
+    assert p.dci.equipment_usd == pytest.approx(_spans_usd(p) + 2 * (sw["price_usd"]["value"] + 32 * mod.price_usd_each)
+                                                + spine.price_usd_each)
+    assert p.dci.power_W == pytest.approx(sum(b.power_W for b in p.dci.spans)
+                                          + 2 * (sw["power_W"]["value"] + 32 * mod.power_W_each) + spine.power_W_each)
+    assert any(n.startswith("site east:") and "the spine has 0 idle, 32 short: the DCI's bill adds 1 spine switch "
+               "of the site's model (QM9700" in n for n in p.notes)
+    assert not any("not priced" in n for n in p.notes)
+
+
+def test_a_full_tier_below_the_top_is_refused_naming_the_site_and_the_key():
+    """A tier below the top has up ports: it cannot grow for the DCI without ports above it. The DCI attached at
+    east's leaves (4 units: 32 down + 32 up of each QM9700's 64, none idle): one line naming the site and
+    interconnect.attach_tier."""
+    from topo.errors import TopoError
+    with pytest.raises(TopoError) as err:
+        _plan('sites[0].set=["cluster.num_units=4"]', 'interconnect.attach_tier="leaf"')
+    assert err.value.key == "interconnect.attach_tier" and err.value.message.startswith("site east: the DCI needs")
+    assert "\n" not in err.value.message
 
 
 def test_the_dci_switch_is_a_quotable_figure():

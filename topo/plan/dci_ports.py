@@ -18,7 +18,13 @@ capacity into the site (``o`` the border oversubscription):
   ceil(R / cage rate)) x c`` up to the waves (``c`` the leaf model's or the DCI switch's ``ports_per_cage``) and
   ``ceil(B / r)`` down into the site at their port rate ``r``; ``ceil((up + down) / k)`` switches. Their links
   land on ``ceil(B / r_t)`` attach-tier ports (``r_t`` the tier's rate), a module of the tier's optics at both
-  ends; idle ports take them, the missing ones are said, not priced.
+  ends; idle ports take them.
+
+Where the attach tier's idle ports end (:func:`_grown_top`), the top tier grows: ``ceil(missing / k)`` more
+switches of its own model (radix ``k``, the site's bill's price and power), the links from the tier below spread
+over them (their count and optics unchanged: ``n k`` ports hold the ``n k - idle`` taken from below and the
+DCI's), the same rule as the single-site plan's switch counts (ports = switches x radix). A tier below the top
+cannot grow without ports above it: refused, naming the site and ``interconnect.attach_tier``.
 """
 
 from __future__ import annotations
@@ -51,7 +57,8 @@ class SitePorts:
     border_up_ports: int = 0  # the border switches' ports to the waves
     border_down_ports: int = 0  # ... and into the site
     why_border: str = ""  # why the attach tier does not host the waves
-    ports_missing: int = 0  # attach-tier ports the border links need beyond the idle ones (said, not priced)
+    ports_missing: int = 0  # attach-tier ports the DCI needs beyond the idle ones (the top tier grows for them)
+    tier_added: int = 0  # switches of the attach tier's model added to it for those ports (:func:`_grown_top`)
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -151,13 +158,26 @@ def _at_tier(base: dict, bom, t, waves, idle: int) -> SitePorts:
     sw = _switch_line(bom, t.name)
     needed = sum(w for w, _ in waves) * _ppc(sw)
     missing = max(0, needed - idle)
-    extra = math.ceil(missing / (t.radix // 2)) if missing else 0
-    items = []
-    if extra:
-        items = [DciItem(f"DCI border switch ({sw.model})", extra, sw.power_W_each, sw.price_usd_each)]
-        items += _module_items(bom, t, extra * (t.radix // 2))
-    return SitePorts(**base, ports_needed=needed, border_switches=extra, items=items, hosted_at=t.name,
-                     border_model=sw.model if extra else "")
+    items = _grown_top(bom, t, missing, base["site"])
+    added = items[0].count if items else 0
+    return SitePorts(**base, ports_needed=needed, border_switches=0, items=items, hosted_at=t.name,
+                     border_model="", ports_missing=missing, tier_added=added)
+
+
+def _grown_top(bom, t, missing: int, site: str) -> list[DciItem]:
+    """The switches of the attach tier's own model that give it ``missing`` more ports: ``ceil(missing / k)`` of
+    radix ``k``, priced and powered as the site's bill prices the tier (a larger top tier, the links from below
+    spread over more switches, their count unchanged); refused below the top tier, which would need ports above."""
+    if missing <= 0:
+        return []
+    if not t.is_top:
+        raise TopoError(f"site {site}: the DCI needs {missing:,} more {t.name} ports than the tier's "
+                        f"{t.idle_ports:,} idle, and a tier below the top cannot grow without ports above it; "
+                        f"allowed: attach the DCI at the top tier (interconnect.attach_tier) or a site whose "
+                        f"{t.name} has idle ports (fewer units)", key="interconnect.attach_tier")
+    sw = _switch_line(bom, t.name)
+    return [DciItem(f"{t.name} switch added for the DCI ({sw.model})", math.ceil(missing / t.radix),
+                    sw.power_W_each, sw.price_usd_each)]
 
 
 def _border(base: dict, f, bom, t, waves, need_Bps: float, idle: int, cat: DciCatalog, why: str) -> SitePorts:
@@ -176,14 +196,17 @@ def _border(base: dict, f, bom, t, waves, need_Bps: float, idle: int, cat: DciCa
     down = math.ceil(need_Bps / rate - 1e-9)
     n = math.ceil((up + down) / k)
     links = math.ceil(need_Bps / t.down_rate_Bps - 1e-9)
+    missing = max(0, links - idle)
     items = [DciItem(f"DCI border switch ({model})", n, power, price)] + _module_items(bom, t, links)
+    grown = _grown_top(bom, t, missing, base["site"])
+    items += grown
     fastest = max(r for _, r in waves)
     notes = [f"a wave of {fastest * 8 / 1e9:g} Gb/s is faster than a {model} cage ({rate * ppc * 8 / 1e9:g} Gb/s): "
              f"counted as {math.ceil(fastest / (rate * ppc) - 1e-9)} cages a wave; quote a switch with cages of the "
              f"wave's rate (plan.dci.switch.port_rate_Gbps)"] if fastest > rate * ppc * (1 + 1e-9) else []
     return SitePorts(**base, ports_needed=links, border_switches=n, items=items, hosted_at="border",
                      border_model=model, border_up_ports=up, border_down_ports=down, why_border=why,
-                     ports_missing=max(0, links - idle), notes=notes)
+                     ports_missing=missing, tier_added=grown[0].count if grown else 0, notes=notes)
 
 
 def port_notes(ports: list[SitePorts]) -> list[str]:
@@ -202,7 +225,7 @@ def port_notes(ports: list[SitePorts]) -> list[str]:
     out = []
     for p in ports:
         rate = f"{p.port_rate_Bps * 8 / 1e9:g} Gb/s"
-        lines = ", ".join(f"{i.count:,} x {i.item}" for i in p.items)
+        lines = ", ".join(f"{i.count:,} x {i.item}" for i in p.items[:len(p.items) - (p.tier_added > 0)])
         if p.hosted_at == "border":
             head = (f"site {p.site}: its {p.waves:,} coherent pluggables (one a wave) sit on border switches"
                     + (f", not its {p.attach_tier} ({p.why_border})" if p.why_border else " (attach = border)"))
@@ -213,13 +236,19 @@ def port_notes(ports: list[SitePorts]) -> list[str]:
                 text += " (an InfiniBand site joins an Ethernet DCI through gateways: priced as the DCI switch, " \
                         "an assumption)"
             if p.ports_missing:
-                text += (f"; the {p.attach_tier} has {p.ports_idle:,} idle, {p.ports_missing:,} short (not priced: "
-                         f"plan the site with room at its top tier)")
+                text += f"; {_grown_text(p)}"
             out.append("; ".join([text] + p.notes))
-        elif p.border_switches:
+        elif p.tier_added:
             out.append(f"site {p.site}: its {p.waves:,} coherent pluggables take {p.ports_needed:,} {p.attach_tier} "
-                       f"ports of {rate} (a cage each) and the tier has {p.ports_idle:,} idle: the DCI's bill adds "
-                       f"{lines} (assumption: half of each border switch's ports to the DCI, half into the site; "
-                       f"the {p.attach_tier} ports those links land on are not priced: plan the site with room at "
-                       f"its top tier)")
+                       f"ports of {rate} (a cage each); {_grown_text(p)}")
     return out
+
+
+def _grown_text(p: SitePorts) -> str:
+    """What growing the top tier for the DCI's missing ports added (:func:`_grown_top`)."""
+    grown = p.items[-1]
+    return (f"the {p.attach_tier} has {p.ports_idle:,} idle, {p.ports_missing:,} short: the DCI's bill adds "
+            f"{grown.count:,} {p.attach_tier} switch{'es' * (grown.count != 1)} of the site's model "
+            f"({grown.item.rsplit('(', 1)[-1].rstrip(')')}, {grown.power_W_each:,.0f} W, "
+            f"${grown.price_usd_each:,.0f} each: a larger top tier, the links from below spread over "
+            f"{grown.count:,} more switches, their count and optics unchanged)")
