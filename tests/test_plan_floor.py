@@ -10,6 +10,7 @@ from conftest import run_cli
 from topo.errors import TopoError
 from topo.plan import plan
 from topo.spec import spec_from_dict
+from topo.spec.load import load_spec
 
 
 def _plan(*floor, spec="h100-100k", **kw):
@@ -255,3 +256,26 @@ def test_nvl72_units_that_cross_racks_share_them():
     assert any("units of 32 servers share racks of 18" in n for n in r.floor.notes)
     # the bundled layout (a unit = one rack) is unchanged: 32 racks for 32 units
     assert plan("gb200-nvl72-superpod", collectives=False).floor.server_racks == 32
+
+
+def test_nvl72_units_share_racks_across_pods_that_do_not_fill_whole_racks():
+    # walk22's leftover (plan59): the bundled spec's own rack-crossing alternative (gb200-nvl72-superpod.toml:
+    # --set fabric.servers_per_unit=24 --set cluster.num_units=24) has pods of 8 x 24 = 192 trays, 10.67 NVL72 racks
+    # of 18 (a rack is one 72-GPU NVLink domain, DGX GB200 RA); each unit kept ceil(24 / 18) = 2 racks of its own:
+    # 48 racks for 576 trays. A rack is one domain whichever pod its trays reach, so the cluster's racks are
+    # ceil(576 / 18) = 32 (the 288 NVLink switch trays at 9 a rack), a rack standing in the pod of its first tray:
+    # pods of ceil(192 / 18) = 11, ceil(384 / 18) - 11 = 11 and 32 - 22 = 10 racks
+    r = plan(load_spec("gb200-nvl72-superpod", ["fabric.servers_per_unit=24", "cluster.num_units=24"]),
+             collectives=False)
+    f = r.floor
+    assert f.server_racks == math.ceil(576 / 18) == 32
+    assert sum(h.server_racks for h in f.halls) == 32
+    trays = next(s for s in r.bom.switches if s.model == "NVLink switch tray")
+    assert trays.count == 9 * f.server_racks
+    # units of 24 trays take 2, 1, 1, 2, ... racks and their leaf rack: the floor line names both lengths
+    assert (f.unit_racks_least, f.unit_racks) == (2, 3)
+    assert any("across pods too" in n and "every pod keeps 11 positions" in n for n in f.notes)
+    p = run_cli("plan", "gb200-nvl72-superpod", "--no-collectives", "--set", "fabric.servers_per_unit=24", "--set",
+                "cluster.num_units=24")
+    assert p.returncode == 0 and "32 server racks of 18 servers" in p.stdout and "units of 2-3 racks per row" \
+        in p.stdout, p.stdout

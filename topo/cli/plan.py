@@ -240,7 +240,9 @@ def _floor_lines(r: PlanResult) -> list[str]:
     # a unit is the layout's (cluster.num_units): one rack on an NVL72 spec (its pod is the published scalable
     # unit of 8 racks), 8 server racks and a leaf rack on dgx-h100-superpod: the line names its racks
     out.append(f"          {fl.racks_per_row} racks per row ({fl.racks_per_row_source}), "
-               f"{count_noun(fl.units_per_row, 'unit')} of {count_noun(fl.unit_racks, 'rack')} per row (a pod: "
+               f"{count_noun(fl.units_per_row, 'unit')} of "
+               + (f"{fl.unit_racks_least}-{fl.unit_racks} racks" if fl.unit_racks_least < fl.unit_racks
+                  else count_noun(fl.unit_racks, 'rack')) + " per row (a pod: "
                f"{count_noun(fl.units_per_pod, 'unit')}), {count_noun(fl.rows, 'row')}; "
                f"{fl.num_halls} hall{'s' if fl.num_halls > 1 else ''} of up to "
                f"{fl.pods_per_hall} pod{'s' if fl.pods_per_hall > 1 else ''} (limit: {fl.pods_per_hall_limit}"

@@ -143,6 +143,7 @@ class FloorPlan:
     island_room_area_m2: float = 0.0  # each island room's
     unit_racks: int = 1  # one unit's racks in a row: its server racks and its leaf racks (a unit is the layout's)
     units_per_pod: int = 1  # the layout's (a pod is a published scalable unit where the spec says so)
+    unit_racks_least: int = 1  # the shortest unit's racks (units sharing rack-scale racks take 1 or 2 of 18 trays)
 
     @property
     def area_m2(self) -> float:
@@ -159,7 +160,7 @@ class FloorPlan:
                 "racks_per_row_source", "units_per_row", "rows", "pods_per_hall", "pods_per_hall_limit",
                 "campus_columns", "campus_width_m", "campus_depth_m", "core_room_area_m2", "rack_power_W",
                 "server_power_W", "leaf_placement", "rack_load_W", "cooling", "islands", "island_tier",
-                "island_room_racks", "island_room_area_m2", "unit_racks", "units_per_pod")
+                "island_room_racks", "island_room_area_m2", "unit_racks", "units_per_pod", "unit_racks_least")
         return {**{k: getattr(self, k) for k in keys}, "num_halls": self.num_halls, "area_m2": self.area_m2,
                 "longest_m": dict(self.longest_m),
                 "halls": [h.to_dict() for h in self.halls], "notes": list(self.notes)}
@@ -249,11 +250,12 @@ def floor_plan(fabric: Fabric, catalog: Catalog, server_power_W: float, racking:
     fraction, w, pitch = fl.rack_area_fraction.value, geo.w, geo.pitch
     core_area = _room_area(net.core_racks, geo.rpr, w, pitch, fraction)
     island_area = _room_area(net.island_racks, geo.rpr, w, pitch, fraction)
-    return FloorPlan(servers_per_rack=spr, server_racks=geo.pod_server_racks * L.num_pods,
+    return FloorPlan(servers_per_rack=spr, server_racks=geo.racks_of_pods(0, L.num_pods),
                      network_racks=(L.num_units * net.leaf_racks + L.num_pods * net.pod_racks
                                     + net.islands * net.island_racks + net.core_racks),
                      core_room_racks=net.core_racks, racks_per_row=geo.rpr, racks_per_row_source=geo.rpr_source,
                      units_per_row=geo.units_per_row, unit_racks=max(geo.unit_racks),
+                     unit_racks_least=min(geo.unit_racks),
                      units_per_pod=L.units_per_pod, rows=sum(h.rows for h in halls), halls=halls,
                      pods_per_hall=geo.pph, pods_per_hall_limit=geo.limit, campus_columns=geo.cols,
                      campus_width_m=geo.campus_w, campus_depth_m=geo.campus_d, core_room_area_m2=core_area,
@@ -378,6 +380,15 @@ class _Campus:
             self.notes.append(_with_spines_note(self.upp * L.leaves_per_unit, net.pod_leaf_racks,
                                                 self.pod_server_racks))
 
+    def racks_of_pods(self, first: int, n: int) -> int:
+        """Server racks of pods ``first`` to ``first + n - 1``: a pod's positions where pods do not share racks;
+        where units share them (a rack-scale system), the racks whose first server is in those pods,
+        ``ceil(last server / spr) - ceil(first server / spr)`` (the cluster's: ``ceil(servers / spr)``)."""
+        if not self.shared_racks:
+            return n * self.pod_server_racks
+        pod = self.upp * self.spu
+        return math.ceil((first + n) * pod / self.spr) - math.ceil(first * pod / self.spr)
+
     def place_halls(self, pod_W: float, rack_load_W: float) -> None:
         """Halls of whole pods, as many as power and rows allow (the rows under racks: a fraction of the hall's
         depth); islands take whole halls of their own, their pods spread evenly over as few halls as they need."""
@@ -486,7 +497,8 @@ class _Campus:
                 hx, hy = self.hall_xy(island, local)
                 hw, hd = _hall_size(self.block_row, self.block_x, self.pod_blocks, pods, self.rpr, self.w,
                                     self.pitch, self.fraction)
-                out.append(Hall(index=len(out), pods=pods, server_racks=pods * self.pod_server_racks,
+                first = island * self.ppi + local * self.pph
+                out.append(Hall(index=len(out), pods=pods, server_racks=self.racks_of_pods(first, pods),
                                 network_racks=pods * (self.upp * self.net.leaf_racks + self.net.pod_racks),
                                 rows=int(self.pod_rows[pods - 1]), it_power_W=pods * pod_W, width_m=hw,
                                 depth_m=hd, cooling=cooling, x_m=hx, y_m=hy))
@@ -498,20 +510,24 @@ def _unit_rack_starts(spu: int, upp: int, spr: int, rack_scale: bool, notes: lis
     whether units share racks.
 
     A unit takes whole racks of its own (the last one part full), except where the rack is a rack-scale system (an
-    NVL72 rack: its trays are one NVLink domain, it holds exactly ``spr``) and a pod's servers fill whole racks:
-    then units share racks, as the trays of a domain sit in one rack whichever leaf they reach, and a rack belongs to
-    the unit of its first server."""
-    if rack_scale and spu % spr and (upp * spu) % spr == 0:
+    NVL72 rack: its trays are one NVLink domain, it holds exactly ``spr``): then units share racks, as the trays of
+    a domain sit in one rack whichever leaf they reach, and a rack belongs to the unit of its first server. Where a
+    pod's servers do not fill whole racks, racks are shared across pods too (:meth:`_Campus.racks_of_pods`): a rack
+    stands in the pod of its first tray, and each pod keeps the positions of the most racks a pod takes."""
+    if not (rack_scale and spu % spr):
+        return np.arange(upp + 1, dtype=np.int64) * math.ceil(spu / spr), False
+    pod = upp * spu
+    if pod % spr == 0:
         notes.append(f"units of {spu} servers share racks of {spr} (a rack-scale system's rack holds one NVLink "
-                     f"domain): a pod's {upp * spu} servers fill {upp * spu // spr} racks, not {upp} units x "
+                     f"domain): a pod's {pod} servers fill {pod // spr} racks, not {upp} units x "
                      f"{math.ceil(spu / spr)}")
-        return np.array([-(-u * spu // spr) for u in range(upp + 1)], dtype=np.int64), True
-    if rack_scale and spu % spr:
-        notes.append(f"units of {spu} servers take {math.ceil(spu / spr)} racks of {spr} each (a rack-scale "
-                     f"system's rack holds one NVLink domain), the last part full: a pod's {upp * spu} servers do "
-                     f"not fill whole racks, so units do not share them; the count is above the "
-                     f"{math.ceil(upp * spu / spr)} racks a pod's servers fill")
-    return np.arange(upp + 1, dtype=np.int64) * math.ceil(spu / spr), False
+    else:
+        notes.append(f"units of {spu} servers share racks of {spr} (a rack-scale system's rack holds one NVLink "
+                     f"domain), across pods too: a pod's {pod} servers fill {pod / spr:.2f} racks, so a rack holding "
+                     f"two pods' trays stands at the end of the first pod's block, cabled to both pods' leaves; "
+                     f"every pod keeps {math.ceil(pod / spr)} positions (the most a pod takes: one may stay empty), "
+                     f"and the hall's power is planned for that many racks' switch trays a pod")
+    return np.array([-(-u * spu // spr) for u in range(upp + 1)], dtype=np.int64), True
 
 
 def _with_spines_note(leaves: int, leaf_racks: int, server_racks: int) -> str:
