@@ -158,13 +158,24 @@ def test_hybridep_permutes_in_its_calls_two_gaps_a_pass_and_no_launch_of_the_hos
 
 def test_a_hybridep_calls_host_is_pr_5094s_figure_times_the_hosts_factor():
     """Each HybridEP all-to-all call costs the host the profile's 186.2 us on DGX H100 (host_calls.toml
-    ``hybridep_dispatch_with_permute``), on Grace times 37.08 / 13.48 (host_cpu.toml's factor, TE #2053); DeepEP's
-    and the all-to-all dispatcher's calls one kernel launch (``launch_host_s``)."""
+    ``hybridep_dispatch_with_permute``), on Grace times 37.08 / 13.48 (host_cpu.toml's factor, TE #2053); the
+    all-to-all dispatcher's calls one kernel launch (``launch_host_s``); DeepEP V1's its own figure (below)."""
     h100, gb200 = gpu_compute("H100"), gpu_compute("GB200")
     hybrid = _lay(ep_dispatcher="deepep")
     assert ep_call_host_s(hybrid, h100) == pytest.approx(186.2e-6)
     assert ep_call_host_s(hybrid, gb200) == pytest.approx(186.2e-6 * 37.08 / 13.48)
     assert block_time(load_model("qwen3-30b-a3b"), hybrid, h100, "E").call_host_s == pytest.approx(186.2e-6)
-    for upd in ({}, {"ep_dispatcher": "deepep", "ep_flex_backend": "deepep"}):
-        assert ep_call_host_s(_lay(**upd), gb200) == gb200.kernels.launch_host_s
+    assert ep_call_host_s(_lay(), gb200) == gb200.kernels.launch_host_s
+
+
+def test_a_deepep_v1_call_is_deepseeks_traced_host_time_times_the_hosts_factor():
+    """deepseek-ai/profile-data@4496024 train.json (H800, rank 0 of EP64), DeepEP's C++ entries less the dispatch's
+    busy-wait, medians over the 4 layers: forward dispatch 245 us (get_dispatch_layout 56 + dispatch 189), forward
+    combine 67, the dispatch's backward 54, the combine's backward 88; the mean, 113.5 us, a call on the H800
+    catalog host (8480C, an assumption: DeepSeek names no CPU), on Grace times 37.08 / 13.48 (TE #2053)."""
+    h100, gb200 = gpu_compute("H100"), gpu_compute("GB200")
+    v1 = _lay(ep_dispatcher="deepep", ep_flex_backend="deepep")
+    assert ep_call_host_s(v1, h100) == pytest.approx((245 + 67 + 54 + 88) / 4 * 1e-6)
+    assert ep_call_host_s(v1, gb200) == pytest.approx(113.5e-6 * 37.08 / 13.48)
+    assert block_time(load_model("qwen3-30b-a3b"), v1, h100, "E").call_host_s == pytest.approx(113.5e-6)
 

@@ -79,6 +79,20 @@ def test_hybridep_call_is_pr_5094s_range_outside_the_preprocessing_per_call():
     assert on == pytest.approx(178.5e-6, rel=1e-3) and abs(on / row["host_s"]["xeon_8480c"] - 1) < 0.05
 
 
+def test_deepep_v1_call_is_the_mean_of_the_traces_four_call_kinds():
+    """deepseek-ai/profile-data@4496024 train.json: DeepEP's C++ host spans (less notify_dispatch's busy-wait) of
+    the forward dispatch, forward combine and their backwards, medians over 4 layers: 245 / 67 / 54 / 88 us; their
+    mean is the call's figure. The DualPipe stage ranges around them (384 / 181.5 / 160.5 / 274 us) bound it above,
+    and the host CPU is an assumption (DeepSeek names none)."""
+    row = host_call_table()["call"]["deepep_v1_call"]
+    kinds = row["per_kind_s"]
+    assert [kinds[k] * 1e6 for k in ("dispatch_forward", "combine_forward", "dispatch_backward",
+                                     "combine_backward")] == pytest.approx([245, 67, 54, 88])
+    assert call_host_s("deepep_v1_call", "xeon_8480c") == pytest.approx(sum(kinds.values()) / 4, rel=1e-9)
+    assert all(row["stage_ranges_s"][k] > v for k, v in kinds.items())
+    assert row["host_cpu_status"] == "assumption"
+
+
 def test_a_call_without_a_figure_on_a_host_is_the_references_times_its_factor():
     """Grace: 186.2 us x 37.08 / 13.48 (TE #2053's torch.nn.Linear ratio); the reference itself unscaled; a
     published figure on the CPU is used as is; an unknown CPU is one line."""

@@ -1399,6 +1399,8 @@ def block_time(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute, kind: str
 
 HYBRIDEP_CALL = "hybridep_dispatch_with_permute"
 """``host_calls.toml``'s call kind of a HybridEP all-to-all call (:func:`ep_call_host_s`)."""
+DEEPEP_CALL = "deepep_v1_call"
+"""``host_calls.toml``'s call kind of a DeepEP V1 all-to-all call (:func:`ep_call_host_s`)."""
 
 
 def ep_calls(lay: ParallelLayout) -> bool:
@@ -1424,8 +1426,11 @@ def ep_call_host_s(lay: ParallelLayout, gpu: GpuCompute) -> float:
     #5094's Nsight profile, DGX H100), times the host CPU's factor elsewhere (:func:`.host_cpu.call_host_on_s`).
     Its ``combine_with_unpermute`` has no published figure and is taken alike (assumption): the forward combine
     and the dispatch's backward run the same Python and C++ path with the handle (deepseek-ai/DeepEP@94a9f8f6
-    hybrid-ep ``deep_ep/hybrid_ep_buffer.py``). Other dispatchers: one kernel launch of the host's
-    (``KernelModel.launch_host_s``).
+    hybrid-ep ``deep_ep/hybrid_ep_buffer.py``). DeepEP V1 (the ``deepep`` backend, normal kernels): the mean host
+    time of a layer's four calls inside DeepEP's C++ entries, less the dispatch's busy-wait on the received counts
+    (``[call.deepep_v1_call]``: deepseek-ai/profile-data's H800 training trace; a lower bound, the Python of
+    ``Buffer`` is not resolved there), times the host CPU's factor alike. The all-to-all dispatcher: one kernel
+    launch of the host's (``KernelModel.launch_host_s``).
 
     Parameters
     ----------
@@ -1439,8 +1444,9 @@ def ep_call_host_s(lay: ParallelLayout, gpu: GpuCompute) -> float:
     float
         Seconds.
     """
-    if lay.ep_dispatcher == "deepep" and lay.ep_flex_backend == "hybridep":
-        return call_host_on_s(HYBRIDEP_CALL, gpu.kernels.host_cpu or reference_host_cpu())
+    if lay.ep_dispatcher == "deepep":
+        kind = HYBRIDEP_CALL if lay.ep_flex_backend == "hybridep" else DEEPEP_CALL
+        return call_host_on_s(kind, gpu.kernels.host_cpu or reference_host_cpu())
     return gpu.kernels.launch_host_s
 
 
