@@ -57,7 +57,8 @@ Besides its tensors a training process holds the CUDA context, NCCL's communicat
 workspace (``topo/data/compute/memory_reserve.toml``, :func:`process_reserve_bytes`, each with its source): every
 layout's total adds them (``reserved_bytes``), so a layout that fills the GPU to its last gigabyte does not fit.
 So do NCCL's channel buffers of the communicators the layout's step uses (``nccl_bytes``,
-:func:`.nccl_buffers.nccl_buffer_bytes`: 12 MiB per channel and peer, by NVLink domain and host).
+:func:`.nccl_buffers.nccl_buffer_bytes`: 12 MiB per channel and peer, by NVLink domain and host), and the flex
+dispatcher's DeepEP or HybridEP buffer (``ep_buffers_bytes``, :func:`.ep_buffers.ep_buffer_bytes`).
 """
 
 from __future__ import annotations
@@ -70,6 +71,7 @@ from ..resources import data_dir
 from ..units import whole_bytes
 from .parallel import ParallelLayout, divided
 from .fp8_params import fp8_param_bytes, kept_in_fp8
+from .ep_buffers import ep_buffer_bytes
 from .nccl_buffers import nccl_buffer_bytes
 from .model import ATTENTION_BLOCKS, BLOCK_KINDS, Block, ModelSpec
 from .operators import END_UNITS, pipeline_units, rank_stages
@@ -93,11 +95,12 @@ class MemoryBreakdown:
     stage: int = 0
     reserved_bytes: float = 0.0  # the process's own: CUDA context, NCCL setup, cuBLAS workspace
     nccl_bytes: float = 0.0  # NCCL's channel buffers of the communicators a step uses (.nccl_buffers)
+    ep_buffers_bytes: float = 0.0  # the flex dispatcher's DeepEP / HybridEP buffer (.ep_buffers)
 
     @property
     def total_bytes(self) -> float:
         return _total(self.weights_bytes, self.gradients_bytes, self.optimizer_bytes, self.activations_bytes,
-                      self.buffers_bytes, self.reserved_bytes + self.nccl_bytes)
+                      self.buffers_bytes, self.reserved_bytes + self.nccl_bytes + self.ep_buffers_bytes)
 
     @property
     def fits(self) -> bool:
@@ -350,7 +353,8 @@ def memory_per_gpu(model: ModelSpec, lay: ParallelLayout, capacity_bytes: float,
     div3, div2, div1 = lay.shard_divisors(3), lay.shard_divisors(2), lay.shard_divisors(1)  # lay.sharded's, once
     nccl = nccl_buffer_bytes(lay, model.moe is not None, gpus_per_domain, gpus_per_server)
     reserved, gather_b = process_reserve_bytes(), lay.weight_gather_bytes
-    fixed = reserved + nccl  # as MemoryBreakdown.total_bytes adds them
+    ep_buf = ep_buffer_bytes(model, lay, gpus_per_domain)
+    fixed = reserved + nccl + ep_buf  # as MemoryBreakdown.total_bytes adds them
     wb, gb, ob, reshard = lay.weight_bytes, lay.grad_bytes, lay.optimizer_bytes_per_param, lay.fsdp_reshard_after_forward
     heads_of = [units.count("logits") + units.count("mtp_head") for units in stages]  # each head's fp32 logits
     best, best_total = None, None  # the first rank with the largest total; only its breakdown is built
@@ -371,7 +375,7 @@ def memory_per_gpu(model: ModelSpec, lay: ParallelLayout, capacity_bytes: float,
     w, g, o, act, buf, i = best
     return MemoryBreakdown(weights_bytes=w, gradients_bytes=g, optimizer_bytes=o, activations_bytes=act,
                            capacity_bytes=capacity_bytes, buffers_bytes=buf, stage=i, reserved_bytes=reserved,
-                           nccl_bytes=nccl)
+                           nccl_bytes=nccl, ep_buffers_bytes=ep_buf)
 
 
 def _total(weights: float, gradients: float, optimizer: float, activations: float, buffers: float,

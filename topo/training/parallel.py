@@ -28,6 +28,7 @@ from pydantic_core import PydanticCustomError
 from .ring_attention import CP_COMM_TYPES, a2a_heads_error
 from ..errors import TopoError
 from ..inputs import is_input_file, loads_toml, read_toml
+from ..resources import data_dir
 from ..units import count_noun, format_count
 from .model import ModelSpec, validation_error
 from .pipeline_layout import layout_chunks
@@ -847,6 +848,20 @@ Megatron-Core's ``fused_a2a.py`` ``fp8_dispatch``) or BF16, the activations' 16 
 another width."""
 
 
+def deepep_config_ranks() -> tuple[int, ...]:
+    """EP sizes DeepEP's recommended dispatch and combine configs cover (``topo/data/compute/ep_buffers.toml``,
+    deepseek-ai/DeepEP@94a9f8f6 ``Buffer.get_dispatch_config``): Megatron-Core's ``get_buffer`` asks them for its
+    group, and DeepEP asserts on any other size."""
+    global _DEEPEP_RANKS
+    if _DEEPEP_RANKS is None:
+        table = tomllib.loads((data_dir("compute") / "ep_buffers.toml").read_text(encoding="utf-8"))
+        _DEEPEP_RANKS = tuple(sorted(int(k) for k in table["deepep_dispatch_config"]["ranks"]))
+    return _DEEPEP_RANKS
+
+
+_DEEPEP_RANKS: tuple[int, ...] | None = None
+
+
 def _check_flex_dispatcher(model: ModelSpec, lay: ParallelLayout, bad) -> None:
     """The dispatchers' rules: the forward dispatch's width (:data:`EP_DISPATCH_BYTES`); HybridEP's static rank
     budget needs HybridEP, an EP group and dropless routing; the dispatcher itself needs an expert group
@@ -876,6 +891,11 @@ def _check_flex_dispatcher(model: ModelSpec, lay: ParallelLayout, bad) -> None:
         # Megatron-Core's MoEFlexTokenDispatcher: assert tp_size * ep_size > 1 (its tp the experts' TP group)
         bad("ep_dispatcher", "deepep is Megatron-Core's flex dispatcher, which needs ep x etp > 1 ('Flex token "
                              "dispatcher requires TPxEP > 1'), got ep 1, etp 1; allowed with them: alltoall")
+    elif (model.moe is not None and lay.ep_dispatcher == "deepep" and lay.ep_flex_backend == "deepep"
+          and lay.ep * lay.expert_tp not in deepep_config_ranks()):
+        bad("ep", f"{lay.ep} (x etp {lay.expert_tp}) ranks have no DeepEP config (deep_ep/buffer.py "
+                  f"get_dispatch_config asserts 'Unsupported number of EP ranks'); allowed with ep_flex_backend=deepep: "
+                  f"ep x etp in {', '.join(map(str, deepep_config_ranks()))}")
 
 
 def _check_shard_groups(lay: ParallelLayout, bad) -> None:

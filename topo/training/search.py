@@ -68,6 +68,7 @@ from .fsdp2_copies import copies_units
 from .gpus import gpu_compute
 from .parallel import DEFAULT_ORDER, ParallelLayout, check_layout
 from .memory import memory_per_gpu
+from .ep_buffers import ep_buffer_bytes
 from .nccl_buffers import nccl_buffer_bytes
 from .model import ModelSpec
 from .operators import stage_compute
@@ -303,7 +304,8 @@ class _Search:
         mk, bk, _ = keys
         dom, host = self.spec.gpus_per_domain, self.spec.gpus_per_server  # NCCL's buffers read the rank order,
         nccl = nccl_buffer_bytes(lay, self.model.moe is not None, dom, host)  # which the shape's key leaves out
-        mem = self.mem_cache.get((mk, nccl))
+        ep_buf = ep_buffer_bytes(self.model, lay, dom)  # HybridEP's probabilities read the domain's EP ranks too
+        mem = self.mem_cache.get((mk, nccl, ep_buf))
         if mem is None:
             shape = self.mem_cache.get(mk)  # the same shape in another rank order: only NCCL's buffers differ
             if shape is None:
@@ -311,8 +313,8 @@ class _Search:
                     self.model, lay, self.gpu.memory_bytes, generation=self.gpu.generation,
                     activations=self.act_cache, gpus_per_domain=dom, gpus_per_server=host)
             else:
-                mem = replace(shape, nccl_bytes=nccl)
-            self.mem_cache[(mk, nccl)] = mem
+                mem = replace(shape, nccl_bytes=nccl, ep_buffers_bytes=ep_buf)
+            self.mem_cache[(mk, nccl, ep_buf)] = mem
         if not mem.fits:
             return None, mem
         got = self.bound_cache.get(bk)
