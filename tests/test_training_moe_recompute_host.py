@@ -201,3 +201,6 @@ def test_an_early_stopped_replay_waits_without_its_combine_call(cover_s):
     whole = _synced_layer_wait_s([block_time(m, lay, gpu, "*"), block_time(m, lay, gpu, "E")], 1, cover_s)
     if cover_s == 0:
         assert whole - got > 3e-6  # not the forward's stretch: 63.3 against 60.0 us
+    # the MoE forward checkpointed on its own as well replays its combine (step._Traffic.stopped: none stopped)
+    both = make_layout(**QWEN_H100, recompute="full", recompute_early_stop=True, recompute_modules=("moe",))
+    assert (stage_compute(m, both, gpu, cover_s).backward_s - none.backward_s) / 48 == pytest.approx(whole, rel=1e-9)

@@ -1905,7 +1905,8 @@ def _unit_host_terms(lay: ParallelLayout, u, bf16: bool, bt, synced: bool, ep_co
     if synced and moe:
         blocks, at = [bt(k, bf16) for k in kinds], kinds.index(Block.MOE)
         wf = _synced_layer_wait_s(blocks, at, ep_cover_s)
-        stops = lay.recompute_early_stop and at == len(kinds) - 1  # the MoE block ends the layer
+        # the MoE block ends the layer and is not checkpointed on its own (step._Traffic.stopped: the same rule)
+        stops = lay.recompute_early_stop and at == len(kinds) - 1 and "moe" not in lay.recompute_modules
         return (g, h, gb, hb, True, wf, _moe_recompute_wait_s(lay, bt(Block.MOE, bf16), ep_cover_s),
                 _synced_layer_wait_s(blocks, at, ep_cover_s, early_stop=True) if stops else wf)
     return g + cover, h + calls, gb, hb, False, 0.0, 0.0, 0.0
