@@ -204,3 +204,27 @@ def test_an_early_stopped_replay_waits_without_its_combine_call(cover_s):
     # the MoE forward checkpointed on its own as well replays its combine (step._Traffic.stopped: none stopped)
     both = make_layout(**QWEN_H100, recompute="full", recompute_early_stop=True, recompute_modules=("moe",))
     assert (stage_compute(m, both, gpu, cover_s).backward_s - none.backward_s) / 48 == pytest.approx(whole, rel=1e-9)
+
+
+def test_a_fully_recomputed_layer_without_a_sync_replays_its_host_launches():
+    """rev63: full recomputation replays each layer's forward inside the backward pass, where the host runs ahead
+    as across the forward (no sync: a padded router). Its launches and GPU time join the backward's balance, so a
+    host-bound Qwen3-30B-A3B (capacity factor 1, eager, at the top of the host's published 5-20 us a launch) pays
+    the replay at the host's pace: per micro-batch 48 x (the attention and MoE blocks' forward launches and the two
+    all-to-all calls), not the replay's 48.7 ms of GPU time, which the step counted before with no host term (it
+    passed the host-bound forward, 94.2 ms, at half its price). GPU-bound (1 us a launch), the replay adds its GPU
+    time only."""
+    m = load_model("qwen3-30b-a3b")
+    kw = dict(QWEN_H100, seq_len=2048, moe_capacity_factor=1.0)
+    for host_s, bound in ((2e-5, "host"), (1e-6, "gpu")):
+        gpu = gpu_compute("H100", overrides={"launch": {"host_s": host_s}})
+        none = stage_compute(m, make_layout(**kw), gpu)
+        lay = make_layout(**kw, recompute="full")
+        full = stage_compute(m, lay, gpu)
+        attn, moe = block_time(m, lay, gpu, "*"), block_time(m, lay, gpu, "E")
+        added = full.backward_s + full.recompute_s - none.backward_s
+        if bound == "host":
+            assert added == pytest.approx(48 * (attn.host_s + moe.host_s + 2 * moe.call_host_s), rel=1e-9)
+            assert added > 1.5 * full.recompute_s
+        else:
+            assert added == pytest.approx(full.recompute_s, rel=1e-9)

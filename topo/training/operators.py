@@ -1852,7 +1852,9 @@ def _host_waits_s(lay: ParallelLayout, units: list[tuple], bt, ep_cover_s: float
     layer's forward all-to-alls (``ep_cover_s``) are GPU time it launches behind, as in a synced layer; the backward
     has no sync of its own (a recomputed ``moe`` module replays the router, its sync and the two all-to-all calls
     there: :func:`_moe_recompute_wait_s`; a fully recomputed layer replays the forward's synced stretch, its wait
-    counted again), and its two all-to-alls are GPU time the host launches behind as well: without
+    counted again; a fully recomputed layer without that sync replays its forward's launches and GPU time inside
+    the backward pass, where the host runs ahead as across the forward: both join the backward's balance), and its
+    two all-to-alls are GPU time the host launches behind as well: without
     EP overlap they run on the compute stream in launch order, the combine's gradient dispatched and the dispatch's
     combined with the forward's handle and its token count already on the host, so neither syncs
     (NVIDIA/Megatron-LM@44151194, the Megatron-Bridge 26.04.01 pin: ``token_dispatcher.py`` ``_HybridEPManager``
@@ -1881,6 +1883,9 @@ def _host_waits_s(lay: ParallelLayout, units: list[tuple], bt, ep_cover_s: float
         else:  # the layer's expert all-to-alls run on the GPU while the host launches on, synced or not
             gpu_rest += g
             host_rest += h
+            if unit[0] not in END_UNITS and _fully_recomputed(lay, layer):  # its replay, inside the backward pass
+                gpu_b += g
+                host_b += h
         layer += unit[0] not in END_UNITS
     return wait_f + max(0.0, host_rest - gpu_rest), max(0.0, host_b - gpu_b) + wait_rec
 
