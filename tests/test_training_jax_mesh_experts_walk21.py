@@ -119,6 +119,10 @@ def test_a_context_axis_alone_shards_the_weights_over_its_ranks(mesh, want):
     Before: ``dp_sharding none``, every weight whole on every GPU."""
     got = layout_from_mesh(mesh)
     assert {k: got.get(k) for k in want} == want and ("dp_shard" in got) == ("dp_shard" in want)
+
+
+def test_a_context_axis_alone_keeps_a_context_share_of_the_weights():
+    """The memory side of the test above, once (it ran for each parametrized mesh on the same mesh)."""
     f = topo.build_fabric(topo.load_spec("dgx-h100-superpod"))
     m = load_model("llama3-8b")
     lay = _mesh_layout("ici_context=2,dcn_data=4")

@@ -159,3 +159,72 @@ def test_a_recomputed_hybridep_forward_calls_at_the_measured_call_price(cover_s)
     assert got == pytest.approx(_replay_wait_s(m, lay, gpu, call, cover_s), rel=1e-3)
     assert got >= (sync + max(call, host + 2 * call - gpu_s - cover_s)) * (1 - 1e-3)
     assert (got > (sync + call) * 1.001) == (cover_s == 0.0)  # the data keeps 186.2 us (4 digits)
+
+
+def _early_stopped_replay_wait_s(model, lay, gpu, call_s, cover_s):
+    """A Qwen3-MoE layer's replay under ``recompute_early_stop``, simulated kernel by kernel as
+    :func:`_replay_wait_s`: from the sync, its round trip, the dispatch call, the MoE block's ops after the sync up
+    to its residual add (left out), no combine call (PyTorch's non-reentrant checkpoint stops after the
+    un-permutation's saved ``row_id_map``; ``FusedCombine`` saves nothing: findings section 238), then the layer's
+    attention block and the MoE block's ops up to the sync."""
+    def seq(kind):
+        ops = [op for op in block_ops(model, lay, kind) if op.passes != "backward"]
+        return ops, [(host_launch_s(op, gpu, precision=lay.precision), op_time_s(op, gpu, lay.precision),
+                      kernels_launched(op, lay.precision)) for op in ops]
+    moe_ops, moe = seq("E")
+    at = next(i for i, op in enumerate(moe_ops) if op.name == SYNC_OP)
+    assert moe_ops[-1].name == "residual"
+    line = [(gpu.kernels.sync_s, 0.0, 1), (call_s, cover_s / 2, 1), *moe[at:-1], *seq("*")[1], *moe[:at]]
+    host = done = busy = 0.0
+    for h, g, n in line:
+        for _ in range(int(n)):
+            host += h / n
+            done = max(done, host) + g / n
+        busy += g
+    return done - busy
+
+
+@pytest.mark.parametrize("cover_s", [0.0, 2e-4])
+def test_an_early_stopped_replay_waits_without_its_combine_call(cover_s):
+    """rev63 (amnano58's leftover, findings section 238): under ``recompute_early_stop`` the step drops the replay's
+    combine all-to-all from the EP traffic, and the host's replayed line drops its call too: each fully recomputed
+    Qwen3-30B-A3B layer's backward waits the replay that ends at the un-permutation, not the forward's stretch (which
+    calls the combine and launches the residual add). At the top of the host's published 5-20 us a launch, where
+    the replay is host-bound without all-to-all time (0.2 ms of it leaves the GPU ahead: both lines wait the round
+    trip and the dispatch call)."""
+    m, gpu = load_model("qwen3-30b-a3b"), gpu_compute("H100", overrides={"launch": {"host_s": 2e-5}})
+    none = stage_compute(m, make_layout(**QWEN_H100), gpu, cover_s)
+    lay = make_layout(**QWEN_H100, recompute="full", recompute_early_stop=True)
+    got = (stage_compute(m, lay, gpu, cover_s).backward_s - none.backward_s) / 48
+    want = _early_stopped_replay_wait_s(m, lay, gpu, gpu.kernels.launch_host_s, cover_s)
+    assert got == pytest.approx(want, rel=1e-9)
+    whole = _synced_layer_wait_s([block_time(m, lay, gpu, "*"), block_time(m, lay, gpu, "E")], 1, cover_s)
+    if cover_s == 0:
+        assert whole - got > 3e-6  # not the forward's stretch: 63.3 against 60.0 us
+    # the MoE forward checkpointed on its own as well replays its combine (step._Traffic.stopped: none stopped)
+    both = make_layout(**QWEN_H100, recompute="full", recompute_early_stop=True, recompute_modules=("moe",))
+    assert (stage_compute(m, both, gpu, cover_s).backward_s - none.backward_s) / 48 == pytest.approx(whole, rel=1e-9)
+
+
+def test_a_fully_recomputed_layer_without_a_sync_replays_its_host_launches():
+    """rev63: full recomputation replays each layer's forward inside the backward pass, where the host runs ahead
+    as across the forward (no sync: a padded router). Its launches and GPU time join the backward's balance, so a
+    host-bound Qwen3-30B-A3B (capacity factor 1, eager, at the top of the host's published 5-20 us a launch) pays
+    the replay at the host's pace: per micro-batch 48 x (the attention and MoE blocks' forward launches and the two
+    all-to-all calls), not the replay's 48.7 ms of GPU time, which the step counted before with no host term (it
+    passed the host-bound forward, 94.2 ms, at half its price). GPU-bound (1 us a launch), the replay adds its GPU
+    time only."""
+    m = load_model("qwen3-30b-a3b")
+    kw = dict(QWEN_H100, seq_len=2048, moe_capacity_factor=1.0)
+    for host_s, bound in ((2e-5, "host"), (1e-6, "gpu")):
+        gpu = gpu_compute("H100", overrides={"launch": {"host_s": host_s}})
+        none = stage_compute(m, make_layout(**kw), gpu)
+        lay = make_layout(**kw, recompute="full")
+        full = stage_compute(m, lay, gpu)
+        attn, moe = block_time(m, lay, gpu, "*"), block_time(m, lay, gpu, "E")
+        added = full.backward_s + full.recompute_s - none.backward_s
+        if bound == "host":
+            assert added == pytest.approx(48 * (attn.host_s + moe.host_s + 2 * moe.call_host_s), rel=1e-9)
+            assert added > 1.5 * full.recompute_s
+        else:
+            assert added == pytest.approx(full.recompute_s, rel=1e-9)

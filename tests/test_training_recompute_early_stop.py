@@ -87,3 +87,16 @@ def test_the_cli_says_when_early_stop_has_nothing_to_stop():
     bad = run_cli(*base[:-1], "recompute_early_stop=yes")
     assert bad.returncode == 2
     assert bad.stderr.strip() == "error: --layout: recompute_early_stop: must be true or false, got 'yes'"
+
+
+def test_only_the_recomputed_layers_stop_early():
+    """rev63: with ``recompute_num_layers`` (Megatron's ``block`` method; here 12 of Qwen3-30B-A3B's 48 layers on one
+    stage) only those layers replay, so only their 12 residual adds are left out, and only their 12 combines:
+    per micro-batch 48 x 4 + 12 x 2 - 12 all-to-alls. The early stop was untested with fewer recomputed layers than
+    the stage holds (dropping every layer's add passed every test)."""
+    qwen, gpu = load_model("qwen3-30b-a3b"), gpu_compute("H100")
+    kw = dict(NANO, recompute_num_layers=12)
+    whole = stage_compute(qwen, make_layout(**kw), gpu)
+    stop = stage_compute(qwen, make_layout(**kw, recompute_early_stop=True), gpu)
+    assert whole.recompute_s - stop.recompute_s == pytest.approx(12 * _residual_s(gpu, 4 * 4096, qwen.hidden))
+    assert _ep_calls(qwen, make_layout(**kw, recompute_early_stop=True)) == pytest.approx(16 * (48 * 4 + 12 * 2 - 12))

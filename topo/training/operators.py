@@ -1858,7 +1858,9 @@ def _host_waits_s(lay: ParallelLayout, units: list[tuple], bt, ep_cover_s: float
     layer's forward all-to-alls (``ep_cover_s``) are GPU time it launches behind, as in a synced layer; the backward
     has no sync of its own (a recomputed ``moe`` module replays the router, its sync and the two all-to-all calls
     there: :func:`_moe_recompute_wait_s`; a fully recomputed layer replays the forward's synced stretch, its wait
-    counted again), and its two all-to-alls are GPU time the host launches behind as well: without
+    counted again; a fully recomputed layer without that sync replays its forward's launches and GPU time inside
+    the backward pass, where the host runs ahead as across the forward: both join the backward's balance), and its
+    two all-to-alls are GPU time the host launches behind as well: without
     EP overlap they run on the compute stream in launch order, the combine's gradient dispatched and the dispatch's
     combined with the forward's handle and its token count already on the host, so neither syncs
     (NVIDIA/Megatron-LM@44151194, the Megatron-Bridge 26.04.01 pin: ``token_dispatcher.py`` ``_HybridEPManager``
@@ -1878,15 +1880,18 @@ def _host_waits_s(lay: ParallelLayout, units: list[tuple], bt, ep_cover_s: float
     for unit in units:
         if unit not in seen:
             seen[unit] = _unit_host_terms(lay, *unit, bt, synced, ep_cover_s)
-        g, h, gb, hb, synced_moe, wf, wr = seen[unit]
+        g, h, gb, hb, synced_moe, wf, wr, ws = seen[unit]
         gpu_b += gb
         host_b += hb
         if synced_moe:
             wait_f += wf
-            wait_rec += wf if _fully_recomputed(lay, layer) else wr  # the whole layer's forward again, or its MoE
+            wait_rec += ws if _fully_recomputed(lay, layer) else wr  # the layer's forward again, or its MoE
         else:  # the layer's expert all-to-alls run on the GPU while the host launches on, synced or not
             gpu_rest += g
             host_rest += h
+            if unit[0] not in END_UNITS and _fully_recomputed(lay, layer):  # its replay, inside the backward pass
+                gpu_b += g
+                host_b += h
         layer += unit[0] not in END_UNITS
     return wait_f + max(0.0, host_rest - gpu_rest), max(0.0, host_b - gpu_b) + wait_rec
 
@@ -1899,7 +1904,9 @@ def _fully_recomputed(lay: ParallelLayout, layer: int) -> bool:
 
 def _unit_host_terms(lay: ParallelLayout, u, bf16: bool, bt, synced: bool, ep_cover_s: float) -> tuple:
     """One unit's terms of :func:`_host_waits_s`: its GPU forward seconds (with its expert all-to-alls) and host
-    launch seconds, its backward's two, whether it is a synced MoE layer, and then its forward and recompute waits."""
+    launch seconds, its backward's two, whether it is a synced MoE layer, and then its forward wait, its recomputed
+    ``moe`` module's and its full replay's (the forward's, or under ``recompute_early_stop`` with the MoE block last
+    the stretch that ends at the un-permutation: :func:`_synced_layer_wait_s`'s ``early_stop``)."""
     kinds = [u] if u in END_UNITS else list(u)
     moe = Block.MOE in kinds  # its dispatch and combine, each pass: GPU time the host launches behind, two launches
     cover, calls = (ep_cover_s, 2 * bt(Block.MOE, bf16).call_host_s) if moe else (0.0, 0.0)
@@ -1907,10 +1914,13 @@ def _unit_host_terms(lay: ParallelLayout, u, bf16: bool, bt, synced: bool, ep_co
     gb = sum(bt(k, bf16).backward_s for k in kinds) + cover  # the backward's pair
     hb = sum(bt(k, bf16).host_backward_s for k in kinds) + calls  # and the host's two calls of it
     if synced and moe:
-        return (g, h, gb, hb, True,
-                _synced_layer_wait_s([bt(k, bf16) for k in kinds], kinds.index(Block.MOE), ep_cover_s),
-                _moe_recompute_wait_s(lay, bt(Block.MOE, bf16), ep_cover_s))
-    return g + cover, h + calls, gb, hb, False, 0.0, 0.0
+        blocks, at = [bt(k, bf16) for k in kinds], kinds.index(Block.MOE)
+        wf = _synced_layer_wait_s(blocks, at, ep_cover_s)
+        # the MoE block ends the layer and is not checkpointed on its own (step._Traffic.stopped: the same rule)
+        stops = lay.recompute_early_stop and at == len(kinds) - 1 and "moe" not in lay.recompute_modules
+        return (g, h, gb, hb, True, wf, _moe_recompute_wait_s(lay, bt(Block.MOE, bf16), ep_cover_s),
+                _synced_layer_wait_s(blocks, at, ep_cover_s, early_stop=True) if stops else wf)
+    return g + cover, h + calls, gb, hb, False, 0.0, 0.0, 0.0
 
 
 def host_syncs(lay: ParallelLayout) -> bool:
@@ -1939,7 +1949,7 @@ def host_syncs(lay: ParallelLayout) -> bool:
             and "full_iteration" not in lay.cuda_graph_scope)
 
 
-def _synced_layer_wait_s(blocks: list[BlockTime], moe: int, ep_cover_s: float = 0.0) -> float:
+def _synced_layer_wait_s(blocks: list[BlockTime], moe: int, ep_cover_s: float = 0.0, early_stop: bool = False) -> float:
     """Seconds the GPU waits for the host in one layer of a dropless MoE block, forward, per micro-batch.
 
     Megatron-Core's dropless dispatchers read the tokens per expert on the host before the expert-parallel
@@ -1965,21 +1975,27 @@ def _synced_layer_wait_s(blocks: list[BlockTime], moe: int, ep_cover_s: float = 
     all-to-all, above). The step counts their GPU time apart, so the wait is the line's length over the GPU's
     compute and those. ``math.inf`` gives no wait (a lower bound: the layout search's). The stretch opens with
     the sync's round trip (the MoE block's ``sync_s``: the copy lands and the host thread resumes), host time
-    before the first launch with the GPU idle."""
+    before the first launch with the GPU idle.
+
+    ``early_stop``: the replay of a layer the MoE block ends under ``recompute_early_stop``, which stops after the
+    un-permutation (:func:`early_stopped_s`): no combine call, no residual, as the step's EP traffic drops the
+    combine (:meth:`topo.training.step._Traffic.stopped`)."""
     if math.isinf(ep_cover_s):
         return 0.0
-    synced, before = _synced_stretch(blocks[moe], ep_cover_s)
+    synced, before = _synced_stretch(blocks[moe], ep_cover_s, early_stop=early_stop)
     return _stretch_wait_s([*synced, *(op for b in blocks[moe + 1:] + blocks[:moe] for op in b.launch_seq), *before])
 
 
-def _synced_stretch(m: BlockTime, ep_cover_s: float, moe_module: bool = False) -> tuple[list, list]:
+def _synced_stretch(m: BlockTime, ep_cover_s: float, moe_module: bool = False,
+                    early_stop: bool = False) -> tuple[list, list]:
     """A synced MoE block's forward ops as the host launches them around its sync, each ``(host seconds, GPU
     seconds, kernels)``: from the sync (its round trip ``sync_s``, the dispatch call, the ops from the sync on, the
     combine call, the block's last op, its residual) and the ops before it (the norm and the router, up to the
     device-to-host copy); each call ``call_host_s`` of host and half of ``ep_cover_s`` on the GPU.
     ``moe_module``: only the MoELayer's ops (:data:`MOE_MODULE`, what recomputing ``moe`` replays: no norm, no
-    residual, the combine last). The one place :func:`_synced_layer_wait_s` and :func:`_moe_recompute_wait_s`
-    read the sequence from."""
+    residual, the combine last). ``early_stop``: the replay ends with the ops before the combine (no combine call,
+    no residual: :func:`early_stopped_s`). The one place :func:`_synced_layer_wait_s` and
+    :func:`_moe_recompute_wait_s` read the sequence from."""
     ops, mods = m.launch_seq, m.launch_modules
     at = m.sync_at if m.sync_at >= 0 else len(ops)
     if moe_module:
@@ -1987,10 +2003,10 @@ def _synced_stretch(m: BlockTime, ep_cover_s: float, moe_module: bool = False) -
         at, ops = sum(1 for i in keep if i < at), [ops[i] for i in keep]
     half = (m.call_host_s, ep_cover_s / 2, 1.0)
     if at == len(ops):
-        after = [half, half]
+        after = [half] if early_stop else [half, half]
     else:
         body, tail = (ops[at:], []) if moe_module else (ops[at:-1], ops[-1:])
-        after = [half, *body, half, *tail]
+        after = [half, *body] if early_stop else [half, *body, half, *tail]
     return [(m.sync_s, 0.0, 1.0), *after], list(ops[:at])
 
 
