@@ -676,7 +676,7 @@ def estimate_step(fabric: Fabric, model: ModelSpec, lay: ParallelLayout, *, engi
     spec = fabric.spec
     lay, placed, gpu = _placed_layout_and_gpu(fabric, model, lay, efficiency, kernel_overrides, check)
     mapping = map_layout(lay, spec.gpus_per_domain, fabric.layout.num_gpus)
-    refuse_failed_gpus(lay, spec.gpus_per_domain, fabric.failures)
+    refuse_failed_gpus(lay, spec.gpus_per_domain, fabric.failures, fabric.layout.num_gpus)
     engine = engine or CommEngine(fabric)
     traffic, groups, spans, timed = _timed_traffic(fabric, model, lay, mapping, engine)
     cover = _ep_cover_s(lay, timed)
