@@ -66,3 +66,26 @@ def test_a_size_the_search_chooses_is_refused_not_ignored(where):
     assert bad.returncode == 2 and len(lines) == 1 and bad.stdout == "", bad.stderr
     assert lines[0] == ("error: --search: the search chooses tp, cp, pp, dp, ep and vpp itself; drop --tp, --vpp "
                         "(or --search, to evaluate that layout)")
+
+
+def test_the_search_across_sites_says_what_the_one_site_search_said(tmp_path):
+    """walk23: two buildings of 8 GB200 NVL72 racks each; the share (576 GPUs, every GPU of each rack) and its batch
+    (512 sequences, a greatest common factor of 64) force a multiple of 9 on tp x cp x pp. The one-site search says
+    both (its placement note, ``common_factor_note``); across sites the table said neither, nor the interval."""
+    region = tmp_path / "two-buildings.toml"
+    region.write_text('name = "two-buildings"\n'
+                      '[[sites]]\nname = "a"\nspec = "gb200-nvl72-superpod"\nset = ["cluster.num_units=8"]\n'
+                      '[[sites]]\nname = "b"\nspec = "gb200-nvl72-superpod"\nset = ["cluster.num_units=8"]\n'
+                      '[interconnect]\ndistance_km = 40\nwaves = 16\n')
+    res = search_across_sites(build_region(str(region)), load_model("llama3-8b"), 1024, top=1, contention=False)
+    alone = search_layouts(build_region(str(region)).fabrics[0], load_model("llama3-8b"), 576, 512, top=1,
+                           contention=False)
+    assert res.notes == alone.notes and any("multiple of 9" in n for n in res.notes)
+    assert any("every GPU of the 72-GPU NVLink domains" in n for n in res.notes)
+    out = run_cli("train", str(region), "--model", "llama3-8b", "--search", "--global-batch", "1024", "--top", "1",
+                  "--no-contention", check=True).stdout
+    assert "note: one site's share: dp divides both the 576 GPUs and the batch of 512" in out
+    assert "uncertainty " in out and " of #1's one-site step: on " in out
+    doc = json.loads(run_cli("train", str(region), "--model", "llama3-8b", "--search", "--global-batch", "1024",
+                             "--top", "1", "--no-contention", "--json", check=True).stdout)
+    assert doc["notes"] == res.notes

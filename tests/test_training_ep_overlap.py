@@ -4,7 +4,7 @@
 import pytest
 
 import topo
-from topo.training.ep_overlap import LayerParts, layer_exposed_s, moe_layer_parts, unpaired_share
+from topo.training.ep_overlap import LayerParts, layer_exposed_s, moe_layer_parts, unpaired_note, unpaired_share
 from topo.training.gpus import gpu_compute
 from topo.training.model import load_model
 from topo.training.operators import block_ops, block_time, op_passes_s, op_time_s
@@ -121,6 +121,26 @@ def test_overlap_gain_of_the_modelzoo_pair(h100):
     one_window = max(0.0, total - on.breakdown_s["compute"])  # 0 here: the step's compute exceeds its all-to-alls
     assert on.breakdown_s["ep"] > one_window + (total - one_window) * 20 / 132 + 0.05 * total
     assert 1.0 < off.step_time_s / on.step_time_s < 1.45
+
+
+def test_an_overlap_that_pairs_nothing_says_so(h100):
+    """walk23: pp 2 x vpp 4 with 2 micro-batches a step: stage 0's warm-up, 2 (p - 1) + (v - 1) p + 1 = 9 forwards
+    (Megatron-LM@00611e6e get_pp_rank_microbatches), covers all 2 x 4 of them, so the overlap hides none of the
+    expert all-to-alls; the step said so nowhere (it was slower than without the overlap). Four micro-batches, 16
+    forwards, pair 7 of them: no note."""
+    q = load_model("qwen3-30b-a3b")
+    lay = make_layout(pp=2, vpp=4, dp=8, ep=8, global_batch=16, seq_len=4096, overlap_ep=True)
+    assert lay.microbatches == 2 and unpaired_share(lay) == 1.0
+    note = unpaired_note(lay)
+    assert "hides nothing" in note and "warm-up holds 8 forwards" in note and "has 8 (micro-batches 2 x vpp 4)" in note
+    on = estimate_step(h100, q, lay, contention=False)
+    assert note in on.notes
+    off = estimate_step(h100, q, lay.model_copy(update={"overlap_ep": False}), contention=False)
+    assert not any("hides nothing" in n for n in off.notes)
+    paired = lay.model_copy(update={"global_batch": 32})  # 4 x 4 = 16 forwards, 9 alone
+    assert unpaired_share(paired) == pytest.approx(9 / 16) and unpaired_note(paired) == ""
+    assert not any("hides nothing" in n for n in estimate_step(h100, q, paired, contention=False).notes)
+    assert "first forward" in unpaired_note(make_layout(dp=8, ep=8, global_batch=8, seq_len=4096, overlap_ep=True))
 
 
 def test_the_benchmark_gate_runs_in_the_attn_node():

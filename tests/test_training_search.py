@@ -14,7 +14,7 @@ from small_fabrics import small_fabric
 from topo.engine.estimate import evaluate
 from topo.training.comm import CommEngine
 from topo.training.model import load_model
-from topo.training.parallel import ParallelLayout
+from topo.training.parallel import ParallelLayout, make_layout
 from topo.training.search import candidate_layouts, search_layouts
 from topo.training.gpus import gpu_compute
 from topo.training.mapping import map_layout
@@ -433,3 +433,21 @@ def test_the_bound_holds_the_amax_reductions_kernels(fabric):
     assert b_on - b_off >= floor * (1 - 1e-9)  # the line itself, and the bubble's share of it on top
     r = estimate_step(fabric, m, on, engine=s.engine, check=False, contention=False)
     assert r.breakdown_s["fp8_amax"] >= floor and b_on <= s.refined(on, b_on, _keys(on)) <= r.step_time_s
+
+
+def test_a_layout_left_out_of_the_pool_still_enters_the_mixed_top():
+    """walk23: DeepSeek-V3 on 7,168 GB200 (112 NVL72 racks at 64 a rack), FP8, DeepEP, global batch 14,336. Alone,
+    ZeRO-3 layouts are fastest (2.41-2.47 s) and filled the pool of max(top + 2, 5) = 6; mixed, their per-layer
+    gathers share links and they slow to 2.79 s and more, while TP1 PP2 VPP4 EP64 with gradients sharded (2.671 s
+    alone, outside the pool) steps in 2.686 s mixed. The search ranked 2.789 s first; a mix only slows, so the pool
+    must hold every layout alone below the top-th mixed time (search.py ``_Search.widen``)."""
+    fabric = topo.build_fabric(topo.load_spec("gb200-nvl72-superpod", ["cluster.num_units=112"]))
+    model = load_model("deepseek-v3-671b")
+    res = search_layouts(fabric, model, 7168, 14336, top=4, precision="fp8", ep_dispatcher="deepep")
+    lay = make_layout(tp=1, pp=2, vpp=4, dp=3584, ep=64, global_batch=14336, precision="fp8", ep_dispatcher="deepep",
+                      dp_sharding="fsdp_grad_op")
+    mixed = estimate_step(fabric, model, lay)
+    best = res.ranked[0]
+    assert best.step_time_s <= mixed.step_time_s * (1 + 1e-9)
+    assert (best.layout["dp_sharding"], best.layout["micro_batch"]) != ("zero3", 2)  # the pool's best mixed
+    assert all(a.step_time_s <= b.step_time_s for a, b in zip(res.ranked, res.ranked[1:]))

@@ -40,7 +40,7 @@ def run_region_train(args, options: dict, say=str) -> int:
     region = region_from_args(args)
     model = load_model(args.model)
     if args.search:
-        return _search(args, region, model, options)
+        return _search(args, region, model, options, say)
     if args.gpus is not None and args.gpus > region.num_gpus:
         raise TopoError(f"{args.gpus:,} GPUs asked, but the {len(region.site_names)} sites have {region.num_gpus:,}",
                         key="--gpus")
@@ -97,7 +97,7 @@ def _named_by_layout(args, fields: dict, exc: TopoError) -> TopoError:
     return TopoError(exc.message, source="--layout" if pairs else args.layout, key=exc.key)
 
 
-def _search(args, region, model, options: dict) -> int:
+def _search(args, region, model, options: dict, say=str) -> int:
     across = args.across or ("outer" if args.outer_every else "dp")
     res = search_across_sites(region, model, args.global_batch, gpus=args.gpus, top=args.top or 5, across=across,
                               outer_every=args.outer_every, convention=args.flops, efficiency=args.efficiency,
@@ -123,6 +123,9 @@ def _search(args, region, model, options: dict) -> int:
     lines += [f"not across sites by {across}: one-site #{k}: {why}" for k, why in res.skipped.items()]
     lines.append(f"DCI for 95%: the largest span's, per direction; each span's in --json, or train the layout: "
                  f"{SPAN_RULE}")
+    line = uncertainty_line(res.ranked[0].uncertainty, " of #1's one-site step")  # walk23: the search said none
+    lines += [line] if line else []
+    lines += [f"note: one site's share: {say(n)}" for n in res.notes]
     emit("\n".join(lines))
     return 0
 

@@ -58,7 +58,7 @@ from .operators import ALLTOALL_PREPROCESS_OPS, MOE_ROUTER_OPS, SHARED_EXPERT_MO
 from .parallel import ParallelLayout
 
 __all__ = ["ATTN_NODE_MODULES", "LayerParts", "moe_layer_parts", "layer_exposed_s", "unpaired_share",
-           "published_gemm_loss"]
+           "unpaired_note", "published_gemm_loss"]
 
 ATTN_NODE_OPS = (*MOE_ROUTER_OPS, *ALLTOALL_PREPROCESS_OPS, "permute", "permute_grad", "residual")
 """Operators of an MoE block (:func:`topo.training.operators.block_ops`) that run with the combined 1F1B's
@@ -140,12 +140,38 @@ def unpaired_share(lay: ParallelLayout) -> float:
     float
         In [0, 1].
     """
-    total = lay.microbatches * lay.vpp
-    if lay.pp == 1:
-        alone = 1
-    else:
-        alone = lay.warmup_chunks(0, extra=1 if lay.vpp > 1 else 0)
+    alone, total = _unpaired_counts(lay)
     return min(total, alone) / total
+
+
+def _unpaired_counts(lay: ParallelLayout) -> tuple[int, int]:
+    """Stage 0's forwards with no partner and all its forwards (chunk-micro-batches) a step (module doc)."""
+    alone = 1 if lay.pp == 1 else lay.warmup_chunks(0, extra=1 if lay.vpp > 1 else 0)
+    return alone, lay.microbatches * lay.vpp
+
+
+def unpaired_note(lay: ParallelLayout) -> str:
+    """Why ``overlap_ep`` hides nothing (walk23: Qwen3-235B on 7,168 GB200 at pp 2 x vpp 4 with 2 micro-batches
+    a step: every forward is a warm-up one, the all-to-alls all exposed, the step slower than without the
+    overlap); "" when some forward has a partner.
+
+    Parameters
+    ----------
+    lay : ParallelLayout
+
+    Returns
+    -------
+    str
+    """
+    alone, total = _unpaired_counts(lay)
+    if alone < total:
+        return ""
+    where = ("without pipelining the first forward has no backward beside it" if lay.pp == 1 else
+             f"stage 0's warm-up holds {alone} forwards before its first backward")
+    return (f"overlap_ep hides nothing here: {where}, and the step has {total} (micro-batches {lay.microbatches}"
+            f"{f' x vpp {lay.vpp}' if lay.vpp > 1 else ''}), so no forward runs beside a backward and every expert "
+            f"all-to-all is exposed; more micro-batches a step (a larger global batch, a smaller dp or micro-batch) "
+            f"give the combined 1F1B pairs")
 
 
 @lru_cache(maxsize=1)

@@ -252,8 +252,10 @@ def default_placement(lay: ParallelLayout, gpus_per_domain: int, num_fabric_gpus
 FEWER_GPUS = ("; grow the spec's [cluster] (e.g. --set cluster.num_units=N: topo describe says what a unit holds) or give the job fewer GPUs")
 
 
-def refuse_failed_gpus(lay: ParallelLayout, gpus_per_domain: int, failures: tuple[str, ...]) -> None:
-    """Refuse a job placed on a GPU that ``failures`` (``gpuN``) names, before any routing.
+def refuse_failed_gpus(lay: ParallelLayout, gpus_per_domain: int, failures: tuple[str, ...],
+                       num_fabric_gpus: int | None = None) -> None:
+    """Refuse a job placed on a GPU that ``failures`` (``gpuN``) names, before any routing; ``num_fabric_gpus``
+    (the fabric's GPUs) lets the line say what the job becomes past the failed domain (:func:`_past_failed`).
 
     The router's own error for it speaks of "a rank of the communicator" and asks to "place the ranks", which
     a job's placement (``first_gpu``, ``gpus_per_domain_used``) does, not a communicator's.
@@ -263,7 +265,7 @@ def refuse_failed_gpus(lay: ParallelLayout, gpus_per_domain: int, failures: tupl
     TopoError
         Keyed ``fail``: the first failed GPU among the job's, the job's GPU range and what is allowed.
     """
-    _refuse_failed_nvswitches(lay, gpus_per_domain, failures)
+    _refuse_failed_nvswitches(lay, gpus_per_domain, failures, num_fabric_gpus)
     dead = sorted(int(f[3:]) for f in failures if re.fullmatch(r"gpu\d+", f))
     if not dead:
         return
@@ -275,12 +277,37 @@ def refuse_failed_gpus(lay: ParallelLayout, gpus_per_domain: int, failures: tupl
             continue
         last = int(_placed_ids(n - 1, used, gpus_per_domain, first))
         after = (g // gpus_per_domain + 1) * gpus_per_domain
-        raise TopoError(f"GPU {g} failed and is one of the job's GPUs ({first:,} to {last:,}); allowed: a "
-                        f"first_gpu = {after} or past it (the next NVLink domain), or gpu{g} left out of the "
+        raise TopoError(f"GPU {g} failed and is one of the job's GPUs ({first:,} to {last:,}); allowed: "
+                        f"{_past_failed(lay, gpus_per_domain, after, num_fabric_gpus)}, or gpu{g} left out of the "
                         f"failures", key="fail")
 
 
-def _refuse_failed_nvswitches(lay: ParallelLayout, gpus_per_domain: int, failures: tuple[str, ...]) -> None:
+def _past_failed(lay: ParallelLayout, gpus_per_domain: int, after: int, num_fabric_gpus: int | None) -> str:
+    """The way past a failed NVLink domain (ending at GPU ``after - 1``) a refusal offers: ``first_gpu = after``
+    (the next domain), and, where the fabric's GPUs are known, what the job becomes there (walk23: 7,168 GB200 on
+    112 NVL72 racks at 64 a rack, rack 5 failed: from rack 6 the job fit only at all 72 of each rack, its EP groups
+    straddling racks, 3.4x the step, and asking for 64 a rack again was refused) or, where it no longer fits, the
+    largest job past the domain and before it, at the job's GPUs per domain."""
+    past = f"a first_gpu = {after} or past it (the next NVLink domain)"
+    if num_fabric_gpus is None:
+        return past
+    D, used = gpus_per_domain, lay.gpus_per_domain_used or gpus_per_domain
+    left = max(0, num_fabric_gpus - after) // D
+    before = max(0, after - D - lay.first_gpu) // D * used
+    def smaller(start: str) -> str:
+        return f"a job of at most {left * used:,} GPUs {start}" + (f" or of at most {before:,} before it"
+                                                                     if before else "")
+    if lay.gpus > left * D:
+        return smaller(f"from first_gpu = {after} (the next NVLink domain)")
+    if used < D and lay.gpus > left * used:
+        return (f"{past}, where the job's {lay.gpus:,} GPUs fit only at all {D} of each domain (the {left:,} "
+                f"domains left hold {left * used:,} at {used}: its power-of-two groups then straddle domains), or "
+                f"{smaller('from there')}")
+    return past
+
+
+def _refuse_failed_nvswitches(lay: ParallelLayout, gpus_per_domain: int, failures: tuple[str, ...],
+                              num_fabric_gpus: int | None = None) -> None:
     """Refuse a job with two or more GPUs in an NVLink domain whose switch ``failures`` (``nvswitchN``, domain N)
     names: their traffic inside the domain has no path, and the router's error named one GPU pair and no way out
     (walk21: a rack's NVLink switch failed under a GB200 job)."""
@@ -296,7 +323,7 @@ def _refuse_failed_nvswitches(lay: ParallelLayout, gpus_per_domain: int, failure
         lo, hi = d * gpus_per_domain, (d + 1) * gpus_per_domain - 1
         raise TopoError(f"nvswitch{d} failed: its NVLink domain (GPUs {lo:,} to {hi:,}) holds {held[d]} of the "
                         f"job's GPUs ({lay.first_gpu:,} to {int(ids[-1]):,}), which reach each other only through "
-                        f"it; allowed: a first_gpu = {hi + 1} or past it (the next NVLink domain), or nvswitch{d} "
+                        f"it; allowed: {_past_failed(lay, gpus_per_domain, hi + 1, num_fabric_gpus)}, or nvswitch{d} "
                         f"left out of the failures", key="fail")
 
 

@@ -29,7 +29,8 @@ __all__ = ["MultisiteSearch", "search_across_sites"]
 class MultisiteSearch:
     """The best layouts of a site's share, each timed across the sites (:class:`MultisiteStep`), fastest across the
     sites first; ``search`` holds the one-site search's counts, ``skipped`` the layouts that cannot span the sites
-    the way asked (by their one-site rank)."""
+    the way asked (by their one-site rank), ``notes`` what the one-site search said of its layouts (their placement
+    in each NVLink domain, a GPU count and batch with few factors in common, failed parts)."""
 
     region: str
     model: str
@@ -40,6 +41,7 @@ class MultisiteSearch:
     ranked: list[MultisiteStep] = field(default_factory=list)  # fastest across sites first
     skipped: dict = field(default_factory=dict)  # one-site rank -> why it cannot span the sites that way
     search: dict = field(default_factory=dict)  # the one-site search's counts (considered, evaluated, ...)
+    notes: list[str] = field(default_factory=list)  # the one-site search's notes (placement, common factor, failures)
 
     def step_time_s(self, r: MultisiteStep) -> float:
         """The step across sites of ``r`` the way this search spans them."""
@@ -49,7 +51,7 @@ class MultisiteSearch:
         """Plain JSON-ready dict (``topo train REGION --search --json``)."""
         return {"region": self.region, "model": self.model, "num_sites": self.num_sites, "gpus": self.gpus,
                 "global_batch": self.global_batch, "across": self.across, "search": dict(self.search),
-                "skipped": dict(self.skipped),
+                "skipped": dict(self.skipped), "notes": list(self.notes),
                 "ranked": [{"step_time_s": self.step_time_s(r), **r.to_dict()} for r in self.ranked]}
 
 
@@ -101,7 +103,8 @@ def search_across_sites(region: Region, model: ModelSpec, global_batch: int, *, 
     out = MultisiteSearch(region=region.name, model=model.name, num_sites=K, gpus=share * K,
                           global_batch=global_batch, across=across,
                           search={k: getattr(res, k) for k in ("considered", "rejected_invalid", "rejected_memory",
-                                                               "evaluated", "pruned", "engine_calls")})
+                                                               "evaluated", "pruned", "engine_calls")},
+                           notes=list(res.notes))  # walk23: a share at 72 of each rack's GPUs went unsaid
     fields = ParallelLayout.model_fields
     for i, one in enumerate(res.ranked, 1):
         site_lay = ParallelLayout.model_validate({k: v for k, v in one.layout.items() if k in fields})

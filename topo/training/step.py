@@ -90,7 +90,7 @@ from .dp_overlap import (interleaved_gather_exposed_s, interleaved_reduce_expose
                          xla_lhs_exposed_s)
 from .ep_dispatch import flex_dispatch_s
 from .ep_internode import internode_call_s
-from .ep_overlap import layer_exposed_s, moe_layer_parts, published_gemm_loss, unpaired_share
+from .ep_overlap import layer_exposed_s, moe_layer_parts, published_gemm_loss, unpaired_note, unpaired_share
 from .flops import model_flop_per_step
 from .fp8_amax import AMAX_PHASE, amax_reduced, amax_step, sp_amax_reduced
 from .gpus import gpu_compute
@@ -676,7 +676,7 @@ def estimate_step(fabric: Fabric, model: ModelSpec, lay: ParallelLayout, *, engi
     spec = fabric.spec
     lay, placed, gpu = _placed_layout_and_gpu(fabric, model, lay, efficiency, kernel_overrides, check)
     mapping = map_layout(lay, spec.gpus_per_domain, fabric.layout.num_gpus)
-    refuse_failed_gpus(lay, spec.gpus_per_domain, fabric.failures)
+    refuse_failed_gpus(lay, spec.gpus_per_domain, fabric.failures, fabric.layout.num_gpus)
     engine = engine or CommEngine(fabric)
     traffic, groups, spans, timed = _timed_traffic(fabric, model, lay, mapping, engine)
     cover = _ep_cover_s(lay, timed)
@@ -1370,6 +1370,8 @@ def _notes(model, lay, gpu, mem, mapping) -> list[str]:
         notes.append("dualpipe without overlap_ep: DualPipe exists to hide each chunk pair's expert all-to-alls "
                      "behind the other chunk's compute (DeepSeek-V3 sec. 3.2.1), but only overlap_ep=true hides "
                      "them here: priced exposed whole")
+    if model.moe is not None and lay.ep > 1 and lay.overlap_ep and lay.pipeline_schedule == "1f1b":
+        notes += [n for n in [unpaired_note(lay)] if n]
     margins = margins_note(lay, gpu.sms)
     if margins:
         notes.append(margins)
