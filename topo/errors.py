@@ -8,10 +8,12 @@ is allowed. ``str(err)`` is the single line the CLI prints after ``error: ``.
 
 from __future__ import annotations
 
+import difflib
 import re
+from collections.abc import Iterable
 
 __all__ = ["TopoError", "AlgorithmUnavailable", "ProtocolUnavailable", "ClassesDiverge", "TooManyFlows",
-           "Unreachable", "StudyNotSpec", "RegionNotSpec", "one_line"]
+           "Unreachable", "StudyNotSpec", "RegionNotSpec", "one_line", "closest"]
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
@@ -24,6 +26,40 @@ def one_line(text: str) -> str:
     'cluster.\\\\n\\\\x1b[2J'
     """
     return _CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
+
+
+def closest(name: str, allowed: Iterable[str], cutoff: float = 0.6) -> list[str]:
+    """The allowed name a mistyped ``name`` most likely meant, as a list of at most one (empty: none is close).
+
+    A name that differs from an allowed one only in case (``[MoE]`` for ``[moe]``) is that name; otherwise the
+    closest by :func:`difflib.get_close_matches` at ``cutoff``, compared without case. The one rule every
+    "did you mean" of topo's errors uses.
+
+    Parameters
+    ----------
+    name : str
+        What the user wrote.
+    allowed : iterable of str
+        The names allowed there.
+    cutoff : float
+        The least similarity (0-1) for a suggestion.
+
+    Returns
+    -------
+    list of str
+        ``[suggestion]`` or ``[]``.
+
+    >>> closest("MoE", ["moe", "model"])
+    ['moe']
+    >>> closest("modle", ["moe", "model"])
+    ['model']
+    """
+    allowed = [str(a) for a in allowed]
+    by_lower = {a.lower(): a for a in reversed(allowed)}
+    if name.lower() in by_lower:
+        return [by_lower[name.lower()]]
+    close = difflib.get_close_matches(name.lower(), list(by_lower), n=1, cutoff=cutoff)
+    return [by_lower[close[0]]] if close else []
 
 
 class TopoError(ValueError):

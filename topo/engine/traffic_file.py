@@ -22,10 +22,9 @@ Every key is checked; an unknown one is an error naming the file, the member and
 
 from __future__ import annotations
 
-import difflib
 from pathlib import Path
 
-from ..errors import TopoError
+from ..errors import TopoError, closest
 from ..inputs import is_input_file, read_toml
 from ..resources import data_dir
 from .contention import SHARING_MODES
@@ -81,7 +80,7 @@ def load_traffic(path_or_name: str | Path) -> tuple[dict, list[Member]]:
 
 
 def _unknown(key: str, allowed, source: str, where: str) -> TopoError:
-    close = difflib.get_close_matches(key, allowed, n=1)
+    close = closest(key, allowed)
     hint = f"; did you mean {close[0]!r}?" if close else ""
     return TopoError(f"unknown key {key!r}; allowed: {', '.join(allowed)}{hint}", source=source,
                      key=f"{where}{key}")

@@ -24,7 +24,6 @@ layer, a bad value is one :class:`~topo.errors.TopoError` naming the file (or th
 from __future__ import annotations
 
 import copy
-import difflib
 import functools
 import re
 import tomllib
@@ -34,7 +33,7 @@ from typing import Annotated, Union, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 
-from ..errors import TopoError
+from ..errors import TopoError, closest
 from ..spec.load import format_loc
 from ..resources import data_dir
 from .catalog_schema import (DROPPED, ENDS, ITEM_KINDS, ITEM_NAMES, KINDS, PLAN_KEYS, RENAMED, Catalog, Value,
@@ -110,8 +109,8 @@ def load_catalog(layers: list[tuple[str, dict]] = (), directory: Path | None = N
             continue
         unknown = [k for k in table if k not in PLAN_KEYS]
         if unknown:
-            close = [RENAMED[unknown[0]]] if unknown[0] in RENAMED else difflib.get_close_matches(
-                unknown[0], PLAN_KEYS, n=1)
+            close = [RENAMED[unknown[0]]] if unknown[0] in RENAMED else closest(
+                unknown[0], PLAN_KEYS)
             hint = f"; did you mean {close[0]!r}?" if close else ""
             if unknown[0] in RENAMED:
                 hint += f" (plan.{unknown[0]} is now plan.{RENAMED[unknown[0]]})"
@@ -135,7 +134,7 @@ def load_catalog(layers: list[tuple[str, dict]] = (), directory: Path | None = N
                [], marks)
         for kind in ITEM_KINDS:
             for name in set(raw[kind]) - known[kind]:
-                close = difflib.get_close_matches(name, sorted(known[kind]), n=1, cutoff=0.75)
+                close = closest(name, sorted(known[kind]), cutoff=0.75)
                 if close and isinstance(table.get(kind, {}).get(name), dict) and not {"value"} & set(
                         table[kind][name]):
                     fields = _model_fields(kind)
@@ -159,7 +158,7 @@ def _check_storage_kind(cat: Catalog, files: dict[str, str]) -> None:
     if st.kind in st.kinds:
         return
     origin, overridden = cat.origin_of("storage.kind")
-    close = difflib.get_close_matches(st.kind, list(st.kinds), n=1)
+    close = closest(st.kind, list(st.kinds))
     raise TopoError(f"no storage server kind {st.kind!r}; allowed: {', '.join(st.kinds)} (or add one under "
                     f"plan.storage.kinds)" + (f"; did you mean {close[0]!r}?" if close else ""),
                     source=origin if overridden else files["storage"],
@@ -175,7 +174,7 @@ def _check_ranges(cat: Catalog, files: dict[str, str]) -> None:
         origin, overridden = cat.origin_of(f"price_ranges.ranges.{key}")
         source = origin if overridden else files["price_ranges"]
         if key not in prices:
-            close = difflib.get_close_matches(key, list(prices), n=1)
+            close = closest(key, list(prices))
             raise TopoError(f"no price {key!r} in the catalog" + (f"; did you mean {close[0]!r}?" if close else ""),
                             source=source, key=f"ranges.{key}" if not overridden else f"plan.price_ranges.ranges.{key}")
         v = prices[key]
@@ -223,7 +222,7 @@ def _error(exc: ValidationError, files: dict[str, str], marks: dict[str, str]) -
         msg = f"unknown key {loc[-1]!r}"
         allowed = _keys_at(loc[:-1])
         if allowed:
-            close = difflib.get_close_matches(loc[-1], allowed, n=1)
+            close = closest(loc[-1], allowed)
             msg += f"; allowed: {', '.join(allowed)}" + (f"; did you mean {close[0]!r}?" if close else "")
         if dotted in DROPPED:  # a key the catalog had: where what it set lives now
             msg += f" (plan.{dotted} was {DROPPED[dotted]})"

@@ -6,13 +6,12 @@ data files into these types and layers the overrides over them.
 
 from __future__ import annotations
 
-import difflib
 import re
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
-from ..errors import TopoError
+from ..errors import TopoError, closest
 from ..fabric.hardware import GPU_MODELS
 
 __all__ = ["Status", "Value", "NonNeg", "Positive", "Price", "Fraction", "Count", "Gpu", "RackSwitch", "Cooling", "COOLING", "Server", "Switch", "Transceiver", "COPPER_REACH_MAX_M", "Cable", "Facility", "FloorLayout", "CoolingType", "CoolingTypes", "MAX_YEARS", "Economics", "Checkpoint", "StorageServer", "Storage", "Spares", "Reliability", "Reference", "PriceRange", "PriceRanges", "is_price", "ENDS", "Workload", "Deployment", "Catalog"]
@@ -481,7 +480,7 @@ def _lookup(table: dict, name: str, kind: str, what: str, key: str | None = None
     if not (name or "").strip():  # a tier without `model`: say it is missing, not that '' is unknown
         raise TopoError(f"no {what} is given, and the planner prices a part by it; give one of "
                         f"{', '.join(table)} (or add yours under plan.{kind})", key=key or f"plan.{kind}")
-    close = difflib.get_close_matches(name or "", list(table), n=1) if suggest else []
+    close = closest(name or "", list(table)) if suggest else []
     hint = f"; did you mean {close[0]!r}?" if close else ""
     raise TopoError(f"{what} {name!r} is not in the catalog; allowed: {', '.join(table)} (or add it under "
                     f"plan.{kind}){hint}", key=key or f"plan.{kind}")

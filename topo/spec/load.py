@@ -9,7 +9,6 @@ line naming the file (and the ``--set`` that caused it), the dotted key, the val
 from __future__ import annotations
 
 import copy
-import difflib
 import re
 import tomllib
 import types
@@ -18,7 +17,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ValidationError
 
-from ..errors import RegionNotSpec, StudyNotSpec, TopoError
+from ..errors import RegionNotSpec, StudyNotSpec, TopoError, closest
 from ..inputs import check_input, is_input_file, loads_toml, read_toml
 from ..inputs import shown_value as _shown
 from .model import Spec
@@ -77,7 +76,7 @@ def resolve_spec_path(name_or_path: str | Path | None, *, one_site: bool = False
     if is_input_file(p):  # a device, named pipe or socket: said as every input is (topo.inputs)
         check_input(p, "spec file (.toml) or a bundled spec's name")
     names = [n for n, region in _bundled() if not (one_site and region)]
-    close = difflib.get_close_matches(stem, names, n=1)
+    close = closest(stem, names)
     hint = f"; did you mean {close[0]!r}?" if close else ""
     if not names:
         raise TopoError(f"no such spec file, and no bundled specs in {bundled_dir()}: this installation of topo is "
@@ -241,7 +240,7 @@ def check_override_key(key: str, root: type[BaseModel] = Spec) -> None:
         fields = {(f.alias or n): f for n, f in model.model_fields.items()}
         if part not in fields:
             allowed = list(fields)
-            close = difflib.get_close_matches(part, allowed, n=1)
+            close = closest(part, allowed)
             hint = f"; did you mean {close[0]!r}?" if close else ""
             where = format_loc(loc) or "the top level"
             raise TopoError(f"unknown key {part!r} in {where}; allowed: {', '.join(allowed)}{hint}")
@@ -318,7 +317,7 @@ def _describe(err: dict, root: type[BaseModel] = Spec) -> str:
     if kind == "extra_forbidden":
         model = _model_at(loc[:-1], root)
         allowed = _allowed_keys(model) if model else []
-        close = difflib.get_close_matches(str(loc[-1]), allowed, n=1)
+        close = closest(str(loc[-1]), allowed)
         hint = f"; did you mean {close[0]!r}?" if close else ""
         return f"unknown key {loc[-1]!r}; allowed: {', '.join(allowed)}{hint}"
     if kind == "missing":
@@ -326,7 +325,7 @@ def _describe(err: dict, root: type[BaseModel] = Spec) -> str:
     if kind == "literal_error":
         expected = err.get("ctx", {}).get("expected", "")
         allowed = re.findall(r"'([^']*)'", expected)
-        close = difflib.get_close_matches(str(value), allowed, n=1)
+        close = closest(str(value), allowed)
         hint = f"; did you mean {close[0]!r}?" if close else ""
         return f"must be one of {', '.join(allowed)}, got {_shown(value)}{hint}"
     if kind in ("greater_than_equal", "greater_than", "less_than_equal", "less_than"):
@@ -360,7 +359,7 @@ def _to_topo_error(exc: ValidationError, source: str, set_paths: dict[str, str],
     if first["type"] == "extra_forbidden":
         # A misspelt key also leaves the right one missing; that is the same mistake, reported once.
         model = _model_at(first["loc"][:-1], root)
-        close = difflib.get_close_matches(str(first["loc"][-1]), _allowed_keys(model) if model else [], n=1)
+        close = closest(str(first["loc"][-1]), _allowed_keys(model) if model else [])
         if close:
             twin = tuple(first["loc"][:-1]) + (close[0],)
             errors = [e for e in errors if not (e["type"] == "missing" and tuple(e["loc"]) == twin)]

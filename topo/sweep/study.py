@@ -27,7 +27,6 @@ every model, traffic or profile file its values name by path, and topo's version
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import itertools
 import json
@@ -36,7 +35,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from .. import __version__
-from ..errors import TopoError
+from ..errors import TopoError, closest
 from ..inputs import is_input_file, loads_toml, read_input_text
 from ..resources import data_dir
 from ..spec.load import apply_overrides, bundled_dir as bundled_spec_dir, check_override_key, resolve_spec_path
@@ -176,7 +175,7 @@ def load_study(path_or_name: str | Path) -> Study:
         if p.parent == Path(".") and stem in bundled:
             p = bundled[stem]
         else:
-            close = difflib.get_close_matches(stem, list(bundled), n=1)
+            close = closest(stem, list(bundled))
             hint = f"; did you mean {close[0]!r}?" if close else ""
             what = "is a directory" if p.is_dir() else "no such study file or bundled study"
             raise TopoError(f"{what}; bundled: {', '.join(bundled)}{hint}", source=str(path_or_name))
@@ -236,7 +235,7 @@ def _name_and_compute(data: dict, default_name: str, bad) -> tuple[str, list[str
             "bundled ones: topo sweep failures-100k)")
     unknown = [k for k in data if k not in TOP_KEYS]
     if unknown:
-        close = difflib.get_close_matches(unknown[0], TOP_KEYS, n=1)
+        close = closest(unknown[0], TOP_KEYS)
         bad(unknown[0], f"unknown key; allowed: {', '.join(TOP_KEYS)}" + (f"; did you mean {close[0]!r}?" if close else ""))
     name = data.get("name", default_name)
     if not isinstance(name, str) or not name.strip():
@@ -311,7 +310,7 @@ def _zip(data: dict, axes: dict, spec_key: str, bad) -> list[list[str]]:
             bad("zip", f"a group needs two or more axes, got {g!r}")
         for k in g:
             if k not in axes:
-                close = difflib.get_close_matches(str(k), list(axes), n=1)
+                close = closest(str(k), list(axes))
                 bad("zip", f"no axis {k!r}; axes: {', '.join(axes)}" + (f"; did you mean {close[0]!r}?" if close else ""))
             if k in seen:
                 bad("zip", f"axis {k!r} is in two groups")
@@ -353,7 +352,7 @@ def _check_axis_name(k: str, compute, bad) -> None:
     if k == "seed":
         bad("axes.seed", "seeds are given with seeds = N at the top, and used as {seed} in values")
     if k not in _ALL_KEYS:
-        close = difflib.get_close_matches(k, _ALL_KEYS, n=1)
+        close = closest(k, _ALL_KEYS)
         bad(f"axes.{k}", "unknown axis; give a spec field path (e.g. fabric.tiers[1].oversubscription) or one of "
             f"{', '.join(_ALL_KEYS)}" + (f"; did you mean {close[0]!r}?" if close else ""))
     owner = ("estimate" if k in ESTIMATE_KEYS else "train" if k in TRAIN_KEYS else "plan" if k in PLAN_KEYS

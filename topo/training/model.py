@@ -18,7 +18,6 @@ output projection as another V h unless tied) are what FLOPs (:mod:`topo.trainin
 
 from __future__ import annotations
 
-import difflib
 from enum import StrEnum
 from functools import cached_property
 from pathlib import Path
@@ -26,7 +25,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError, model_validator
 
-from ..errors import TopoError
+from ..errors import TopoError, closest
 from ..inputs import is_input_file, read_toml, shown_value
 from ..resources import data_dir
 
@@ -470,7 +469,7 @@ def load_model(name_or_path: str | Path) -> ModelSpec:
         p = models_dir() / f"{stem}.toml"
         if not p.is_file():
             names = bundled_models()
-            close = difflib.get_close_matches(stem, names, n=1)
+            close = closest(stem, names)
             hint = f"; did you mean {close[0]!r}?" if close else ""
             raise TopoError(f"no such model file or bundled model; bundled: {', '.join(names)}{hint}",
                             source=str(name_or_path), key="model")
@@ -508,7 +507,7 @@ def validation_error(exc: ValidationError, source: str, root: type[BaseModel]) -
             args = getattr(ann, "__args__", ()) or (ann,)
             model = next((a for a in args if isinstance(a, type) and issubclass(a, BaseModel)), model)
         allowed = list(model.model_fields)
-        close = difflib.get_close_matches(str(loc[-1]), allowed, n=1)
+        close = closest(str(loc[-1]), allowed)
         msg = f"unknown key {loc[-1]!r}; allowed: {', '.join(allowed)}" + (f"; did you mean {close[0]!r}?"
                                                                            if close else "")
     elif kind == "missing":  # sorted last: every fault is a missing key, each named (walk20: one a run)
