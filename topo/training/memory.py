@@ -58,7 +58,9 @@ workspace (``topo/data/compute/memory_reserve.toml``, :func:`process_reserve_byt
 layout's total adds them (``reserved_bytes``), so a layout that fills the GPU to its last gigabyte does not fit.
 So do NCCL's channel buffers of the communicators the layout's step uses (``nccl_bytes``,
 :func:`.nccl_buffers.nccl_buffer_bytes`: 12 MiB per channel and peer, by NVLink domain and host), and the flex
-dispatcher's DeepEP or HybridEP buffer (``ep_buffers_bytes``, :func:`.ep_buffers.ep_buffer_bytes`).
+dispatcher's DeepEP or HybridEP buffer (``ep_buffers_bytes``, :func:`.ep_buffers.ep_buffer_bytes`). NCCL's NVLS
+buffers (``nvls_bytes``, :func:`.nvls_buffers.step_nvls_bytes`) depend on the algorithm the step's collectives run:
+:func:`.step.estimate_step` adds them; this module's figure leaves them at 0.
 """
 
 from __future__ import annotations
@@ -96,11 +98,12 @@ class MemoryBreakdown:
     reserved_bytes: float = 0.0  # the process's own: CUDA context, NCCL setup, cuBLAS workspace
     nccl_bytes: float = 0.0  # NCCL's channel buffers of the communicators a step uses (.nccl_buffers)
     ep_buffers_bytes: float = 0.0  # the flex dispatcher's DeepEP / HybridEP buffer (.ep_buffers)
+    nvls_bytes: float = 0.0  # NCCL's NVLS buffers of the communicators whose collectives run NVLS (.nvls_buffers)
 
     @property
     def total_bytes(self) -> float:
         return _total(self.weights_bytes, self.gradients_bytes, self.optimizer_bytes, self.activations_bytes,
-                      self.buffers_bytes, self.reserved_bytes + self.nccl_bytes + self.ep_buffers_bytes)
+                      self.buffers_bytes, self.reserved_bytes + self.nccl_bytes + self.ep_buffers_bytes + self.nvls_bytes)
 
     @property
     def fits(self) -> bool:
