@@ -1082,8 +1082,7 @@ def _step_result(fabric: Fabric, model: ModelSpec, lay: ParallelLayout, gpu, sc,
     breakdown = step_breakdown(lay, sc, exposed, optimizer)
     step = sum(breakdown.values())
     seq = lay.seq_len or model.seq_len
-    mem = memory_per_gpu(model, lay, gpu.memory_bytes, generation=gpu.generation, gpus_per_domain=spec.gpus_per_domain,
-                         gpus_per_server=spec.gpus_per_server)
+    mem = memory_per_gpu(model, lay, gpu.memory_bytes, generation=gpu.generation, gpus_per_domain=spec.gpus_per_domain)
     # the NVLS buffers of the communicators whose collectives topo's choice runs as NVLS: only the step knows them
     mem = replace(mem, nvls_bytes=step_nvls_bytes(default_profile(fabric), gpu.generation, comms))
     notes = ([placed] if placed else []) + _notes(model, lay, gpu, mem, mapping)
