@@ -15,6 +15,7 @@ from topo.training.nccl_buffers import (_p2p_channels_per_peer, communicators, n
                                         nccl_constants)
 from topo.training.parallel import ParallelLayout, make_layout
 from topo.training.search import _keys, _Search
+from topo.training.step import estimate_step
 
 MiB = 2**20
 # src/init.cc: DEFAULT_LL_BUFFSIZE 8 lines x 512 threads x 8 steps x 16 B, DEFAULT_LL128_BUFFSIZE 120 x 640 x 8 x
@@ -119,23 +120,25 @@ def test_the_search_fits_each_rank_order_with_its_own_buffers():
     assert len({v.nccl_bytes for v in s.mem_cache.values()}) == 2
 
 
-def test_an_all_to_all_over_an_nvl72_rack_is_halved_by_its_hosts():
-    """GB200 NVL72: 64 GPUs of one NVLink domain on 16 hosts of 4 (NCCL's nNodes 16 > 1): every peer over NVLink
-    (32 channels a peer), halved while channels x ceil(64 / 8) > 16 (src/graph/paths.cc
-    ncclTopoComputeP2pChannels): 2 a peer, 63 peers, no network pool. Inside one 4-GPU host: 3 peers x 32."""
+def test_an_all_to_all_over_an_nvl72_rack_is_one_nccl_node():
+    """nvlsbuf60: NCCL's node is the NVLink domain (an NVL72 rack's MNNVL clique), not its 4-GPU hosts: NVIDIA/nccl
+    v2.30.7-1 src/init.cc counts nNodes from the ring graph's first ranks once the clique's topology is fused and
+    takes nNvlDomains = nNodes (initNvlDomainInfo); src/graph/paths.cc ncclTopoComputeP2pChannels halves only "in
+    the case of >1 NVLD". 64 GPUs of one rack: nNodes 1, so 32 channels a peer (min(p2pnChannels, 64)), 63 peers, no
+    network pool; across two racks (32 + 32) the halving applies: 2 a peer to the 31 NVLink peers, plus the pools."""
     lay = _moe(dp=64, ep=64)
-    a2a = nccl_buffer_bytes(lay, True, 64, 4) - nccl_buffer_bytes(
-        lay.model_copy(update={"ep_dispatcher": "deepep"}), True, 64, 4)
-    assert a2a == 63 * 2 * CONN
-    four = _moe(dp=64, ep=4)
-    assert nccl_buffer_bytes(four, True, 64, 4) - nccl_buffer_bytes(
-        four.model_copy(update={"ep_dispatcher": "deepep"}), True, 64, 4) == 3 * 32 * CONN
+    a2a = nccl_buffer_bytes(lay, True, 72) - nccl_buffer_bytes(
+        lay.model_copy(update={"ep_dispatcher": "deepep"}), True, 72)
+    assert a2a == 63 * 32 * CONN
+    two = nccl_buffer_bytes(lay, True, 32) - nccl_buffer_bytes(
+        lay.model_copy(update={"ep_dispatcher": "deepep"}), True, 32)
+    assert two == nccl_constants()["network_p2p_shared_bytes"] + 31 * 2 * CONN
 
 
 def test_nvlink_channels_per_peer_are_capped_at_the_p2p_channels_as_nccl_does():
     """tidy58: NVIDIA/nccl v2.30.7-1 src/graph/paths.cc: ncclTopoGetNchannels asks 2 x (path bandwidth / one
     link's) for an NVLink peer, 2 x 18 links = 36, which ncclTopoComputeP2pChannels rounds up to 64 (pow2Up); on one
-    host it takes min(p2pnChannels, 64): NVIDIA/nccl#1685's 32 a pair on 8 H100. Across hosts it halves while
+    node (NVLink domain) it takes min(p2pnChannels, 64): NVIDIA/nccl#1685's 32 a pair on 8 H100. Across nodes it halves while
     per peer x ceil(ranks / 8) > p2pnChannels (16): 64 ranks -> 2, 8 ranks -> 16 (the cap's level)."""
     asked = 2 ** math.ceil(math.log2(2 * 18))
     assert nccl_constants()["nvlink_p2p_channels_per_peer"] == asked == 64
@@ -159,3 +162,16 @@ def test_first_group_offsets_are_the_mappings_groups(order):
     for group in ("tp", "cp", "dp", "pp", "ep"):
         ids = sorted(int(x) for x in g.groups(group)[0])
         assert first_group_offsets(lay, group) == [x - ids[0] for x in ids], group
+
+
+def test_the_step_counts_an_nvl72_rack_as_one_nccl_node():
+    """nvlsbuf60: the step's memory takes NCCL's node as the NVLink domain (one rule with the NCCL profile and the
+    NVLS buffers): EP 64 inside one GB200 NVL72 rack holds 63 peers x 32 channels, not the halved 2 its 4-GPU hosts
+    gave before (src/graph/paths.cc ncclTopoComputeP2pChannels: 'In the case of >1 NVLD')."""
+    fabric = topo.build_fabric(topo.load_spec("gb200-nvl72-superpod", ["cluster.num_units=1"]))
+    m = load_model("qwen3-30b-a3b")
+    lay = ParallelLayout(tp=1, dp=64, pp=1, ep=64, etp=1, global_batch=64, micro_batch=1)
+    mem = estimate_step(fabric, m, lay, contention=False).memory
+    assert mem.nccl_bytes == nccl_buffer_bytes(lay, True, 72)
+    flex = lay.model_copy(update={"ep_dispatcher": "deepep"})
+    assert mem.nccl_bytes - nccl_buffer_bytes(flex, True, 72) == 63 * 32 * CONN

@@ -167,9 +167,9 @@ STILL_OVER: set = set()
 
 @functools.cache
 def _domain(spec: tuple) -> dict:
-    """GPUs of one NVLink domain and of one host of a run's fabric (NCCL's send/receive buffers read them, mem57)."""
+    """GPUs of one NVLink domain of a run's fabric (NCCL's node: its send/receive buffers read it, mem57, nvlsbuf60)."""
     sp = topo.load_spec(spec[0], list(spec[1]))
-    return dict(gpus_per_domain=sp.gpus_per_domain, gpus_per_server=sp.gpus_per_server)
+    return dict(gpus_per_domain=sp.gpus_per_domain)
 
 
 def test_published_runs_fit():

@@ -506,9 +506,9 @@ HOLDOUT_STILL_OVER: set = set()
 
 
 def _domains(spec: tuple) -> dict:
-    """A run's fabric's NVLink domain and host sizes (NCCL's send/receive buffers read them, mem57)."""
+    """A run's fabric's NVLink domain size (NCCL's node: its send/receive buffers read it, mem57, nvlsbuf60)."""
     sp = topo.load_spec(spec[0], list(spec[1]))
-    return dict(gpus_per_domain=sp.gpus_per_domain, gpus_per_server=sp.gpus_per_server)
+    return dict(gpus_per_domain=sp.gpus_per_domain)
 
 
 def test_held_out_runs_fit_in_memory(monkeypatch, tmp_path):

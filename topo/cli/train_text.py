@@ -23,6 +23,7 @@ def memory_line(m: dict, layout: dict) -> str:
             + (f"runtime {gb(m['reserved_bytes'])}  " if m.get("reserved_bytes") else "")
             + (f"NCCL {gb(m['nccl_bytes'])}  " if m.get("nccl_bytes") else "")
             + (f"EP buffers {gb(m['ep_buffers_bytes'])}  " if m.get("ep_buffers_bytes") else "")
+            + (f"NVLS {gb(m['nvls_bytes'])}  " if m.get("nvls_bytes") else "")
             + f"total {gb(m['total_bytes'])} of {gb(m['capacity_bytes'])}: "
             + ("fits" if m["fits"] else f"DOES NOT FIT by {gb(m['short_bytes'])}") + f" ({state_convention(layout)})")
 

@@ -31,7 +31,7 @@ __all__ = ["step_breakdown_figure", "memory_figure", "tier_loads_figure", "timel
 _COLORS = {"compute": "#009E73", "bubble": "#BBBBBB", "tp": "#0072B2", "cp": "#56B4E9", "pp": "#E69F00",
            "dp": "#D55E00", "ep": "#CC79A7", "weights": "#0072B2", "gradients": "#E69F00", "optimizer": "#CC79A7",
            "activations": "#009E73", "buffers": "#999933", "reserved": "#882255",
-           "nccl": "#44AA99", "ep_buffers": "#332288", "fp8_amax": "#F0E442"}
+           "nccl": "#44AA99", "ep_buffers": "#332288", "nvls": "#AA4499", "fp8_amax": "#F0E442"}
 
 
 def _label(r: StepResult) -> str:
@@ -55,10 +55,10 @@ def step_breakdown_figure(results: Sequence[StepResult]) -> go.Figure:
 
 def memory_figure(results: Sequence[StepResult]) -> go.Figure:
     """Stacked bars of memory per GPU (weights, gradients, optimizer, activations, gathered buffers, the process's
-    own reserve, NCCL's channel buffers, the flex dispatcher's buffer) against the GPU's capacity."""
+    own reserve, NCCL's channel buffers, the flex dispatcher's buffer, NCCL's NVLS buffers) against the GPU's capacity."""
     fig = go.Figure()
     names = [_label(r) for r in results]
-    for k in ("weights", "gradients", "optimizer", "activations", "buffers", "reserved", "nccl", "ep_buffers"):
+    for k in ("weights", "gradients", "optimizer", "activations", "buffers", "reserved", "nccl", "ep_buffers", "nvls"):
         vals = [in_unit(getattr(r.memory, f"{k}_bytes"), "GB") for r in results]
         fig.add_trace(go.Bar(name=k, y=names, x=vals, orientation="h", marker_color=_COLORS[k]))
     for r, n in zip(results, names):

@@ -57,8 +57,10 @@ Besides its tensors a training process holds the CUDA context, NCCL's communicat
 workspace (``topo/data/compute/memory_reserve.toml``, :func:`process_reserve_bytes`, each with its source): every
 layout's total adds them (``reserved_bytes``), so a layout that fills the GPU to its last gigabyte does not fit.
 So do NCCL's channel buffers of the communicators the layout's step uses (``nccl_bytes``,
-:func:`.nccl_buffers.nccl_buffer_bytes`: 12 MiB per channel and peer, by NVLink domain and host), and the flex
-dispatcher's DeepEP or HybridEP buffer (``ep_buffers_bytes``, :func:`.ep_buffers.ep_buffer_bytes`).
+:func:`.nccl_buffers.nccl_buffer_bytes`: 12 MiB per channel and peer, by NVLink domain), and the flex
+dispatcher's DeepEP or HybridEP buffer (``ep_buffers_bytes``, :func:`.ep_buffers.ep_buffer_bytes`). NCCL's NVLS
+buffers (``nvls_bytes``, :func:`.nvls_buffers.step_nvls_bytes`) depend on the algorithm the step's collectives run:
+:func:`.step.estimate_step` adds them; this module's figure leaves them at 0.
 """
 
 from __future__ import annotations
@@ -96,11 +98,12 @@ class MemoryBreakdown:
     reserved_bytes: float = 0.0  # the process's own: CUDA context, NCCL setup, cuBLAS workspace
     nccl_bytes: float = 0.0  # NCCL's channel buffers of the communicators a step uses (.nccl_buffers)
     ep_buffers_bytes: float = 0.0  # the flex dispatcher's DeepEP / HybridEP buffer (.ep_buffers)
+    nvls_bytes: float = 0.0  # NCCL's NVLS buffers of the communicators whose collectives run NVLS (.nvls_buffers)
 
     @property
     def total_bytes(self) -> float:
         return _total(self.weights_bytes, self.gradients_bytes, self.optimizer_bytes, self.activations_bytes,
-                      self.buffers_bytes, self.reserved_bytes + self.nccl_bytes + self.ep_buffers_bytes)
+                      self.buffers_bytes, self.reserved_bytes + self.nccl_bytes + self.ep_buffers_bytes + self.nvls_bytes)
 
     @property
     def fits(self) -> bool:
@@ -330,15 +333,15 @@ _ACTIVATIONS_KEY = ACTIVATIONS_READ + STAGES_READ
 
 def memory_per_gpu(model: ModelSpec, lay: ParallelLayout, capacity_bytes: float, *,
                    generation: str | None = None, activations: dict | None = None,
-                   gpus_per_domain: int | None = None, gpus_per_server: int | None = None) -> MemoryBreakdown:
+                   gpus_per_domain: int | None = None) -> MemoryBreakdown:
     """Memory of every pipeline rank of ``lay`` (see the module doc); the rank that needs the most is returned
     (its ``stage``: the rank). ``generation``: the GPU's (:func:`.fp8_params.fp8_param_bytes`: what FP8-kept
     weights hold there; None counts their transposes). ``activations``: a dict kept by the caller for one model
     (a layout search's), holding each stage's activations per micro-batch by :data:`ACTIVATIONS_READ` and
     :data:`STAGES_READ`: layouts that differ in their sharding, data or expert parallelism share them.
-    ``gpus_per_domain``: GPUs of one NVLink domain the job uses (the layout's ``gpus_per_domain_used`` first) and
-    ``gpus_per_server`` (one host's), which set NCCL's send/receive buffers (:func:`.nccl_buffers.nccl_buffer_bytes`;
-    None: none counted over NVLink)."""
+    ``gpus_per_domain``: GPUs of one NVLink domain the job uses (the layout's ``gpus_per_domain_used`` first, NCCL's
+    node), which sets NCCL's send/receive buffers (:func:`.nccl_buffers.nccl_buffer_bytes`; None: none counted over
+    NVLink)."""
     z = lay.zero_stage
     s = (lay.seq_len or model.seq_len) / lay.cp
     stages = pipeline_units(model, lay)
@@ -351,7 +354,7 @@ def memory_per_gpu(model: ModelSpec, lay: ParallelLayout, capacity_bytes: float,
             per_mb = activations[key] = _stage_activations(model, lay, stages)
     ends = end_unit_params(model, lay) if kept_in_fp8(lay) and z < 3 else None
     div3, div2, div1 = lay.shard_divisors(3), lay.shard_divisors(2), lay.shard_divisors(1)  # lay.sharded's, once
-    nccl = nccl_buffer_bytes(lay, model.moe is not None, gpus_per_domain, gpus_per_server)
+    nccl = nccl_buffer_bytes(lay, model.moe is not None, gpus_per_domain)
     reserved, gather_b = process_reserve_bytes(), lay.weight_gather_bytes
     ep_buf = ep_buffer_bytes(model, lay, gpus_per_domain)
     fixed = reserved + nccl + ep_buf  # as MemoryBreakdown.total_bytes adds them

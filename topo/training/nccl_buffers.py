@@ -12,9 +12,12 @@ and reduce-scatters: a ring), CP (ring attention's send/receive to the two neigh
 rank, or an all-gather's ring), data x context (the gradients' reduction: a ring), PP (send/receive to the
 previous and next stage), and for MoE the EP all-to-all (send/receive to every rank of the group, Megatron-Core's
 ``alltoall`` dispatcher), the expert TP and expert DP rings. A send/receive communicator whose ranks share one
-NVLink domain gets NCCL's NVLink channels per peer (halved for many peers, as NCCL does, when they span hosts:
-a GB200 NVL72's 4-GPU trays); one that spans domains gets the network's count, halved alike, for the peers inside
-the domain, plus the shared network pools. Without a domain size
+NVLink domain gets NCCL's NVLink channels per peer, capped at its p2p channels; one that spans domains gets the
+network's count, halved for many peers as NCCL does, for the peers inside the domain, plus the shared network pools.
+NCCL's node is the NVLink domain, a GB200 NVL72 rack's MNNVL clique and not its 4-GPU trays: ``src/init.cc``
+(v2.30.7-1) counts ``nNodes`` from the ring graph's first ranks once the clique's topology is fused, takes
+``nNvlDomains = nNodes`` (``initNvlDomainInfo``), and ``ncclTopoComputeP2pChannels`` halves "in the case of >1
+NVLD". NVLS (:mod:`.nvls_buffers`) and the NCCL profile count nodes the same way. Without a domain size
 every send/receive communicator is counted as spanning domains with no NVLink peer (the least NCCL holds).
 """
 
@@ -74,8 +77,7 @@ _BYTES: dict = {}
 micro-batch, recomputation and sharding of one shape."""
 
 
-def nccl_buffer_bytes(lay: ParallelLayout, moe: bool, gpus_per_domain: int | None = None,
-                      gpus_per_server: int | None = None) -> float:
+def nccl_buffer_bytes(lay: ParallelLayout, moe: bool, gpus_per_domain: int | None = None) -> float:
     """Bytes of NCCL buffers one GPU of ``lay`` holds (see the module doc).
 
     Parameters
@@ -87,8 +89,6 @@ def nccl_buffer_bytes(lay: ParallelLayout, moe: bool, gpus_per_domain: int | Non
     gpus_per_domain : int, optional
         GPUs of one NVLink domain the job uses (the layout's ``gpus_per_domain_used`` first). None: unknown, every
         send/receive communicator counted as spanning domains with no NVLink peer.
-    gpus_per_server : int, optional
-        GPUs of one host (NCCL's node: 4 on a GB200 NVL72, whose domain spans 18 hosts); default the domain's.
 
     Returns
     -------
@@ -96,23 +96,21 @@ def nccl_buffer_bytes(lay: ParallelLayout, moe: bool, gpus_per_domain: int | Non
         Bytes per GPU.
     """
     dom = lay.gpus_per_domain_used or gpus_per_domain
-    host = min(gpus_per_server or dom, dom) if dom else None
     key = (lay.tp, lay.cp, lay.pp, lay.dp, lay.ep, lay.etp, lay.rank_order, lay.cp_comm_type, lay.ep_dispatcher,
-           moe, dom, host)
+           moe, dom)
     got = _BYTES.get(key)
     if got is None:
         if len(_BYTES) >= 4096:
             _BYTES.clear()
-        got = _BYTES[key] = sum(_communicator_bytes(lay, c, dom, host) for c in communicators(lay, moe))
+        got = _BYTES[key] = sum(_communicator_bytes(lay, c, dom) for c in communicators(lay, moe))
     return got
 
 
-def _communicator_bytes(lay: ParallelLayout, comm: tuple[str, str, int, int], dom: int | None,
-                        host: int | None) -> float:
+def _communicator_bytes(lay: ParallelLayout, comm: tuple[str, str, int, int], dom: int | None) -> float:
     """One communicator's bytes on one GPU: a ring's channels; a send/receive communicator's channels per peer
     (NCCL's ``ncclTopoComputeP2pChannelsPerPeer``: the NVLink count when every rank is over NVLink, else the
     network's; ``ncclTopoComputeP2pChannels`` caps it at the communicator's p2p channels, or halves it for many peers
-    once the ranks span hosts: :func:`_p2p_channels_per_peer`) to each peer over
+    once the ranks span NCCL's nodes, the NVLink domains: :func:`_p2p_channels_per_peer`) to each peer over
     NVLink, and the shared network pools when some rank is beyond the domain."""
     k = nccl_constants()
     conn = k["connection_bytes"]
@@ -123,19 +121,19 @@ def _communicator_bytes(lay: ParallelLayout, comm: tuple[str, str, int, int], do
         return k["network_p2p_shared_bytes"]
     offsets = first_group_offsets(lay, group)
     inside = sum(1 for o in offsets if o < dom) - 1  # NVLink peers of the first GPU
-    per_peer = _p2p_channels_per_peer(inside == ranks - 1, offsets[-1] >= host, ranks)
+    per_peer = _p2p_channels_per_peer(inside == ranks - 1, offsets[-1] >= dom, ranks)
     pools = k["network_p2p_shared_bytes"] if inside < ranks - 1 else 0.0
     return pools + min(peers, inside) * per_peer * conn
 
 
-def _p2p_channels_per_peer(nvlink: bool, hosts: bool, ranks: int) -> int:
+def _p2p_channels_per_peer(nvlink: bool, nodes: bool, ranks: int) -> int:
     """NCCL's channels per peer of a send/receive communicator of ``ranks`` (src/graph/paths.cc,
     ``ncclTopoComputeP2pChannels``, v2.30.7-1): what ``ncclTopoGetNchannels`` asks (``nvlink``: every peer over
-    NVLink, else the network's count), capped at the communicator's p2p channels on one host, or, across ``hosts``
-    (nNodes > 1), halved while the peers' rounds of :data:`P2P_PER_BATCH` would need more than its p2p channels."""
+    NVLink, else the network's count), capped at the communicator's p2p channels on one node, or, across ``nodes``
+    (nNodes > 1: NVLink domains), halved while the peers' rounds of :data:`P2P_PER_BATCH` would need more than its p2p channels."""
     k = nccl_constants()
     per_peer = int(k["nvlink_p2p_channels_per_peer"] if nvlink else k["network_p2p_channels_per_peer"])
-    if not hosts:
+    if not nodes:
         return min(per_peer, int(k["p2p_channels_one_node"]))
     while per_peer * math.ceil(ranks / P2P_PER_BATCH) > k["collective_channels"] and per_peer > 1:
         per_peer //= 2

@@ -316,8 +316,8 @@ class _Search:
         ``lay`` placed or not (:meth:`placed`); ``keys`` are :func:`_keys` of ``lay``."""
         lay = self.placed(lay)
         mk, bk, _ = keys
-        dom, host = self.spec.gpus_per_domain, self.spec.gpus_per_server  # NCCL's buffers read the rank order,
-        nccl = nccl_buffer_bytes(lay, self.model.moe is not None, dom, host)  # which the shape's key leaves out
+        dom = self.spec.gpus_per_domain  # NCCL's buffers read the rank order,
+        nccl = nccl_buffer_bytes(lay, self.model.moe is not None, dom)  # which the shape's key leaves out
         ep_buf = ep_buffer_bytes(self.model, lay, dom)  # HybridEP's probabilities read the domain's EP ranks too
         mem = self.mem_cache.get((mk, nccl, ep_buf))
         if mem is None:
@@ -325,7 +325,7 @@ class _Search:
             if shape is None:
                 mem = shape = self.mem_cache[mk] = memory_per_gpu(
                     self.model, lay, self.gpu.memory_bytes, generation=self.gpu.generation,
-                    activations=self.act_cache, gpus_per_domain=dom, gpus_per_server=host)
+                    activations=self.act_cache, gpus_per_domain=dom)
             else:
                 mem = replace(shape, nccl_bytes=nccl, ep_buffers_bytes=ep_buf)
             self.mem_cache[(mk, nccl, ep_buf)] = mem

@@ -99,6 +99,7 @@ from .kernels import memory_s
 from .mapping import EXPERT_DP_GROUPS, default_placement, map_layout, recipe_gpus_used, refuse_failed_gpus
 from .memory import busiest_stage, end_unit_params, memory_per_gpu, stage_params, units_holding
 from .model import BLOCK_KINDS, Block, ModelSpec
+from .nvls_buffers import step_nvls_bytes
 from .operators import (END_UNITS, bf16_layers, busiest_rank_load, expert_capacity, optimizer_step_s,
                         pipeline_units, rank_computes, ring_step_s)
 from .parallel import ParallelLayout, check_layout, dp_bucket_calls, xla_all_reduce_calls
@@ -1081,8 +1082,9 @@ def _step_result(fabric: Fabric, model: ModelSpec, lay: ParallelLayout, gpu, sc,
     breakdown = step_breakdown(lay, sc, exposed, optimizer)
     step = sum(breakdown.values())
     seq = lay.seq_len or model.seq_len
-    mem = memory_per_gpu(model, lay, gpu.memory_bytes, generation=gpu.generation, gpus_per_domain=spec.gpus_per_domain,
-                         gpus_per_server=spec.gpus_per_server)
+    mem = memory_per_gpu(model, lay, gpu.memory_bytes, generation=gpu.generation, gpus_per_domain=spec.gpus_per_domain)
+    # the NVLS buffers of the communicators whose collectives topo's choice runs as NVLS: only the step knows them
+    mem = replace(mem, nvls_bytes=step_nvls_bytes(default_profile(fabric), gpu.generation, comms))
     notes = ([placed] if placed else []) + _notes(model, lay, gpu, mem, mapping)
     layout = lay.model_dump()
     # seq_len: the tokens the step ran a sequence at (the model's when the layout gives none), never null

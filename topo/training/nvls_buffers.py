@@ -1,0 +1,87 @@
+"""NCCL's NVLS buffers per GPU: what a communicator holds once its tuner has run a collective as NVLS or NVLSTree.
+
+NCCL allocates one NVLS buffer per communicator, at the first collective it runs as NVLS or NVLSTree, and keeps it
+for the run (NVIDIA/nccl v2.30.7-1 ``src/transport/nvls.cc`` ``ncclNvlsBufferSetup``): ``nvlsChannels x 2 x
+(nvlsChunkSize x NCCL_STEPS) x nHeads`` bytes on every GPU of it. Which communicators hold it is topo's own
+algorithm choice per collective and size (:class:`topo.training.comm.CommEngine`, the step's
+:class:`~topo.training.result.DimensionComm` ``algorithm``): NVLS only runs where the NVSwitch reduces in the switch
+(Hopper and Blackwell NVSwitch systems; never A100 or PCIe), and an engine told ``^nvls,nvls_tree``
+(NCCL_NVLS_ENABLE=0) never chooses it. The channels, chunk, steps and most heads are the NCCL profile's
+(:class:`topo.engine.profiles.Profile`); Blackwell inside one NVLink domain runs 24 channels, and the reduce and
+broadcast halves double the buffer (``topo/data/compute/nvls_buffers.toml``). The heads are the communicator's
+ranks in one NVLink domain (NCCL's node, an NVL72 rack's MNNVL clique), at most ``nvls_max_heads``: NCCL forces one
+per GPU inside a node (``src/graph/search.cc``: "Force intra-node NVLS algorithm to pull evenly from all GPUs") and
+takes one per NIC across nodes, which on the runs' one-NIC-per-GPU systems is the same count
+(:func:`topo.engine.algorithms.nvls.nvls_heads`).
+"""
+
+from __future__ import annotations
+
+import tomllib
+from functools import lru_cache
+
+from ..resources import data_dir
+
+__all__ = ["NVLS_FAMILIES", "nvls_constants", "nvls_buffer_bytes", "step_nvls_bytes"]
+
+NVLS_FAMILIES = ("nvls", "nvls_tree")
+"""The algorithms (``DimensionComm.algorithm``) that run on NCCL's NVLS buffer."""
+
+
+@lru_cache(maxsize=None)
+def nvls_constants() -> dict[str, float]:
+    """``nvls_buffers.toml``'s values by key."""
+    table = tomllib.loads((data_dir("compute") / "nvls_buffers.toml").read_text(encoding="utf-8"))
+    return {k: float(v["value"]) for k, v in table.items()}
+
+
+def nvls_buffer_bytes(profile, generation: str, ranks_per_domain: int, domains: int) -> float:
+    """Bytes of one communicator's NVLS buffer on each of its GPUs (see the module doc).
+
+    Parameters
+    ----------
+    profile : Profile
+        The NCCL profile (``nvls_channels``, ``nvls_chunk_bytes``, ``steps_in_flight``, ``nvls_max_heads``).
+    generation : str
+        The GPU generation (``blackwell`` runs fewer channels inside one NVLink domain).
+    ranks_per_domain : int
+        The communicator's ranks in one NVLink domain.
+    domains : int
+        NVLink domains the communicator spans (NCCL's nodes).
+
+    Returns
+    -------
+    float
+        Bytes per GPU; 0 when the profile has no NVLS channels or chunk.
+    """
+    k = nvls_constants()
+    channels = profile.nvls_channels
+    if generation == "blackwell" and domains <= 1:
+        channels = int(k["blackwell_one_domain_channels"])
+    heads = min(ranks_per_domain, profile.nvls_max_heads) if profile.nvls_max_heads else ranks_per_domain
+    step_bytes = profile.nvls_chunk_bytes * profile.steps_in_flight
+    return float(channels * k["directions"] * step_bytes * heads)
+
+
+def step_nvls_bytes(profile, generation: str, comms) -> float:
+    """Bytes of NVLS buffers one GPU holds for a step's collectives: one buffer for each communicator (a dimension's
+    groups: ``dim``, ``group_size``, ``num_groups``) whose collectives run at least once as NVLS or NVLSTree.
+
+    Parameters
+    ----------
+    profile : Profile
+    generation : str
+    comms : iterable of DimensionComm
+        The step's collectives with the algorithm topo chose for each.
+
+    Returns
+    -------
+    float
+    """
+    held = {}
+    for c in comms:
+        if c.algorithm in NVLS_FAMILIES and c.group_size > 1:
+            domains = max(1, c.domains_per_group)
+            held[(c.dim, c.group_size, c.num_groups)] = nvls_buffer_bytes(
+                profile, generation, c.group_size // domains, domains)
+    return float(sum(held.values()))
