@@ -899,12 +899,15 @@ def _mamba_ops(model: ModelSpec, lay: ParallelLayout) -> list[Op]:
 
 def _ssd_ops(model: ModelSpec, lay: ParallelLayout, T: float, nh: float) -> list[Op]:
     """Mamba-2's SSD on this GPU (``nh`` local heads, ``groups / tp`` local groups, Megatron-Core's TP split):
-    the kernels of :func:`topo.training.ssd.ssd_kernels`, forward and backward."""
-    mb, tp = model.mamba, lay.tp
+    the kernels of :func:`topo.training.ssd.ssd_kernels`, forward and backward, chunked per sequence of the
+    layout's length (under CP each rank scans whole sequences of its heads: ``mamba_context_parallel.py``'s
+    all-to-all, :func:`topo.training.step.mamba_cp_alltoalls`)."""
+    mb, tp, s = model.mamba, lay.tp, _tokens(model, lay)[2]
     g = max(1.0, mb.groups / min(tp, mb.groups))
     gated = lay.mamba_mixer == "megatron"  # mamba_ssm's path gates in the norm, not the scan
     return [_kernel(k.name, k.passes, k.bytes, k.dots, launches=k.launches, sm_bound=k.triton)
-            for k in ssd_kernels(T, nh, g, float(mb.head_dim), float(mb.d_state), float(mb.chunk_size), gated)]
+            for k in ssd_kernels(T, nh, g, float(mb.head_dim), float(mb.d_state), float(mb.chunk_size), gated,
+                                   seq_len=float(s))]
 
 
 def block_ops(model: ModelSpec, lay: ParallelLayout, kind: str) -> list[Op]:
