@@ -141,7 +141,7 @@ def test_the_step_covers_with_the_forward_dispatch_and_combine():
     a2a = {"dim": "ep", "collective": "alltoall", "elem_bytes": 2.0}
     fp8 = {"dim": "ep", "collective": "alltoall", "elem_bytes": 1.0}
     probs = {"dim": "ep", "collective": "alltoall", "elem_bytes": 4.0, "pair": "ep_probs"}
-    lay = NS(overlap_ep=False)
+    lay = NS(overlap_ep=False, ep=8, ep_dispatcher="alltoall")
     assert _ep_cover_s(lay, [(a2a, NS(time_s=3e-4)), (probs, NS(time_s=1e-5))]) == pytest.approx(6e-4)
     assert _ep_cover_s(lay, [(fp8, NS(time_s=2e-4)), (a2a, NS(time_s=3e-4))]) == pytest.approx(5e-4)
     assert _ep_cover_s(NS(overlap_ep=True), [(a2a, NS(time_s=3e-4))]) == 0.0

@@ -48,6 +48,28 @@ def test_ssd_kernel_counts_and_state_bytes():
     assert ks["ssd_chunk_state"].bytes == pytest.approx(2 * (x + bc) + 8 * th + 4 * states)
 
 
+def test_chunks_are_counted_per_sequence_rounded_up():
+    """mamba_ssm chunks each sequence on its own, ``ceil(seqlen / chunk_size)`` chunks (state-spaces/mamba@e9594ce1
+    ``ssd_combined.py`` ``_mamba_chunk_scan_combined_fwd``; the kernels' grids run ``batch x nchunks``, the last
+    chunk masked, the states and C B^T allocated per whole chunk). Two sequences of 8,000 tokens at chunks of 128:
+    2 x 63 = 126 chunks, not 16,000 / 128 = 125: the states (126 x H x P x N, fp32 then bf16) and C B^T's
+    products (126 x G of Q x Q x N) count whole chunks; the tokens' own tensors stay at 16,000. A layout of that
+    length prices the same kernels (Nemotron-H 56B, micro-batch 2)."""
+    L, B = 8000.0, 2.0
+    ks = {k.name: k for k in ssd_kernels(B * L, H, G, P, N, Q, seq_len=L)}
+    chunks = B * 63
+    assert ks["ssd_state_pass"].bytes == pytest.approx(chunks * H * P * N * (4 + 2), rel=1e-12)
+    assert ks["ssd_bmm"].dots == ((Q, Q, N, chunks * G),)
+    assert ks["ssd_bmm"].bytes == pytest.approx(2 * 2 * B * L * G * N + 4 * chunks * G * Q * Q, rel=1e-12)
+    one = {k.name: k for k in ssd_kernels(L, H, G, P, N, Q)}  # one sequence by default: 63 chunks
+    assert one["ssd_state_pass"].bytes == pytest.approx(63 * H * P * N * 6, rel=1e-12)
+    model = load_model("nemotron-h-56b")
+    lay = make_layout(tp=8, micro_batch=2, global_batch=2, seq_len=8000, precision="fp8")
+    ops = {op.name: op for op in block_ops(model, lay, "M")}
+    assert (model.mamba_heads / 8, model.mamba.groups / 8, model.mamba.chunk_size) == (H, G, Q)  # TP8's shapes
+    assert ops["ssd_state_pass"].bytes == pytest.approx(chunks * H * P * N * 6, rel=1e-12)
+
+
 def _nemotron_h(tp=8, **kw):
     model = load_model("nemotron-h-56b")
     kw.setdefault("micro_batch", 1)

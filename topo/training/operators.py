@@ -899,12 +899,15 @@ def _mamba_ops(model: ModelSpec, lay: ParallelLayout) -> list[Op]:
 
 def _ssd_ops(model: ModelSpec, lay: ParallelLayout, T: float, nh: float) -> list[Op]:
     """Mamba-2's SSD on this GPU (``nh`` local heads, ``groups / tp`` local groups, Megatron-Core's TP split):
-    the kernels of :func:`topo.training.ssd.ssd_kernels`, forward and backward."""
-    mb, tp = model.mamba, lay.tp
+    the kernels of :func:`topo.training.ssd.ssd_kernels`, forward and backward, chunked per sequence of the
+    layout's length (under CP each rank scans whole sequences of its heads: ``mamba_context_parallel.py``'s
+    all-to-all, :func:`topo.training.step.mamba_cp_alltoalls`)."""
+    mb, tp, s = model.mamba, lay.tp, _tokens(model, lay)[2]
     g = max(1.0, mb.groups / min(tp, mb.groups))
     gated = lay.mamba_mixer == "megatron"  # mamba_ssm's path gates in the norm, not the scan
     return [_kernel(k.name, k.passes, k.bytes, k.dots, launches=k.launches, sm_bound=k.triton)
-            for k in ssd_kernels(T, nh, g, float(mb.head_dim), float(mb.d_state), float(mb.chunk_size), gated)]
+            for k in ssd_kernels(T, nh, g, float(mb.head_dim), float(mb.d_state), float(mb.chunk_size), gated,
+                                   seq_len=float(s))]
 
 
 def block_ops(model: ModelSpec, lay: ParallelLayout, kind: str) -> list[Op]:
@@ -1270,7 +1273,7 @@ class BlockTime:
     wgrad_s: float = 0.0  # the weight-gradient GEMMs' seconds (what backward TP traffic hides behind)
     host_s: float = 0.0  # CPU seconds launching the forward's kernels (eager, the uncaptured ones)
     host_backward_s: float = 0.0  # ... and the backward's
-    host_by_module_s: dict = field(default_factory=dict)  # the forward's host seconds per module
+    recompute_host_s: dict = field(default_factory=dict)  # module (or an op's tag) -> the forward's host seconds
     tp_pairs_s: dict = field(default_factory=dict)  # a TP collective's pair -> the GEMM seconds it overlaps with
     launch_seq: tuple = ()  # the forward's ops in order: (host seconds, GPU seconds, kernels) each
     sync_at: int = -1  # an MoE block: index in launch_seq of its first op after the tokens-per-expert sync
@@ -1374,6 +1377,8 @@ def block_time(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute, kind: str
         h = host_launch_s(op, gpu, graphs=graphs, precision=lay.precision, amax_pass=amax, scale_kernel=inv)
         host += h
         hmods[op.module] = hmods.get(op.module, 0.0) + h
+        if op.tag:
+            hmods[op.tag] = hmods.get(op.tag, 0.0) + h
         if op.passes != "backward":
             if op.name == SYNC_OP and sync_at < 0 and host_syncs(lay):
                 sync_at = len(seq)
@@ -1624,20 +1629,33 @@ class StageCompute:
 
 def _recomputed(lay: ParallelLayout, kind: str, bt: BlockTime, index_in_stage: int) -> float:
     """Forward seconds recomputed for one block of a layer at ``index_in_stage`` in its stage."""
-    if lay.recompute == "full" and (lay.recompute_num_layers is None or index_in_stage < lay.recompute_num_layers):
-        return bt.forward_s - bt.recompute_s.get(FSDP_MODULE, 0.0)
+    return _replayed_s(lay, bt, _fully_recomputed(lay, index_in_stage))[0]
+
+
+def _recomputed_keys(lay: ParallelLayout) -> set:
+    """The modules and op tags (``BlockTime.recompute_s``'s keys) selective recomputation replays: the layout's
+    ``recompute_modules`` through their aliases, and the attention core where attention is not flash's."""
     mods = set(lay.recompute_modules)
     if lay.recompute == "selective" and not lay.flash_attention:
         mods.add("core_attn")  # Korthikanti et al. 2022: the attention core only
-    if not mods:
-        return 0.0
     alias = {"mlp": ("mlp", "mlp_act"), "moe": MOE_MODULE, "moe_act": ("moe_act",),
              "layernorm": ("layernorm",), "core_attn": ("core_attn",), "mamba": ("mamba",),
              "mla_up_proj": ("mla_up_proj",), "mlp_act": ("mlp_act",),
              # an input projection recomputed with the activation after it (fc2's input is the activation's output)
              "mlp_wi": ("mlp_wi", "mlp_act", "moe_act", "shared_experts_act")}
-    keys = {x for mname in mods for x in alias.get(mname, (mname,))}
-    return sum(bt.recompute_s.get(x, 0.0) for x in keys)
+    return {x for mname in mods for x in alias.get(mname, (mname,))}
+
+
+def _replayed_s(lay: ParallelLayout, bt: BlockTime, full: bool, skip: tuple = ()) -> tuple[float, float]:
+    """GPU and host seconds of one block's forward that the backward replays, per micro-batch: a fully recomputed
+    layer's whole forward but FSDP2's copies (not an operator of the layer), else the ops of the modules and tags
+    selective recomputation replays (:func:`_recomputed_keys`) but those in ``skip``. The one place the replay's
+    GPU time (:func:`_recomputed`) and its launches (:func:`_replay_terms`) are read from."""
+    if full:
+        return (bt.forward_s - bt.recompute_s.get(FSDP_MODULE, 0.0),
+                bt.host_s - bt.recompute_host_s.get(FSDP_MODULE, 0.0))
+    keys = _recomputed_keys(lay) - set(skip)
+    return sum(bt.recompute_s.get(x, 0.0) for x in keys), sum(bt.recompute_host_s.get(x, 0.0) for x in keys)
 
 
 def bf16_layers(model: ModelSpec, lay: ParallelLayout) -> list[list[bool]]:
@@ -1858,8 +1876,9 @@ def _host_waits_s(lay: ParallelLayout, units: list[tuple], bt, ep_cover_s: float
     layer's forward all-to-alls (``ep_cover_s``) are GPU time it launches behind, as in a synced layer; the backward
     has no sync of its own (a recomputed ``moe`` module replays the router, its sync and the two all-to-all calls
     there: :func:`_moe_recompute_wait_s`; a fully recomputed layer replays the forward's synced stretch, its wait
-    counted again; a fully recomputed layer without that sync replays its forward's launches and GPU time inside
-    the backward pass, where the host runs ahead as across the forward: both join the backward's balance), and its
+    counted again; a replay without a sync of its own, a fully recomputed layer's forward or a selectively
+    recomputed module's ops, launches and runs inside the backward pass, where the host runs ahead as across the
+    forward: both join the backward's balance, :func:`_replay_terms`), and its
     two all-to-alls are GPU time the host launches behind as well: without
     EP overlap they run on the compute stream in launch order, the combine's gradient dispatched and the dispatch's
     combined with the forward's handle and its token count already on the host, so neither syncs
@@ -1878,22 +1897,47 @@ def _host_waits_s(lay: ParallelLayout, units: list[tuple], bt, ep_cover_s: float
     seen: dict[tuple, tuple] = {}  # a stage's layers are mostly alike: each unit's terms once, summed in order
     layer = 0
     for unit in units:
-        if unit not in seen:
-            seen[unit] = _unit_host_terms(lay, *unit, bt, synced, ep_cover_s)
-        g, h, gb, hb, synced_moe, wf, wr, ws = seen[unit]
-        gpu_b += gb
-        host_b += hb
+        full = unit[0] not in END_UNITS and _fully_recomputed(lay, layer)
+        if (unit, full) not in seen:
+            seen[(unit, full)] = (*_unit_host_terms(lay, *unit, bt, synced, ep_cover_s),
+                                  *_replay_terms(lay, *unit, bt, synced, ep_cover_s, full))
+        g, h, gb, hb, synced_moe, wf, wr, ws, g_rep, h_rep = seen[(unit, full)]
+        gpu_b += gb + g_rep  # the backward's own, and its replay's: the host runs ahead across both
+        host_b += hb + h_rep
         if synced_moe:
             wait_f += wf
-            wait_rec += ws if _fully_recomputed(lay, layer) else wr  # the layer's forward again, or its MoE
+            wait_rec += ws if full else wr  # the layer's forward again, or its MoE
         else:  # the layer's expert all-to-alls run on the GPU while the host launches on, synced or not
             gpu_rest += g
             host_rest += h
-            if unit[0] not in END_UNITS and _fully_recomputed(lay, layer):  # its replay, inside the backward pass
-                gpu_b += g
-                host_b += h
         layer += unit[0] not in END_UNITS
     return wait_f + max(0.0, host_rest - gpu_rest), max(0.0, host_b - gpu_b) + wait_rec
+
+
+def _replay_terms(lay: ParallelLayout, u, bf16: bool, bt, synced: bool, ep_cover_s: float,
+                  full: bool) -> tuple[float, float]:
+    """GPU and host seconds one unit's replay adds to the backward's host balance (:func:`_host_waits_s`), per
+    micro-batch: what the backward recomputes (:func:`_replayed_s`: the whole forward of a fully recomputed layer,
+    else the selectively recomputed modules' ops), launched inside the backward pass, where nothing syncs and the
+    host runs ahead as across the forward. A replayed MoE forward (full, or the ``moe`` module) calls its
+    dispatch and combine again (:meth:`topo.training.step._Traffic.recomputed` counts their GPU time under
+    ``ep``): ``ep_cover_s`` of GPU and two ``call_host_s`` of host, as in the forward. A synced replay waits on a
+    line of its own instead: a fully recomputed synced MoE layer the forward's stretch (:func:`_synced_layer_wait_s`),
+    nothing here; a recomputed ``moe`` module of a synced layer its MoELayer's (:func:`_moe_recompute_wait_s`), the
+    other modules here. End units replay nothing (:func:`_stage_row`)."""
+    if u in END_UNITS:
+        return 0.0, 0.0
+    moe, moe_module = Block.MOE in u, "moe" in lay.recompute_modules
+    if synced and moe and full:
+        return 0.0, 0.0
+    own_line = synced and moe and moe_module
+    g = h = 0.0
+    for kind in u:
+        gk, hk = _replayed_s(lay, bt(kind, bf16), full, MOE_MODULE if own_line else ())
+        g, h = g + gk, h + hk
+    if moe and (full or moe_module) and not own_line:
+        g, h = g + ep_cover_s, h + 2 * bt(Block.MOE, bf16).call_host_s
+    return g, h
 
 
 def _fully_recomputed(lay: ParallelLayout, layer: int) -> bool:

@@ -4,7 +4,9 @@ Megatron-Core's Mamba mixer trains through ``mamba_ssm``'s ``mamba_split_conv1d_
 ``megatron/core/ssm/mamba_mixer.py`` ``_ssm_training`` @d98e8a64), whose SSD is the chunked algorithm of Dao and Gu
 2024 (arXiv 2405.21060, sec. 6) in Triton kernels (state-spaces/mamba ``mamba_ssm/ops/triton/ssd_combined.py``
 @e9594ce1). Per micro-batch and GPU, with ``T`` tokens, ``H`` heads of dimension ``P``, ``G`` groups of B and C of
-state size ``N``, chunks of ``Q`` tokens (``T / Q`` of them):
+state size ``N``, chunks of ``Q`` tokens (``ceil(L / Q)`` of them per sequence of ``L`` tokens, ``T / L``
+sequences: ``_mamba_chunk_scan_combined_fwd``'s ``nchunks = math.ceil(seqlen / chunk_size)``, each kernel's grid
+over ``batch x nchunks``, its tensors of whole chunks, the last one masked):
 
 - forward (``_mamba_chunk_scan_combined_fwd``), five kernels: the cumulative sum of ``dt A`` per chunk; each
   chunk's state ``B^T x`` (``P x N x Q`` per chunk and head); the pass of the states across chunks; ``C B^T`` per
@@ -28,9 +30,10 @@ HBM (``kernels.toml`` ``[ssd]``; :func:`topo.training.operators.sm_bound_floor_s
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
-__all__ = ["Kernel", "ssd_kernels", "ssd_flops"]
+__all__ = ["Kernel", "ssd_chunks", "ssd_kernels", "ssd_flops"]
 
 BF16, FP32 = 2, 4
 
@@ -64,7 +67,28 @@ def ssd_flops(dots) -> float:
     return sum(2.0 * m * n * k * g for m, n, k, g in dots)
 
 
-def ssd_kernels(T: float, H: float, G: float, P: float, N: float, Q: float, gated: bool = True) -> list[Kernel]:
+def ssd_chunks(T: float, Q: float, seq_len: float) -> float:
+    """Chunks the scan runs over ``T`` tokens in sequences of ``seq_len``: ``ceil(seq_len / Q)`` each, the last
+    one partial where ``Q`` does not divide the sequence (state-spaces/mamba@e9594ce1
+    ``mamba_ssm/ops/triton/ssd_combined.py`` ``_mamba_chunk_scan_combined_fwd``: ``nchunks = math.ceil(seqlen /
+    chunk_size)``; ``ssd_chunk_state.py``'s kernels launch over ``batch * nchunks`` and mask the last chunk's
+    ``chunk_size_limit``; the chunk states and ``C B^T`` are allocated per whole chunk).
+
+    Parameters
+    ----------
+    T, Q, seq_len : float
+        Tokens, chunk length and tokens per sequence.
+
+    Returns
+    -------
+    float
+        ``T / seq_len x ceil(seq_len / Q)``.
+    """
+    return T / seq_len * math.ceil(seq_len / Q)
+
+
+def ssd_kernels(T: float, H: float, G: float, P: float, N: float, Q: float, gated: bool = True,
+                seq_len: float | None = None) -> list[Kernel]:
     """The SSD's kernels for ``T`` tokens, ``H`` heads of dimension ``P``, ``G`` groups of state size ``N`` and
     chunks of ``Q`` tokens (see the module doc), forward then backward.
 
@@ -72,6 +96,11 @@ def ssd_kernels(T: float, H: float, G: float, P: float, N: float, Q: float, gate
     ----------
     T, H, G, P, N, Q : float
         Tokens, heads, B/C groups, head dimension, state size and chunk length on this GPU.
+    seq_len : float, optional
+        Tokens of each sequence the scan runs over (``T / seq_len`` sequences, a fraction where context
+        parallelism gives each rank whole sequences of ``1 / cp`` of the heads: ``T`` then counts ``s / cp`` tokens
+        of every head). Each sequence is ``ceil(seq_len / Q)`` chunks (:func:`ssd_chunks`). Default: ``T``, one
+        sequence.
     gated : bool
         ``z`` gates the scan (Megatron-Core's mixer): the forward's output kernel reads ``z`` and writes the gated
         output besides the ungated one, and the backward starts with ``dz``. False (``z=None``, as
@@ -83,7 +112,7 @@ def ssd_kernels(T: float, H: float, G: float, P: float, N: float, Q: float, gate
     -------
     list of Kernel
     """
-    C = max(1.0, T / Q)  # chunks
+    C = ssd_chunks(T, Q, T if seq_len is None else seq_len)
     x = T * H * P  # elements of x (and z, out, dout, dx, dz)
     bc = T * G * N  # elements of B (and C)
     st = C * H * P * N  # elements of the chunk states

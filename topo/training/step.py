@@ -1116,13 +1116,29 @@ def _ep_cover_s(lay: ParallelLayout, timed: list) -> float:
     between its tokens-per-expert syncs while the host launches on (:func:`.operators._synced_layer_wait_s`);
     0 when the EP all-to-alls are overlapped with another micro-batch (their time is then not the compute
     stream's) or there are none. The forward dispatch is the item whose ``elem_bytes`` is not 2 when it runs in
-    FP8 (:func:`_ep_traffic`), the combine a BF16 one."""
+    FP8 (:func:`_ep_traffic`), the combine a BF16 one.
+
+    The flex dispatcher at ep 1 and etp > 1 calls its dispatch and combine over the experts' TP group
+    (:func:`.operators.ep_calls`), an exchange the step prices as the etp all-gather and reduce-scatter
+    (:func:`_ep_traffic`): its dispatch is one all-gather, its combine one reduce-scatter, the same rule on the
+    items that price its calls (:func:`_exchange_call`)."""
     if lay.overlap_ep:
         return 0.0
-    per_call = {it.get("elem_bytes", ACT_BYTES) != ACT_BYTES: one.time_s for it, one in timed if _is_ep_a2a(it)}
+    per_call = {key: one.time_s for it, one in timed if (key := _exchange_call(it, lay)) is not None}
     if False not in per_call:
         return 0.0
     return per_call.get(True, per_call[False]) + per_call[False]
+
+
+def _exchange_call(item: dict, lay: ParallelLayout) -> bool | None:
+    """Which of an MoE layer's forward exchange calls ``item`` prices for :func:`_ep_cover_s`: True the dispatch
+    where it differs from the combine (an FP8 all-to-all, or the flex dispatcher's etp all-gather at ep 1), False
+    the combine (a BF16 all-to-all, or that dispatcher's etp reduce-scatter), None neither."""
+    if lay.ep > 1 or lay.ep_dispatcher != "deepep":
+        return item.get("elem_bytes", ACT_BYTES) != ACT_BYTES if _is_ep_a2a(item) else None
+    if item["dim"] != "ep" or item["groups"] != "etp":
+        return None
+    return {"all_gather": True, "reduce_scatter": False}.get(item["collective"])
 
 
 def _is_ep_a2a(item: dict) -> bool:
