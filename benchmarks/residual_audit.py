@@ -231,7 +231,7 @@ def audit_runs(setups, fabrics, engines, values) -> list[dict]:
         err = signed_error(s)
         if err is None or s["run"] in ta.REGRESSED:
             continue
-        feats = run_features(s, fabrics[s["spec"]], engines[s["spec"]], values)
+        feats = run_features(s, fabrics[s["spec"]], ta.engine_of(engines, s), values)
         out.append({"run": s["run"], "group": s["group"], "family": s["family"], "holdout": s["holdout"],
                     "err": err, **feats})
     return out

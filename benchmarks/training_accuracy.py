@@ -98,6 +98,7 @@ from _results import ROOT, arguments, update_section
 sys.path.insert(0, str(ROOT))
 from run_recipe_columns import (RunColumnError, check_recipe_columns, fp8_recipe_of, hybridep_sms_table,  # noqa: E402
                                 layout_column_kw, recipe_column_kw)  # (topo from ROOT, as above)
+from topo.training.nvls_buffers import NO_NVLS, release_nvls_enabled  # noqa: E402
 
 SPECS = {"DGX-H100": ("dgx-h100-superpod", ()), "DGX-GB200": ("gb200-nvl72-superpod", ()),
          "DGX-GB300": ("gb300-nvl72-superpod", ()),  # GB300 NVL72 racks (its rows are all in the hold-out file)
@@ -509,11 +510,21 @@ def _engines(setups):
             name, over = s["spec"]
             fabrics[s["spec"]] = topo.build_fabric(topo.load_spec(name, list(over)))
             engines[s["spec"]] = CommEngine(fabrics[s["spec"]])
+            # the same fabric for the rows whose release's launcher exports NCCL_NVLS_ENABLE=0 (nccl_env_releases)
+            engines[(s["spec"], NO_NVLS)] = CommEngine(fabrics[s["spec"]], algorithm=NO_NVLS)
         s["gen"] = lookup_gpu(fabrics[s["spec"]].spec.gpu).generation
         s["key"] = f"{s['gen']}_{'fp8' if s['lay'].precision == 'fp8' else 'bf16'}"
-        first = estimate_step(fabrics[s["spec"]], s["model"], s["lay"], engine=engines[s["spec"]], convention="6n")
+        first = estimate_step(fabrics[s["spec"]], s["model"], s["lay"], engine=engine_of(engines, s),
+                              convention="6n")
         s["contention"] = first.contention
     return fabrics, engines
+
+
+def engine_of(engines, s):
+    """Run ``s``'s comm engine from :func:`_engines`' ``engines``: its spec's, or the one without NVLS where its
+    release's launcher exports NCCL_NVLS_ENABLE=0 (``topo/data/compute/nccl_env_releases.toml``)."""
+    software = (s.get("row") or {}).get("software", "")
+    return engines[s["spec"]] if release_nvls_enabled(software) else engines[(s["spec"], NO_NVLS)]
 
 
 def _predictor(fabrics, engines):
@@ -527,7 +538,7 @@ def _predictor(fabrics, engines):
         over = kernel_overrides(s, values)
         key = (s["run"], tuple(sorted(over["training"].items())), over.get("launch", {}).get("host_s"))
         if key not in memo:
-            memo[key] = estimate_step(fabrics[s["spec"]], s["model"], s["lay"], engine=engines[s["spec"]],
+            memo[key] = estimate_step(fabrics[s["spec"]], s["model"], s["lay"], engine=engine_of(engines, s),
                                       check=False, contention=s["contention"], kernel_overrides=over).step_time_s
         return memo[key]
     return predict

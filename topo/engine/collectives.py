@@ -153,6 +153,23 @@ def normalize_algorithm(collective: str, name: str) -> str:
     return k
 
 
+def _runs_elsewhere(collective: str, name: str) -> bool:
+    """Whether ``name`` is no algorithm of ``collective`` but one of another collective's."""
+    try:
+        normalize_algorithm(collective, name)
+        return False
+    except TopoError:
+        return any(_ok(c, name) for c in ALGORITHMS if c != collective)
+
+
+def _ok(collective: str, name: str) -> bool:
+    try:
+        normalize_algorithm(collective, name)
+        return True
+    except TopoError:
+        return False
+
+
 def algorithm_candidates(collective: str, name: str) -> tuple[str, list[str]]:
     """What an ``algorithm`` option asks for.
 
@@ -175,7 +192,13 @@ def algorithm_candidates(collective: str, name: str) -> tuple[str, list[str]]:
         k = normalize_algorithm(collective, text)
         return k, (list(NCCL_ALGORITHMS[collective]) if k == "auto" else [k])
     exclude = text.startswith("^")
-    names = [normalize_algorithm(collective, x) for x in text.lstrip("^").split(",") if x.strip()]
+    parts = [x for x in text.lstrip("^").split(",") if x.strip()]
+    if exclude:  # as NCCL_ALGO: an excluded algorithm another collective runs does not apply to this one
+        kept = [x for x in parts if not _runs_elsewhere(collective, x)]
+        if parts and not kept:  # none applies here: NCCL's own choice
+            return "auto", list(NCCL_ALGORITHMS[collective])
+        parts = kept
+    names = [normalize_algorithm(collective, x) for x in parts]
     if not names or "auto" in names:
         raise TopoError(f"algorithm list {name!r} must name algorithms of {collective} (not auto); allowed: "
                         f"{', '.join(ALGORITHMS[collective])}", key="algorithm")

@@ -22,10 +22,14 @@ from functools import lru_cache
 
 from ..resources import data_dir
 
-__all__ = ["NVLS_FAMILIES", "nvls_constants", "nvls_buffer_bytes", "step_nvls_bytes"]
+__all__ = ["NVLS_FAMILIES", "NO_NVLS", "nvls_constants", "nvls_buffer_bytes", "release_nvls_enabled",
+           "step_nvls_bytes"]
 
 NVLS_FAMILIES = ("nvls", "nvls_tree")
 """The algorithms (``DimensionComm.algorithm``) that run on NCCL's NVLS buffer."""
+
+NO_NVLS = "^" + ",".join(NVLS_FAMILIES)
+"""A :class:`~topo.training.comm.CommEngine` ``algorithm`` that never runs NVLS (NCCL_NVLS_ENABLE=0)."""
 
 
 @lru_cache(maxsize=None)
@@ -33,6 +37,32 @@ def nvls_constants() -> dict[str, float]:
     """``nvls_buffers.toml``'s values by key."""
     table = tomllib.loads((data_dir("compute") / "nvls_buffers.toml").read_text(encoding="utf-8"))
     return {k: float(v["value"]) for k, v in table.items()}
+
+
+@lru_cache(maxsize=1)
+def _releases() -> dict:
+    return tomllib.loads((data_dir("compute") / "nccl_env_releases.toml").read_text(encoding="utf-8"))["release"]
+
+
+def release_nvls_enabled(software: str) -> bool:
+    """Whether NCCL may run NVLS for a run of ``software``: False where the release's own launcher exports
+    NCCL_NVLS_ENABLE=0 (``topo/data/compute/nccl_env_releases.toml``: a release matches a software string that
+    starts with its name), else True (NCCL's default).
+
+    Parameters
+    ----------
+    software : str
+        The run's software string (``"NeMo 25.04.01 (DGXC 25.05.04)"``).
+
+    Returns
+    -------
+    bool
+    """
+    text = (software or "").strip()
+    for name, entry in _releases().items():
+        if text.startswith(name) and not entry["nvls_enable"]:
+            return False
+    return True
 
 
 def nvls_buffer_bytes(profile, generation: str, ranks_per_domain: int, domains: int) -> float:
