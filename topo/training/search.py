@@ -569,8 +569,10 @@ def _hint(note: str) -> str:
 def common_factor_note(gpus: int, global_batch: int) -> str:
     """Why few layouts divide when the GPUs and the batch share little (empty when they share enough): dp divides
     both (``global_batch % (dp x micro_batch) == 0``), so tp x cp x pp is a multiple of gpus / gcd; and the most GPUs
-    at or below ``gpus`` that leave it a multiple of at most 8 (walk9: 16,128 GB200 = 224 racks of 72 with a batch of
-    8,192 left 63, which no DeepSeek-V3 layout is; 14,336 leaves 7).
+    at or below ``gpus`` that leave it a factor the note is silent on. Silent when that factor divides 8 (a power of
+    two a tensor-parallel group inside a server or a pipeline of 2-8 stages takes up); any other factor is said,
+    an odd one too (walk9: 16,128 GB200 = 224 racks of 72 with a batch of 8,192 left 63, which no DeepSeek-V3
+    layout is; walk23: 7,168 GPUs with a batch of 2,048 leave 7, which forced pp 7 on two micro-batches, MFU 3.1%).
 
     Parameters
     ----------
@@ -582,13 +584,13 @@ def common_factor_note(gpus: int, global_batch: int) -> str:
     Returns
     -------
     str
-        The note, or "" when ``gpus / gcd(gpus, global_batch)`` is 8 or less.
+        The note, or "" when ``gpus / gcd(gpus, global_batch)`` divides 8.
     """
     common = math.gcd(gpus, global_batch)
-    if gpus // common <= 8:
+    if 8 % (gpus // common) == 0:
         return ""
     n = np.arange(gpus, 0, -1, dtype=np.int64)
-    n = int(n[n // np.gcd(n, global_batch) <= 8][0])  # 1 always qualifies
+    n = int(n[8 % (n // np.gcd(n, global_batch)) == 0][0])  # 1 always qualifies
     left = n // math.gcd(n, global_batch)
     return (f"dp divides both the {gpus:,} GPUs and the batch of {global_batch:,} (their greatest common factor is "
             f"{common:,}), so tp x cp x pp is a multiple of {gpus // common:,}; {n:,} GPUs would leave "
