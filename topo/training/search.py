@@ -59,6 +59,7 @@ import heapq
 import itertools
 import math
 import time
+import typing
 from dataclasses import replace
 
 import numpy as np
@@ -82,7 +83,7 @@ from .tp_overlap import DEFAULT as TP_OVERLAP_DEFAULT, check_num_sm
 from .step import (dp_floor_s, exposed_comm_s, estimate_step, exposed_routed, failure_notes, step_breakdown,
                    step_traffic, traffic_stage)
 
-__all__ = ["search_layouts", "candidate_layouts", "common_factor_note"]
+__all__ = ["search_layouts", "candidate_layouts", "common_factor_note", "expert_dispatchers"]
 
 
 def _pow2_upto(n: int) -> list[int]:
@@ -102,10 +103,13 @@ def candidate_layouts(model: ModelSpec, gpus: int, global_batch: int, *, gpus_pe
 
     Combinations that cannot split the global batch (``global_batch % (dp x micro_batch)``, interleaving with
     micro-batches not a multiple of pp) are rejected before a ParallelLayout is built; ``pp_multiple`` keeps only
-    pipelines of a multiple of that many stages (a region's sites, each holding the same number of stages)."""
+    pipelines of a multiple of that many stages (a region's sites, each holding the same number of stages). A MoE
+    layout with ep x etp > 1 is tried with each expert dispatcher ``fixed`` leaves open
+    (:func:`expert_dispatchers`); with ep x etp = 1 there is nothing to dispatch and the layout's default stands."""
     seq = seq_len or model.seq_len
     experts = model.moe.experts if model.moe else 1
     units = model.layers + (2 if fixed.get("pipeline_embedding") else 0)
+    dispatchers = expert_dispatchers(model, fixed)
     for tp in _pow2_upto(min(gpus_per_domain, gpus)):
         if model.heads % tp:
             continue
@@ -132,25 +136,60 @@ def candidate_layouts(model: ModelSpec, gpus: int, global_batch: int, *, gpus_pe
                             continue
                         sizes = {"tp": tp, "cp": cp, "dp": dp, "pp": pp}
                         seen: set = set()
-                        for rc, zs, ro in itertools.product(recompute, dp_sharding, rank_orders):
+                        for rc, zs, ro, dispatch in itertools.product(recompute, dp_sharding, rank_orders,
+                                                                      dispatchers if ep * e_tp > 1 else ({},)):
                             if rc == "selective" and fixed.get("flash_attention", True):
                                 continue  # fused attention already drops what selective recomputation drops
                             # orders that differ only where a dimension has one rank (or in ep, which has no
                             # axis of its own) put every GPU in the same groups: the first one given stands
                             same = (rc, zs, tuple(d.strip() for d in ro.replace(",", "-").split("-")
-                                                  if sizes.get(d.strip(), 1) > 1))
+                                                  if sizes.get(d.strip(), 1) > 1), tuple(dispatch.values()))
                             if same in seen:
                                 continue
                             seen.add(same)
                             try:
                                 lay = ParallelLayout(tp=tp, cp=cp, pp=pp, dp=dp, ep=ep, etp=etp, vpp=vpp, micro_batch=mb,
                                              global_batch=global_batch, seq_len=seq_len, recompute=rc,
-                                             dp_sharding=zs, rank_order=ro, **fixed)
+                                             dp_sharding=zs, rank_order=ro, **{**fixed, **dispatch})
                                 check_layout(model, lay, gpus=gpus, gpus_per_domain=gpus_per_domain)
                             except (TopoError, ValueError) as exc:
                                 yield None, str(exc)
                                 continue
                             yield lay, ""
+
+
+def expert_dispatchers(model: ModelSpec, fixed: dict) -> tuple[dict, ...]:
+    """The expert dispatchers a search tries, as layout fields: Megatron-Core's all-to-all, and its flex
+    dispatcher on each backend (``ep_dispatcher`` and ``ep_flex_backend``, the values :class:`ParallelLayout`
+    allows), less those the fixed fields rule out (``ep_dispatcher`` fixed: that one alone, its backends still
+    tried for the flex dispatcher; ``ep_flex_backend`` fixed: the flex dispatcher on that backend alone, beside the
+    all-to-all). A dense model: nothing to try (one empty choice).
+
+    Parameters
+    ----------
+    model : ModelSpec
+    fixed : dict
+        The layout fields the search holds (``--layout``'s and the flags').
+
+    Returns
+    -------
+    tuple of dict
+        One dict of fields a dispatcher sets per choice, the all-to-all first (``{}`` alone for a dense model).
+    """
+    if model.moe is None:
+        return ({},)
+    kinds = typing.get_args(ParallelLayout.model_fields["ep_dispatcher"].annotation)
+    backends = typing.get_args(ParallelLayout.model_fields["ep_flex_backend"].annotation)
+    out = []
+    for kind in kinds:
+        if fixed.get("ep_dispatcher", kind) != kind:
+            continue
+        if kind == "alltoall":  # the backend is the flex dispatcher's alone
+            out.append({"ep_dispatcher": kind})
+            continue
+        out += [{"ep_dispatcher": kind, "ep_flex_backend": b} for b in backends
+                if fixed.get("ep_flex_backend", b) == b]
+    return tuple(out)
 
 
 def _comm_floor_s(spec, lay: ParallelLayout, traffic: list[dict], sc,
