@@ -141,6 +141,8 @@ def _placement_arguments(p) -> None:
     p.add_argument("--rank-order", default=None, help=f"dimensions fastest first (default {DEFAULT_ORDER})")
     p.add_argument("--tp-across-domains", action="store_true", help="allow TP groups to span NVLink domains")
     p.add_argument("--first-gpu", type=int, default=None, help="the job's first GPU id (default 0)")
+    p.add_argument("--skip-domains", default=None, metavar="N[,N...]",
+                   help="NVLink domains (racks: nvswitchN's N) the job's placement passes over, e.g. a failed rack")
     p.add_argument("--overlap", action="append", default=[], metavar="DIM=on|off",
                    help="overlap rule per dimension, e.g. --overlap tp=on --overlap dp=off "
                         "(defaults: dp on, cp on, tp off, pp off, ep off)")
@@ -207,6 +209,17 @@ def _check_numbers(args) -> None:
                         key="--activation-offload-layers")
 
 
+def _skip_domains(text: str | None) -> tuple[int, ...] | None:
+    """``--skip-domains``: NVLink domain indices, comma-separated (None when not given)."""
+    if text is None:
+        return None
+    parts = [x.strip() for x in text.strip().removeprefix("[").removesuffix("]").split(",")]  # the layout's list too
+    if not all(x.isdigit() for x in parts):
+        raise TopoError(f"must be NVLink domain indices (whole numbers >= 0, comma-separated, e.g. 5 or 5,17), got "
+                        f"{text!r}", key="--skip-domains")
+    return tuple(int(x) for x in parts)
+
+
 def _layout_options(args) -> dict:
     """The layout's options the flags give (None where not given)."""
     modules = tuple(x.strip() for x in args.recompute_modules.split(",") if x.strip()) \
@@ -221,6 +234,7 @@ def _layout_options(args) -> dict:
                 gpus_per_domain_used=args.gpus_per_domain_used, grad_bytes=args.grad_bytes,
                 grad_reduce_bytes=args.grad_reduce_bytes, etp=args.etp,
                 precision=args.precision, rank_order=args.rank_order, first_gpu=args.first_gpu,
+                skip_domains=_skip_domains(args.skip_domains),
                 micro_batch=args.micro_batch,
                 sequence_parallel=False if args.no_sequence_parallel else None,
                 flash_attention=False if args.no_flash_attention else None,
