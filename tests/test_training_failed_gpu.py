@@ -16,8 +16,8 @@ def _train(*extra, spec="dgx-h100-superpod"):
 def test_a_failed_gpu_of_the_job_names_the_placement_and_what_is_allowed():
     p = _train("--fail", "gpu3")
     assert p.returncode == 2 and p.stdout == ""
-    assert p.stderr == ("error: --fail: GPU 3 failed and is one of the job's GPUs (0 to 63); allowed: a --first-gpu 8 "
-                        "or past it (the next NVLink domain), or gpu3 left out of the failures\n")
+    assert p.stderr == ("error: --fail: GPU 3 failed and is one of the job's GPUs (0 to 63); allowed: --skip-domains [0] "
+                        "(the job on the other domains, 8 of each), or a --first-gpu 8 or past it (the next NVLink domain), or gpu3 left out of the failures\n")
 
 
 def test_a_failed_gpu_outside_the_job_leaves_it_running():
@@ -31,17 +31,19 @@ def test_a_failed_gpu_outside_the_job_leaves_it_running():
     assert p.returncode == 2 and "GPU 72 failed and is one of the job's GPUs (0 to 135)" in p.stderr, p.stderr
 
 
-@pytest.mark.parametrize("spec, gpus, fail, first, last, after", [
-    ("dgx-h100-superpod", 64, "gpu3", 0, 63, 8),
-    ("gb200-nvl72-superpod", 128, "gpu72", 0, 135, 144),  # 64 of each 72-GPU rack: the second rack's first GPU
+@pytest.mark.parametrize("spec, gpus, fail, first, last, after, domain, used", [
+    ("dgx-h100-superpod", 64, "gpu3", 0, 63, 8, 0, 8),  # place61: the failed GPU's domain, the job's GPUs of each
+    ("gb200-nvl72-superpod", 128, "gpu72", 0, 135, 144, 1, 64),  # 64 of each 72-GPU rack: the second rack's first GPU
 ])
-def test_the_search_refuses_a_failed_gpu_of_the_job_in_the_same_line(spec, gpus, fail, first, last, after):
+def test_the_search_refuses_a_failed_gpu_of_the_job_in_the_same_line(spec, gpus, fail, first, last, after, domain,
+                                                                    used):
     """walk15 left ``topo train --search --fail gpuN`` as surfacing the router's line ("... is a rank of the
     communicator: place the ranks on working GPUs"); a search's first evaluation is a step, which refuses the
     placement before routing anything (a bound refined by routed traffic needs an evaluated layout first), so both
     paths print one line, the same."""
     n = fail[3:]
-    line = (f"error: --fail: GPU {n} failed and is one of the job's GPUs ({first} to {last}); allowed: a --first-gpu {after} "
+    line = (f"error: --fail: GPU {n} failed and is one of the job's GPUs ({first} to {last}); allowed: --skip-domains "
+            f"[{domain}] (the job on the other domains, {used} of each), or a --first-gpu {after} "
             f"or past it (the next NVLink domain), or {fail} left out of the failures\n")
     job = ("--model", "llama3-8b", "--gpus", str(gpus), "--global-batch", str(gpus), "--fail", fail)
     one = run_cli("train", spec, *job, "--tp", "8")
@@ -52,8 +54,8 @@ def test_the_search_refuses_a_failed_gpu_of_the_job_in_the_same_line(spec, gpus,
 
 def test_the_search_across_sites_refuses_a_failed_gpu_of_a_site_in_the_same_line():
     job = ("--model", "llama3-8b", "--gpus", "512", "--global-batch", "3072", "--fail", "east:gpu3")
-    line = ("error: --fail: GPU 3 failed and is one of the job's GPUs (0 to 255); allowed: a --first-gpu 8 or past "
-            "it (the next NVLink domain), or gpu3 left out of the failures\n")
+    line = ("error: --fail: GPU 3 failed and is one of the job's GPUs (0 to 255); allowed: --skip-domains [0] (the job on "
+            "the other domains, 8 of each), or a --first-gpu 8 or past it (the next NVLink domain), or gpu3 left out of the failures\n")
     one = run_cli("train", "two-site-h100", *job, "--tp", "8")
     search = run_cli("train", "two-site-h100", *job, "--search", "--top", "2")
     assert (one.returncode, one.stderr) == (2, line) and (search.returncode, search.stderr) == (2, line)

@@ -16,8 +16,9 @@ def test_a_failed_nvswitch_of_the_job_names_its_domain_and_the_placement_that_av
     p = _train("gb200-nvl72-superpod", "--fail", "nvswitch1")  # the second rack: GPUs 72-143, 64 of them used
     assert p.returncode == 2 and p.stdout == ""
     assert p.stderr == ("error: --fail: nvswitch1 failed: its NVLink domain (GPUs 72 to 143) holds 64 of the job's "
-                        "GPUs (0 to 135), which reach each other only through it; allowed: a --first-gpu 144 or past "
-                        "it (the next NVLink domain), or nvswitch1 left out of the failures\n")
+                        "GPUs (0 to 135), which reach each other only through it; allowed: --skip-domains [1] (the "
+                        "job on the other domains, 64 of each), or a --first-gpu 144 or past it (the next NVLink "
+                        "domain), or nvswitch1 left out of the failures\n")  # place61: the job around the rack
     p = run_cli("train", "dgx-h100-superpod", "--model", "llama3-8b", "--gpus", "128", "--global-batch", "64",
                 "--fail", "nvswitch3", "--search")  # a DGX's domain is its 8 GPUs: 24-31
     assert p.returncode == 2 and p.stderr.startswith("error: --fail: nvswitch3 failed: its NVLink domain (GPUs 24 "
@@ -54,7 +55,8 @@ def test_the_way_past_a_failed_rack_says_what_the_job_becomes_there():
     small = ParallelLayout(tp=8, dp=16, global_batch=64, gpus_per_domain_used=64)  # 128 GPUs: fits past rack 1
     with pytest.raises(TopoError) as exc:
         refuse_failed_gpus(small, 72, ("nvswitch1",), 112 * 72)
-    assert "allowed: a first_gpu = 144 or past it (the next NVLink domain), or nvswitch1" in exc.value.message
+    assert ("allowed: skip_domains = [1] (the job on the other domains, 64 of each), or a first_gpu = 144 or past it "
+            "(the next NVLink domain), or nvswitch1") in exc.value.message  # place61: the job around the rack
     # the command line passes the fabric's GPUs: 32 racks at 64 (2,048 GPUs), rack 5 failed, 26 racks past it
     p = run_cli("train", "gb200-nvl72-superpod", "--model", "llama3-8b", "--gpus", "2048", "--tp", "8",
                 "--global-batch", "2048", "--fail", "nvswitch5")

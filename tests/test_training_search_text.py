@@ -9,6 +9,7 @@ import re
 import pytest
 
 from conftest import run_cli
+from topo.training.search import common_factor_note
 
 SEARCH = ["train", "gb200-nvl72-superpod", "--model", "qwen3-30b-a3b", "--gpus", "64", "--global-batch", "256",
           "--precision", "fp8", "--micro-batch", "1", "--search", "--top", "3"]
@@ -62,10 +63,23 @@ def test_no_dividing_layout_names_the_factor_the_gpus_and_batch_do_not_share():
     assert bad.returncode == 2 and len(lines) == 1 and bad.stdout == "", bad.stderr
     assert lines[0].startswith("error: --gpus: no layout of deepseek-v3-671b on 16,128 GPUs with a global batch of "
                                "8,192 satisfies the divisibility rules")
-    # 14,336 = 7 x 2,048: the most GPUs at or below 16,128 that leave tp x cp x pp a multiple of at most 8
+    # 8,192 GPUs: the most at or below 16,128 that leave tp x cp x pp a factor dividing 8 (place61: 14,336 = 7 x
+    # 2,048 leaves 7, which the note says too; 8,192 divides the batch)
     assert lines[0].endswith("; dp divides both the 16,128 GPUs and the batch of 8,192 (their greatest common factor "
-                             "is 256), so tp x cp x pp is a multiple of 63; 14,336 GPUs would leave it a multiple of "
-                             "7: choose a GPU count or a global batch with more factors in common")
+                             "is 256), so tp x cp x pp is a multiple of 63; 8,192 GPUs would leave no such factor: "
+                             "choose a GPU count or a global batch with more factors in common")
+
+
+def test_a_factor_of_seven_is_said_too():
+    """walk23: 7,168 GB200 (112 racks at 64) with a batch of 2,048 share 1,024, so tp x cp x pp is a multiple of 7:
+    the search forced pp 7 on 2 micro-batches (MFU 3.1%) and the note, silent at a factor of 8 or less, said
+    nothing. Silent now only when the factor divides 8; 4,096 GPUs (the most at or below 7,168 whose factor does:
+    4,096 / gcd(4,096, 2,048) = 2; 6,144 leaves 3, 5,120 leaves 5) is the count it names."""
+    assert common_factor_note(7168, 2048) == (
+        "dp divides both the 7,168 GPUs and the batch of 2,048 (their greatest common factor is 1,024), so tp x cp x "
+        "pp is a multiple of 7; 4,096 GPUs would leave it a multiple of 2")
+    assert common_factor_note(6144, 2048).endswith("multiple of 3; 4,096 GPUs would leave it a multiple of 2")
+    assert common_factor_note(16384, 2048) == common_factor_note(8192, 8192) == ""  # factors 8 and 1
 
 
 def test_a_search_that_finds_layouts_says_the_factor_too():

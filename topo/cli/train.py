@@ -141,6 +141,8 @@ def _placement_arguments(p) -> None:
     p.add_argument("--rank-order", default=None, help=f"dimensions fastest first (default {DEFAULT_ORDER})")
     p.add_argument("--tp-across-domains", action="store_true", help="allow TP groups to span NVLink domains")
     p.add_argument("--first-gpu", type=int, default=None, help="the job's first GPU id (default 0)")
+    p.add_argument("--skip-domains", default=None, metavar="N[,N...]",
+                   help="NVLink domains (racks: nvswitchN's N) the job's placement passes over, e.g. a failed rack")
     p.add_argument("--overlap", action="append", default=[], metavar="DIM=on|off",
                    help="overlap rule per dimension, e.g. --overlap tp=on --overlap dp=off "
                         "(defaults: dp on, cp on, tp off, pp off, ep off)")
@@ -207,6 +209,17 @@ def _check_numbers(args) -> None:
                         key="--activation-offload-layers")
 
 
+def _skip_domains(text: str | None) -> tuple[int, ...] | None:
+    """``--skip-domains``: NVLink domain indices, comma-separated (None when not given)."""
+    if text is None:
+        return None
+    parts = [x.strip() for x in text.strip().removeprefix("[").removesuffix("]").split(",")]  # the layout's list too
+    if not all(x.isdigit() for x in parts):
+        raise TopoError(f"must be NVLink domain indices (whole numbers >= 0, comma-separated, e.g. 5 or 5,17), got "
+                        f"{text!r}", key="--skip-domains")
+    return tuple(int(x) for x in parts)
+
+
 def _layout_options(args) -> dict:
     """The layout's options the flags give (None where not given)."""
     modules = tuple(x.strip() for x in args.recompute_modules.split(",") if x.strip()) \
@@ -221,6 +234,7 @@ def _layout_options(args) -> dict:
                 gpus_per_domain_used=args.gpus_per_domain_used, grad_bytes=args.grad_bytes,
                 grad_reduce_bytes=args.grad_reduce_bytes, etp=args.etp,
                 precision=args.precision, rank_order=args.rank_order, first_gpu=args.first_gpu,
+                skip_domains=_skip_domains(args.skip_domains),
                 micro_batch=args.micro_batch,
                 sequence_parallel=False if args.no_sequence_parallel else None,
                 flash_attention=False if args.no_flash_attention else None,
@@ -859,6 +873,23 @@ def _recompute_cell(L: dict) -> str:
     return f"selective+{mods}" if L["recompute"] == "selective" else mods
 
 
+def _dispatched(ranked, held: dict) -> bool:
+    """Whether the search chose the expert dispatcher of a ranked layout (an expert group of more than one GPU, and
+    ``--layout`` holds neither ``ep_dispatcher = "alltoall"`` nor the flex dispatcher with its backend): its table
+    then says which (place61)."""
+    chosen = held.get("ep_dispatcher") == "alltoall" or {"ep_dispatcher", "ep_flex_backend"} <= held.keys()
+    return not chosen and any(r.layout["ep"] * (r.layout["etp"] or r.layout["tp"]) > 1
+                                               for r in ranked)
+
+
+def _dispatcher(L: dict) -> str:
+    """A layout's expert dispatcher as the search table names it: ``alltoall``, or ``deepep/BACKEND`` (the flex
+    dispatcher on HybridEP's or DeepEP's kernels; ``-`` with no expert group to dispatch over)."""
+    if L["ep"] * (L["etp"] or L["tp"]) == 1:
+        return "-"
+    return L["ep_dispatcher"] if L["ep_dispatcher"] != "deepep" else f"deepep/{L['ep_flex_backend']}"
+
+
 def _print_search(res, top, held: dict, model) -> None:
     """The search's counts, its ranked layouts, and the fields ``--layout`` held fixed in each (``held``); a
     recomputation of nothing in ``model`` (a module it has no block for) under the table."""
@@ -878,14 +909,13 @@ def _print_search(res, top, held: dict, model) -> None:
                      L["dp_sharding"], format_time(r.step_time_s), f"{r.tflop_per_s_per_gpu:.0f}", f"{r.mfu:.1%}",
                      gb(r.memory_per_gpu_bytes), format_time(b["compute"]), why])
     orders = {r.layout["rank_order"] for r in res.ranked[:top]}
-    if len(orders) > 1:
-        for row, r in zip(rows, res.ranked):
-            row.insert(10, r.layout["rank_order"])
+    extra = (["rank order"] if len(orders) > 1 else []) + (["dispatcher"] if _dispatched(res.ranked[:top], held)
+                                                           else [])
+    for row, r in zip(rows, res.ranked):
+        row[10:10] = [r.layout["rank_order"] if name == "rank order" else _dispatcher(r.layout) for name in extra]
     emit(table(rows, ["#", "tp", "cp", "pp", "vpp", "dp", "ep", "mb", "recompute", "sharding"]
-               + (["rank order"] if len(orders) > 1 else []) + ["step", "TFLOPs", "MFU", "memory", "compute",
-                                                               "largest overhead"],
-               right=[True] * 8 + [False, False] + ([False] if len(orders) > 1 else [])
-               + [True, True, True, True, True, False]))
+               + extra + ["step", "TFLOPs", "MFU", "memory", "compute", "largest overhead"],
+               right=[True] * 8 + [False, False] + [False] * len(extra) + [True, True, True, True, True, False]))
     if held:
         emit("held in every layout (--layout): " + ", ".join(f"{k} = {_toml(v)}" for k, v in held.items()))
     idle = sorted({_recompute(r.layout, model).removeprefix(", ") for r in res.ranked[:top]} - {""})

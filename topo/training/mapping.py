@@ -138,7 +138,8 @@ class Mapping:
             got = self._memo[("members", dim)] = _fewest_members_in_domain(self.groups(dim), self.gpus_per_domain)
         return got
 
-    def straddles(self, dim: str, used: int, first_gpu: int = 0, other: int | None = None) -> tuple[int, int]:
+    def straddles(self, dim: str, used: int, first_gpu: int = 0, other: int | None = None,
+                  skip: tuple[int, ...] = ()) -> tuple[int, int]:
         """NVLink domains the widest group of ``dim`` spans as placed (``used`` GPUs of each domain from
         ``first_gpu``), and as it would at ``other`` of each domain (default the largest power of two in it: 64 of
         an NVL72 rack's 72): the first above the second means the placement itself makes the group cross domains.
@@ -153,6 +154,8 @@ class Mapping:
             The job's first GPU id.
         other : int, optional
             GPUs of each domain to compare with (default :func:`recipe_gpus_used` of ``used``).
+        skip : tuple of int
+            NVLink domains the placement passes over (the layout's ``skip_domains``).
 
         Returns
         -------
@@ -160,10 +163,10 @@ class Mapping:
             ``(domains spanned as placed, domains spanned at other's placement)``.
         """
         D = self.gpus_per_domain
-        g = self.groups(dim) - first_gpu
-        ranks = (g // D) * used + g % D  # the placement's inverse (map_layout's ids)
+        g = self.groups(dim)
+        ranks = _placed_ranks(g, used, D, first_gpu, skip)  # the placement's inverse (map_layout's ids)
         p2 = recipe_gpus_used(used) if other is None else other
-        return _widest_span(g + first_gpu, D), _widest_span(_placed_ids(ranks, p2, D, first_gpu), D)
+        return _widest_span(g, D), _widest_span(_placed_ids(ranks, p2, D, first_gpu, skip), D)
 
 
 def recipe_gpus_used(gpus_per_domain: int) -> int:
@@ -217,10 +220,25 @@ def _fewest_members_in_domain(ids: np.ndarray, gpus_per_domain: int) -> float:
     return float((s2[held] / s1[held]).min())
 
 
-def _placed_ids(ranks, used: int, gpus_per_domain: int, first_gpu: int = 0):
+def _placed_ids(ranks, used: int, gpus_per_domain: int, first_gpu: int = 0, skip: tuple[int, ...] = ()):
     """GPU ids of ``ranks`` placed ``used`` to each NVLink domain of ``gpus_per_domain`` from ``first_gpu`` (the
-    placement :func:`map_layout` makes; an int or an array of ranks)."""
-    return first_gpu + (ranks // used) * gpus_per_domain + ranks % used
+    placement :func:`map_layout` makes; an int or an array of ranks), passing over the domains ``skip`` lists (the
+    layout's ``skip_domains``): the k-th domain of ranks is the k-th from ``first_gpu``'s not skipped."""
+    D, start = gpus_per_domain, first_gpu // gpus_per_domain
+    dom = start + ranks // used
+    for s in sorted(set(skip)):  # ascending: each skipped domain at or below a slot's moves it one further
+        if s >= start:
+            dom = dom + (dom >= s)
+    return first_gpu % D + dom * D + ranks % used
+
+
+def _placed_ranks(ids, used: int, gpus_per_domain: int, first_gpu: int = 0, skip: tuple[int, ...] = ()):
+    """The ranks :func:`_placed_ids` puts on GPU ``ids`` (its inverse; an id it gives no rank maps past them)."""
+    D, start = gpus_per_domain, first_gpu // gpus_per_domain
+    off = np.asarray(ids) - first_gpu % D
+    dom = off // D
+    passed = np.searchsorted(np.array(sorted(s for s in set(skip) if s >= start), dtype=np.int64), dom)
+    return (dom - start - passed) * used + off % D
 
 
 def default_placement(lay: ParallelLayout, gpus_per_domain: int, num_fabric_gpus: int
@@ -238,7 +256,7 @@ def default_placement(lay: ParallelLayout, gpus_per_domain: int, num_fabric_gpus
     if D & (D - 1) == 0:
         return lay.model_copy(update={"gpus_per_domain_used": D}), None
     used = recipe_gpus_used(D)
-    domains = num_fabric_gpus // D
+    domains = num_fabric_gpus // D - len({s for s in lay.skip_domains if lay.first_gpu // D <= s < num_fabric_gpus // D})
     if lay.first_gpu + lay.gpus > domains * used:
         return lay.model_copy(update={"gpus_per_domain_used": D}), (
             f"placement: every GPU of the {D}-GPU NVLink domains (the job needs more than {used} of each; "
@@ -271,11 +289,13 @@ def refuse_failed_gpus(lay: ParallelLayout, gpus_per_domain: int, failures: tupl
         return
     used = lay.gpus_per_domain_used or gpus_per_domain
     n, first = lay.gpus, lay.first_gpu
+    skip = lay.skip_domains
     for g in dead:
         off = g - first
-        if off < 0 or off % gpus_per_domain >= used or (off // gpus_per_domain) * used + off % gpus_per_domain >= n:
+        if off < 0 or off % gpus_per_domain >= used or g // gpus_per_domain in skip \
+                or _placed_ranks(g, used, gpus_per_domain, first, skip) >= n:
             continue
-        last = int(_placed_ids(n - 1, used, gpus_per_domain, first))
+        last = int(_placed_ids(n - 1, used, gpus_per_domain, first, skip))
         after = (g // gpus_per_domain + 1) * gpus_per_domain
         raise TopoError(f"GPU {g} failed and is one of the job's GPUs ({first:,} to {last:,}); allowed: "
                         f"{_past_failed(lay, gpus_per_domain, after, num_fabric_gpus)}, or gpu{g} left out of the "
@@ -283,6 +303,23 @@ def refuse_failed_gpus(lay: ParallelLayout, gpus_per_domain: int, failures: tupl
 
 
 def _past_failed(lay: ParallelLayout, gpus_per_domain: int, after: int, num_fabric_gpus: int | None) -> str:
+    """The ways past a failed NVLink domain (ending at GPU ``after - 1``) a refusal offers: where the domains from
+    the job's first one, less the failed one and those it skips already, hold the job at its GPUs per domain,
+    ``skip_domains`` with the failed one added (place61: the job placed on the healthy racks, as a scheduler does);
+    then :func:`_past_by_first_gpu`'s."""
+    rest = _past_by_first_gpu(lay, gpus_per_domain, after, num_fabric_gpus)
+    if num_fabric_gpus is None:
+        return rest
+    D, used = gpus_per_domain, lay.gpus_per_domain_used or gpus_per_domain
+    start = lay.first_gpu // D
+    skip = sorted({*lay.skip_domains, after // D - 1})
+    healthy = num_fabric_gpus // D - start - sum(start <= s < num_fabric_gpus // D for s in skip)
+    if lay.gpus > healthy * used:
+        return rest
+    return f"skip_domains = [{','.join(map(str, skip))}] (the job on the other domains, {used} of each), or {rest}"
+
+
+def _past_by_first_gpu(lay: ParallelLayout, gpus_per_domain: int, after: int, num_fabric_gpus: int | None) -> str:
     """The way past a failed NVLink domain (ending at GPU ``after - 1``) a refusal offers: ``first_gpu = after``
     (the next domain), and, where the fabric's GPUs are known, what the job becomes there (walk23: 7,168 GB200 on
     112 NVL72 racks at 64 a rack, rack 5 failed: from rack 6 the job fit only at all 72 of each rack, its EP groups
@@ -315,7 +352,7 @@ def _refuse_failed_nvswitches(lay: ParallelLayout, gpus_per_domain: int, failure
     if not dead:
         return
     used = lay.gpus_per_domain_used or gpus_per_domain
-    ids = _placed_ids(np.arange(lay.gpus), used, gpus_per_domain, lay.first_gpu)
+    ids = _placed_ids(np.arange(lay.gpus), used, gpus_per_domain, lay.first_gpu, lay.skip_domains)
     held = np.bincount(ids // gpus_per_domain, minlength=max(dead) + 1)
     for d in dead:
         if held[d] < 2:
@@ -358,7 +395,7 @@ _MAPS: dict = {}
 def _map_key(lay: ParallelLayout, gpus_per_domain: int, num_fabric_gpus: int) -> tuple:
     """What :func:`_map` reads: the layout's sizes, rank order, placement and sharding group, and the fabric's."""
     return (lay.tp, lay.cp, lay.dp, lay.pp, lay.ep, lay.etp, lay.rank_order, lay.gpus_per_domain_used,
-            lay.first_gpu, lay.dp_shard, lay.expert_dp_shard, lay.tp_across_domains, gpus_per_domain,
+            lay.first_gpu, lay.skip_domains, lay.dp_shard, lay.expert_dp_shard, lay.tp_across_domains, gpus_per_domain,
             num_fabric_gpus)
 
 
@@ -368,10 +405,10 @@ def _map(lay: ParallelLayout, gpus_per_domain: int, num_fabric_gpus: int) -> Map
     used = lay.gpus_per_domain_used or gpus_per_domain
     # the last rank's GPU id, before any array of n: a job of 10^8 GPUs on 1,024 is refused at once (it took 19 s
     # and 2.4 GB to build the ids it then refused)
-    last = _placed_ids(n - 1, used, gpus_per_domain, lay.first_gpu) if n else 0
+    last = _placed_ids(n - 1, used, gpus_per_domain, lay.first_gpu, lay.skip_domains) if n else 0
     if last >= num_fabric_gpus:
         how = f" ({used} of each {gpus_per_domain}-GPU domain)" if used != gpus_per_domain else ""
-        if lay.first_gpu and _placed_ids(n - 1, used, gpus_per_domain, 0) < num_fabric_gpus:  # walk14: was --gpus
+        if lay.first_gpu and _placed_ids(n - 1, used, gpus_per_domain, 0, lay.skip_domains) < num_fabric_gpus:  # walk14: was --gpus
             raise TopoError(f"the job needs GPUs {lay.first_gpu:,} to {last:,}{how} from this first GPU, but the "
                             f"fabric has {num_fabric_gpus:,}; allowed: a first GPU from which its {n:,} GPUs fit "
                             f"(0 fits)", source="layout", key="first_gpu")
@@ -379,7 +416,7 @@ def _map(lay: ParallelLayout, gpus_per_domain: int, num_fabric_gpus: int) -> Map
                         f"{num_fabric_gpus:,}{FEWER_GPUS}",
                         source="layout", key="gpus")
     ranks = np.arange(n, dtype=np.int64)
-    ids = _placed_ids(ranks, used, gpus_per_domain, lay.first_gpu)
+    ids = _placed_ids(ranks, used, gpus_per_domain, lay.first_gpu, lay.skip_domains)
     axes = tuple(reversed(_rank_axes(lay)))
     grid = ids.reshape([getattr(lay, a) for a in axes])
     # experts: each stage's ranks as EXPERT_FOLD (tp fastest) read as [edp, ep, etp]

@@ -1456,7 +1456,8 @@ def ep_call_host_s(lay: ParallelLayout, gpu: GpuCompute) -> float:
 
 
 BLOCK_TIME_UNREAD = ("pp", "vpp", "dp", "dp_shard", "dp_sharding", "global_batch", "recompute", "recompute_num_layers",
-                     "recompute_early_stop", "recompute_modules", "rank_order", "first_gpu", "gpus_per_domain_used")
+                     "recompute_early_stop", "recompute_modules", "rank_order", "first_gpu", "gpus_per_domain_used",
+                     "skip_domains")
 """Layout fields :func:`block_time` does not read (the pipeline split, the data-parallel size and sharding, the
 recomputation, which :func:`_stage_row` applies, and the placement), but for FSDP2's unit copies
 (:func:`.fsdp2_copies.fsdp2_copies`), which read the sharding as :func:`.fsdp2_copies.copies_units` and ``pp``

@@ -173,6 +173,10 @@ class ParallelLayout(BaseModel):
     """Allow a TP group to span NVLink domains (otherwise an error)."""
     first_gpu: Annotated[int, Field(strict=True, ge=0)] = 0
     """The job runs on GPUs first_gpu .. first_gpu + gpus - 1 (packed: domains, servers, units, pods)."""
+    skip_domains: tuple[Annotated[int, Field(strict=True, ge=0)], ...] = ()
+    """NVLink domains (fabric-wide indices: ``nvswitchN``'s N) the job's placement passes over, as a scheduler
+    places a job on the healthy racks: the job's domains are the ones from ``first_gpu``'s that are not listed,
+    each holding ``gpus_per_domain_used`` of its ranks in order (:func:`.mapping.map_layout`)."""
     weight_bytes: ElementBytes = 2.0
     """Bytes per parameter of the weights kept (bf16: Megatron-LM's working copy beside its fp32 main weights; 4:
     MaxText's fp32 ``weight_dtype``, the weights being their own master copy)."""

@@ -59,6 +59,7 @@ import heapq
 import itertools
 import math
 import time
+import typing
 from dataclasses import replace
 
 import numpy as np
@@ -82,7 +83,7 @@ from .tp_overlap import DEFAULT as TP_OVERLAP_DEFAULT, check_num_sm
 from .step import (dp_floor_s, exposed_comm_s, estimate_step, exposed_routed, failure_notes, step_breakdown,
                    step_traffic, traffic_stage)
 
-__all__ = ["search_layouts", "candidate_layouts", "common_factor_note"]
+__all__ = ["search_layouts", "candidate_layouts", "common_factor_note", "expert_dispatchers"]
 
 
 def _pow2_upto(n: int) -> list[int]:
@@ -102,10 +103,13 @@ def candidate_layouts(model: ModelSpec, gpus: int, global_batch: int, *, gpus_pe
 
     Combinations that cannot split the global batch (``global_batch % (dp x micro_batch)``, interleaving with
     micro-batches not a multiple of pp) are rejected before a ParallelLayout is built; ``pp_multiple`` keeps only
-    pipelines of a multiple of that many stages (a region's sites, each holding the same number of stages)."""
+    pipelines of a multiple of that many stages (a region's sites, each holding the same number of stages). A MoE
+    layout with ep x etp > 1 is tried with each expert dispatcher ``fixed`` leaves open
+    (:func:`expert_dispatchers`); with ep x etp = 1 there is nothing to dispatch and the layout's default stands."""
     seq = seq_len or model.seq_len
     experts = model.moe.experts if model.moe else 1
     units = model.layers + (2 if fixed.get("pipeline_embedding") else 0)
+    dispatchers = expert_dispatchers(model, fixed)
     for tp in _pow2_upto(min(gpus_per_domain, gpus)):
         if model.heads % tp:
             continue
@@ -132,25 +136,60 @@ def candidate_layouts(model: ModelSpec, gpus: int, global_batch: int, *, gpus_pe
                             continue
                         sizes = {"tp": tp, "cp": cp, "dp": dp, "pp": pp}
                         seen: set = set()
-                        for rc, zs, ro in itertools.product(recompute, dp_sharding, rank_orders):
+                        for rc, zs, ro, dispatch in itertools.product(recompute, dp_sharding, rank_orders,
+                                                                      dispatchers if ep * e_tp > 1 else ({},)):
                             if rc == "selective" and fixed.get("flash_attention", True):
                                 continue  # fused attention already drops what selective recomputation drops
                             # orders that differ only where a dimension has one rank (or in ep, which has no
                             # axis of its own) put every GPU in the same groups: the first one given stands
                             same = (rc, zs, tuple(d.strip() for d in ro.replace(",", "-").split("-")
-                                                  if sizes.get(d.strip(), 1) > 1))
+                                                  if sizes.get(d.strip(), 1) > 1), tuple(dispatch.values()))
                             if same in seen:
                                 continue
                             seen.add(same)
                             try:
                                 lay = ParallelLayout(tp=tp, cp=cp, pp=pp, dp=dp, ep=ep, etp=etp, vpp=vpp, micro_batch=mb,
                                              global_batch=global_batch, seq_len=seq_len, recompute=rc,
-                                             dp_sharding=zs, rank_order=ro, **fixed)
+                                             dp_sharding=zs, rank_order=ro, **{**fixed, **dispatch})
                                 check_layout(model, lay, gpus=gpus, gpus_per_domain=gpus_per_domain)
                             except (TopoError, ValueError) as exc:
                                 yield None, str(exc)
                                 continue
                             yield lay, ""
+
+
+def expert_dispatchers(model: ModelSpec, fixed: dict) -> tuple[dict, ...]:
+    """The expert dispatchers a search tries, as layout fields: Megatron-Core's all-to-all, and its flex
+    dispatcher on each backend (``ep_dispatcher`` and ``ep_flex_backend``, the values :class:`ParallelLayout`
+    allows), less those the fixed fields rule out (``ep_dispatcher`` fixed: that one alone, its backends still
+    tried for the flex dispatcher; ``ep_flex_backend`` fixed: the flex dispatcher on that backend alone, beside the
+    all-to-all). A dense model: nothing to try (one empty choice).
+
+    Parameters
+    ----------
+    model : ModelSpec
+    fixed : dict
+        The layout fields the search holds (``--layout``'s and the flags').
+
+    Returns
+    -------
+    tuple of dict
+        One dict of fields a dispatcher sets per choice, the all-to-all first (``{}`` alone for a dense model).
+    """
+    if model.moe is None:
+        return ({},)
+    kinds = typing.get_args(ParallelLayout.model_fields["ep_dispatcher"].annotation)
+    backends = typing.get_args(ParallelLayout.model_fields["ep_flex_backend"].annotation)
+    out = []
+    for kind in kinds:
+        if fixed.get("ep_dispatcher", kind) != kind:
+            continue
+        if kind == "alltoall":  # the backend is the flex dispatcher's alone
+            out.append({"ep_dispatcher": kind})
+            continue
+        out += [{"ep_dispatcher": kind, "ep_flex_backend": b} for b in backends
+                if fixed.get("ep_flex_backend", b) == b]
+    return tuple(out)
 
 
 def _comm_floor_s(spec, lay: ParallelLayout, traffic: list[dict], sc,
@@ -198,7 +237,7 @@ def _bound(lay: ParallelLayout, sc, tp_s: float, ep_s: float, dp_s: float = 0.0,
 
 _BOUND_DROP = ("dp_sharding", "overlap_dp", "dp_bucket_params")  # fields the compute bound does not read, but for
 # whether FSDP2's unit copies run (ZeRO-3 with FSDP2's gradients, :func:`.fsdp2_copies.copies_units`), kept in the key
-_SHAPE_FIELDS = tuple(sorted(k for k in ParallelLayout.model_fields if k not in ("rank_order", "first_gpu")))
+_SHAPE_FIELDS = tuple(sorted(k for k in ParallelLayout.model_fields if k not in ("rank_order", "first_gpu", "skip_domains")))
 """The fields of a layout's shape, sorted (its memory and, less :data:`_BOUND_DROP`, its compute bound)."""
 
 
@@ -569,8 +608,10 @@ def _hint(note: str) -> str:
 def common_factor_note(gpus: int, global_batch: int) -> str:
     """Why few layouts divide when the GPUs and the batch share little (empty when they share enough): dp divides
     both (``global_batch % (dp x micro_batch) == 0``), so tp x cp x pp is a multiple of gpus / gcd; and the most GPUs
-    at or below ``gpus`` that leave it a multiple of at most 8 (walk9: 16,128 GB200 = 224 racks of 72 with a batch of
-    8,192 left 63, which no DeepSeek-V3 layout is; 14,336 leaves 7).
+    at or below ``gpus`` that leave it a factor the note is silent on. Silent when that factor divides 8 (a power of
+    two a tensor-parallel group inside a server or a pipeline of 2-8 stages takes up); any other factor is said,
+    an odd one too (walk9: 16,128 GB200 = 224 racks of 72 with a batch of 8,192 left 63, which no DeepSeek-V3
+    layout is; walk23: 7,168 GPUs with a batch of 2,048 leave 7, which forced pp 7 on two micro-batches, MFU 3.1%).
 
     Parameters
     ----------
@@ -582,13 +623,13 @@ def common_factor_note(gpus: int, global_batch: int) -> str:
     Returns
     -------
     str
-        The note, or "" when ``gpus / gcd(gpus, global_batch)`` is 8 or less.
+        The note, or "" when ``gpus / gcd(gpus, global_batch)`` divides 8.
     """
     common = math.gcd(gpus, global_batch)
-    if gpus // common <= 8:
+    if 8 % (gpus // common) == 0:
         return ""
     n = np.arange(gpus, 0, -1, dtype=np.int64)
-    n = int(n[n // np.gcd(n, global_batch) <= 8][0])  # 1 always qualifies
+    n = int(n[8 % (n // np.gcd(n, global_batch)) == 0][0])  # 1 always qualifies
     left = n // math.gcd(n, global_batch)
     return (f"dp divides both the {gpus:,} GPUs and the batch of {global_batch:,} (their greatest common factor is "
             f"{common:,}), so tp x cp x pp is a multiple of {gpus // common:,}; {n:,} GPUs would leave "

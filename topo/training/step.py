@@ -1420,7 +1420,7 @@ def _straddle_notes(lay: ParallelLayout, mapping) -> list[str]:
         size = lay.dp_shard * lay.cp if dim == "dps" else getattr(lay, dim)
         if size <= 1:
             continue
-        placed, alt = mapping.straddles(dim, used, lay.first_gpu, other)
+        placed, alt = mapping.straddles(dim, used, lay.first_gpu, other, lay.skip_domains)
         if placed > alt and not (filling and alt > 1):
             notes.append(f"placement: a {name} group ({size} GPUs) spans {placed} NVLink domains, where {other} of "
                          f"each {D}-GPU domain would keep it in {alt}: its collectives cross the network between "
