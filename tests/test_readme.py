@@ -185,7 +185,7 @@ def test_the_readme_test_command_prints_the_passed_summary(tmp_path):
     proc = subprocess.run([sys.executable, *cmd[1:], "-p", "no:cacheprovider", "topo/errors.py"], cwd=ROOT,
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert re.search(r"^1 passed in ", proc.stdout, flags=re.M), proc.stdout
+    assert re.search(r"^\d+ passed in ", proc.stdout, flags=re.M), proc.stdout  # topo/errors.py's doctests (2 since closest)
 
 
 def test_the_readme_spec_and_region_examples_load(tmp_path):
