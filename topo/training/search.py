@@ -76,12 +76,12 @@ from .memory import memory_per_gpu
 from .ep_buffers import ep_buffer_bytes
 from .nccl_buffers import nccl_buffer_bytes
 from .model import ModelSpec
-from .operators import stage_compute
+from .operators import rank_computes, stage_compute
 from .result import SearchResult
 from .mapping import FEWER_GPUS, default_placement, map_layout
 from .tp_overlap import DEFAULT as TP_OVERLAP_DEFAULT, check_num_sm
-from .step import (dp_floor_s, exposed_comm_s, estimate_step, exposed_routed, failure_notes, step_breakdown,
-                   step_traffic, traffic_stage)
+from .step import (dp_floor_s, exposed_comm_s, estimate_step, exposed_routed, failure_notes, routed_ep_cover_s,
+                   step_breakdown, step_traffic, traffic_stage)
 
 __all__ = ["search_layouts", "candidate_layouts", "common_factor_note", "expert_dispatchers"]
 
@@ -329,6 +329,7 @@ class _Search:
         self.mem_cache: dict = {}
         self.act_cache: dict = {}  # each stage's activations per micro-batch (memory_per_gpu's ``activations``)
         self.bound_cache: dict = {}
+        self.waits: dict = {}  # (bound key, EP cover) -> the stage compute with the host's waits at that cover
         self.blocks: dict = {}  # block times of this model on this GPU (operators.block_time_key, kind) -> BlockTime
         self.best: list = []  # heap of (-step, seq, StepResult): the ``keep`` best so far
         self.counter = itertools.count()
@@ -374,36 +375,65 @@ class _Search:
         if got is None:
             # no sync-to-sync wait: a lower bound; blocks priced once for the layouts that time them alike
             sc = stage_compute(self.model, lay, self.gpu, math.inf, self.blocks)
-            tp_f, ep_f = _comm_floor_s(self.spec, lay, step_traffic(self.model, lay, traffic_stage(lay, sc)), sc)
+            wide = self.waited(lay, sc, bk, 0.0)  # the floors hide behind the widest windows the host's waits give
+            tp_f, ep_f = _comm_floor_s(self.spec, lay, step_traffic(self.model, lay, traffic_stage(lay, sc)), wide)
             amax_f = amax_kernels_s(lay, self.gpu.kernels.launch_gpu_s)  # the step's gaps (estimate_step)
             got = self.bound_cache[bk] = (_bound(lay, sc, tp_f, ep_f, amax_s=amax_f), sc, tp_f, ep_f, amax_f)
         return got[0], mem
 
+    def waited(self, lay, sc, bk, cover_s: float):
+        """The compute of ``sc``'s pipeline rank (the step's rank under DualPipe, :func:`.step.traffic_stage` None)
+        with the host's waits the step gives it at EP cover ``cover_s`` (:func:`.operators.rank_computes`): the
+        step's own compute at the step's cover; at cover 0 the longest waits (a cover only shortens them), so the
+        widest windows any step of the layout hides behind. ``sc`` itself without MoE (the cover is read by MoE
+        layers only); ``bk`` is the layout's bound key."""
+        if self.model.moe is None:
+            return sc
+        got = self.waits.get((bk, cover_s))
+        if got is None:
+            ranks = rank_computes(self.model, lay, self.gpu, cover_s, self.blocks)
+            got = ranks[0] if traffic_stage(lay, sc) is None else next(r for r in ranks if r.busiest == sc.busiest)
+            self.waits[(bk, cover_s)] = got
+        return got
+
     def refined(self, lay, bound, keys, above: float = math.inf) -> float:
-        """``bound`` with the layout's exposed DP, EP, CP and PP times from collectives already routed for other
-        layouts (no new routing, :func:`~topo.training.step.exposed_routed`): the step-time formula with the TP
-        floor, the EP floor where EP is not routed yet, those times, and the DP floor where DP is not routed
-        (:meth:`_dp_floor`), which is left out once the rest reaches ``above`` (the threshold); ``lay`` placed as
-        in :meth:`bound_of`."""
+        """``bound`` with the layout's exposed TP, DP, EP, CP and PP times from collectives already routed for other
+        layouts (no new routing, :func:`~topo.training.step.exposed_routed`): the step-time formula with those
+        times, the TP and EP floors where they are not routed yet, and the DP floor (:meth:`_dp_floor`), which is
+        left out once the rest reaches ``above`` (the threshold); ``lay`` placed as in :meth:`bound_of`.
+
+        A dropless MoE's step waits on the host (:func:`.operators.rank_computes`), which lengthens its compute and
+        widens every window its communication hides behind: each exposed term may shrink by the whole wait while
+        the compute grows by it once. Once the expert all-to-alls the waits depend on are routed
+        (:func:`~topo.training.step.routed_ep_cover_s`) the terms are read on the step's own compute; before, the
+        compute counts no wait, the floors hide behind the longest waits' windows (:meth:`waited` at cover 0), and
+        DP counts its floor alone (:func:`~topo.training.step.dp_floor_s`, whatever the windows)."""
         lay = self.placed(lay)
         _, sc, tp_f, ep_f, amax_f = self.bound_cache[keys[1]]
         try:
             mapping = map_layout(lay, self.spec.gpus_per_domain, self.fabric.layout.num_gpus)
         except TopoError:
             return bound
+        cover = routed_ep_cover_s(self.engine, self.model, lay, mapping) if self.model.moe is not None else 0.0
+        if cover is None:
+            count, wide = sc, self.waited(lay, sc, keys[1], 0.0)
+        else:
+            count = wide = self.waited(lay, sc, keys[1], cover)
         traffic = step_traffic(self.model, lay, traffic_stage(lay, sc))
-        got = exposed_routed(self.engine, self.model, lay, mapping, sc, self.gpu, traffic)
+        got = exposed_routed(self.engine, self.model, lay, mapping, wide, self.gpu, traffic)
+        exact = count is wide  # the step's own compute: its windows, its host waits
+        tp = got["tp"] if exact and got["tp"] is not None else tp_f
         ep = got["ep"]
         if ep is None:  # not routed yet: the floor with the EP groups as mapped (rank order, etp stride)
-            ep = ep_f if lay.ep <= 1 else _comm_floor_s(self.spec, lay, traffic, sc, mapping.members_in_domain("ep"))[1]
-        # TP keeps its floor: the routed TP term, timed on this compute without the host's waits, can exceed the
-        # step's (it only widens the DP windows); CP and PP are the step's own where routed (nor sc's windows)
-        cp, pp = got["cp"] or 0.0, got["pp"] or 0.0
-        out = max(bound, _bound(lay, sc, tp_f, ep, got["dp"], cp, pp, amax_f))
+            ep = ep_f if lay.ep <= 1 else _comm_floor_s(self.spec, lay, traffic, wide,
+                                                        mapping.members_in_domain("ep"))[1]
+        cp, pp = got["cp"] or 0.0, got["pp"] or 0.0  # the step's own where routed
+        dp = got["dp"] if exact else 0.0
+        out = max(bound, _bound(lay, count, tp, ep, dp, cp, pp, amax_f))
         if out >= above:
             return out
-        dp = self._dp_floor(lay, mapping, traffic, lay.microbatches * sc.microbatch_s + tp_f + ep + cp + pp)
-        return out if dp <= got["dp"] else max(out, _bound(lay, sc, tp_f, ep, dp, cp, pp, amax_f))
+        least = self._dp_floor(lay, mapping, traffic, lay.microbatches * count.microbatch_s + tp + ep + cp + pp)
+        return out if least <= dp else max(out, _bound(lay, count, tp, ep, least, cp, pp, amax_f))
 
     def _dp_floor(self, lay, mapping, traffic: list[dict], covered_s: float) -> float:
         """The floor under the layout's exposed DP seconds (:func:`~topo.training.step.dp_floor_s`) given

@@ -113,7 +113,8 @@ from .uncertainty import step_interval
 __all__ = ["estimate_step", "step_traffic", "traffic_stage",
            "mamba_cp_alltoalls", "step_breakdown", "bubble_s", "exposed_comm_s", "ep_copies",
            "exposed_routed", "ep_overlap_cost_s", "ep_held_sms", "tp_ring_exposed_s", "tp_ring_steps",
-           "gather_bytes_per_param", "stage_block_counts", "sp_quantisations", "dp_floor_s"]
+           "gather_bytes_per_param", "stage_block_counts", "sp_quantisations", "dp_floor_s",
+           "routed_ep_cover_s"]
 
 ACT_BYTES = 2  # activations and their gradients travel in 16 bits
 FP8_BYTES = 1
@@ -1128,6 +1129,38 @@ def _ep_cover_s(lay: ParallelLayout, timed: list) -> float:
     if False not in per_call:
         return 0.0
     return per_call.get(True, per_call[False]) + per_call[False]
+
+
+def routed_ep_cover_s(engine: CommEngine, model: ModelSpec, lay: ParallelLayout, mapping) -> float | None:
+    """The cover :func:`estimate_step` gives its compute (:func:`_ep_cover_s` of the step's exchange calls, each
+    timed alone with the flex dispatcher's bound), from collectives ``engine`` routed already (no new routing):
+    what the search's refinement times the step's host waits with (:func:`.operators.rank_computes`).
+
+    Parameters
+    ----------
+    engine : CommEngine
+    model, lay
+        The model and its layout.
+    mapping : Mapping
+        ``lay`` on the fabric (:func:`topo.training.mapping.map_layout`).
+
+    Returns
+    -------
+    float or None
+        Seconds; None while one of those calls' groups is not routed yet.
+    """
+    if lay.overlap_ep:
+        return 0.0
+    timed = []
+    for item in step_traffic(model, lay):  # the step's cover reads the traffic of no stage in particular
+        if _exchange_call(item, lay) is None:
+            continue
+        one = engine.time(item["collective"], mapping.groups(item["groups"]), item["size_bytes"], cached_only=True)
+        if one is None:
+            return None
+        timed.append((item, _flex_bound(item, one, lay, mapping.domains_spanned(item["groups"]),
+                                        engine.fabric.spec.gpu)))
+    return _ep_cover_s(lay, timed)
 
 
 def _exchange_call(item: dict, lay: ParallelLayout) -> bool | None:
