@@ -8,7 +8,7 @@ import pytest
 import topo
 from topo.training.comm import CommEngine
 from topo.training.gpus import gpu_compute
-from topo.training.mapping import first_group_offsets, map_layout
+from topo.training.mapping import first_group_offsets, first_group_reach, map_layout
 from topo.training.memory import memory_per_gpu
 from topo.training.model import load_model
 from topo.training.nccl_buffers import (_p2p_channels_per_peer, communicators, nccl_buffer_bytes,
@@ -162,6 +162,9 @@ def test_first_group_offsets_are_the_mappings_groups(order):
     for group in ("tp", "cp", "dp", "pp", "ep"):
         ids = sorted(int(x) for x in g.groups(group)[0])
         assert first_group_offsets(lay, group) == [x - ids[0] for x in ids], group
+        for dom in (1, 2, 4, 8, 72):  # the cached reach the buffers read (a search's hot path) is the same rule
+            offsets = [x - ids[0] for x in ids]
+            assert first_group_reach(lay, group, dom) == (sum(1 for o in offsets if o < dom), offsets[-1]), group
 
 
 def test_the_step_counts_an_nvl72_rack_as_one_nccl_node():

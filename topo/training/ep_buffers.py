@@ -22,7 +22,7 @@ import tomllib
 from functools import lru_cache
 
 from ..resources import data_dir
-from .mapping import first_group_offsets
+from .mapping import first_group_reach
 from .operators import _ep_group_tokens
 from .parallel import ParallelLayout, deepep_config_ranks
 
@@ -107,7 +107,7 @@ def ep_buffer_bytes(model, lay: ParallelLayout, gpus_per_domain: int | None = No
         nvl, rdma = deepep_hint_bytes(hidden_bytes, ranks, lay.ep_comm_sms)
         return float(nvl + rdma + ep_buffer_constants()["deepep_workspace_bytes"]["value"])
     dom = lay.gpus_per_domain_used or gpus_per_domain
-    node_ranks = sum(1 for o in first_group_offsets(lay, "ep") if o < dom) if dom else 1
+    node_ranks = first_group_reach(lay, "ep", dom)[0] if dom else 1
     tokens = _ep_group_tokens(model, lay)  # the first dispatch's tokens x the group's ranks
     probs = tokens * (model.moe.experts // lay.ep) * node_ranks * 4
     scales = tokens * (model.hidden // ep_buffer_constants()["hybridep_scale_block"]["value"]) * 4

@@ -25,13 +25,15 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import numpy as np
 
 from ..errors import TopoError
 from .parallel import ParallelLayout
 
-__all__ = ["EXPERT_DP_GROUPS", "Mapping", "first_group_offsets", "map_layout", "recipe_gpus_used"]
+__all__ = ["EXPERT_DP_GROUPS", "Mapping", "first_group_offsets", "first_group_reach", "map_layout",
+           "recipe_gpus_used"]
 
 _DENSE = ("tp", "cp", "dp", "pp")
 EXPERT_FOLD = ("dp", "cp", "tp")
@@ -456,17 +458,57 @@ def first_group_offsets(lay: ParallelLayout, group: str) -> list[int]:
     list of int
         The group's ``size`` offsets, the first 0.
     """
-    stride, size = {}, 1
-    for d in _rank_axes(lay):
+    return list(_group_offsets(_axes(lay), group, lay.ep, lay.expert_tp))
+
+
+def first_group_reach(lay: ParallelLayout, group: str, dom: int) -> tuple[int, int]:
+    """How far the first group of ``group`` reaches (its offsets as :func:`first_group_offsets` lays them): its
+    members among the first ``dom`` rank offsets (the NVLink domain of its first GPU) and its last member's offset.
+    Cached on the layout's sizes and rank order: a search at 100k GPUs asks it of tens of thousands of layouts
+    that share a few hundred shapes (:mod:`.nccl_buffers`, :mod:`.ep_buffers`).
+
+    Parameters
+    ----------
+    lay : ParallelLayout
+        The layout (its sizes and rank order).
+    group : str
+        As :func:`first_group_offsets`.
+    dom : int
+        GPUs of one NVLink domain.
+
+    Returns
+    -------
+    tuple of int
+        (members with an offset below ``dom``, the last member's offset).
+    """
+    return _group_reach(_axes(lay), group, lay.ep, lay.expert_tp, dom)
+
+
+def _axes(lay: ParallelLayout) -> tuple:
+    """The dense dimensions in rank order with their sizes: what :func:`_group_offsets` reads of a layout."""
+    return tuple((d, getattr(lay, d)) for d in _rank_axes(lay))
+
+
+@lru_cache(maxsize=4096)
+def _group_reach(axes: tuple, group: str, ep: int, etp: int, dom: int) -> tuple[int, int]:
+    offsets = _group_offsets(axes, group, ep, etp)
+    return sum(1 for o in offsets if o < dom), offsets[-1]
+
+
+@lru_cache(maxsize=1024)
+def _group_offsets(axes: tuple, group: str, ep: int, etp: int) -> tuple[int, ...]:
+    """:func:`first_group_offsets` of the layout whose :func:`_axes` are ``axes``."""
+    stride, size, sizes = {}, 1, dict(axes)
+    for d, n in axes:
         stride[d] = size
-        size *= getattr(lay, d)
+        size *= n
     if group != "ep":
-        return [i * stride[group] for i in range(getattr(lay, group))]
+        return tuple(i * stride[group] for i in range(sizes[group]))
     out = []
-    for i in range(lay.ep):
-        r, gpu = i * lay.expert_tp, 0
+    for i in range(ep):
+        r, gpu = i * etp, 0
         for d in reversed(EXPERT_FOLD):  # tp's digit first
-            r, digit = divmod(r, getattr(lay, d))
+            r, digit = divmod(r, sizes[d])
             gpu += digit * stride[d]
         out.append(gpu)
-    return sorted(out)
+    return tuple(sorted(out))

@@ -28,7 +28,7 @@ import tomllib
 from functools import lru_cache
 
 from ..resources import data_dir
-from .mapping import first_group_offsets
+from .mapping import first_group_reach
 from .parallel import ParallelLayout
 
 __all__ = ["nccl_constants", "communicators", "nccl_buffer_bytes"]
@@ -119,9 +119,9 @@ def _communicator_bytes(lay: ParallelLayout, comm: tuple[str, str, int, int], do
         return k["collective_channels"] * conn
     if dom is None:
         return k["network_p2p_shared_bytes"]
-    offsets = first_group_offsets(lay, group)
-    inside = sum(1 for o in offsets if o < dom) - 1  # NVLink peers of the first GPU
-    per_peer = _p2p_channels_per_peer(inside == ranks - 1, offsets[-1] >= dom, ranks)
+    members, last = first_group_reach(lay, group, dom)
+    inside = members - 1  # NVLink peers of the first GPU
+    per_peer = _p2p_channels_per_peer(inside == ranks - 1, last >= dom, ranks)
     pools = k["network_p2p_shared_bytes"] if inside < ranks - 1 else 0.0
     return pools + min(peers, inside) * per_peer * conn
 
