@@ -239,17 +239,23 @@ _BOUND_DROP = ("dp_sharding", "overlap_dp", "dp_bucket_params")  # fields the co
 # whether FSDP2's unit copies run (ZeRO-3 with FSDP2's gradients, :func:`.fsdp2_copies.copies_units`), kept in the key
 _SHAPE_FIELDS = tuple(sorted(k for k in ParallelLayout.model_fields if k not in ("rank_order", "first_gpu", "skip_domains")))
 """The fields of a layout's shape, sorted (its memory and, less :data:`_BOUND_DROP`, its compute bound)."""
+_MEMORY_DROP = ("ep_dispatcher", "ep_flex_backend")  # read by the memory only through the flex dispatcher's buffer
+# (:func:`.ep_buffers.ep_buffer_bytes`), which :meth:`_Search.bound_of` keys apart
+_BOUND_AT = tuple(i for i, k in enumerate(_SHAPE_FIELDS) if k not in _BOUND_DROP)
+_MEMORY_AT = tuple(i for i, k in enumerate(_SHAPE_FIELDS) if k not in _MEMORY_DROP)
 
 
 def _keys(lay: ParallelLayout) -> tuple[int, int, int]:
-    """Hashes of the layout's shape (memory: every field but its rank order and first GPU), of its shape less the
-    data-parallel sharding fields (compute bound: with whether its compute copies FSDP2's units, which ZeRO-3
-    decides), and of its shape with its rank order (done). The fields' values are read as the layout holds them
-    (scalars and tuples; a list as a tuple), not through ``model_dump``: a search keys each of its candidates."""
+    """Hashes of the layout's shape (memory: every field but its rank order, first GPU and expert dispatcher, whose
+    buffer :meth:`_Search.bound_of` keys apart), of its shape less the data-parallel sharding fields (compute bound:
+    with whether its compute copies FSDP2's units, which ZeRO-3 decides), and of its shape with its rank order
+    (done). The fields' values are read as the layout holds them (scalars and tuples; a list as a tuple), in
+    :data:`_SHAPE_FIELDS`' order, not through ``model_dump``: a search keys each of its candidates."""
     d = lay.__dict__
-    shape = tuple((k, tuple(v) if type(v) is list else v) for k in _SHAPE_FIELDS for v in (d[k],))
-    bound = (tuple(it for it in shape if it[0] not in _BOUND_DROP), copies_units(lay))  # sorted already
-    return hash(shape), hash(bound), hash((shape, lay.rank_order))
+    shape = tuple([tuple(v) if type(v) is list else v for v in map(d.__getitem__, _SHAPE_FIELDS)])
+    memory = tuple([shape[i] for i in _MEMORY_AT])
+    bound = (tuple([shape[i] for i in _BOUND_AT]), copies_units(lay))
+    return hash(memory), hash(bound), hash((shape, lay.rank_order))
 
 
 def search_layouts(fabric: Fabric, model: ModelSpec, gpus: int, global_batch: int, *, top: int | None = None,
@@ -361,7 +367,8 @@ class _Search:
         ep_buf = ep_buffer_bytes(self.model, lay, dom)  # HybridEP's probabilities read the domain's EP ranks too
         mem = self.mem_cache.get((mk, nccl, ep_buf))
         if mem is None:
-            shape = self.mem_cache.get(mk)  # the same shape in another rank order: only NCCL's buffers differ
+            shape = self.mem_cache.get(mk)  # the same shape in another rank order or with another dispatcher:
+            # only NCCL's buffers and the flex dispatcher's differ (memory_per_gpu reads no other field of them)
             if shape is None:
                 mem = shape = self.mem_cache[mk] = memory_per_gpu(
                     self.model, lay, self.gpu.memory_bytes, generation=self.gpu.generation,
