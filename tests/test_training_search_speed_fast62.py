@@ -8,12 +8,13 @@ from dataclasses import replace
 
 import numpy as np
 import topo
+from topo.training import mapping as mp
 from topo.training.comm import CommEngine
 from topo.training.ep_buffers import ep_buffer_bytes
 from topo.training.memory import memory_per_gpu
 from topo.training.model import load_model
 from topo.training.nccl_buffers import nccl_buffer_bytes
-from topo.training.search import _keys, candidate_layouts, expert_dispatchers
+from topo.training.search import SKIPPED, _keys, candidate_layouts, expert_dispatchers
 
 
 def _moe_layouts(model, gpus, dom, n, seed):
@@ -73,3 +74,37 @@ def test_cached_only_answers_a_routed_collective_with_its_time():
     assert eng.time("all_gather", M, 2e6, cached_only=True) is t
     assert eng.time("all_gather", M.copy(), 2e6, cached_only=True) == t
     assert eng.engine_calls == calls
+
+
+def test_spans_kept_after_the_mapping_is_dropped_are_the_groups_own():
+    """DeepSeek-V3's layouts on 1,024 H100 mapped in turn (more than :data:`.mapping.MAPS_KEPT`, so each is built
+    again when asked again): every dimension's span and members per domain, read again from the kept scalars, equal
+    those of its group matrix built afresh (``_widest_span``, ``_fewest_members_in_domain``)."""
+    model, dom = load_model("deepseek-v3-671b"), 8
+    lays = _moe_layouts(model, 1024, dom, 24, seed=7)
+    dims = ("tp", "cp", "dp", "pp", "ep", "etp", "edp")
+    first = {id(lay): [mp.map_layout(lay, dom, 1024).domains_spanned(d) for d in dims] for lay in lays}
+    assert len({mp._map_key(lay, dom, 1024) for lay in lays}) > mp.MAPS_KEPT
+    for lay in lays:
+        m = mp.map_layout(lay, dom, 1024)
+        fresh = mp._map(lay, dom, 1024)
+        assert [m.domains_spanned(d) for d in dims] == first[id(lay)] == [
+            mp._widest_span(fresh.groups(d), dom) for d in dims]
+        assert [m.members_in_domain(d) for d in dims] == [
+            mp._fewest_members_in_domain(fresh.groups(d), dom) for d in dims]
+
+
+def test_later_passes_build_only_the_places_wanted():
+    """``candidate_layouts``' ``wanted`` (the search's later passes, by each candidate's place in the first walk):
+    the same places hold the same layouts, and a place not wanted is yielded unbuilt as ``SKIPPED``, so the
+    places of one walk and the next agree."""
+    model = load_model("qwen3-30b-a3b")
+    every = list(candidate_layouts(model, 64, 64, gpus_per_domain=8))
+    some = list(candidate_layouts(model, 64, 64, gpus_per_domain=8, wanted=lambda i: i % 3 == 0))
+    assert len(some) == len(every) > 100
+    for i, ((lay, why), (got, got_why)) in enumerate(zip(every, some)):
+        if i % 3 == 0:
+            assert (got, got_why) == (lay, why)
+        elif lay is not None:
+            assert (got, got_why) == (None, SKIPPED)
+    assert sum(got_why == SKIPPED for _, got_why in some) > 50

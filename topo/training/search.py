@@ -56,6 +56,7 @@ How it stays fast and bounded at 100k GPUs:
 from __future__ import annotations
 
 import heapq
+from array import array
 import itertools
 import math
 import time
@@ -98,14 +99,43 @@ def candidate_layouts(model: ModelSpec, gpus: int, global_batch: int, *, gpus_pe
                       seq_len: int | None = None, dp_sharding=("zero1", "fsdp_grad_op", "zero3"),
                       recompute=("none", "selective", "full"), micro_batches=(1, 2, 4), vpps=(1, 2, 4),
                       cps=(1, 2, 4, 8, 16), rank_orders=(DEFAULT_ORDER,), etps=(None,), pp_multiple: int = 1,
-                      **fixed):
+                      wanted=None, **fixed):
     """Yield ``(ParallelLayout or None, reason)`` for every combination; None when a rule fails (the reason says which).
 
     Combinations that cannot split the global batch (``global_batch % (dp x micro_batch)``, interleaving with
     micro-batches not a multiple of pp) are rejected before a ParallelLayout is built; ``pp_multiple`` keeps only
     pipelines of a multiple of that many stages (a region's sites, each holding the same number of stages). A MoE
     layout with ep x etp > 1 is tried with each expert dispatcher ``fixed`` leaves open
-    (:func:`expert_dispatchers`); with ep x etp = 1 there is nothing to dispatch and the layout's default stands."""
+    (:func:`expert_dispatchers`); with ep x etp = 1 there is nothing to dispatch and the layout's default stands.
+
+    ``wanted``: called with each item's place among those yielded (from 0, the same in every walk of the same
+    arguments); a combination it answers False for is yielded as ``(None, SKIPPED)``, unbuilt (a search's later
+    passes build only the layouts whose bound it still needs)."""
+    combos = _combinations(model, gpus, global_batch, gpus_per_domain, seq_len, dp_sharding, recompute, micro_batches,
+                           vpps, cps, rank_orders, etps, pp_multiple, fixed)
+    for i, (fields, why) in enumerate(combos):
+        if fields is None:
+            yield None, why
+        elif wanted is not None and not wanted(i):
+            yield None, SKIPPED
+        else:
+            try:
+                lay = ParallelLayout(**fields)
+                check_layout(model, lay, gpus=gpus, gpus_per_domain=gpus_per_domain)
+            except (TopoError, ValueError) as exc:
+                yield None, str(exc)
+                continue
+            yield lay, ""
+
+
+SKIPPED = "skipped"
+"""The reason :func:`candidate_layouts` gives a combination its ``wanted`` left unbuilt."""
+
+
+def _combinations(model, gpus, global_batch, gpus_per_domain, seq_len, dp_sharding, recompute, micro_batches, vpps,
+                  cps, rank_orders, etps, pp_multiple, fixed):
+    """:func:`candidate_layouts`' combinations in order: ``(fields, "")`` for each to build (a ParallelLayout's
+    keyword arguments), ``(None, reason)`` for each its divisibility rules reject before."""
     seq = seq_len or model.seq_len
     experts = model.moe.experts if model.moe else 1
     units = model.layers + (2 if fixed.get("pipeline_embedding") else 0)
@@ -147,15 +177,9 @@ def candidate_layouts(model: ModelSpec, gpus: int, global_batch: int, *, gpus_pe
                             if same in seen:
                                 continue
                             seen.add(same)
-                            try:
-                                lay = ParallelLayout(tp=tp, cp=cp, pp=pp, dp=dp, ep=ep, etp=etp, vpp=vpp, micro_batch=mb,
-                                             global_batch=global_batch, seq_len=seq_len, recompute=rc,
-                                             dp_sharding=zs, rank_order=ro, **{**fixed, **dispatch})
-                                check_layout(model, lay, gpus=gpus, gpus_per_domain=gpus_per_domain)
-                            except (TopoError, ValueError) as exc:
-                                yield None, str(exc)
-                                continue
-                            yield lay, ""
+                            yield dict(tp=tp, cp=cp, pp=pp, dp=dp, ep=ep, etp=etp, vpp=vpp, micro_batch=mb,
+                                       global_batch=global_batch, seq_len=seq_len, recompute=rc, dp_sharding=zs,
+                                       rank_order=ro, **{**fixed, **dispatch}), ""
 
 
 def expert_dispatchers(model: ModelSpec, fixed: dict) -> tuple[dict, ...]:
@@ -299,13 +323,14 @@ def search_layouts(fabric: Fabric, model: ModelSpec, gpus: int, global_batch: in
     check_num_sm(options.get("tp_overlap_config", TP_OVERLAP_DEFAULT), gpu)  # its layouts are not checked one by one
     s = _Search(fabric, model, engine or CommEngine(fabric), gpu,
                 keep or max(top + 2, 5), dict(convention=convention, efficiency=efficiency), progress, max_layouts)
-    s.passes(lambda: candidate_layouts(model, gpus, global_batch, gpus_per_domain=fabric.spec.gpus_per_domain,
-                                       **options), batch)
+    s.passes(lambda wanted: candidate_layouts(model, gpus, global_batch, gpus_per_domain=fabric.spec.gpus_per_domain,
+                                              wanted=wanted, **options), batch)
     s.raise_if_none_fits(gpus, global_batch)
     results = s.ranked(top, contention)
     while contention and s.widen(results, top):  # walk23: a layout the pool left out beat the mixed top
-        s.passes(lambda: candidate_layouts(model, gpus, global_batch, gpus_per_domain=fabric.spec.gpus_per_domain,
-                                           **options), batch, count=False)
+        s.passes(lambda wanted: candidate_layouts(model, gpus, global_batch,
+                                                  gpus_per_domain=fabric.spec.gpus_per_domain, wanted=wanted,
+                                                  **options), batch, count=False)
         results = s.ranked(top, contention)
     return SearchResult(spec=fabric.name, model=model.name, gpus=gpus, global_batch=global_batch,
                         ranked=results[:top], considered=s.considered, rejected_memory=s.too_big,
@@ -340,6 +365,7 @@ class _Search:
         self.best: list = []  # heap of (-step, seq, StepResult): the ``keep`` best so far
         self.counter = itertools.count()
         self.done: set = set()  # hashes of layouts already evaluated (ints: a few bytes each)
+        self.bounds = array("d")  # each candidate's bound by its place in the walk (inf: invalid or does not fit)
         self.spill: list = []  # the evaluated layouts that fit but left the ``keep`` best (for :meth:`widen`)
         self.cap = None  # the threshold once :meth:`widen` widened the search: the top-th mixed time
         self.top, self.mixed = 0, []  # once widened: the rows asked, every layout mixed so far (fastest first)
@@ -532,6 +558,8 @@ class _Search:
         for lay, why in candidates:
             if lay is None:
                 self._count(None, None, first, why)
+                if first:
+                    self.bounds.append(math.inf)
                 continue
             # placed as the step places it (64 of 72 on NVL72), so the bound sees the step's groups
             lay, note = default_placement(lay, self.spec.gpus_per_domain, self.fabric.layout.num_gpus)
@@ -539,6 +567,8 @@ class _Search:
                 self.placement_notes.add(note)
             keys = _keys(lay)
             bound, mem = self.bound_of(lay, keys)
+            if first:
+                self.bounds.append(math.inf if bound is None else bound)
             if bound is None:
                 self._count(lay, mem, first)
                 continue
@@ -562,7 +592,10 @@ class _Search:
         the first pass counts the candidates (not again after :meth:`widen`)."""
         floor_bound, first = -float("inf"), count
         while True:
-            cut = self.one_pass(candidates(), batch, floor_bound, first)
+            # after the first walk only the layouts whose bound is in the pass's range are built (the bounds by
+            # place, :attr:`bounds`): the others one_pass would drop, unbuilt or not
+            wanted = None if first else (lambda i, lo=floor_bound: lo <= self.bounds[i] < self.threshold())
+            cut = self.one_pass(candidates(wanted), batch, floor_bound, first)
             first = False
             if cut >= self.threshold() or cut == float("inf") or self._full():
                 return
