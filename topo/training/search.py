@@ -77,7 +77,7 @@ from .memory import memory_per_gpu
 from .ep_buffers import ep_buffer_bytes
 from .nccl_buffers import nccl_buffer_bytes
 from .model import ModelSpec
-from .operators import rank_computes, stage_compute
+from .operators import rank_computes, rank_computes_at, stage_compute
 from .result import SearchResult
 from .mapping import FEWER_GPUS, default_placement, map_layout
 from .tp_overlap import DEFAULT as TP_OVERLAP_DEFAULT, check_num_sm
@@ -341,6 +341,12 @@ def search_layouts(fabric: Fabric, model: ModelSpec, gpus: int, global_batch: in
                                + failure_notes(fabric, s.engine)))
 
 
+def _rank_of(ranks: list, lay: ParallelLayout, sc):
+    """Of ``ranks`` (:func:`.operators.rank_computes`), the one :meth:`_Search.waited` reads for ``sc``: ``sc``'s own
+    pipeline rank, or the busiest where the step reads no stage in particular (:func:`.step.traffic_stage` None)."""
+    return ranks[0] if traffic_stage(lay, sc) is None else next(r for r in ranks if r.busiest == sc.busiest)
+
+
 def _rank(r) -> tuple:
     return round(r.step_time_s, 9), r.memory_per_gpu_bytes  # ties: less memory first
 
@@ -407,7 +413,12 @@ class _Search:
         got = self.bound_cache.get(bk)
         if got is None:
             # no sync-to-sync wait: a lower bound; blocks priced once for the layouts that time them alike
-            sc = stage_compute(self.model, lay, self.gpu, math.inf, self.blocks)
+            if self.model.moe is None:
+                sc = stage_compute(self.model, lay, self.gpu, math.inf, self.blocks)
+            else:  # and the longest waits (cover 0) on the same rows, priced once (only the waits differ)
+                least, most = rank_computes_at(self.model, lay, self.gpu, (math.inf, 0.0), self.blocks)
+                sc = least[0]
+                self.waits[(bk, 0.0)] = _rank_of(most, lay, sc)
             wide = self.waited(lay, sc, bk, 0.0)  # the floors hide behind the widest windows the host's waits give
             tp_f, ep_f = _comm_floor_s(self.spec, lay, step_traffic(self.model, lay, traffic_stage(lay, sc)), wide)
             amax_f = amax_kernels_s(lay, self.gpu.kernels.launch_gpu_s)  # the step's gaps (estimate_step)
@@ -424,9 +435,8 @@ class _Search:
             return sc
         got = self.waits.get((bk, cover_s))
         if got is None:
-            ranks = rank_computes(self.model, lay, self.gpu, cover_s, self.blocks)
-            got = ranks[0] if traffic_stage(lay, sc) is None else next(r for r in ranks if r.busiest == sc.busiest)
-            self.waits[(bk, cover_s)] = got
+            got = self.waits[(bk, cover_s)] = _rank_of(rank_computes(self.model, lay, self.gpu, cover_s, self.blocks),
+                                                        lay, sc)
         return got
 
     def refined(self, lay, bound, keys, above: float = math.inf) -> float:
