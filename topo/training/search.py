@@ -41,9 +41,10 @@ How it stays fast and bounded at 100k GPUs:
    above the next one's goes back in line at it (refined again when its turn comes if anything was routed
    since), so the threshold falls with the best layouts first (at 100k GPUs: 52 layouts evaluated to 24).
    When the best found beats the lowest bound a pass left out, the search is exact and stops;
-   otherwise the next pass takes the next ``batch``. Only the ``keep`` best results and the bounded heap are
-   held, so memory does not grow with the number of layouts (the per-shape caches hold a bound and its
-   compute, or a memory breakdown, per distinct shape);
+   otherwise the next pass takes the next ``batch``, building only the candidates whose bound (kept from the
+   first walk by their place in it, 8 bytes each) lies in its range. Only the ``keep`` best results, the bounded
+   heap and those bounds are held, so memory grows with the number of layouts by 8 bytes each (the per-shape
+   caches hold a bound and its compute, or a memory breakdown, per distinct shape);
 4. the ``keep`` best are evaluated again with the step's collectives as one traffic mix (``contention``) and
    ranked by that, fastest alone first; a mix only slows a step (every slowdown is at least 1), so once ``top``
    are mixed, a layout whose time alone is above the ``top``-th mixed time cannot enter and the rest are skipped;
