@@ -237,7 +237,7 @@ class CommEngine:
         S = float(size_bytes)
         key = (collective, self._canonical(groups)[1], S)  # the signature holds the matrix's shape (its stages)
         hit = self._times.get(key)
-        if hit is not None and not cached_only:  # cached_only asks whether the curve is held: ask it
+        if hit is not None:  # held only once routed: cached_only's answer too (a search asks it thousands of times)
             return hit
         ev = self._curve(collective, groups, cached_only=cached_only)
         if ev is None:

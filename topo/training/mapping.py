@@ -115,10 +115,7 @@ class Mapping:
 
     def domains_spanned(self, dim: str) -> int:
         """NVLink domains the widest group of ``dim`` spans."""
-        got = self._memo.get(("span", dim))
-        if got is None:
-            got = self._memo[("span", dim)] = _widest_span(self.groups(dim), self.gpus_per_domain)
-        return got
+        return self._scalar("span", dim, _widest_span)
 
     def members_in_domain(self, dim: str) -> float:
         """How many members of its own ``dim`` group a GPU finds in its own NVLink domain (itself included),
@@ -135,9 +132,23 @@ class Mapping:
         float
             Between 1 and the group size (the group size when every group lies inside one domain).
         """
-        got = self._memo.get(("members", dim))
+        return self._scalar("members", dim, _fewest_members_in_domain)
+
+    def _scalar(self, kind: str, dim: str, of) -> float:
+        """``of(groups(dim), gpus_per_domain)``, built once per mapping and, for one :func:`map_layout` gave, kept
+        by what it mapped (:data:`_SCALARS`, a few bytes each) after the mapping itself is dropped: a search
+        remaps a layout each time it refines its bound, and the span of a group matrix of 100k GPUs takes ms."""
+        got = self._memo.get((kind, dim))
         if got is None:
-            got = self._memo[("members", dim)] = _fewest_members_in_domain(self.groups(dim), self.gpus_per_domain)
+            key = self._memo.get(_MAP_KEY)
+            got = None if key is None else _SCALARS.get((key, kind, dim))
+            if got is None:
+                got = of(self.groups(dim), self.gpus_per_domain)
+                if key is not None:
+                    while len(_SCALARS) >= SCALARS_KEPT:
+                        _SCALARS.pop(next(iter(_SCALARS)))
+                    _SCALARS[(key, kind, dim)] = got
+            self._memo[(kind, dim)] = got
         return got
 
     def straddles(self, dim: str, used: int, first_gpu: int = 0, other: int | None = None,
@@ -382,6 +393,7 @@ def map_layout(lay: ParallelLayout, gpus_per_domain: int, num_fabric_gpus: int) 
         hit = _map(lay, gpus_per_domain, num_fabric_gpus)
         hit.grid.flags.writeable = False
         hit.experts.flags.writeable = False
+        hit._memo[_MAP_KEY] = key  # its groups' scalars outlive it (Mapping._scalar)
         while _MAPS and len(_MAPS) >= MAPS_KEPT:
             _MAPS.pop(next(iter(_MAPS)))
     if MAPS_KEPT > 0:
@@ -392,6 +404,10 @@ def map_layout(lay: ParallelLayout, gpus_per_domain: int, num_fabric_gpus: int) 
 MAPS_KEPT = 8
 """Mappings :func:`map_layout` keeps (each up to a few MiB at 100k GPUs with its group matrices)."""
 _MAPS: dict = {}
+SCALARS_KEPT = 1 << 16
+"""Spans and members per domain kept by (what :func:`map_layout` read, kind, dimension): numbers, not matrices."""
+_SCALARS: dict = {}
+_MAP_KEY = ("map key",)  # where a mapping's _memo holds what map_layout read to build it
 
 
 def _map_key(lay: ParallelLayout, gpus_per_domain: int, num_fabric_gpus: int) -> tuple:

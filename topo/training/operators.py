@@ -71,7 +71,7 @@ from .model import ATTENTION_BLOCKS, Block, ModelSpec
 from .ssd import ssd_flops, ssd_kernels
 
 __all__ = ["END_UNITS", "Op", "block_ops", "busiest_rank_load", "expert_rows_sd", "op_time_s", "op_passes_s", "wgrad_kw",
-           "quantize_bytes", "cast_kind", "BlockTime", "block_time", "ep_calls", "ep_call_host_s", "block_time_key", "StageCompute", "stage_compute", "rank_computes",
+           "quantize_bytes", "cast_kind", "BlockTime", "block_time", "ep_calls", "ep_call_host_s", "block_time_key", "StageCompute", "stage_compute", "rank_computes", "rank_computes_at",
            "pipeline_units", "rank_stages", "layer_numbers", "bf16_layers", "optimizer_step_s",
            "OPTIMIZER_STEP_BYTES", "MOE_ROUTER_OPS", "ALLTOALL_PREPROCESS_OPS", "SHARED_EXPERT_MODULES", "SCOPE_PARTS",
            "host_syncs", "CAPACITY_MASK_BYTES", "RESIDUAL_TAG", "early_stopped_s",
@@ -1696,6 +1696,13 @@ def stage_compute(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute, ep_cov
 
 def rank_computes(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute,
                   ep_cover_s: float = 0.0, blocks: dict | None = None) -> list[StageCompute]:
+    """Each pipeline rank's compute per micro-batch at one EP cover (:func:`rank_computes_at`'s at ``(ep_cover_s,)``);
+    see there."""
+    return rank_computes_at(model, lay, gpu, (ep_cover_s,), blocks)[0]
+
+
+def rank_computes_at(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute, covers_s: tuple = (0.0,),
+                     blocks: dict | None = None) -> list[list[StageCompute]]:
     """Each pipeline rank's compute per micro-batch, the busiest first, then the others in rank order (``busiest``
     names the rank each describes): a stage with less compute but more communication (more MoE layers beside a
     last stage's loss) can set the pace (:func:`.step.estimate_step` takes the slowest with its own traffic).
@@ -1705,16 +1712,18 @@ def rank_computes(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute,
     model : ModelSpec
     lay : ParallelLayout
     gpu : GpuCompute
-    ep_cover_s : float
-        As :func:`stage_compute`'s: the expert all-to-alls' seconds between a dropless layer's syncs.
+    covers_s : tuple of float
+        EP covers, each as :func:`stage_compute`'s ``ep_cover_s``: the expert all-to-alls' seconds between a dropless
+        layer's syncs. The rows are priced once; only the host's waits are read per cover (a search bounds with the
+        covers ``math.inf`` and 0).
     blocks : dict, optional
         Block times shared across calls for one model on one GPU, keyed by :func:`block_time_key` and the
         block's kind (a search's layouts differ mostly in what blocks do not read: pp, vpp, dp, recomputation).
 
     Returns
     -------
-    list of StageCompute
-        One per pipeline rank, the compute-busiest first.
+    list of list of StageCompute
+        Per cover, one per pipeline rank, the compute-busiest first.
     """
     stages = pipeline_units(model, lay)
     in_bf16 = bf16_layers(model, lay)
@@ -1736,13 +1745,16 @@ def rank_computes(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute,
                 cache[(kind, bf16)] = shared
         return cache[(kind, bf16)]
 
-    rows, seen = [], {}
+    rows: list = [[] for _ in covers_s]
+    seen: dict = {}
     for units, flags in zip(stages, in_bf16):
         key = (tuple(units), tuple(flags))  # stages alike (the middle ones, mostly) have one row: computed once
         if key not in seen:
-            seen[key] = _stage_row(lay, units, flags, bt, ep_cover_s)
-        rows.append(_row_copy(seen[key]))
-    return _busiest_first([_rank_mean([rows[i] for i in ranks]) for ranks in rank_stages(lay)])
+            base = _stage_base(lay, units, flags, bt)
+            seen[key] = [_waited_row(base, lay, units, flags, bt, c) for c in covers_s]
+        for j in range(len(covers_s)):
+            rows[j].append(_row_copy(seen[key][j]))
+    return [_busiest_first([_rank_mean([one[i] for i in ranks]) for ranks in rank_stages(lay)]) for one in rows]
 
 
 def _row_copy(row: tuple) -> tuple:
@@ -1755,6 +1767,21 @@ def _stage_row(lay: ParallelLayout, units: list, flags: list, bt, ep_cover_s: fl
     """One pipeline stage's compute per micro-batch (:func:`rank_computes`): forward, backward and recompute
     seconds, attention and weight-gradient seconds, seconds by module, layers, blocks by kind, executed FLOPs and
     TP-paired GEMMs; ``units`` and ``flags`` its units and which run in BF16, ``bt(kind, bf16)`` a block's times."""
+    return _waited_row(_stage_base(lay, units, flags, bt), lay, units, flags, bt, ep_cover_s)
+
+
+def _waited_row(base: tuple, lay: ParallelLayout, units: list, flags: list, bt, ep_cover_s: float) -> tuple:
+    """:func:`_stage_base`'s row with the host's waits at ``ep_cover_s`` (:func:`_host_waits_s`) in its forward,
+    backward and ``host`` module; a new row, ``base`` unchanged (one base serves several covers)."""
+    f, b, r, att, wg, mods, n_layers, kinds, fl, pairs = base
+    wait_f, wait_b = _host_waits_s(lay, list(zip(units, flags)), bt, ep_cover_s)
+    if wait_f or wait_b:
+        mods = {**mods, "host": mods.get("host", 0.0) + wait_f + wait_b}
+    return f + wait_f, b + wait_b, r, att, wg, mods, n_layers, kinds, fl, pairs
+
+
+def _stage_base(lay: ParallelLayout, units: list, flags: list, bt) -> tuple:
+    """:func:`_stage_row` but for the host's waits (which alone read the EP cover)."""
     counts: dict[tuple, int] = {}
     for u, bf16 in zip(units, flags):
         for kind in ([u] if u in END_UNITS else u):
@@ -1785,11 +1812,6 @@ def _stage_row(lay: ParallelLayout, units: list, flags: list, bt, ep_cover_s: fl
         for k_, v_ in t.by_module_s.items():
             mods[k_] = mods.get(k_, 0.0) + n * v_
     r -= early_stopped_s(lay, units, flags, bt)
-    wait_f, wait_b = _host_waits_s(lay, list(zip(units, flags)), bt, ep_cover_s)
-    f += wait_f
-    b += wait_b
-    if wait_f or wait_b:
-        mods["host"] = mods.get("host", 0.0) + wait_f + wait_b
     kinds: dict[str, int] = {}
     for (kind, _), n in counts.items():
         kinds[kind] = kinds.get(kind, 0) + n

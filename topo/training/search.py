@@ -41,9 +41,10 @@ How it stays fast and bounded at 100k GPUs:
    above the next one's goes back in line at it (refined again when its turn comes if anything was routed
    since), so the threshold falls with the best layouts first (at 100k GPUs: 52 layouts evaluated to 24).
    When the best found beats the lowest bound a pass left out, the search is exact and stops;
-   otherwise the next pass takes the next ``batch``. Only the ``keep`` best results and the bounded heap are
-   held, so memory does not grow with the number of layouts (the per-shape caches hold a bound and its
-   compute, or a memory breakdown, per distinct shape);
+   otherwise the next pass takes the next ``batch``, building only the candidates whose bound (kept from the
+   first walk by their place in it, 8 bytes each) lies in its range. Only the ``keep`` best results, the bounded
+   heap and those bounds are held, so memory grows with the number of layouts by 8 bytes each (the per-shape
+   caches hold a bound and its compute, or a memory breakdown, per distinct shape);
 4. the ``keep`` best are evaluated again with the step's collectives as one traffic mix (``contention``) and
    ranked by that, fastest alone first; a mix only slows a step (every slowdown is at least 1), so once ``top``
    are mixed, a layout whose time alone is above the ``top``-th mixed time cannot enter and the rest are skipped;
@@ -56,6 +57,7 @@ How it stays fast and bounded at 100k GPUs:
 from __future__ import annotations
 
 import heapq
+from array import array
 import itertools
 import math
 import time
@@ -76,7 +78,7 @@ from .memory import memory_per_gpu
 from .ep_buffers import ep_buffer_bytes
 from .nccl_buffers import nccl_buffer_bytes
 from .model import ModelSpec
-from .operators import rank_computes, stage_compute
+from .operators import rank_computes, rank_computes_at, stage_compute
 from .result import SearchResult
 from .mapping import FEWER_GPUS, default_placement, map_layout
 from .tp_overlap import DEFAULT as TP_OVERLAP_DEFAULT, check_num_sm
@@ -98,14 +100,43 @@ def candidate_layouts(model: ModelSpec, gpus: int, global_batch: int, *, gpus_pe
                       seq_len: int | None = None, dp_sharding=("zero1", "fsdp_grad_op", "zero3"),
                       recompute=("none", "selective", "full"), micro_batches=(1, 2, 4), vpps=(1, 2, 4),
                       cps=(1, 2, 4, 8, 16), rank_orders=(DEFAULT_ORDER,), etps=(None,), pp_multiple: int = 1,
-                      **fixed):
+                      wanted=None, **fixed):
     """Yield ``(ParallelLayout or None, reason)`` for every combination; None when a rule fails (the reason says which).
 
     Combinations that cannot split the global batch (``global_batch % (dp x micro_batch)``, interleaving with
     micro-batches not a multiple of pp) are rejected before a ParallelLayout is built; ``pp_multiple`` keeps only
     pipelines of a multiple of that many stages (a region's sites, each holding the same number of stages). A MoE
     layout with ep x etp > 1 is tried with each expert dispatcher ``fixed`` leaves open
-    (:func:`expert_dispatchers`); with ep x etp = 1 there is nothing to dispatch and the layout's default stands."""
+    (:func:`expert_dispatchers`); with ep x etp = 1 there is nothing to dispatch and the layout's default stands.
+
+    ``wanted``: called with each item's place among those yielded (from 0, the same in every walk of the same
+    arguments); a combination it answers False for is yielded as ``(None, SKIPPED)``, unbuilt (a search's later
+    passes build only the layouts whose bound it still needs)."""
+    combos = _combinations(model, gpus, global_batch, gpus_per_domain, seq_len, dp_sharding, recompute, micro_batches,
+                           vpps, cps, rank_orders, etps, pp_multiple, fixed)
+    for i, (fields, why) in enumerate(combos):
+        if fields is None:
+            yield None, why
+        elif wanted is not None and not wanted(i):
+            yield None, SKIPPED
+        else:
+            try:
+                lay = ParallelLayout(**fields)
+                check_layout(model, lay, gpus=gpus, gpus_per_domain=gpus_per_domain)
+            except (TopoError, ValueError) as exc:
+                yield None, str(exc)
+                continue
+            yield lay, ""
+
+
+SKIPPED = "skipped"
+"""The reason :func:`candidate_layouts` gives a combination its ``wanted`` left unbuilt."""
+
+
+def _combinations(model, gpus, global_batch, gpus_per_domain, seq_len, dp_sharding, recompute, micro_batches, vpps,
+                  cps, rank_orders, etps, pp_multiple, fixed):
+    """:func:`candidate_layouts`' combinations in order: ``(fields, "")`` for each to build (a ParallelLayout's
+    keyword arguments), ``(None, reason)`` for each its divisibility rules reject before."""
     seq = seq_len or model.seq_len
     experts = model.moe.experts if model.moe else 1
     units = model.layers + (2 if fixed.get("pipeline_embedding") else 0)
@@ -147,15 +178,9 @@ def candidate_layouts(model: ModelSpec, gpus: int, global_batch: int, *, gpus_pe
                             if same in seen:
                                 continue
                             seen.add(same)
-                            try:
-                                lay = ParallelLayout(tp=tp, cp=cp, pp=pp, dp=dp, ep=ep, etp=etp, vpp=vpp, micro_batch=mb,
-                                             global_batch=global_batch, seq_len=seq_len, recompute=rc,
-                                             dp_sharding=zs, rank_order=ro, **{**fixed, **dispatch})
-                                check_layout(model, lay, gpus=gpus, gpus_per_domain=gpus_per_domain)
-                            except (TopoError, ValueError) as exc:
-                                yield None, str(exc)
-                                continue
-                            yield lay, ""
+                            yield dict(tp=tp, cp=cp, pp=pp, dp=dp, ep=ep, etp=etp, vpp=vpp, micro_batch=mb,
+                                       global_batch=global_batch, seq_len=seq_len, recompute=rc, dp_sharding=zs,
+                                       rank_order=ro, **{**fixed, **dispatch}), ""
 
 
 def expert_dispatchers(model: ModelSpec, fixed: dict) -> tuple[dict, ...]:
@@ -239,17 +264,23 @@ _BOUND_DROP = ("dp_sharding", "overlap_dp", "dp_bucket_params")  # fields the co
 # whether FSDP2's unit copies run (ZeRO-3 with FSDP2's gradients, :func:`.fsdp2_copies.copies_units`), kept in the key
 _SHAPE_FIELDS = tuple(sorted(k for k in ParallelLayout.model_fields if k not in ("rank_order", "first_gpu", "skip_domains")))
 """The fields of a layout's shape, sorted (its memory and, less :data:`_BOUND_DROP`, its compute bound)."""
+_MEMORY_DROP = ("ep_dispatcher", "ep_flex_backend")  # read by the memory only through the flex dispatcher's buffer
+# (:func:`.ep_buffers.ep_buffer_bytes`), which :meth:`_Search.bound_of` keys apart
+_BOUND_AT = tuple(i for i, k in enumerate(_SHAPE_FIELDS) if k not in _BOUND_DROP)
+_MEMORY_AT = tuple(i for i, k in enumerate(_SHAPE_FIELDS) if k not in _MEMORY_DROP)
 
 
 def _keys(lay: ParallelLayout) -> tuple[int, int, int]:
-    """Hashes of the layout's shape (memory: every field but its rank order and first GPU), of its shape less the
-    data-parallel sharding fields (compute bound: with whether its compute copies FSDP2's units, which ZeRO-3
-    decides), and of its shape with its rank order (done). The fields' values are read as the layout holds them
-    (scalars and tuples; a list as a tuple), not through ``model_dump``: a search keys each of its candidates."""
+    """Hashes of the layout's shape (memory: every field but its rank order, first GPU and expert dispatcher, whose
+    buffer :meth:`_Search.bound_of` keys apart), of its shape less the data-parallel sharding fields (compute bound:
+    with whether its compute copies FSDP2's units, which ZeRO-3 decides), and of its shape with its rank order
+    (done). The fields' values are read as the layout holds them (scalars and tuples; a list as a tuple), in
+    :data:`_SHAPE_FIELDS`' order, not through ``model_dump``: a search keys each of its candidates."""
     d = lay.__dict__
-    shape = tuple((k, tuple(v) if type(v) is list else v) for k in _SHAPE_FIELDS for v in (d[k],))
-    bound = (tuple(it for it in shape if it[0] not in _BOUND_DROP), copies_units(lay))  # sorted already
-    return hash(shape), hash(bound), hash((shape, lay.rank_order))
+    shape = tuple([tuple(v) if type(v) is list else v for v in map(d.__getitem__, _SHAPE_FIELDS)])
+    memory = tuple([shape[i] for i in _MEMORY_AT])
+    bound = (tuple([shape[i] for i in _BOUND_AT]), copies_units(lay))
+    return hash(memory), hash(bound), hash((shape, lay.rank_order))
 
 
 def search_layouts(fabric: Fabric, model: ModelSpec, gpus: int, global_batch: int, *, top: int | None = None,
@@ -293,13 +324,14 @@ def search_layouts(fabric: Fabric, model: ModelSpec, gpus: int, global_batch: in
     check_num_sm(options.get("tp_overlap_config", TP_OVERLAP_DEFAULT), gpu)  # its layouts are not checked one by one
     s = _Search(fabric, model, engine or CommEngine(fabric), gpu,
                 keep or max(top + 2, 5), dict(convention=convention, efficiency=efficiency), progress, max_layouts)
-    s.passes(lambda: candidate_layouts(model, gpus, global_batch, gpus_per_domain=fabric.spec.gpus_per_domain,
-                                       **options), batch)
+    s.passes(lambda wanted: candidate_layouts(model, gpus, global_batch, gpus_per_domain=fabric.spec.gpus_per_domain,
+                                              wanted=wanted, **options), batch)
     s.raise_if_none_fits(gpus, global_batch)
     results = s.ranked(top, contention)
     while contention and s.widen(results, top):  # walk23: a layout the pool left out beat the mixed top
-        s.passes(lambda: candidate_layouts(model, gpus, global_batch, gpus_per_domain=fabric.spec.gpus_per_domain,
-                                           **options), batch, count=False)
+        s.passes(lambda wanted: candidate_layouts(model, gpus, global_batch,
+                                                  gpus_per_domain=fabric.spec.gpus_per_domain, wanted=wanted,
+                                                  **options), batch, count=False)
         results = s.ranked(top, contention)
     return SearchResult(spec=fabric.name, model=model.name, gpus=gpus, global_batch=global_batch,
                         ranked=results[:top], considered=s.considered, rejected_memory=s.too_big,
@@ -308,6 +340,12 @@ def search_layouts(fabric: Fabric, model: ModelSpec, gpus: int, global_batch: in
                         pruned=max(0, s.considered - s.invalid - s.too_big - s.evaluated),
                         notes=(sorted(s.placement_notes) + [n for n in [common_factor_note(gpus, global_batch)] if n]
                                + failure_notes(fabric, s.engine)))
+
+
+def _rank_of(ranks: list, lay: ParallelLayout, sc):
+    """Of ``ranks`` (:func:`.operators.rank_computes`), the one :meth:`_Search.waited` reads for ``sc``: ``sc``'s own
+    pipeline rank, or the busiest where the step reads no stage in particular (:func:`.step.traffic_stage` None)."""
+    return ranks[0] if traffic_stage(lay, sc) is None else next(r for r in ranks if r.busiest == sc.busiest)
 
 
 def _rank(r) -> tuple:
@@ -334,6 +372,7 @@ class _Search:
         self.best: list = []  # heap of (-step, seq, StepResult): the ``keep`` best so far
         self.counter = itertools.count()
         self.done: set = set()  # hashes of layouts already evaluated (ints: a few bytes each)
+        self.bounds = array("d")  # each candidate's bound by its place in the walk (inf: invalid or does not fit)
         self.spill: list = []  # the evaluated layouts that fit but left the ``keep`` best (for :meth:`widen`)
         self.cap = None  # the threshold once :meth:`widen` widened the search: the top-th mixed time
         self.top, self.mixed = 0, []  # once widened: the rows asked, every layout mixed so far (fastest first)
@@ -361,7 +400,8 @@ class _Search:
         ep_buf = ep_buffer_bytes(self.model, lay, dom)  # HybridEP's probabilities read the domain's EP ranks too
         mem = self.mem_cache.get((mk, nccl, ep_buf))
         if mem is None:
-            shape = self.mem_cache.get(mk)  # the same shape in another rank order: only NCCL's buffers differ
+            shape = self.mem_cache.get(mk)  # the same shape in another rank order or with another dispatcher:
+            # only NCCL's buffers and the flex dispatcher's differ (memory_per_gpu reads no other field of them)
             if shape is None:
                 mem = shape = self.mem_cache[mk] = memory_per_gpu(
                     self.model, lay, self.gpu.memory_bytes, generation=self.gpu.generation,
@@ -374,7 +414,12 @@ class _Search:
         got = self.bound_cache.get(bk)
         if got is None:
             # no sync-to-sync wait: a lower bound; blocks priced once for the layouts that time them alike
-            sc = stage_compute(self.model, lay, self.gpu, math.inf, self.blocks)
+            if self.model.moe is None:
+                sc = stage_compute(self.model, lay, self.gpu, math.inf, self.blocks)
+            else:  # and the longest waits (cover 0) on the same rows, priced once (only the waits differ)
+                least, most = rank_computes_at(self.model, lay, self.gpu, (math.inf, 0.0), self.blocks)
+                sc = least[0]
+                self.waits[(bk, 0.0)] = _rank_of(most, lay, sc)
             wide = self.waited(lay, sc, bk, 0.0)  # the floors hide behind the widest windows the host's waits give
             tp_f, ep_f = _comm_floor_s(self.spec, lay, step_traffic(self.model, lay, traffic_stage(lay, sc)), wide)
             amax_f = amax_kernels_s(lay, self.gpu.kernels.launch_gpu_s)  # the step's gaps (estimate_step)
@@ -391,9 +436,8 @@ class _Search:
             return sc
         got = self.waits.get((bk, cover_s))
         if got is None:
-            ranks = rank_computes(self.model, lay, self.gpu, cover_s, self.blocks)
-            got = ranks[0] if traffic_stage(lay, sc) is None else next(r for r in ranks if r.busiest == sc.busiest)
-            self.waits[(bk, cover_s)] = got
+            got = self.waits[(bk, cover_s)] = _rank_of(rank_computes(self.model, lay, self.gpu, cover_s, self.blocks),
+                                                        lay, sc)
         return got
 
     def refined(self, lay, bound, keys, above: float = math.inf) -> float:
@@ -525,6 +569,8 @@ class _Search:
         for lay, why in candidates:
             if lay is None:
                 self._count(None, None, first, why)
+                if first:
+                    self.bounds.append(math.inf)
                 continue
             # placed as the step places it (64 of 72 on NVL72), so the bound sees the step's groups
             lay, note = default_placement(lay, self.spec.gpus_per_domain, self.fabric.layout.num_gpus)
@@ -532,6 +578,8 @@ class _Search:
                 self.placement_notes.add(note)
             keys = _keys(lay)
             bound, mem = self.bound_of(lay, keys)
+            if first:
+                self.bounds.append(math.inf if bound is None else bound)
             if bound is None:
                 self._count(lay, mem, first)
                 continue
@@ -555,7 +603,10 @@ class _Search:
         the first pass counts the candidates (not again after :meth:`widen`)."""
         floor_bound, first = -float("inf"), count
         while True:
-            cut = self.one_pass(candidates(), batch, floor_bound, first)
+            # after the first walk only the layouts whose bound is in the pass's range are built (the bounds by
+            # place, :attr:`bounds`): the others one_pass would drop, unbuilt or not
+            wanted = None if first else (lambda i, lo=floor_bound: lo <= self.bounds[i] < self.threshold())
+            cut = self.one_pass(candidates(wanted), batch, floor_bound, first)
             first = False
             if cut >= self.threshold() or cut == float("inf") or self._full():
                 return
