@@ -54,7 +54,7 @@ def closest(name: str, allowed: Iterable[str], cutoff: float = 0.6) -> list[str]
     >>> closest("modle", ["moe", "model"])
     ['model']
     """
-    allowed = [str(a) for a in allowed]
+    name, allowed = str(name), [str(a) for a in allowed]  # a pydantic location may be an index
     by_lower = {a.lower(): a for a in reversed(allowed)}
     if name.lower() in by_lower:
         return [by_lower[name.lower()]]
