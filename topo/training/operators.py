@@ -1267,13 +1267,13 @@ class BlockTime:
     forward_s: float
     backward_s: float
     by_module_s: dict
-    recompute_s: dict  # module (or an op's tag) -> forward seconds that recomputing it repeats
+    recompute_s: dict  # module, op tag or (module, tag) -> forward seconds that recomputing it repeats
     forward_flops: float = 0.0
     attention_s: float = 0.0  # the fused attention kernels' forward + backward seconds
     wgrad_s: float = 0.0  # the weight-gradient GEMMs' seconds (what backward TP traffic hides behind)
     host_s: float = 0.0  # CPU seconds launching the forward's kernels (eager, the uncaptured ones)
     host_backward_s: float = 0.0  # ... and the backward's
-    recompute_host_s: dict = field(default_factory=dict)  # module (or an op's tag) -> the forward's host seconds
+    recompute_host_s: dict = field(default_factory=dict)  # the same keys -> the forward's host seconds
     tp_pairs_s: dict = field(default_factory=dict)  # a TP collective's pair -> the GEMM seconds it overlaps with
     launch_seq: tuple = ()  # the forward's ops in order: (host seconds, GPU seconds, kernels) each
     sync_at: int = -1  # an MoE block: index in launch_seq of its first op after the tokens-per-expert sync
@@ -1360,8 +1360,8 @@ def block_time(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute, kind: str
     (what :func:`stage_compute` bounds a layer of a dropless MoE by)."""
     fwd = bwd = flops = host = host_b = attention = wgrad = 0.0
     mods: dict[str, float] = {}
-    rec: dict[str, float] = {}
-    hmods: dict[str, float] = {}
+    rec: dict = {}  # module, tag, or (module, tag) -> forward seconds
+    hmods: dict = {}  # the same keys -> the forward's host seconds
     pairs: dict[tuple, float] = {}
     seq: list[tuple] = []
     seq_mods: list[str] = []
@@ -1377,8 +1377,9 @@ def block_time(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute, kind: str
         h = host_launch_s(op, gpu, graphs=graphs, precision=lay.precision, amax_pass=amax, scale_kernel=inv)
         host += h
         hmods[op.module] = hmods.get(op.module, 0.0) + h
-        if op.tag:
-            hmods[op.tag] = hmods.get(op.tag, 0.0) + h
+        if op.tag:  # by tag, and by module and tag: what a replay of both counts once (_replayed_s)
+            for k in (op.tag, (op.module, op.tag)):
+                hmods[k] = hmods.get(k, 0.0) + h
         if op.passes != "backward":
             if op.name == SYNC_OP and sync_at < 0 and host_syncs(lay):
                 sync_at = len(seq)
@@ -1394,7 +1395,8 @@ def block_time(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute, kind: str
         mods[op.module] = mods.get(op.module, 0.0) + f + b
         rec[op.module] = rec.get(op.module, 0.0) + f
         if op.tag:
-            rec[op.tag] = rec.get(op.tag, 0.0) + f
+            for k in (op.tag, (op.module, op.tag)):
+                rec[k] = rec.get(k, 0.0) + f
     synced = sync_at >= 0
     calls = kind == Block.MOE and ep_calls(lay)  # the expert all-to-alls the host calls
     return BlockTime(fwd, bwd, mods, rec, flops, attention, wgrad, host, host_b, hmods, pairs, tuple(seq), sync_at,
@@ -1650,13 +1652,16 @@ def _recomputed_keys(lay: ParallelLayout) -> set:
 def _replayed_s(lay: ParallelLayout, bt: BlockTime, full: bool, skip: tuple = ()) -> tuple[float, float]:
     """GPU and host seconds of one block's forward that the backward replays, per micro-batch: a fully recomputed
     layer's whole forward but FSDP2's copies (not an operator of the layer), else the ops of the modules and tags
-    selective recomputation replays (:func:`_recomputed_keys`) but those in ``skip``. The one place the replay's
+    selective recomputation replays (:func:`_recomputed_keys`) but those in ``skip``, an op whose module and tag
+    are both replayed (``mlp`` and ``mlp_wi``: fc1) once. The one place the replay's
     GPU time (:func:`_recomputed`) and its launches (:func:`_replay_terms`) are read from."""
     if full:
         return (bt.forward_s - bt.recompute_s.get(FSDP_MODULE, 0.0),
                 bt.host_s - bt.recompute_host_s.get(FSDP_MODULE, 0.0))
     keys = _recomputed_keys(lay) - set(skip)
-    return sum(bt.recompute_s.get(x, 0.0) for x in keys), sum(bt.recompute_host_s.get(x, 0.0) for x in keys)
+    both = [k for k in bt.recompute_s if isinstance(k, tuple) and k[0] in keys and k[1] in keys]  # counted once
+    return tuple(sum(d.get(x, 0.0) for x in keys) - sum(d.get(k, 0.0) for k in both)
+                 for d in (bt.recompute_s, bt.recompute_host_s))
 
 
 def bf16_layers(model: ModelSpec, lay: ParallelLayout) -> list[list[bool]]:
