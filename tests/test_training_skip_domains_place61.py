@@ -47,3 +47,12 @@ def test_a_bad_skip_list_is_one_line():
     out = run_cli(*JOB, "--skip-domains", "one")
     assert out.returncode == 2 and out.stderr == ("error: --skip-domains: must be NVLink domain indices (whole numbers "
                                                   ">= 0, comma-separated, e.g. 5 or 5,17), got 'one'\n")
+
+
+def test_a_domain_the_fabric_does_not_have_is_one_line():
+    """A skipped domain past the fabric's last skips nothing: a typo, refused (the bundled superpod has 32 NVL72
+    racks, indices 0-31), not a job silently placed as without it."""
+    out = run_cli(*JOB, "--skip-domains", "999")
+    assert out.returncode == 2 and out.stderr == ("error: --skip-domains: 999: the fabric has 32 NVLink domains; "
+                                                  "allowed: domain indices 0 to 31\n")
+    assert run_cli(*JOB, "--skip-domains", "31").returncode == 0

@@ -421,6 +421,11 @@ def _map(lay: ParallelLayout, gpus_per_domain: int, num_fabric_gpus: int) -> Map
     """:func:`map_layout`, built."""
     n = lay.gpus
     used = lay.gpus_per_domain_used or gpus_per_domain
+    domains = num_fabric_gpus // gpus_per_domain
+    absent = sorted(d for d in lay.skip_domains if d >= domains)
+    if absent:  # a domain the fabric does not have skips nothing: a typo, said
+        raise TopoError(f"{','.join(map(str, absent))}: the fabric has {domains:,} NVLink domains; allowed: domain "
+                        f"indices 0 to {domains - 1:,}", source="layout", key="skip_domains")
     # the last rank's GPU id, before any array of n: a job of 10^8 GPUs on 1,024 is refused at once (it took 19 s
     # and 2.4 GB to build the ids it then refused)
     last = _placed_ids(n - 1, used, gpus_per_domain, lay.first_gpu, lay.skip_domains) if n else 0
