@@ -522,9 +522,10 @@ def _engines(setups):
 
 def engine_of(engines, s):
     """Run ``s``'s comm engine from :func:`_engines`' ``engines``: its spec's, or the one without NVLS where its
-    release's launcher exports NCCL_NVLS_ENABLE=0 (``topo/data/compute/nccl_env_releases.toml``)."""
-    software = (s.get("row") or {}).get("software", "")
-    return engines[s["spec"]] if release_nvls_enabled(software) else engines[(s["spec"], NO_NVLS)]
+    release's or its published launcher exports NCCL_NVLS_ENABLE=0 (``topo/data/compute/nccl_env_releases.toml``)."""
+    row = s.get("row") or {}
+    enabled = release_nvls_enabled(row.get("software", ""), row.get("source_url", ""))
+    return engines[s["spec"]] if enabled else engines[(s["spec"], NO_NVLS)]
 
 
 def _predictor(fabrics, engines):

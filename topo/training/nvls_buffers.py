@@ -40,29 +40,31 @@ def nvls_constants() -> dict[str, float]:
 
 
 @lru_cache(maxsize=1)
-def _releases() -> dict:
-    return tomllib.loads((data_dir("compute") / "nccl_env_releases.toml").read_text(encoding="utf-8"))["release"]
+def _env_table() -> dict:
+    return tomllib.loads((data_dir("compute") / "nccl_env_releases.toml").read_text(encoding="utf-8"))
 
 
-def release_nvls_enabled(software: str) -> bool:
-    """Whether NCCL may run NVLS for a run of ``software``: False where the release's own launcher exports
-    NCCL_NVLS_ENABLE=0 (``topo/data/compute/nccl_env_releases.toml``: a release matches a software string that
-    starts with its name), else True (NCCL's default).
+def release_nvls_enabled(software: str, source_url: str = "") -> bool:
+    """Whether NCCL may run NVLS for a published run: False where its launcher exports NCCL_NVLS_ENABLE=0
+    (``topo/data/compute/nccl_env_releases.toml``: a ``[release]`` matches a software string that starts with its
+    name, a ``[launcher]`` a source address that contains its key), else True (NCCL's default).
 
     Parameters
     ----------
     software : str
         The run's software string (``"NeMo 25.04.01 (DGXC 25.05.04)"``).
+    source_url : str, optional
+        The run's source address (an MLPerf results directory at its commit, a model zoo at its commit).
 
     Returns
     -------
     bool
     """
-    text = (software or "").strip()
-    for name, entry in _releases().items():
-        if text.startswith(name) and not entry["nvls_enable"]:
-            return False
-    return True
+    text, url = (software or "").strip(), source_url or ""
+    table = _env_table()
+    entries = [e for name, e in table.get("release", {}).items() if text.startswith(name)]
+    entries += [e for key, e in table.get("launcher", {}).items() if key in url]
+    return all(e["nvls_enable"] for e in entries)
 
 
 def nvls_buffer_bytes(profile, generation: str, ranks_per_domain: int, domains: int) -> float:
