@@ -5,10 +5,13 @@ was refused offering that same skip again. Refused in one line; the failure's re
 
 import pytest
 
+import topo
 from conftest import run_cli
 from topo.errors import TopoError
 from topo.training.mapping import map_layout, refuse_failed_gpus
+from topo.training.model import load_model
 from topo.training.parallel import ParallelLayout
+from topo.training.search import search_layouts
 
 D, FABRIC = 72, 72 * 8
 
@@ -52,3 +55,17 @@ def test_the_flag_names_itself_without_a_layout():
                   "--global-batch", "1024", "--skip-domains", "999")
     assert out.returncode == 2 and out.stderr == ("error: --skip-domains: 999: the fabric has 32 NVLink domains; "
                                                   "allowed: domain indices 0 to 31\n")
+
+
+@pytest.mark.parametrize("fixed, key, says", [
+    ({"skip_domains": (999,)}, "skip_domains", "999: the fabric has 32 NVLink domains"),
+    ({"first_gpu": 248}, "first_gpu", "the job needs GPUs 248 to 263 from this first GPU, but the fabric has 256")])
+def test_a_search_none_of_whose_layouts_can_be_placed_says_why(fixed, key, says):
+    """A search whose every layout that fits is refused where it is placed (a skipped domain the fabric lacks, a
+    first GPU past it) says the placement's reason, not that the model fits in no layout by the memory of one that
+    does not fit (it said llama3-8b needed 205.6 GB per GPU on 128 GB200 with --skip-domains 999)."""
+    fabric = topo.build_fabric(topo.load_spec("dgx-h100-superpod", ["cluster.num_units=1"]))  # 32 DGX H100: 256 GPUs
+    with pytest.raises(TopoError) as e:
+        search_layouts(fabric, load_model("llama3-8b"), 16, 16, top=1, contention=False, **fixed)
+    assert e.value.key == key and "no layout of llama3-8b that fits on 16 GPUs can be placed" in e.value.message
+    assert says in e.value.message, e.value.message
