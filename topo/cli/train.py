@@ -329,6 +329,8 @@ def _run(args) -> int:
             raise TopoError(exc.message, key="--gpus") from None
         if exc.source == "layout" and exc.key == "first_gpu":  # the flag's own: a layout gives none here
             raise TopoError(exc.message, key="--first-gpu") from None
+        if exc.source == "layout" and _given_as_flag(args, exc.key):  # --skip-domains 999: not 'layout: ...'
+            raise _as_flags(args, exc) from None
         raise
     return _finish(args, result, model, fabric, lay)
 

@@ -327,7 +327,7 @@ def _past_failed(lay: ParallelLayout, gpus_per_domain: int, after: int, num_fabr
     start = lay.first_gpu // D
     skip = sorted({*lay.skip_domains, after // D - 1})
     healthy = num_fabric_gpus // D - start - sum(start <= s < num_fabric_gpus // D for s in skip)
-    if lay.gpus > healthy * used:
+    if lay.gpus > healthy * used or not _skip_fits(lay.first_gpu, used, D):  # a skip it would then refuse
         return rest
     return f"skip_domains = [{','.join(map(str, skip))}] (the job on the other domains, {used} of each), or {rest}"
 
@@ -426,6 +426,7 @@ def _map(lay: ParallelLayout, gpus_per_domain: int, num_fabric_gpus: int) -> Map
     if absent:  # a domain the fabric does not have skips nothing: a typo, said
         raise TopoError(f"{','.join(map(str, absent))}: the fabric has {domains:,} NVLink domains; allowed: domain "
                         f"indices 0 to {domains - 1:,}", source="layout", key="skip_domains")
+    _refuse_straddled_skip(lay, used, gpus_per_domain)
     # the last rank's GPU id, before any array of n: a job of 10^8 GPUs on 1,024 is refused at once (it took 19 s
     # and 2.4 GB to build the ids it then refused)
     last = _placed_ids(n - 1, used, gpus_per_domain, lay.first_gpu, lay.skip_domains) if n else 0
@@ -452,6 +453,29 @@ def _map(lay: ParallelLayout, gpus_per_domain: int, num_fabric_gpus: int) -> Map
                         f"{gpus_per_domain} under rank order {lay.rank_order} and first GPU {lay.first_gpu}; "
                         f"allow it with tp_across_domains", source="layout", key="tp")
     return mapping
+
+
+def _skip_fits(first_gpu: int, used: int, gpus_per_domain: int) -> bool:
+    """Whether ``skip_domains`` can pass over whole domains from ``first_gpu``: each domain's ``used`` GPUs of the
+    job, counted from ``first_gpu``'s place in its domain, stay inside that domain (:func:`_placed_ids` skips the
+    k-th such run of ``used`` GPUs, which otherwise reaches into the next domain)."""
+    return first_gpu % gpus_per_domain + used <= gpus_per_domain
+
+
+def _refuse_straddled_skip(lay: ParallelLayout, used: int, gpus_per_domain: int) -> None:
+    """Refuse ``skip_domains`` where the job's runs of ``used`` GPUs straddle two domains (:func:`_skip_fits`): a
+    skipped domain would still hold the tail of the run before it (first GPU 104 of 72-GPU domains at 64 each,
+    domain 2 skipped, put 24 of the job's GPUs on domain 2, and a failed nvswitch2 was refused offering the same
+    skip again)."""
+    D, at = gpus_per_domain, lay.first_gpu % gpus_per_domain
+    if not lay.skip_domains or _skip_fits(lay.first_gpu, used, D):
+        return
+    aligned = lay.first_gpu - at
+    raise TopoError(f"{','.join(map(str, lay.skip_domains))}: first GPU {lay.first_gpu:,} is GPU {at} of its "
+                    f"{D}-GPU NVLink domain, so the job's {used} GPUs of each domain from there reach into the next "
+                    f"one and a skipped domain would still hold some; allowed with skip_domains: a first GPU at a "
+                    f"domain's start ({aligned:,} or {aligned + D:,}) or at most {D - at} GPUs of each domain "
+                    f"(gpus_per_domain_used)", source="layout", key="skip_domains")
 
 
 def _rank_axes(lay: ParallelLayout) -> list[str]:

@@ -900,6 +900,11 @@ def _check_flex_dispatcher(model: ModelSpec, lay: ParallelLayout, bad) -> None:
         bad("ep", f"{lay.ep} (x etp {lay.expert_tp}) ranks have no DeepEP config (deep_ep/buffer.py "
                   f"get_dispatch_config asserts 'Unsupported number of EP ranks'); allowed with ep_flex_backend=deepep: "
                   f"ep x etp in {', '.join(map(str, deepep_config_ranks()))}")
+    if model.moe is not None and lay.ep_dispatcher == "deepep" and lay.ep_flex_backend == "deepep" \
+            and lay.ep_comm_sms % 2:  # Megatron-Core's set_deepep_num_sms(moe_deepep_num_sms) -> Buffer.set_num_sms
+        bad("ep_comm_sms", f"{lay.ep_comm_sms} SMs: DeepEP's Buffer.set_num_sms asserts 'The SM count must be even' "
+                           f"(two SMs a channel; deepseek-ai/DeepEP@94a9f8f6 deep_ep/buffer.py); allowed with "
+                           f"ep_flex_backend=deepep: an even count, e.g. {lay.ep_comm_sms + 1}")
 
 
 def _check_shard_groups(lay: ParallelLayout, bad) -> None:

@@ -362,6 +362,7 @@ class _Search:
         self.step_kw, self.progress, self.max_layouts = step_kw, progress, max_layouts
         self.considered = self.invalid = self.too_big = self.evaluated = 0
         self.closest = None  # (memory, layout) of the smallest layout that does not fit
+        self.unplaced = None  # (layout, TopoError) of the first layout that fits but cannot be placed
         self.placement_notes: set = set()  # what default_placement said of the layouts it placed
         self.reasons: dict = {}  # why candidates broke a rule: reason -> count (a few distinct reasons)
         self.mem_cache: dict = {}
@@ -497,7 +498,8 @@ class _Search:
         """Whether the layout's groups map onto the fabric as placed (a TP group inside one NVLink domain)."""
         try:
             map_layout(lay, self.spec.gpus_per_domain, self.fabric.layout.num_gpus)
-        except TopoError:
+        except TopoError as exc:
+            self.unplaced = self.unplaced or (lay, exc)
             return False
         return True
 
@@ -616,6 +618,10 @@ class _Search:
         if self.best:
             return
         model, cap = self.model, self.gpu.memory_bytes
+        if self.unplaced is not None and not self.evaluated:  # layouts fit, none could be placed: why, not the
+            lay, exc = self.unplaced  # memory of one that does not fit (rev64: --skip-domains 999 blamed the memory)
+            raise TopoError(f"no layout of {model.name} that fits on {gpus:,} GPUs can be placed; the first "
+                            f"({lay.describe()}): {exc.message}", source=exc.source, key=exc.key)
         if self.closest is None:
             why, n = max(self.reasons.items(), key=lambda it: it[1], default=("", 0))
             rule = why in ("global_batch", "pp")  # the enumeration's own divisibility checks (candidate_layouts)

@@ -1491,9 +1491,10 @@ def exposed_routed(engine: CommEngine, model: ModelSpec, lay: ParallelLayout, ma
         (:func:`_stream_exposed`), or None unless every one of its collectives was routed already; ``dp``: the
         exposed seconds of the DP collectives routed already (the others count 0), their windows widened by the
         NVLink-only exposed time as the step's (:func:`_nvlink_exposed_s`), or infinitely (their least exposure)
-        while a dimension that would widen them is not known. With ``sc`` the search's (no host wait: narrower
-        windows), the TP term is no less than the step's and so widens the DP windows no less: ``dp`` stays at or
-        below the step's.
+        while a dimension that would widen them is not known. Each term is the step's when ``sc`` is the step's own
+        compute (its host waits at the step's EP cover); the search's refinement passes that once the EP exchanges
+        are routed, and before it the compute at EP cover 0, whose longest waits give windows at least as wide as
+        the step's (it then reads no ``dp`` or ``tp`` term from here: ``_Search.refined``).
     """
     spec = engine.fabric.spec
     gpu = gpu or gpu_compute(spec.gpu, host_cpu=spec.host_cpu[0])
