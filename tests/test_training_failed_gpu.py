@@ -54,7 +54,7 @@ def test_the_search_refuses_a_failed_gpu_of_the_job_in_the_same_line(spec, gpus,
 
 def test_the_search_across_sites_refuses_a_failed_gpu_of_a_site_in_the_same_line():
     job = ("--model", "llama3-8b", "--gpus", "512", "--global-batch", "3072", "--fail", "east:gpu3")
-    line = ("error: --fail: GPU 3 failed and is one of the job's GPUs (0 to 255); allowed: --skip-domains [0] (the job on "
+    line = ("error: --fail: site east: GPU 3 failed and is one of the job's GPUs (0 to 255); allowed: --skip-domains [0] (the job on "
             "the other domains, 8 of each), or a --first-gpu 8 or past it (the next NVLink domain), or gpu3 left out of the failures\n")
     one = run_cli("train", "two-site-h100", *job, "--tp", "8")
     search = run_cli("train", "two-site-h100", *job, "--search", "--top", "2")

@@ -36,7 +36,10 @@ def test_the_way_past_a_failed_rack_says_what_the_job_becomes_there():
     line offered --first-gpu 432, from where 7,168 GPUs fit only at all 72 of each rack (106 racks x 64 = 6,784 <
     7,168 <= 106 x 72 = 7,632): the step then ran 3.4x slower, its EP groups straddling racks, and --gpus-per-
     domain-used 64 there was refused. The line now says so, with the largest job at 64 a rack past the rack
-    (6,784) and before it (5 x 64 = 320); past the last racks, where nothing as large fits, only the smaller jobs."""
+    (6,784) and before it (5 x 64 = 320); past the last racks, where nothing as large fits, only the smaller jobs.
+    place64: first, the rack skipped with a spare: 111 racks x 64 = 7,104 < 7,168 <= 112 x 64, so ceil(7,168 / 64)
+    - 111 = 1 more rack keeps 64 of each (on 120 racks, the next whole pods of 8, --skip-domains 5 then runs the job
+    at 64 a rack)."""
     import pytest
     from topo.errors import TopoError
     from topo.training.mapping import refuse_failed_gpus
@@ -44,13 +47,16 @@ def test_the_way_past_a_failed_rack_says_what_the_job_becomes_there():
     lay = ParallelLayout(tp=1, dp=7168, global_batch=7168, gpus_per_domain_used=64)
     with pytest.raises(TopoError) as exc:
         refuse_failed_gpus(lay, 72, ("nvswitch5",), 112 * 72)
-    assert ("allowed: a first_gpu = 432 or past it (the next NVLink domain), where the job's 7,168 GPUs fit only at "
-            "all 72 of each domain (the 106 domains left hold 6,784 at 64: its power-of-two groups then straddle "
+    assert ("allowed: skip_domains = [5] with 1 more NVLink domain in the fabric (spare racks: the 111 left hold "
+            "7,104 of the job's 7,168 GPUs at 64 of each; grow the spec's [cluster]), or a first_gpu = 432 or past it (the next NVLink domain), "
+            "where the job's 7,168 GPUs fit only at all 72 of each domain (the 106 domains left hold 6,784 at 64: its power-of-two groups then straddle "
             "domains), or a job of at most 6,784 GPUs from there or of at most 320 before it, or nvswitch5 left out "
             "of the failures") in exc.value.message
     with pytest.raises(TopoError) as exc:  # 1 rack of 64 past rack 110, 110 x 64 before it
         refuse_failed_gpus(lay, 72, ("gpu7930",), 112 * 72)
-    assert exc.value.message.endswith("allowed: a job of at most 64 GPUs from first_gpu = 7992 (the next NVLink "
+    assert exc.value.message.endswith("allowed: skip_domains = [110] with 1 more NVLink domain in the fabric (spare "
+                                      "racks: the 111 left hold 7,104 of the job's 7,168 GPUs at 64 of each; grow "
+                                      "the spec's [cluster]), or a job of at most 64 GPUs from first_gpu = 7992 (the next NVLink "
                                       "domain) or of at most 7,040 before it, or gpu7930 left out of the failures")
     small = ParallelLayout(tp=8, dp=16, global_batch=64, gpus_per_domain_used=64)  # 128 GPUs: fits past rack 1
     with pytest.raises(TopoError) as exc:
@@ -60,6 +66,9 @@ def test_the_way_past_a_failed_rack_says_what_the_job_becomes_there():
     # the command line passes the fabric's GPUs: 32 racks at 64 (2,048 GPUs), rack 5 failed, 26 racks past it
     p = run_cli("train", "gb200-nvl72-superpod", "--model", "llama3-8b", "--gpus", "2048", "--tp", "8",
                 "--global-batch", "2048", "--fail", "nvswitch5")
-    assert p.returncode == 2 and p.stderr.endswith("allowed: a job of at most 1,664 GPUs from --first-gpu 432 (the "
+    assert p.returncode == 2 and p.stderr.endswith("allowed: --skip-domains [5] with 1 more NVLink domain in the "
+                                                   "fabric (spare racks: the 31 left hold 1,984 of the job's 2,048 "
+                                                   "GPUs at 64 of each; grow the spec's [cluster]), "
+                                                   "or a job of at most 1,664 GPUs from --first-gpu 432 (the "
                                                    "next NVLink domain) or of at most 320 before it, or nvswitch5 "
                                                    "left out of the failures\n"), p.stderr

@@ -36,7 +36,9 @@ def register(sub) -> None:
                    "cooling type's, cooling.<type>.pue in cooling.toml; catalog facility.pue)")
     p.add_argument("--model", metavar="M", help="take the MFU from `topo train` for this model (with --layout)")
     p.add_argument("--layout", action=GivenOnce, metavar="L",
-                   help="parallel layout for --model, e.g. tp=8,pp=16,dp=... ")
+                   help="parallel layout for --model, e.g. tp=8,pp=16,dp=... ; placement fields too: first_gpu=N, "
+                   "skip_domains=[5,17] (NVLink domains passed over, as topo train --skip-domains; the step runs on "
+                   "the fabric as installed)")
     p.add_argument("--no-collectives", action="store_true",
                    help="skip the estimates (the all-reduce and all-to-all across the top tier, over every GPU, and "
                    "the blast radius's collectives): the plan in about half the time at 100k GPUs")

@@ -53,7 +53,8 @@ def register(sub) -> None:
                    help="add a training job's section: step breakdown, memory, bytes per tier of MODEL laid out as "
                    "--layout on each SPEC (see topo train; --model, as topo train and topo plan name it, is the same)")
     p.add_argument("--layout", action=GivenOnce, metavar="L",
-                   help="with --train: tp=8,pp=16,dp=...,global_batch=... or a layout TOML")
+                   help="with --train: tp=8,pp=16,dp=...,global_batch=... or a layout TOML; placement fields "
+                   "too: first_gpu=N, skip_domains=[5,17] (NVLink domains passed over, as topo train --skip-domains)")
     p.add_argument("--format", default="html", choices=("html", "png", "svg"),
                    help="html: the whole report (default); png or svg: the one figure named by --figure")
     p.add_argument("--figure", choices=FIGURES,
@@ -241,6 +242,10 @@ def _trains(job, reports):
     model, lay = job
     results, frames = [], []
     for r in reports:
-        results.append(estimate_step(r.fabric, model, lay))
+        try:
+            results.append(estimate_step(r.fabric, model, lay))
+        except TopoError as exc:  # a layout field the fabric refuses (skip_domains past its domains), as _job names it
+            raise TopoError(exc.message, source="--layout" if exc.source == "layout" else exc.source,
+                            key=exc.key) from None
         frames.append(tier_bytes(r.fabric, model, lay))
     return results, pd.concat(frames, ignore_index=True)

@@ -142,7 +142,10 @@ def _placement_arguments(p) -> None:
     p.add_argument("--tp-across-domains", action="store_true", help="allow TP groups to span NVLink domains")
     p.add_argument("--first-gpu", type=int, default=None, help="the job's first GPU id (default 0)")
     p.add_argument("--skip-domains", default=None, metavar="N[,N...]",
-                   help="NVLink domains (racks: nvswitchN's N) the job's placement passes over, e.g. a failed rack")
+                   help="NVLink domains (racks: nvswitchN's N) the job's placement passes over, e.g. a failed rack; "
+                   "a region: indices within a site (0 to its domains - 1), the same in every site's share, since "
+                   "every site runs the same share (--fail SITE:nvswitchN names the failed one); topo plan and topo "
+                   "report take it as --layout ...,skip_domains=[5,17]")
     p.add_argument("--overlap", action="append", default=[], metavar="DIM=on|off",
                    help="overlap rule per dimension, e.g. --overlap tp=on --overlap dp=off "
                         "(defaults: dp on, cp on, tp off, pp off, ep off)")
@@ -282,6 +285,9 @@ def _run(args) -> int:
         try:
             return run_region_train(args, _layout_options(args), note_flags)
         except TopoError as exc:
+            if exc.key == "skip_domains":  # place64: one rule, said where a region user meets it
+                exc = TopoError(f"{exc.message} (in a region, indices within a site: every site's share is placed "
+                                f"alike)", source=exc.source, key=exc.key)
             raise _as_flags(args, exc) from None
     fabric = fabric_from_args(args)
     if args.gpus is not None and args.gpus > fabric.layout.num_gpus:  # before the layout's own rules (walk8: a

@@ -66,6 +66,23 @@ class TierPlan:
         """Ports of the tier's switches that neither the links from below nor the uplinks use (every switch)."""
         return (self.radix - self.down_ports - self.up_ports) * self.num_switches
 
+    def switches_for_ports(self, ports: int) -> int:
+        """Switches of this tier's model that add at least ``ports`` ports in whole groups: the same number to each
+        of its ``num_groups`` groups, as the builder lays a tier (``num_groups x switches_per_group``; at the top
+        tier a group is a plane: a rail's, or the spines' plane coordinates below), so every plane keeps its share.
+
+        Parameters
+        ----------
+        ports : int
+            Ports to add.
+
+        Returns
+        -------
+        int
+            ``num_groups * ceil(ports / (num_groups * radix))`` (0 for no ports).
+        """
+        return self.num_groups * -(-max(0, ports) // (self.num_groups * self.radix))
+
     @property
     def up_capacity_Bps(self) -> float:
         return self.num_switches * self.up_ports * self.up_rate_Bps

@@ -21,7 +21,8 @@ capacity into the site (``o`` the border oversubscription):
   ends; idle ports take them.
 
 Where the attach tier's idle ports end (:func:`_grown_top`), the top tier grows: ``ceil(missing / k)`` more
-switches of its own model (radix ``k``, the site's bill's price and power), the links from the tier below spread
+switches of its own model (radix ``k``, the site's bill's price and power), rounded up to the same number in each
+of its ``G`` planes (the builder's groups: ``G ceil(missing / (G k))``, place64), the links from the tier below spread
 over them (their count and optics unchanged: ``n k`` ports hold the ``n k - idle`` taken from below and the
 DCI's), the same rule as the single-site plan's switch counts (ports = switches x radix). A tier below the top
 cannot grow without ports above it: refused, naming the site and ``interconnect.attach_tier``.
@@ -59,6 +60,7 @@ class SitePorts:
     why_border: str = ""  # why the attach tier does not host the waves
     ports_missing: int = 0  # attach-tier ports the DCI needs beyond the idle ones (the top tier grows for them)
     tier_added: int = 0  # switches of the attach tier's model added to it for those ports (:func:`_grown_top`)
+    tier_planes: int = 1  # the attach tier's planes (its groups), each growing alike
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -161,12 +163,13 @@ def _at_tier(base: dict, bom, t, waves, idle: int) -> SitePorts:
     items = _grown_top(bom, t, missing, base["site"])
     added = items[0].count if items else 0
     return SitePorts(**base, ports_needed=needed, border_switches=0, items=items, hosted_at=t.name,
-                     border_model="", ports_missing=missing, tier_added=added)
+                     border_model="", ports_missing=missing, tier_added=added, tier_planes=t.num_groups)
 
 
 def _grown_top(bom, t, missing: int, site: str) -> list[DciItem]:
     """The switches of the attach tier's own model that give it ``missing`` more ports: ``ceil(missing / k)`` of
-    radix ``k``, priced and powered as the site's bill prices the tier (a larger top tier, the links from below
+    radix ``k``, rounded up to the same number in each of the tier's planes (place64: :meth:`~topo.fabric.layout.
+    TierPlan.switches_for_ports`, as the builder lays the tier), priced and powered as the site's bill prices the tier (a larger top tier, the links from below
     spread over more switches, their count unchanged); refused below the top tier, which would need ports above."""
     if missing <= 0:
         return []
@@ -176,7 +179,7 @@ def _grown_top(bom, t, missing: int, site: str) -> list[DciItem]:
                         f"allowed: attach the DCI at the top tier (interconnect.attach_tier) or a site whose "
                         f"{t.name} has idle ports (fewer units)", key="interconnect.attach_tier")
     sw = _switch_line(bom, t.name)
-    return [DciItem(f"{t.name} switch added for the DCI ({sw.model})", math.ceil(missing / t.radix),
+    return [DciItem(f"{t.name} switch added for the DCI ({sw.model})", t.switches_for_ports(missing),
                     sw.power_W_each, sw.price_usd_each)]
 
 
@@ -206,7 +209,8 @@ def _border(base: dict, f, bom, t, waves, need_Bps: float, idle: int, cat: DciCa
              f"wave's rate (plan.dci.switch.port_rate_Gbps)"] if fastest > rate * ppc * (1 + 1e-9) else []
     return SitePorts(**base, ports_needed=links, border_switches=n, items=items, hosted_at="border",
                      border_model=model, border_up_ports=up, border_down_ports=down, why_border=why,
-                     ports_missing=missing, tier_added=grown[0].count if grown else 0, notes=notes)
+                     ports_missing=missing, tier_added=grown[0].count if grown else 0, tier_planes=t.num_groups,
+                     notes=notes)
 
 
 def port_notes(ports: list[SitePorts]) -> list[str]:
@@ -250,5 +254,7 @@ def _grown_text(p: SitePorts) -> str:
     return (f"the {p.attach_tier} has {p.ports_idle:,} idle, {p.ports_missing:,} short: the DCI's bill adds "
             f"{grown.count:,} {p.attach_tier} switch{'es' * (grown.count != 1)} of the site's model "
             f"({grown.item.rsplit('(', 1)[-1].rstrip(')')}, {grown.power_W_each:,.0f} W, "
-            f"${grown.price_usd_each:,.0f} each: a larger top tier, the links from below spread over "
+            f"${grown.price_usd_each:,.0f} each"
+            + (f", {grown.count // p.tier_planes:,} in each of its {p.tier_planes:,} planes" if p.tier_planes > 1 else "")
+            + f": a larger top tier, the links from below spread over "
             f"{grown.count:,} more switches, their count and optics unchanged)")

@@ -271,9 +271,11 @@ def default_placement(lay: ParallelLayout, gpus_per_domain: int, num_fabric_gpus
     used = recipe_gpus_used(D)
     domains = num_fabric_gpus // D - len({s for s in lay.skip_domains if lay.first_gpu // D <= s < num_fabric_gpus // D})
     if lay.first_gpu + lay.gpus > domains * used:
+        spare = (f"; at {used} of each it needs {spare_domains_text(lay.gpus, used, domains - lay.first_gpu // D)}"
+                 if lay.skip_domains else "")  # place64: the domains skipped made it so
         return lay.model_copy(update={"gpus_per_domain_used": D}), (
             f"placement: every GPU of the {D}-GPU NVLink domains (the job needs more than {used} of each; "
-            f"groups of a power of two may straddle domains)")
+            f"groups of a power of two may straddle domains){spare}")
     return (lay.model_copy(update={"gpus_per_domain_used": used}),
             f"placement: {used} of each {D}-GPU NVLink domain, as production recipes run NVL72 racks "
             f"(power-of-two TP/EP/DP groups inside a rack); gpus_per_domain_used = {D} fills the domains")
@@ -327,9 +329,21 @@ def _past_failed(lay: ParallelLayout, gpus_per_domain: int, after: int, num_fabr
     start = lay.first_gpu // D
     skip = sorted({*lay.skip_domains, after // D - 1})
     healthy = num_fabric_gpus // D - start - sum(start <= s < num_fabric_gpus // D for s in skip)
-    if lay.gpus > healthy * used or not _skip_fits(lay.first_gpu, used, D):  # a skip it would then refuse
+    if not _skip_fits(lay.first_gpu, used, D):  # a skip it would then refuse (rev64)
         return rest
-    return f"skip_domains = [{','.join(map(str, skip))}] (the job on the other domains, {used} of each), or {rest}"
+    skipped = f"skip_domains = [{','.join(map(str, skip))}]"
+    if lay.gpus > healthy * used:  # walk23: 7,168 GPUs at 64 on exactly 112 racks need a 113th, a spare
+        return f"{skipped} with {spare_domains_text(lay.gpus, used, healthy)}, or {rest}"
+    return f"{skipped} (the job on the other domains, {used} of each), or {rest}"
+
+
+def spare_domains_text(gpus: int, used: int, healthy: int) -> str:
+    """What a job of ``gpus`` GPUs at ``used`` a domain needs beyond the ``healthy`` NVLink domains it may use (those
+    from its first past the skipped ones): ``ceil(gpus / used) - healthy`` more, a scheduler's spare racks (place64:
+    walk23's 7,168 GB200 on exactly 112 NVL72 racks, one failed, 111 x 64 = 7,104: one spare)."""
+    more = -(-gpus // used) - healthy
+    return (f"{more:,} more NVLink domain{'s' if more > 1 else ''} in the fabric (spare racks: the {healthy:,} left "
+            f"hold {healthy * used:,} of the job's {gpus:,} GPUs at {used} of each; grow the spec's [cluster])")
 
 
 def _past_by_first_gpu(lay: ParallelLayout, gpus_per_domain: int, after: int, num_fabric_gpus: int | None) -> str:

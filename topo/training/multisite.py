@@ -34,7 +34,7 @@ from ..fabric.region_split import split_notes
 from ..fabric.region import Region
 from ..units import format_time, whole_bytes
 from .fp8_amax import AMAX_GROUP, AMAX_PHASE, amax_group, amax_reductions
-from .mapping import EXPERT_DP_GROUPS, default_placement
+from .mapping import EXPERT_DP_GROUPS, default_placement, refuse_failed_gpus
 from .memory import busiest_stage, stage_params
 from .model import ModelSpec
 from .parallel import ParallelLayout, batch_allowed, dp_bucket_params
@@ -134,7 +134,7 @@ def estimate_across_sites(region: Region, model: ModelSpec, lay: ParallelLayout,
     K = region.num_sites
     _check_job(lay, K, across)
     site_lay = lay.model_copy(update={"dp": lay.dp // K, "global_batch": lay.global_batch // K})
-    fabric = min(region.fabrics, key=lambda f: f.num_gpus)
+    fabric = share_fabric(region, site_lay)
     if site_lay.gpus > fabric.num_gpus:
         raise TopoError(f"one site's share of the job needs {site_lay.gpus:,} GPUs; the smallest site has "
                         f"{fabric.num_gpus:,}", key="dp")
@@ -177,6 +177,30 @@ def estimate_across_sites(region: Region, model: ModelSpec, lay: ParallelLayout,
     out.fits = one.fits  # walk16: a share of 1,454 GB per GPU printed its step as if it ran
     out.notes = [f"one site's share: {n}" for n in one.notes] + split_notes(region)
     return out
+
+
+def share_fabric(region: Region, site_lay: ParallelLayout | None = None):
+    """The site fabric a region's job times its share on (every site runs the same share): the smallest site's, one
+    with failed parts first among the smallest (place64: ``--fail west:nvswitch1`` was timed on east's healthy
+    fabric, the failed rack under the job unsaid). With ``site_lay`` (the share), a failed GPU or NVLink switch of
+    any site under it is refused first (:func:`~topo.training.mapping.refuse_failed_gpus`; the share is placed
+    alike in every site, ``skip_domains`` as indices within a site), the line naming the site."""
+    for fabric in region.fabrics if site_lay is not None else ():
+        if fabric.failures:
+            placed, _ = default_placement(site_lay, fabric.spec.gpus_per_domain, fabric.layout.num_gpus)
+            try:
+                refuse_failed_gpus(placed, fabric.spec.gpus_per_domain, fabric.failures, fabric.layout.num_gpus)
+            except TopoError as exc:
+                raise site_failure(region, fabric, exc) from None
+    return min(region.fabrics, key=lambda f: (f.num_gpus, not f.failures))
+
+
+def site_failure(region: Region, fabric, exc: TopoError) -> TopoError:
+    """``exc`` with the site of ``fabric`` named where it is about a failed part (key ``fail``)."""
+    if exc.key != "fail":
+        return exc
+    site = region.site_names[next(i for i, f in enumerate(region.fabrics) if f is fabric)]
+    return TopoError(f"site {site}: {exc.message}", source=exc.source, key=exc.key)
 
 
 def _check_job(lay: ParallelLayout, K: int, across: str) -> None:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from ..errors import TopoError
 from ..fabric.region import Region
 from .model import ModelSpec
-from .multisite import MultisiteStep, estimate_across_sites
+from .multisite import MultisiteStep, estimate_across_sites, share_fabric, site_failure
 from .parallel import ParallelLayout
 from .search import search_layouts
 
@@ -88,7 +88,7 @@ def search_across_sites(region: Region, model: ModelSpec, global_batch: int, *, 
         no layout of the share that can span the sites the way asked.
     """
     K = region.num_sites
-    fabric = min(region.fabrics, key=lambda f: f.num_gpus)
+    fabric = share_fabric(region)
     if global_batch % K:
         raise TopoError(f"{global_batch} sequences do not split over the {K} sites; allowed: a multiple of {K}",
                         key="global_batch")
@@ -99,7 +99,10 @@ def search_across_sites(region: Region, model: ModelSpec, global_batch: int, *, 
     step_kw = dict(convention=convention, efficiency=efficiency, contention=contention)
     if across == "pp":  # walk16: the share's best had pp 1 and none could span the sites; stages split at them
         options = {**options, "pp_multiple": K}
-    res = search_layouts(fabric, model, share, global_batch // K, top=top, **step_kw, **options)
+    try:
+        res = search_layouts(fabric, model, share, global_batch // K, top=top, **step_kw, **options)
+    except TopoError as exc:  # a failed part under the share: the site named, as estimate_across_sites names it
+        raise site_failure(region, fabric, exc) from None
     out = MultisiteSearch(region=region.name, model=model.name, num_sites=K, gpus=share * K,
                           global_batch=global_batch, across=across,
                           search={k: getattr(res, k) for k in ("considered", "rejected_invalid", "rejected_memory",
