@@ -1693,9 +1693,10 @@ def stage_compute(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute, ep_cov
                   blocks: dict | None = None) -> StageCompute:
     """Every stage's compute per micro-batch (see :func:`pipeline_units`); the busiest sets the pace. Layers an FP8
     layout keeps in BF16 (:func:`bf16_layers`) are timed as a BF16 layout's. ``ep_cover_s``: GPU seconds of the
-    expert all-to-alls a dropless MoE layer runs between its syncs, forward (its dispatch and combine, timed by the
-    step), during which the host launches ahead (:func:`_synced_layer_wait_s`); ``math.inf`` gives a lower bound
-    of the waits (the layout search's). ``blocks``: as :func:`rank_computes`'."""
+    expert exchange a dropless MoE layer runs between its syncs, forward (its dispatch and combine: the EP
+    all-to-alls and the experts' etp all-gather and reduce-scatter, timed by the step:
+    :func:`topo.training.step._ep_cover_s`), during which the host launches ahead (:func:`_synced_layer_wait_s`);
+    ``math.inf`` gives a lower bound of the waits (the layout search's). ``blocks``: as :func:`rank_computes`'."""
     return rank_computes(model, lay, gpu, ep_cover_s, blocks)[0]
 
 
@@ -1718,7 +1719,7 @@ def rank_computes_at(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute, cov
     lay : ParallelLayout
     gpu : GpuCompute
     covers_s : tuple of float
-        EP covers, each as :func:`stage_compute`'s ``ep_cover_s``: the expert all-to-alls' seconds between a dropless
+        EP covers, each as :func:`stage_compute`'s ``ep_cover_s``: the expert exchange's seconds between a dropless
         layer's syncs. The rows are priced once; only the host's waits are read per cover (a search bounds with the
         covers ``math.inf`` and 0).
     blocks : dict, optional
@@ -2036,7 +2037,8 @@ def _synced_layer_wait_s(blocks: list[BlockTime], moe: int, ep_cover_s: float = 
     at least the host's launches less the GPU's time, and more where the host's launches bunch up (an op's
     launches right after the sync, a router's small kernels just before the next).
 
-    ``ep_cover_s``: the stretch's expert all-to-alls, half of it the dispatch right after the sync (the host
+    ``ep_cover_s``: the stretch's expert exchange (the EP all-to-alls and the experts' etp all-gather and
+    reduce-scatter: :func:`topo.training.step._ep_cover_s`), half of it the dispatch right after the sync (the host
     launches the permutation and the experts while it runs) and half the combine after the experts (before the
     block's residual), each the block's ``call_host_s`` of host (:func:`ep_call_host_s`): the host launches the dispatch
     only once the sync has returned, so the GPU, drained, idles for that launch too (HybridEP's dropless forward
