@@ -1859,7 +1859,25 @@ def early_stopped_s(lay: ParallelLayout, units: list, flags: list, bt) -> float:
     if not layers:
         return 0.0
     n = len(layers) if lay.recompute_num_layers is None else min(len(layers), lay.recompute_num_layers)
-    return n / len(layers) * sum(bt(u[-1], bf16).recompute_s.get(RESIDUAL_TAG, 0.0) for u, bf16 in layers)
+    return n / len(layers) * sum(_unreplayed_s(lay, u, bf16, bt)[0] for u, bf16 in layers)
+
+
+def _unreplayed_s(lay: ParallelLayout, u, bf16: bool, bt) -> tuple[float, float]:
+    """GPU and host seconds per micro-batch of one fully recomputed layer's forward that its replay does not run
+    under ``recompute_early_stop`` (:func:`early_stopped_s`): its last block's residual add, the kernel and its
+    launch; (0, 0) without early stop or full recomputation. The one place :func:`early_stopped_s` (the replay's
+    GPU time) and :func:`_replay_terms` (its host balance) read it from."""
+    if lay.recompute != "full" or not lay.recompute_early_stop or u in END_UNITS:
+        return 0.0, 0.0
+    last = bt(u[-1], bf16)
+    return last.recompute_s.get(RESIDUAL_TAG, 0.0), last.recompute_host_s.get(RESIDUAL_TAG, 0.0)
+
+
+def _stops_before_combine(lay: ParallelLayout, kinds: list) -> bool:
+    """Whether a fully recomputed layer's replay under ``recompute_early_stop`` ends before its MoE block's combine
+    call: the MoE block ends the layer and is not checkpointed on its own (Megatron-Core's ``moe`` module replays
+    the combine); the same rule as :meth:`topo.training.step._Traffic.stopped`."""
+    return lay.recompute_early_stop and kinds[-1] == Block.MOE and "moe" not in lay.recompute_modules
 
 
 def _busiest_first(rows: list[tuple]) -> list[StageCompute]:
@@ -1950,7 +1968,10 @@ def _replay_terms(lay: ParallelLayout, u, bf16: bool, bt, synced: bool, ep_cover
     else the selectively recomputed modules' ops), launched inside the backward pass, where nothing syncs and the
     host runs ahead as across the forward. A replayed MoE forward (full, or the ``moe`` module) calls its
     dispatch and combine again (:meth:`topo.training.step._Traffic.recomputed` counts their GPU time under
-    ``ep``): ``ep_cover_s`` of GPU and two ``call_host_s`` of host, as in the forward. A synced replay waits on a
+    ``ep``): ``ep_cover_s`` of GPU and two ``call_host_s`` of host, as in the forward. Under
+    ``recompute_early_stop`` a fully recomputed layer's replay ends before its last residual add
+    (:func:`_unreplayed_s`) and, the MoE block last, before the combine call (:func:`_stops_before_combine`: half the
+    cover, one call), as :func:`early_stopped_s` and the step's EP traffic have it. A synced replay waits on a
     line of its own instead: a fully recomputed synced MoE layer the forward's stretch (:func:`_synced_layer_wait_s`),
     nothing here; a recomputed ``moe`` module of a synced layer its MoELayer's (:func:`_moe_recompute_wait_s`), the
     other modules here. End units replay nothing (:func:`_stage_row`)."""
@@ -1965,7 +1986,11 @@ def _replay_terms(lay: ParallelLayout, u, bf16: bool, bt, synced: bool, ep_cover
         gk, hk = _replayed_s(lay, bt(kind, bf16), full, MOE_MODULE if own_line else ())
         g, h = g + gk, h + hk
     if moe and (full or moe_module) and not own_line:
-        g, h = g + ep_cover_s, h + 2 * bt(Block.MOE, bf16).call_host_s
+        calls = 1 if full and _stops_before_combine(lay, list(u)) else 2  # the dispatch, and the combine
+        g, h = g + calls / 2 * ep_cover_s, h + calls * bt(Block.MOE, bf16).call_host_s
+    if full:  # an early-stopped replay ends before the layer's last residual add
+        gs, hs = _unreplayed_s(lay, u, bf16, bt)
+        g, h = g - gs, h - hs
     return g, h
 
 
@@ -1990,7 +2015,7 @@ def _unit_host_terms(lay: ParallelLayout, u, bf16: bool, bt, synced: bool, ep_co
         blocks, at = [bt(k, bf16) for k in kinds], kinds.index(Block.MOE)
         wf = _synced_layer_wait_s(blocks, at, ep_cover_s)
         # the MoE block ends the layer and is not checkpointed on its own (step._Traffic.stopped: the same rule)
-        stops = lay.recompute_early_stop and at == len(kinds) - 1 and "moe" not in lay.recompute_modules
+        stops = _stops_before_combine(lay, kinds)
         return (g, h, gb, hb, True, wf, _moe_recompute_wait_s(lay, bt(Block.MOE, bf16), ep_cover_s),
                 _synced_layer_wait_s(blocks, at, ep_cover_s, early_stop=True) if stops else wf)
     return g + cover, h + calls, gb, hb, False, 0.0, 0.0, 0.0
