@@ -842,11 +842,15 @@ def _permute_ops(lay: ParallelLayout, nbytes: float, sorts: bool) -> list[Op]:
 
 def _router_kernels(router: str, lay: ParallelLayout) -> float:
     """Kernels of the router's forward, its GEMM included (:func:`.kernels.router_kernels`, by the model's
-    router configuration): fused or not, and with the flex dispatcher's preprocess fused in."""
+    router configuration): fused or not, and with the flex dispatcher's preprocess fused in; with DeepEP V1 that
+    preprocess's kernel, ``get_dispatch_layout``, is launched inside the dispatch call, whose price
+    (:func:`ep_call_host_s`) holds it, so it is not counted here too."""
     k = router_kernels(router)
     if not lay.moe_router_fusion:
         return k["plain"]
-    return k["flex"] if lay.ep_dispatcher == "deepep" else k["fused"]
+    if lay.ep_dispatcher != "deepep":
+        return k["fused"]
+    return k["flex_deepep"] if lay.ep_flex_backend == "deepep" else k["flex"]
 
 
 def _kernel(name, passes, nbytes, dots=(), flops=None, launches=1.0, sm_bound=False) -> Op:
