@@ -5,7 +5,8 @@ DeepEP's and HybridEP's managers are built over ``tp_ep_group`` with ``tp_size x
 exchange tokens among the ``etp`` ranks. topo had priced no host for those calls (``call_host_s`` needed ep > 1) and,
 HybridEP's permutation being launched inside its calls, no host for the permutation either (rev62, section 239).
 tidy59: the host line sees those calls' GPU time (the exchange priced as the etp all-gather and reduce-scatter) as it
-sees the all-to-alls' at ep > 1 (``step._ep_cover_s``)."""
+sees the all-to-alls' at ep > 1 (``step._ep_cover_s``). cover64: so does the all-to-all dispatcher's, whose etp
+all-gather and reduce-scatter run on the compute stream after its sync at ep 1 as well."""
 
 import pytest
 
@@ -42,16 +43,19 @@ def test_the_host_line_sees_the_flex_exchange_at_ep_1():
     """At ep 1 the flex dispatcher's dispatch is priced as one etp all-gather and its combine as one etp
     reduce-scatter (``step._ep_traffic``): the forward's cover of the host's waits is those two calls' GPU time,
     each alone on the fabric, as it is the dispatch and combine all-to-alls' at ep > 1 (one rule:
-    ``step._ep_cover_s``). Qwen3-30B-A3B, HybridEP at ep 1 etp 2 on one DGX H100; the all-to-all dispatcher at ep 1
-    calls nothing, so nothing covers. Unit check: the gather and the scatter sum, an all-to-all there counts
-    nothing (none is priced at ep 1), the all-to-all dispatcher's etp gather covers nothing."""
+    ``step._ep_cover_s``). Qwen3-30B-A3B, HybridEP at ep 1 etp 2 on one DGX H100. The all-to-all dispatcher at
+    ep 1 calls no all-to-all, but it still syncs (``preprocess``: ``ep_size > 1 or tp_size > 1``) and then gathers
+    over the experts' TP group and scatters back on the compute stream (NVIDIA/Megatron-LM@d98e8a64dd
+    ``token_dispatcher.py`` ``MoEAlltoAllTokenDispatcher.dispatch_postprocess`` / ``combine_preprocess``), so the
+    same two calls cover its host line (cover64; tidy59 had it at 0). Unit check: the gather and the scatter sum,
+    whatever the dispatcher; none with the EP exchange overlapped."""
     from types import SimpleNamespace as NS
     gather = {"dim": "ep", "collective": "all_gather", "groups": "etp", "elem_bytes": 2.0}
     scatter = {"dim": "ep", "collective": "reduce_scatter", "groups": "etp", "elem_bytes": 2.0}
     timed = [(gather, NS(time_s=2e-4)), (scatter, NS(time_s=3e-4))]
     flex = NS(overlap_ep=False, ep=1, ep_dispatcher="deepep")
     assert _ep_cover_s(flex, timed) == pytest.approx(5e-4, rel=1e-12)
-    assert _ep_cover_s(NS(overlap_ep=False, ep=1, ep_dispatcher="alltoall"), timed) == 0.0
+    assert _ep_cover_s(NS(overlap_ep=False, ep=1, ep_dispatcher="alltoall"), timed) == pytest.approx(5e-4, rel=1e-12)
     assert _ep_cover_s(NS(overlap_ep=True, ep=1, ep_dispatcher="deepep"), timed) == 0.0
     fabric = topo.build_fabric(topo.load_spec("dgx-h100-superpod", ["cluster.num_units=1"]))
     m = load_model("qwen3-30b-a3b")
@@ -62,4 +66,7 @@ def test_the_host_line_sees_the_flex_exchange_at_ep_1():
     one = {k: c.time_s / c.calls_per_step for k, c in ep.items()}
     assert r.ep_cover_s == pytest.approx(one["all_gather"] + one["reduce_scatter"], rel=1e-9)
     assert r.ep_cover_s > 0
-    assert estimate_step(fabric, m, make_layout(**ETP2), contention=False).ep_cover_s == 0.0
+    r = estimate_step(fabric, m, make_layout(**ETP2), contention=False)
+    ep = {c.collective: c for c in r.comm if c.dim == "ep"}
+    assert set(ep) == {"all_gather", "reduce_scatter"}
+    assert r.ep_cover_s == pytest.approx(sum(c.time_s / c.calls_per_step for c in ep.values()), rel=1e-9)

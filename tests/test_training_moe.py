@@ -150,6 +150,11 @@ def test_router_kernels_are_the_published_counts(qwen):
     assert router() == 72
     assert router(moe_router_fusion=True) == 31
     assert router(moe_router_fusion=True, ep_dispatcher="deepep") == 17
+    # cover64: DeepEP V1's get_dispatch_layout (the 17's fused preprocess kernel) is launched inside its dispatch
+    # call (Megatron-LM@d98e8a64dd fused_a2a.py FusedDispatch.forward), whose price holds it (host_calls.toml
+    # [call.deepep_v1_call]: 245 us = get_dispatch_layout 56 + dispatch 189): counted once, there
+    assert router(moe_router_fusion=True, ep_dispatcher="deepep", ep_flex_backend="hybridep") == 17
+    assert router(moe_router_fusion=True, ep_dispatcher="deepep", ep_flex_backend="deepep") == 16
     # Qwen3's router (Megatron-Bridge qwen3_moe_bridge.py: softmax, aux_loss): 25 ops against DeepSeek-V3's 46,
     # counted from Megatron-Core's router.py / moe_utils.py (kernels.toml [launch] router_ops), at 72/46 kernels
     # per op, rounded to a whole kernel (walk15: --ops showed router_topk at "38.13 / 38.13" kernels; the README

@@ -100,3 +100,27 @@ def test_only_the_recomputed_layers_stop_early():
     stop = stage_compute(qwen, make_layout(**kw, recompute_early_stop=True), gpu)
     assert whole.recompute_s - stop.recompute_s == pytest.approx(12 * _residual_s(gpu, 4 * 4096, qwen.hidden))
     assert _ep_calls(qwen, make_layout(**kw, recompute_early_stop=True)) == pytest.approx(16 * (48 * 4 + 12 * 2 - 12))
+
+
+def test_an_unsynced_early_stopped_replay_launches_no_residual_add_and_no_combine():
+    """cover64 (tidy59's leftover 2): without a sync (a padded router) a fully recomputed layer's replay joins the
+    backward's host balance (rev63), and under ``recompute_early_stop`` it ends before the layer's last residual
+    add and the MoE block's combine (the same replay ``early_stopped_s`` and ``step._Traffic.stopped`` price):
+    host-bound, Qwen3-30B-A3B's 48 layers launch per micro-batch 48 residual adds and 48 combine calls fewer (one
+    launch each for the all-to-all dispatcher, ``launch_host_s``: 20 us, the top of the host's published 5-20 us),
+    exactly; GPU-bound (1 us a launch) the replay adds its GPU time, early-stopped, only."""
+    m = load_model("qwen3-30b-a3b")
+    kw = dict(tp=1, ep=8, dp=8, micro_batch=1, global_batch=64, seq_len=2048, etp=1, moe_imbalance=1.0,
+              moe_capacity_factor=1.0, recompute="full")
+    for host_s in (2e-5, 1e-6):
+        gpu = gpu_compute("H100", overrides={"launch": {"host_s": host_s}})
+        none = stage_compute(m, make_layout(**{**kw, "recompute": "none"}), gpu)
+        whole = stage_compute(m, make_layout(**kw), gpu)
+        stop = stage_compute(m, make_layout(**kw, recompute_early_stop=True), gpu)
+        added_whole = whole.backward_s + whole.recompute_s - none.backward_s
+        added_stop = stop.backward_s + stop.recompute_s - none.backward_s
+        if host_s > 1e-5:
+            assert added_whole - added_stop == pytest.approx(48 * (host_s + host_s), rel=1e-9)
+        else:
+            assert added_stop == pytest.approx(stop.recompute_s, rel=1e-9)
+            assert stop.recompute_s < whole.recompute_s

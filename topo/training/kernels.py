@@ -111,12 +111,14 @@ def router_kernels(router: str = "deepseek") -> dict:
     Returns
     -------
     dict
-        ``plain``, ``fused`` and ``flex``: kernels per router forward.
+        ``plain``, ``fused`` and ``flex``: kernels per router forward; ``flex_deepep`` the flex count less DeepEP
+        V1's ``get_dispatch_layout``, which its dispatch call launches (``[launch] deepep_layout_kernels``).
     """
     t = _table()["launch"]
     ops = t["router_ops"]
     return {"plain": float(round(t["router_kernels"] * ops[router] / ops["deepseek"])),
-            "fused": float(t["router_kernels_fused"]), "flex": float(t["router_kernels_flex"])}
+            "fused": float(t["router_kernels_fused"]), "flex": float(t["router_kernels_flex"]),
+            "flex_deepep": float(t["router_kernels_flex"] - t["deepep_layout_kernels"])}
 
 
 def alltoall_preprocess_kernels(expert_parallel: bool) -> dict:

@@ -842,11 +842,15 @@ def _permute_ops(lay: ParallelLayout, nbytes: float, sorts: bool) -> list[Op]:
 
 def _router_kernels(router: str, lay: ParallelLayout) -> float:
     """Kernels of the router's forward, its GEMM included (:func:`.kernels.router_kernels`, by the model's
-    router configuration): fused or not, and with the flex dispatcher's preprocess fused in."""
+    router configuration): fused or not, and with the flex dispatcher's preprocess fused in; with DeepEP V1 that
+    preprocess's kernel, ``get_dispatch_layout``, is launched inside the dispatch call, whose price
+    (:func:`ep_call_host_s`) holds it, so it is not counted here too."""
     k = router_kernels(router)
     if not lay.moe_router_fusion:
         return k["plain"]
-    return k["flex"] if lay.ep_dispatcher == "deepep" else k["fused"]
+    if lay.ep_dispatcher != "deepep":
+        return k["fused"]
+    return k["flex_deepep"] if lay.ep_flex_backend == "deepep" else k["flex"]
 
 
 def _kernel(name, passes, nbytes, dots=(), flops=None, launches=1.0, sm_bound=False) -> Op:
@@ -1693,9 +1697,10 @@ def stage_compute(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute, ep_cov
                   blocks: dict | None = None) -> StageCompute:
     """Every stage's compute per micro-batch (see :func:`pipeline_units`); the busiest sets the pace. Layers an FP8
     layout keeps in BF16 (:func:`bf16_layers`) are timed as a BF16 layout's. ``ep_cover_s``: GPU seconds of the
-    expert all-to-alls a dropless MoE layer runs between its syncs, forward (its dispatch and combine, timed by the
-    step), during which the host launches ahead (:func:`_synced_layer_wait_s`); ``math.inf`` gives a lower bound
-    of the waits (the layout search's). ``blocks``: as :func:`rank_computes`'."""
+    expert exchange a dropless MoE layer runs between its syncs, forward (its dispatch and combine: the EP
+    all-to-alls and the experts' etp all-gather and reduce-scatter, timed by the step:
+    :func:`topo.training.step._ep_cover_s`), during which the host launches ahead (:func:`_synced_layer_wait_s`);
+    ``math.inf`` gives a lower bound of the waits (the layout search's). ``blocks``: as :func:`rank_computes`'."""
     return rank_computes(model, lay, gpu, ep_cover_s, blocks)[0]
 
 
@@ -1718,7 +1723,7 @@ def rank_computes_at(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute, cov
     lay : ParallelLayout
     gpu : GpuCompute
     covers_s : tuple of float
-        EP covers, each as :func:`stage_compute`'s ``ep_cover_s``: the expert all-to-alls' seconds between a dropless
+        EP covers, each as :func:`stage_compute`'s ``ep_cover_s``: the expert exchange's seconds between a dropless
         layer's syncs. The rows are priced once; only the host's waits are read per cover (a search bounds with the
         covers ``math.inf`` and 0).
     blocks : dict, optional
@@ -1858,7 +1863,25 @@ def early_stopped_s(lay: ParallelLayout, units: list, flags: list, bt) -> float:
     if not layers:
         return 0.0
     n = len(layers) if lay.recompute_num_layers is None else min(len(layers), lay.recompute_num_layers)
-    return n / len(layers) * sum(bt(u[-1], bf16).recompute_s.get(RESIDUAL_TAG, 0.0) for u, bf16 in layers)
+    return n / len(layers) * sum(_unreplayed_s(lay, u, bf16, bt)[0] for u, bf16 in layers)
+
+
+def _unreplayed_s(lay: ParallelLayout, u, bf16: bool, bt) -> tuple[float, float]:
+    """GPU and host seconds per micro-batch of one fully recomputed layer's forward that its replay does not run
+    under ``recompute_early_stop`` (:func:`early_stopped_s`): its last block's residual add, the kernel and its
+    launch; (0, 0) without early stop or full recomputation. The one place :func:`early_stopped_s` (the replay's
+    GPU time) and :func:`_replay_terms` (its host balance) read it from."""
+    if lay.recompute != "full" or not lay.recompute_early_stop or u in END_UNITS:
+        return 0.0, 0.0
+    last = bt(u[-1], bf16)
+    return last.recompute_s.get(RESIDUAL_TAG, 0.0), last.recompute_host_s.get(RESIDUAL_TAG, 0.0)
+
+
+def _stops_before_combine(lay: ParallelLayout, kinds: list) -> bool:
+    """Whether a fully recomputed layer's replay under ``recompute_early_stop`` ends before its MoE block's combine
+    call: the MoE block ends the layer and is not checkpointed on its own (Megatron-Core's ``moe`` module replays
+    the combine); the same rule as :meth:`topo.training.step._Traffic.stopped`."""
+    return lay.recompute_early_stop and kinds[-1] == Block.MOE and "moe" not in lay.recompute_modules
 
 
 def _busiest_first(rows: list[tuple]) -> list[StageCompute]:
@@ -1949,7 +1972,10 @@ def _replay_terms(lay: ParallelLayout, u, bf16: bool, bt, synced: bool, ep_cover
     else the selectively recomputed modules' ops), launched inside the backward pass, where nothing syncs and the
     host runs ahead as across the forward. A replayed MoE forward (full, or the ``moe`` module) calls its
     dispatch and combine again (:meth:`topo.training.step._Traffic.recomputed` counts their GPU time under
-    ``ep``): ``ep_cover_s`` of GPU and two ``call_host_s`` of host, as in the forward. A synced replay waits on a
+    ``ep``): ``ep_cover_s`` of GPU and two ``call_host_s`` of host, as in the forward. Under
+    ``recompute_early_stop`` a fully recomputed layer's replay ends before its last residual add
+    (:func:`_unreplayed_s`) and, the MoE block last, before the combine call (:func:`_stops_before_combine`: half the
+    cover, one call), as :func:`early_stopped_s` and the step's EP traffic have it. A synced replay waits on a
     line of its own instead: a fully recomputed synced MoE layer the forward's stretch (:func:`_synced_layer_wait_s`),
     nothing here; a recomputed ``moe`` module of a synced layer its MoELayer's (:func:`_moe_recompute_wait_s`), the
     other modules here. End units replay nothing (:func:`_stage_row`)."""
@@ -1964,7 +1990,11 @@ def _replay_terms(lay: ParallelLayout, u, bf16: bool, bt, synced: bool, ep_cover
         gk, hk = _replayed_s(lay, bt(kind, bf16), full, MOE_MODULE if own_line else ())
         g, h = g + gk, h + hk
     if moe and (full or moe_module) and not own_line:
-        g, h = g + ep_cover_s, h + 2 * bt(Block.MOE, bf16).call_host_s
+        calls = 1 if full and _stops_before_combine(lay, list(u)) else 2  # the dispatch, and the combine
+        g, h = g + calls / 2 * ep_cover_s, h + calls * bt(Block.MOE, bf16).call_host_s
+    if full:  # an early-stopped replay ends before the layer's last residual add
+        gs, hs = _unreplayed_s(lay, u, bf16, bt)
+        g, h = g - gs, h - hs
     return g, h
 
 
@@ -1989,7 +2019,7 @@ def _unit_host_terms(lay: ParallelLayout, u, bf16: bool, bt, synced: bool, ep_co
         blocks, at = [bt(k, bf16) for k in kinds], kinds.index(Block.MOE)
         wf = _synced_layer_wait_s(blocks, at, ep_cover_s)
         # the MoE block ends the layer and is not checkpointed on its own (step._Traffic.stopped: the same rule)
-        stops = lay.recompute_early_stop and at == len(kinds) - 1 and "moe" not in lay.recompute_modules
+        stops = _stops_before_combine(lay, kinds)
         return (g, h, gb, hb, True, wf, _moe_recompute_wait_s(lay, bt(Block.MOE, bf16), ep_cover_s),
                 _synced_layer_wait_s(blocks, at, ep_cover_s, early_stop=True) if stops else wf)
     return g + cover, h + calls, gb, hb, False, 0.0, 0.0, 0.0
@@ -2036,7 +2066,8 @@ def _synced_layer_wait_s(blocks: list[BlockTime], moe: int, ep_cover_s: float = 
     at least the host's launches less the GPU's time, and more where the host's launches bunch up (an op's
     launches right after the sync, a router's small kernels just before the next).
 
-    ``ep_cover_s``: the stretch's expert all-to-alls, half of it the dispatch right after the sync (the host
+    ``ep_cover_s``: the stretch's expert exchange (the EP all-to-alls and the experts' etp all-gather and
+    reduce-scatter: :func:`topo.training.step._ep_cover_s`), half of it the dispatch right after the sync (the host
     launches the permutation and the experts while it runs) and half the combine after the experts (before the
     block's residual), each the block's ``call_host_s`` of host (:func:`ep_call_host_s`): the host launches the dispatch
     only once the sync has returned, so the GPU, drained, idles for that launch too (HybridEP's dropless forward

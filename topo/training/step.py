@@ -1113,22 +1113,30 @@ def _step_result(fabric: Fabric, model: ModelSpec, lay: ParallelLayout, gpu, sc,
 
 
 def _ep_cover_s(lay: ParallelLayout, timed: list) -> float:
-    """GPU seconds of a dropless MoE layer's forward dispatch and combine (each alone on the fabric), which run
+    """GPU seconds of a dropless MoE layer's forward dispatch and combine (each call alone on the fabric), which run
     between its tokens-per-expert syncs while the host launches on (:func:`.operators._synced_layer_wait_s`);
     0 when the EP all-to-alls are overlapped with another micro-batch (their time is then not the compute
-    stream's) or there are none. The forward dispatch is the item whose ``elem_bytes`` is not 2 when it runs in
-    FP8 (:func:`_ep_traffic`), the combine a BF16 one.
+    stream's) or there are none.
 
-    The flex dispatcher at ep 1 and etp > 1 calls its dispatch and combine over the experts' TP group
-    (:func:`.operators.ep_calls`), an exchange the step prices as the etp all-gather and reduce-scatter
-    (:func:`_ep_traffic`): its dispatch is one all-gather, its combine one reduce-scatter, the same rule on the
-    items that price its calls (:func:`_exchange_call`)."""
+    One rule for every dispatcher and shape: the dispatch is every item of the exchange on its way to the experts
+    (:func:`_exchange_call`), the EP all-to-all (the FP8 one where the forward dispatches in FP8) and the experts'
+    etp all-gather; the combine every item on the way back, the etp reduce-scatter and the BF16 all-to-all. What
+    Megatron-Core runs on the compute stream after the sync (NVIDIA/Megatron-LM@d98e8a64dd, the same at @44151194
+    and @23e00ed0, ``megatron/core/transformer/moe/token_dispatcher.py``): the all-to-all dispatcher syncs
+    ``before_ep_alltoall`` wherever ``ep_size > 1 or tp_size > 1`` (``preprocess``), then ``token_dispatch``'s
+    all-to-all over the EP group (none at ep 1: ``mappings._AllToAll`` returns its input on one rank),
+    ``dispatch_postprocess``'s ``gather_from_sequence_parallel_region`` over the experts' TP group, the experts,
+    ``combine_preprocess``'s ``reduce_scatter_to_sequence_parallel_region`` over it and ``token_combine``'s
+    all-to-all, all launched by the host in that order; the experts' grouped linears communicate nothing
+    (``extensions/transformer_engine.py``: ``explicit_expert_comm``). The flex dispatcher makes one call each way
+    over the TP x EP group (``MoEFlexTokenDispatcher``: ``group=self.tp_ep_group``), which the step prices as
+    those same all-to-all and etp items (:func:`_ep_traffic`), so its cover is theirs."""
     if lay.overlap_ep:
         return 0.0
-    per_call = {key: one.time_s for it, one in timed if (key := _exchange_call(it, lay)) is not None}
-    if False not in per_call:
-        return 0.0
-    return per_call.get(True, per_call[False]) + per_call[False]
+    per_call = {key: one.time_s for it, one in timed if (key := _exchange_call(it)) is not None}
+    dispatch = per_call.get(FP8_A2A, per_call.get(BF16_A2A, 0.0)) + per_call.get(ETP_GATHER, 0.0)
+    combine = per_call.get(BF16_A2A, 0.0) + per_call.get(ETP_SCATTER, 0.0)
+    return dispatch + combine if combine > 0 else 0.0
 
 
 def routed_ep_cover_s(engine: CommEngine, model: ModelSpec, lay: ParallelLayout, mapping) -> float | None:
@@ -1153,7 +1161,7 @@ def routed_ep_cover_s(engine: CommEngine, model: ModelSpec, lay: ParallelLayout,
         return 0.0
     timed = []
     for item in step_traffic(model, lay):  # the step's cover reads the traffic of no stage in particular
-        if _exchange_call(item, lay) is None:
+        if _exchange_call(item) is None:
             continue
         one = engine.time(item["collective"], mapping.groups(item["groups"]), item["size_bytes"], cached_only=True)
         if one is None:
@@ -1163,15 +1171,21 @@ def routed_ep_cover_s(engine: CommEngine, model: ModelSpec, lay: ParallelLayout,
     return _ep_cover_s(lay, timed)
 
 
-def _exchange_call(item: dict, lay: ParallelLayout) -> bool | None:
-    """Which of an MoE layer's forward exchange calls ``item`` prices for :func:`_ep_cover_s`: True the dispatch
-    where it differs from the combine (an FP8 all-to-all, or the flex dispatcher's etp all-gather at ep 1), False
-    the combine (a BF16 all-to-all, or that dispatcher's etp reduce-scatter), None neither."""
-    if lay.ep > 1 or lay.ep_dispatcher != "deepep":
-        return item.get("elem_bytes", ACT_BYTES) != ACT_BYTES if _is_ep_a2a(item) else None
-    if item["dim"] != "ep" or item["groups"] != "etp":
+FP8_A2A, BF16_A2A, ETP_GATHER, ETP_SCATTER = "fp8_alltoall", "alltoall", "etp_all_gather", "etp_reduce_scatter"
+"""The parts of an MoE layer's exchange :func:`_exchange_call` names: the forward's FP8 dispatch all-to-all, a BF16
+all-to-all (the combine, and the dispatch where it is BF16), the experts' etp all-gather (dispatch) and
+reduce-scatter (combine)."""
+
+
+def _exchange_call(item: dict) -> str | None:
+    """Which part of an MoE layer's forward exchange ``item`` prices for :func:`_ep_cover_s` (:data:`FP8_A2A`,
+    :data:`BF16_A2A`, :data:`ETP_GATHER`, :data:`ETP_SCATTER`), None when it prices none (the all-to-all
+    dispatcher's probs and counts, HybridEP's routing map)."""
+    if _is_ep_a2a(item):
+        return FP8_A2A if item.get("elem_bytes", ACT_BYTES) != ACT_BYTES else BF16_A2A
+    if item["dim"] != "ep" or item.get("groups") != "etp":
         return None
-    return {"all_gather": True, "reduce_scatter": False}.get(item["collective"])
+    return {"all_gather": ETP_GATHER, "reduce_scatter": ETP_SCATTER}.get(item["collective"])
 
 
 def _is_ep_a2a(item: dict) -> bool:
