@@ -29,7 +29,8 @@ from .region import is_region_args
 from .region_train import run_region_train
 from .output import emit, emit_json, mfu_text, table
 from .train_ops import print_op_table, print_stage_table
-from .train_text import bias_text, gb, memory_line, not_fit_line, runs_on, uncertainty_line
+from .train_text import (bias_text, dispatcher_cell, dispatcher_searched, gb, memory_line, not_fit_line, runs_on,
+                         uncertainty_line)
 
 
 def register(sub) -> None:
@@ -873,23 +874,6 @@ def _recompute_cell(L: dict) -> str:
     return f"selective+{mods}" if L["recompute"] == "selective" else mods
 
 
-def _dispatched(ranked, held: dict) -> bool:
-    """Whether the search chose the expert dispatcher of a ranked layout (an expert group of more than one GPU, and
-    ``--layout`` holds neither ``ep_dispatcher = "alltoall"`` nor the flex dispatcher with its backend): its table
-    then says which (place61)."""
-    chosen = held.get("ep_dispatcher") == "alltoall" or {"ep_dispatcher", "ep_flex_backend"} <= held.keys()
-    return not chosen and any(r.layout["ep"] * (r.layout["etp"] or r.layout["tp"]) > 1
-                                               for r in ranked)
-
-
-def _dispatcher(L: dict) -> str:
-    """A layout's expert dispatcher as the search table names it: ``alltoall``, or ``deepep/BACKEND`` (the flex
-    dispatcher on HybridEP's or DeepEP's kernels; ``-`` with no expert group to dispatch over)."""
-    if L["ep"] * (L["etp"] or L["tp"]) == 1:
-        return "-"
-    return L["ep_dispatcher"] if L["ep_dispatcher"] != "deepep" else f"deepep/{L['ep_flex_backend']}"
-
-
 def _print_search(res, top, held: dict, model) -> None:
     """The search's counts, its ranked layouts, and the fields ``--layout`` held fixed in each (``held``); a
     recomputation of nothing in ``model`` (a module it has no block for) under the table."""
@@ -909,10 +893,10 @@ def _print_search(res, top, held: dict, model) -> None:
                      L["dp_sharding"], format_time(r.step_time_s), f"{r.tflop_per_s_per_gpu:.0f}", f"{r.mfu:.1%}",
                      gb(r.memory_per_gpu_bytes), format_time(b["compute"]), why])
     orders = {r.layout["rank_order"] for r in res.ranked[:top]}
-    extra = (["rank order"] if len(orders) > 1 else []) + (["dispatcher"] if _dispatched(res.ranked[:top], held)
-                                                           else [])
+    extra = (["rank order"] if len(orders) > 1 else []) + (["dispatcher"] if dispatcher_searched(
+        [r.layout for r in res.ranked[:top]], held) else [])
     for row, r in zip(rows, res.ranked):
-        row[10:10] = [r.layout["rank_order"] if name == "rank order" else _dispatcher(r.layout) for name in extra]
+        row[10:10] = [r.layout["rank_order"] if name == "rank order" else dispatcher_cell(r.layout) for name in extra]
     emit(table(rows, ["#", "tp", "cp", "pp", "vpp", "dp", "ep", "mb", "recompute", "sharding"]
                + extra + ["step", "TFLOPs", "MFU", "memory", "compute", "largest overhead"],
                right=[True] * 8 + [False, False] + [False] * len(extra) + [True, True, True, True, True, False]))

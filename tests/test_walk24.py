@@ -1,0 +1,39 @@
+"""walk24's fixes: a region search's table names the dispatcher it chose, and ``--layout`` with no dp beside a
+job's flags fills the fabric's GPUs as the flags alone do."""
+
+import json
+
+from conftest import run_cli
+
+REGION = """name = "small-two"
+[[sites]]
+name = "a"
+spec = "dgx-h100-superpod"
+set = ["cluster.num_units=1"]
+[[sites]]
+name = "b"
+spec = "dgx-h100-superpod"
+set = ["cluster.num_units=1"]
+[interconnect]
+distance_km = 30
+"""
+NARROW = ("--model", "qwen3-30b-a3b", "--global-batch", "128", "--gpus", "128", "--search", "--top", "3",
+          "--micro-batch", "1", "--dp-sharding", "zero1", "--recompute", "none", "--no-contention")
+
+
+def test_a_region_search_table_names_the_dispatcher_it_chose(tmp_path):
+    """walk24: two rows of a region search with the same sizes and different steps read alike (the flex dispatcher on
+    DeepEP's and HybridEP's kernels), and a row's sizes trained as given ran the all-to-all, 1.8x slower; the
+    table now has the one-site search's dispatcher column, each row's as the --json layout says."""
+    path = tmp_path / "small-two.toml"
+    path.write_text(REGION)
+    text = run_cli("train", str(path), *NARROW, check=True).stdout.splitlines()
+    head = next(line for line in text if line.startswith("#  tp"))
+    assert head.split()[11] == "dispatcher"  # "dp (job)" is two words
+    doc = json.loads(run_cli("train", str(path), *NARROW, "--json", check=True).stdout)
+    want = [L["ep_dispatcher"] if L["ep_dispatcher"] != "deepep" else f"deepep/{L['ep_flex_backend']}"
+            for L in (r["one_site"]["layout"] for r in doc["ranked"])]
+    rows = [line.split() for line in text if line[:1].isdigit() and line.split()[0].isdigit()]
+    assert [row[10] for row in rows] == want and len(want) == 3
+    held = run_cli("train", str(path), *NARROW, "--layout", "ep_dispatcher=alltoall", check=True).stdout
+    assert "dispatcher" not in next(line for line in held.splitlines() if line.startswith("#  tp"))
