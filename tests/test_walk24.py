@@ -37,3 +37,18 @@ def test_a_region_search_table_names_the_dispatcher_it_chose(tmp_path):
     assert [row[10] for row in rows] == want and len(want) == 3
     held = run_cli("train", str(path), *NARROW, "--layout", "ep_dispatcher=alltoall", check=True).stdout
     assert "dispatcher" not in next(line for line in held.splitlines() if line.startswith("#  tp"))
+
+
+def test_the_goodput_line_says_its_effective_flop_leave_the_hot_spares_out():
+    """walk24: ``goodput 96.5% -> 2.74e+24 FLOP effective`` under a compute line of 2.86e+24 FLOP: the FLOP x the
+    goodput is 2.76e+24; the rest is the hot-spare servers' GPUs, idle (reliability.py: flop x goodput x
+    training / GPUs). The line now says on how many GPUs, and the figure is that product."""
+    args = ("plan", "gb200-nvl72-superpod", "--no-collectives")
+    doc = json.loads(run_cli(*args, "--json", check=True).stdout)
+    doc = doc["plans"][0] if "plans" in doc else doc
+    rel, gpus = doc["reliability"], doc["num_gpus"]
+    line = next(x for x in run_cli(*args, check=True).stdout.splitlines() if x.startswith("goodput "))
+    training = rel["training_gpus"]
+    assert 0 < training < gpus  # the bundled catalog holds spares
+    assert f"FLOP effective on the {training:,} GPUs not held as hot spares ({gpus - training:,})" in line
+    assert rel["effective_flop"] == doc["compute"]["flop"] * rel["goodput"] * training / gpus
