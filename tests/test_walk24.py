@@ -39,6 +39,20 @@ def test_a_region_search_table_names_the_dispatcher_it_chose(tmp_path):
     assert "dispatcher" not in next(line for line in held.splitlines() if line.startswith("#  tp"))
 
 
+def test_a_layout_of_framework_options_beside_the_flags_keeps_their_job():
+    """walk24: ``--tp 2 --cp 2 --pp 2 --ep 8`` on a fabric's 256 GPUs fills dp (32); adding ``--layout
+    ep_dispatcher=deepep`` left dp at 1 and refused the job ("ep x etp = 8 x 2 does not divide the tp x cp x dp =
+    4 ranks"); it is now the same job with the flex dispatcher."""
+    base = ("train", "dgx-h100-superpod", "--set", "cluster.num_units=1", "--model", "qwen3-30b-a3b", "--tp", "2",
+            "--cp", "2", "--pp", "2", "--ep", "8", "--global-batch", "64", "--json")
+    flags = json.loads(run_cli(*base, check=True).stdout)
+    got = json.loads(run_cli(*base, "--layout", "ep_dispatcher=deepep", check=True).stdout)
+    assert (flags["gpus"], flags["layout"]["dp"]) == (256, 32)
+    assert (got["gpus"], got["layout"]["dp"], got["layout"]["ep_dispatcher"]) == (256, 32, "deepep")
+    same = json.loads(run_cli(*base, "--layout", "ep_dispatcher=alltoall", check=True).stdout)
+    assert same["step_time_s"] == flags["step_time_s"]  # the default dispatcher given: the flags' own job
+
+
 def test_the_goodput_line_says_its_effective_flop_leave_the_hot_spares_out():
     """walk24: ``goodput 96.5% -> 2.74e+24 FLOP effective`` under a compute line of 2.86e+24 FLOP: the FLOP x the
     goodput is 2.76e+24; the rest is the hot-spare servers' GPUs, idle (reliability.py: flop x goodput x
