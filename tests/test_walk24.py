@@ -66,3 +66,20 @@ def test_the_goodput_line_says_its_effective_flop_leave_the_hot_spares_out():
     assert 0 < training < gpus  # the bundled catalog holds spares
     assert f"FLOP effective on the {training:,} GPUs not held as hot spares ({gpus - training:,})" in line
     assert rel["effective_flop"] == doc["compute"]["flop"] * rel["goodput"] * training / gpus
+
+
+def test_train_says_the_model_s_size():
+    """walk24: a model file of one's own (a "60B" hybrid) had its size nowhere in ``topo train``'s output, text or
+    --json. Checked against the published sizes: Llama 3 8B, 8.03B (huggingface.co/meta-llama/Meta-Llama-3-8B,
+    "8.03B params"); Nemotron 3 Nano 30B-A3B, 31.6B total and 3.6B active with embeddings (its model card,
+    huggingface.co/nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16, as topo/data/models/nemotron-3-nano-30b-a3b.toml
+    cites it)."""
+    text = run_cli("train", "dgx-h100-superpod", "--model", "llama3-8b", "--tp", "8", "--global-batch", "128",
+                   check=True).stdout.splitlines()
+    assert "model    llama3-8b: 8.03B parameters (embeddings included; 32 layers)" in text
+    args = ("train", "dgx-h100-superpod", "--model", "nemotron-3-nano-30b-a3b", "--ep", "8", "--global-batch", "1024")
+    doc = json.loads(run_cli(*args, "--json", check=True).stdout)
+    assert round(doc["model_params"] / 1e9, 1) == 31.6 and round(doc["model_active_params"] / 1e9, 1) == 3.6
+    line = next(x for x in run_cli(*args, check=True).stdout.splitlines() if x.startswith("model "))
+    assert line == (f"model    nemotron-3-nano-30b-a3b: {doc['model_params'] / 1e9:.2f}B parameters, "
+                    f"{doc['model_active_params'] / 1e9:.2f}B active a token (embeddings included; 52 layers)")

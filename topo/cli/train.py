@@ -536,7 +536,7 @@ def _finish(args, r, model, fabric, lay) -> int:
     ops = step_op_table(fabric, model, lay, args.efficiency) if args.ops else None
     stages = step_stage_table(fabric, model, lay, args.efficiency, r.ep_cover_s) if args.ops else None
     if args.json:
-        emit_json({**r.to_dict(train_tokens=args.tokens),
+        emit_json({**r.to_dict(train_tokens=args.tokens), **_model_size(model),
                    **({"block_ops": ops, "stage_compute": stages} if ops else {})})
     else:
         _print_step(r, args.tokens, model)
@@ -544,6 +544,21 @@ def _finish(args, r, model, fabric, lay) -> int:
             print_op_table(ops)
             print_stage_table(stages, r.layout["microbatches"])
     return 0
+
+
+def _model_size(model) -> dict:
+    """The model's weights as ``--json`` gives them: every weight, and those one token goes through (walk24: a model
+    file of one's own had its size nowhere in train's output)."""
+    return {"model_params": model.total_params, "model_active_params": model.active_params}
+
+
+def _model_line(model) -> str:
+    """The model's size: every weight and those one token goes through, embeddings included, as
+    :attr:`topo.training.model.ModelSpec.total_params` and ``active_params`` count them."""
+    n = _model_size(model)
+    active = f", {n['model_active_params'] / 1e9:.2f}B active a token" if model.moe is not None else ""
+    return (f"model    {model.name}: {n['model_params'] / 1e9:.2f}B parameters{active} (embeddings included; "
+            f"{model.layers} layers)")
 
 
 def _sharding(L: dict) -> str:
@@ -758,6 +773,7 @@ def _print_step(r, tokens, model) -> None:
         emit("one step as one traffic mix: " + ", ".join(f"{k} x{v:.2f}" for k, v in r.contention.items())
              + " (slowdown of each dimension's collectives from sharing links with the others)")
     host = r.compute_by_module_s.get("host", 0.0)
+    emit(_model_line(model))
     cpu = r.host_cpu
     if cpu:
         origin = "server.host_cpu" if cpu["source"] == "spec" else "the GPU's default"
