@@ -83,3 +83,14 @@ def test_train_says_the_model_s_size():
     line = next(x for x in run_cli(*args, check=True).stdout.splitlines() if x.startswith("model "))
     assert line == (f"model    nemotron-3-nano-30b-a3b: {doc['model_params'] / 1e9:.2f}B parameters, "
                     f"{doc['model_active_params'] / 1e9:.2f}B active a token (embeddings included; 52 layers)")
+
+
+def test_the_gb200_spec_says_its_unit_is_a_rack():
+    """walk24: the description's "SUs of 8 racks (576 GPUs)" read as the unit; ``--set cluster.num_units=16`` for
+    16 SUs (9,216 GPUs) gave 16 racks, 1,152 GPUs. The description now says what ``cluster.num_units`` counts, and
+    it does: 16 racks of 72."""
+    listed = next(x for x in run_cli("list", check=True).stdout.splitlines() if x.startswith("gb200-nvl72-superpod"))
+    assert "(cluster.num_units counts racks)" in listed
+    doc = json.loads(run_cli("describe", "gb200-nvl72-superpod", "--set", "cluster.num_units=16", "--json",
+                             check=True).stdout)
+    assert doc["num_gpus"] == 16 * 72
