@@ -15,7 +15,8 @@ from ..units import format_bandwidth, format_in, format_size, format_time
 from .common import data_parallel
 from .search_options import layout_for_search, search_options
 from .output import emit, emit_json, mfu_text, table
-from .train_text import dispatcher_cell, dispatcher_searched, memory_line, not_fit_line, uncertainty_line
+from .train_text import (dispatcher_cell, dispatcher_searched, gpu_hours_text, memory_line, not_fit_line,
+                         uncertainty_line)
 from .region import region_from_args
 
 __all__ = ["run_region_train", "render_across_sites"]
@@ -170,7 +171,8 @@ def render_across_sites(r: MultisiteStep, say=str, tokens: float | None = None) 
     lines.append("")
     lines.append(f"throughput_vs_one_site ({r.chosen}): {r.throughput_vs_one_site:.1%}")
     if tokens:
-        lines.append(f"time to train {tokens:.3g} tokens: {format_in(r.time_to_train_s(tokens), 'days', '.1f')} "
+        lines.append(f"time to train {tokens:.3g} tokens: {format_in(r.time_to_train_s(tokens), 'days', '.1f')}, "
+                     f"{gpu_hours_text(r.gpu_hours_to_train(tokens))} GPU-hours on {r.gpus:,} GPUs "
                      f"(at the step across sites, {r.chosen}: {format_time(r.step_time_s)}, "
                      f"{r.tokens_per_step:,} tokens)")
     lines.append(f"one site's share: {memory_line(one['memory'], one['layout'])}")

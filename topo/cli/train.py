@@ -29,8 +29,8 @@ from .region import is_region_args
 from .region_train import run_region_train
 from .output import emit, emit_json, mfu_text, table
 from .train_ops import print_op_table, print_stage_table
-from .train_text import (bias_text, dispatcher_cell, dispatcher_searched, gb, memory_line, not_fit_line, runs_on,
-                         uncertainty_line)
+from .train_text import (bias_text, dispatcher_cell, dispatcher_searched, gb, gpu_hours_text, memory_line,
+                         not_fit_line, runs_on, uncertainty_line)
 
 
 def register(sub) -> None:
@@ -839,9 +839,8 @@ def _time_to_train_line(r, tokens: float) -> str:
     span = b.get("time_to_train_interval_s")
     within = (f"; {format_in(span[0], 'days', '.1f')} - {format_in(span[1], 'days', '.1f')} at the uncertainty's "
               f"ends" if span else "")
-    hours = b["gpu_hours_to_train"]  # millions as a budget reads them (3.06M), else whole hours (29, not 2.86e-05M)
-    hours_text = f"{hours / 1e6:.3g}M" if hours >= 1e6 else format_count(round(hours))
-    return (f"time to train {tokens:.3g} tokens: {days}, {hours_text} GPU-hours on {format_count(r.gpus)} "
+    return (f"time to train {tokens:.3g} tokens: {days}, {gpu_hours_text(b['gpu_hours_to_train'])} GPU-hours on "
+            f"{format_count(r.gpus)} "
             f"GPUs{within} (no failures or restarts: topo plan --model --layout gives the goodput)")
 
 

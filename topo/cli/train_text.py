@@ -5,9 +5,9 @@ step's uncertainty interval, from a step's dicts (:meth:`topo.training.result.St
 from __future__ import annotations
 
 from ..training.memory import state_convention
-from ..units import format_in, format_time
+from ..units import format_count, format_in, format_time
 
-__all__ = ["gb", "memory_line", "not_fit_line", "uncertainty_line", "runs_on", "bias_text", "dispatcher_searched",
+__all__ = ["gb", "gpu_hours_text", "memory_line", "not_fit_line", "uncertainty_line", "runs_on", "bias_text", "dispatcher_searched",
            "dispatcher_cell"]
 
 
@@ -81,3 +81,8 @@ def dispatcher_cell(L: dict) -> str:
     if L["ep"] * (L["etp"] or L["tp"]) == 1:
         return "-"
     return L["ep_dispatcher"] if L["ep_dispatcher"] != "deepep" else f"deepep/{L['ep_flex_backend']}"
+
+
+def gpu_hours_text(hours: float) -> str:
+    """GPU-hours as a budget reads them: millions (3.06M), else whole hours (29, not 2.86e-05M)."""
+    return f"{hours / 1e6:.3g}M" if hours >= 1e6 else format_count(round(hours))
