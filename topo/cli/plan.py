@@ -395,7 +395,10 @@ def _goodput_lines(r: PlanResult, mark) -> list[str]:
                      for name, x in rel.lost_fraction_by_part.items())
     lost += mark(*(f"reliability.checkpoint.{k}" for k in ("detection_s", "restart_s", "snapshot_Bps", "repair_s",
                                                            "hot_spare_fraction")))
-    out = [f"goodput   {100 * rel.goodput:.1f}% -> {rel.effective_flop:.3g} FLOP effective, "
+    idle = r.num_gpus - rel.training_gpus  # walk24: the FLOP line x the goodput missed them by 0.8% with no word
+    spare = (f" on the {format_count(rel.training_gpus)} GPUs not held as hot spares ({format_count(idle)})"
+             if idle else "")
+    out = [f"goodput   {100 * rel.goodput:.1f}% -> {rel.effective_flop:.3g} FLOP effective{spare}, "
            f"${r.cost_per_effective_gpu_hour_usd:,.2f} per effective GPU-hour"
            + (f" (lost: {lost})" if lost else "")
            + f"; renewal model, failures during recovery included (first-order at Young's "

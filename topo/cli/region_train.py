@@ -15,7 +15,8 @@ from ..units import format_bandwidth, format_in, format_size, format_time
 from .common import data_parallel
 from .search_options import layout_for_search, search_options
 from .output import emit, emit_json, mfu_text, table
-from .train_text import memory_line, not_fit_line, uncertainty_line
+from .train_text import (dispatcher_cell, dispatcher_searched, gpu_hours_text, memory_line, not_fit_line,
+                         uncertainty_line)
 from .region import region_from_args
 
 __all__ = ["run_region_train", "render_across_sites"]
@@ -118,8 +119,13 @@ def _search(args, region, model, options: dict, say=str) -> int:
                      format_time(r.one_site_step_s), format_time(pick.step_time_s), f"{pick.throughput_vs_one_site:.1%}",
                      "latency alone is too much" if math.isinf(pick.dci_Bps_for_95pct)
                      else format_bandwidth(pick.dci_Bps_for_95pct)])
-    lines.append(table(rows, ["#", "tp", "cp", "pp", "vpp", "dp (job)", "ep", "mb", "recompute", "sharding", "one site",
-                              "across sites", "vs one site", "DCI for 95%"], right=[True] * 8 + [False] * 2 + [True] * 4))
+    layouts = [r.one_site["layout"] for r in res.ranked]
+    extra = ["dispatcher"] if dispatcher_searched(layouts, {k: v for k, v in options.items() if v is not None}) else []
+    for row, L in zip(rows, layouts):  # walk24: without it two rows read alike and a row's sizes gave another step
+        row[10:10] = [dispatcher_cell(L)] * len(extra)
+    lines.append(table(rows, ["#", "tp", "cp", "pp", "vpp", "dp (job)", "ep", "mb", "recompute", "sharding", *extra,
+                              "one site", "across sites", "vs one site", "DCI for 95%"],
+                       right=[True] * 8 + [False] * (2 + len(extra)) + [True] * 4))
     lines += [f"not across sites by {across}: one-site #{k}: {why}" for k, why in res.skipped.items()]
     lines.append(f"DCI for 95%: the largest span's, per direction; each span's in --json, or train the layout: "
                  f"{SPAN_RULE}")
@@ -165,7 +171,8 @@ def render_across_sites(r: MultisiteStep, say=str, tokens: float | None = None) 
     lines.append("")
     lines.append(f"throughput_vs_one_site ({r.chosen}): {r.throughput_vs_one_site:.1%}")
     if tokens:
-        lines.append(f"time to train {tokens:.3g} tokens: {format_in(r.time_to_train_s(tokens), 'days', '.1f')} "
+        lines.append(f"time to train {tokens:.3g} tokens: {format_in(r.time_to_train_s(tokens), 'days', '.1f')}, "
+                     f"{gpu_hours_text(r.gpu_hours_to_train(tokens))} GPU-hours on {r.gpus:,} GPUs "
                      f"(at the step across sites, {r.chosen}: {format_time(r.step_time_s)}, "
                      f"{r.tokens_per_step:,} tokens)")
     lines.append(f"one site's share: {memory_line(one['memory'], one['layout'])}")

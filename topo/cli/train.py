@@ -29,7 +29,8 @@ from .region import is_region_args
 from .region_train import run_region_train
 from .output import emit, emit_json, mfu_text, table
 from .train_ops import print_op_table, print_stage_table
-from .train_text import bias_text, gb, memory_line, not_fit_line, runs_on, uncertainty_line
+from .train_text import (bias_text, dispatcher_cell, dispatcher_searched, gb, gpu_hours_text, memory_line,
+                         not_fit_line, runs_on, uncertainty_line)
 
 
 def register(sub) -> None:
@@ -352,8 +353,8 @@ def _run_layout(args, fabric, model, common: dict) -> int:
                             key="--jax-mesh")
         _apply_mesh(args, sizes, common, layout_keys=fields, moe=model.moe is not None)
     try:  # the step's own checks (an FP8 recipe the GPU lacks) are the layout's too
-        if args.jax_mesh is None and sizes["dp"] is None and args.gpus is not None:
-            _layout_dp(args, sizes)
+        if args.jax_mesh is None and sizes["dp"] is None:
+            _layout_dp(args, sizes, args.gpus or fabric.layout.num_gpus)
         lay = load_layout(args.layout, global_batch=args.global_batch, **sizes, **common)
         check_layout(model, lay, gpus=args.gpus, gpus_per_domain=fabric.spec.gpus_per_domain, source=args.layout)
         result = estimate_step(fabric, model, lay, convention=args.flops, efficiency=args.efficiency,
@@ -368,9 +369,11 @@ def _run_layout(args, fabric, model, common: dict) -> int:
     return _finish(args, result, model, fabric, lay)
 
 
-def _layout_dp(args, sizes: dict) -> None:
-    """``--gpus`` beside a ``--layout`` that gives no dp (and no ``--dp``): dp fills the GPUs over tp x cp x pp (the
-    flags' or the layout's), as it does without ``--layout`` (req48: it stayed 1 and the job was refused as 1 GPU).
+def _layout_dp(args, sizes: dict, gpus: int) -> None:
+    """A ``--layout`` that gives no dp (and no ``--dp``): dp fills the job's ``gpus`` (``--gpus``, else every GPU of
+    the fabric) over tp x cp x pp (the flags' or the layout's), as it does without ``--layout`` (req48: it stayed 1
+    and the job was refused as 1 GPU under ``--gpus``; walk24: without ``--gpus`` it stayed 1, so adding
+    ``--layout ep_dispatcher=deepep`` to a job's flags refused it as ep not dividing tp x cp x dp = 4 ranks).
     Sizes the layout gives as no whole number are left to its own checks."""
     fields, _ = layout_fields(args.layout)
     if "dp" in fields:
@@ -379,7 +382,7 @@ def _layout_dp(args, sizes: dict) -> None:
     if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in given.values()):
         return
     flags = {f"--{d}": sizes[d] for d in ("tp", "cp", "pp")}  # a product that does not divide: the flag, else --dp
-    sizes["dp"] = data_parallel(math.prod(given.values()), args.gpus, flags)
+    sizes["dp"] = data_parallel(math.prod(given.values()), gpus, flags)
 
 
 def _run_search(args, fabric, model, common: dict, held: dict) -> int:
@@ -541,7 +544,7 @@ def _finish(args, r, model, fabric, lay) -> int:
     ops = step_op_table(fabric, model, lay, args.efficiency) if args.ops else None
     stages = step_stage_table(fabric, model, lay, args.efficiency, r.ep_cover_s) if args.ops else None
     if args.json:
-        emit_json({**r.to_dict(train_tokens=args.tokens),
+        emit_json({**r.to_dict(train_tokens=args.tokens), **_model_size(model),
                    **({"block_ops": ops, "stage_compute": stages} if ops else {})})
     else:
         _print_step(r, args.tokens, model)
@@ -549,6 +552,21 @@ def _finish(args, r, model, fabric, lay) -> int:
             print_op_table(ops)
             print_stage_table(stages, r.layout["microbatches"])
     return 0
+
+
+def _model_size(model) -> dict:
+    """The model's weights as ``--json`` gives them: every weight, and those one token goes through (walk24: a model
+    file of one's own had its size nowhere in train's output)."""
+    return {"model_params": model.total_params, "model_active_params": model.active_params}
+
+
+def _model_line(model) -> str:
+    """The model's size: every weight and those one token goes through, embeddings included, as
+    :attr:`topo.training.model.ModelSpec.total_params` and ``active_params`` count them."""
+    n = _model_size(model)
+    active = f", {n['model_active_params'] / 1e9:.2f}B active a token" if model.moe is not None else ""
+    return (f"model    {model.name}: {n['model_params'] / 1e9:.2f}B parameters{active} (embeddings included; "
+            f"{model.layers} layers)")
 
 
 def _sharding(L: dict) -> str:
@@ -763,6 +781,7 @@ def _print_step(r, tokens, model) -> None:
         emit("one step as one traffic mix: " + ", ".join(f"{k} x{v:.2f}" for k, v in r.contention.items())
              + " (slowdown of each dimension's collectives from sharing links with the others)")
     host = r.compute_by_module_s.get("host", 0.0)
+    emit(_model_line(model))
     cpu = r.host_cpu
     if cpu:
         origin = "server.host_cpu" if cpu["source"] == "spec" else "the GPU's default"
@@ -828,9 +847,8 @@ def _time_to_train_line(r, tokens: float) -> str:
     span = b.get("time_to_train_interval_s")
     within = (f"; {format_in(span[0], 'days', '.1f')} - {format_in(span[1], 'days', '.1f')} at the uncertainty's "
               f"ends" if span else "")
-    hours = b["gpu_hours_to_train"]  # millions as a budget reads them (3.06M), else whole hours (29, not 2.86e-05M)
-    hours_text = f"{hours / 1e6:.3g}M" if hours >= 1e6 else format_count(round(hours))
-    return (f"time to train {tokens:.3g} tokens: {days}, {hours_text} GPU-hours on {format_count(r.gpus)} "
+    return (f"time to train {tokens:.3g} tokens: {days}, {gpu_hours_text(b['gpu_hours_to_train'])} GPU-hours on "
+            f"{format_count(r.gpus)} "
             f"GPUs{within} (no failures or restarts: topo plan --model --layout gives the goodput)")
 
 
@@ -881,23 +899,6 @@ def _recompute_cell(L: dict) -> str:
     return f"selective+{mods}" if L["recompute"] == "selective" else mods
 
 
-def _dispatched(ranked, held: dict) -> bool:
-    """Whether the search chose the expert dispatcher of a ranked layout (an expert group of more than one GPU, and
-    ``--layout`` holds neither ``ep_dispatcher = "alltoall"`` nor the flex dispatcher with its backend): its table
-    then says which (place61)."""
-    chosen = held.get("ep_dispatcher") == "alltoall" or {"ep_dispatcher", "ep_flex_backend"} <= held.keys()
-    return not chosen and any(r.layout["ep"] * (r.layout["etp"] or r.layout["tp"]) > 1
-                                               for r in ranked)
-
-
-def _dispatcher(L: dict) -> str:
-    """A layout's expert dispatcher as the search table names it: ``alltoall``, or ``deepep/BACKEND`` (the flex
-    dispatcher on HybridEP's or DeepEP's kernels; ``-`` with no expert group to dispatch over)."""
-    if L["ep"] * (L["etp"] or L["tp"]) == 1:
-        return "-"
-    return L["ep_dispatcher"] if L["ep_dispatcher"] != "deepep" else f"deepep/{L['ep_flex_backend']}"
-
-
 def _print_search(res, top, held: dict, model) -> None:
     """The search's counts, its ranked layouts, and the fields ``--layout`` held fixed in each (``held``); a
     recomputation of nothing in ``model`` (a module it has no block for) under the table."""
@@ -917,10 +918,10 @@ def _print_search(res, top, held: dict, model) -> None:
                      L["dp_sharding"], format_time(r.step_time_s), f"{r.tflop_per_s_per_gpu:.0f}", f"{r.mfu:.1%}",
                      gb(r.memory_per_gpu_bytes), format_time(b["compute"]), why])
     orders = {r.layout["rank_order"] for r in res.ranked[:top]}
-    extra = (["rank order"] if len(orders) > 1 else []) + (["dispatcher"] if _dispatched(res.ranked[:top], held)
-                                                           else [])
+    extra = (["rank order"] if len(orders) > 1 else []) + (["dispatcher"] if dispatcher_searched(
+        [r.layout for r in res.ranked[:top]], held) else [])
     for row, r in zip(rows, res.ranked):
-        row[10:10] = [r.layout["rank_order"] if name == "rank order" else _dispatcher(r.layout) for name in extra]
+        row[10:10] = [r.layout["rank_order"] if name == "rank order" else dispatcher_cell(r.layout) for name in extra]
     emit(table(rows, ["#", "tp", "cp", "pp", "vpp", "dp", "ep", "mb", "recompute", "sharding"]
                + extra + ["step", "TFLOPs", "MFU", "memory", "compute", "largest overhead"],
                right=[True] * 8 + [False, False] + [False] * len(extra) + [True, True, True, True, True, False]))

@@ -5,9 +5,10 @@ step's uncertainty interval, from a step's dicts (:meth:`topo.training.result.St
 from __future__ import annotations
 
 from ..training.memory import state_convention
-from ..units import format_in, format_time
+from ..units import format_count, format_in, format_time
 
-__all__ = ["gb", "memory_line", "not_fit_line", "uncertainty_line", "runs_on", "bias_text"]
+__all__ = ["gb", "gpu_hours_text", "memory_line", "not_fit_line", "uncertainty_line", "runs_on", "bias_text", "dispatcher_searched",
+           "dispatcher_cell"]
 
 
 def gb(x: float) -> str:
@@ -63,3 +64,25 @@ def bias_text(u: dict) -> str:
     if med != med:
         return ""
     return f"; median error {med:+.1%} (predicted {'faster' if med < 0 else 'slower'} than measured; not applied)"
+
+
+def dispatcher_searched(layouts: list[dict], held: dict) -> bool:
+    """Whether a search chose the expert dispatcher of its ranked ``layouts`` (an expert group of more than one GPU,
+    and ``held``, the fields ``--layout`` fixes, holds neither ``ep_dispatcher = "alltoall"`` nor the flex dispatcher
+    with its backend): its table then says which (place61; walk24: a region's table too, whose rows otherwise
+    looked alike while their steps differed)."""
+    chosen = held.get("ep_dispatcher") == "alltoall" or {"ep_dispatcher", "ep_flex_backend"} <= held.keys()
+    return not chosen and any(L["ep"] * (L["etp"] or L["tp"]) > 1 for L in layouts)
+
+
+def dispatcher_cell(L: dict) -> str:
+    """A layout's expert dispatcher as a search table names it: ``alltoall``, or ``deepep/BACKEND`` (the flex
+    dispatcher on HybridEP's or DeepEP's kernels; ``-`` with no expert group to dispatch over)."""
+    if L["ep"] * (L["etp"] or L["tp"]) == 1:
+        return "-"
+    return L["ep_dispatcher"] if L["ep_dispatcher"] != "deepep" else f"deepep/{L['ep_flex_backend']}"
+
+
+def gpu_hours_text(hours: float) -> str:
+    """GPU-hours as a budget reads them: millions (3.06M), else whole hours (29, not 2.86e-05M)."""
+    return f"{hours / 1e6:.3g}M" if hours >= 1e6 else format_count(round(hours))

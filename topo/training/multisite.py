@@ -97,6 +97,11 @@ class MultisiteStep:
         :meth:`topo.training.result.StepResult.time_to_train_s` on one site."""
         return tokens / (self.tokens_per_step / self.step_time_s)
 
+    def gpu_hours_to_train(self, tokens: float) -> float:
+        """The job's GPU-hours to train ``tokens`` tokens: every site's GPUs x :meth:`time_to_train_s` (walk24: the
+        region's line gave the days alone, one site's gives both)."""
+        return self.gpus * self.time_to_train_s(tokens) / 3600.0
+
     def to_dict(self, train_tokens: float | None = None) -> dict:
         """Plain JSON-ready dict (``topo train REGION --json``); with ``train_tokens``, its time to train."""
         d = whole_bytes(asdict(self))
@@ -104,6 +109,7 @@ class MultisiteStep:
         if train_tokens:
             d["train_tokens"] = train_tokens
             d["time_to_train_s"] = self.time_to_train_s(train_tokens)
+            d["gpu_hours_to_train"] = self.gpu_hours_to_train(train_tokens)
         return d
 
 
