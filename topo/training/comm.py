@@ -57,6 +57,9 @@ MAX_TIMES = 1 << 14
 candidate fraction, hundreds of times over, and a search each layout's several times."""
 MAX_FLOORS = 256
 """Unrouted evaluations :meth:`CommEngine.time_floor` keeps (latency counts and a bound a candidate, no transfers)."""
+MAX_KEYED = 1 << 16
+"""Signatures :meth:`CommEngine.time` keeps by the caller's key of a group matrix (a tuple each): a search remaps
+each layout it refines, and signing a 100k-GPU matrix again takes a ms."""
 
 
 
@@ -95,6 +98,7 @@ class CommEngine:
         self._times: dict[tuple, CommTime] = {}  # (collective, canonical matrix's signature, size) -> its time
         # (bounded, oldest dropped first): a fit or a search asks for the same collective again and again
         self._floors: dict[tuple, Evaluation] = {}  # (collective, signature) -> unrouted evaluation (bounded)
+        self._keyed: dict = {}  # a caller's key of a group matrix -> its canonical signature (bounded, MAX_KEYED)
 
     @property
     def router(self) -> Router:
@@ -134,14 +138,37 @@ class CommEngine:
         """:meth:`canonical` and its :meth:`signature`, remembered for the last few matrices (a step asks about
         each several times)."""
         hit = self._recent.get(id(groups))
-        if hit is not None and hit[0] is groups:
+        if hit is not None and hit[0] is groups and hit[1] is not None:
             return hit[1], hit[2]
         canon = self.canonical(groups)
-        sig = self.signature(canon)
+        sig = self.signature(canon) if hit is None or hit[0] is not groups else hit[2]
+        self._remember(groups, canon, sig)
+        return canon, sig
+
+    def _remember(self, groups: np.ndarray, canon: np.ndarray | None, sig: tuple) -> None:
+        """Keep ``groups``' canonical matrix (None: not made yet) and signature by identity (the last 16)."""
+        self._recent.pop(id(groups), None)
         if len(self._recent) >= 16:
             self._recent.pop(next(iter(self._recent)))
         self._recent[id(groups)] = (groups, canon, sig)  # the reference keeps the id from being reused
-        return canon, sig
+
+    def _signature_of(self, groups: np.ndarray, key=None) -> tuple:
+        """The signature of ``groups``' canonical matrix (:meth:`_canonical`), without signing it again where the
+        caller's ``key`` was given with it before: ``key`` names the matrix (equal keys, equal matrices; e.g.
+        :meth:`topo.training.mapping.Mapping.group_key`)."""
+        hit = self._recent.get(id(groups))
+        if hit is not None and hit[0] is groups:
+            return hit[2]
+        sig = None if key is None else self._keyed.get(key)
+        if sig is None:
+            sig = self._canonical(groups)[1]
+            if key is not None:
+                if len(self._keyed) >= MAX_KEYED:
+                    self._keyed.pop(next(iter(self._keyed)))
+                self._keyed[key] = sig
+        else:
+            self._remember(groups, None, sig)
+        return sig
 
     def _block_sizes(self) -> list[int]:
         """GPUs in one block of each switch tier above the leaves that has more than one block (smallest first);
@@ -173,9 +200,14 @@ class CommEngine:
         return G
 
     def _curve(self, collective: str, groups: np.ndarray, every_block: bool = False,
-               cached_only: bool = False) -> Evaluation | None:
+               cached_only: bool = False, sig: tuple | None = None) -> Evaluation | None:
         collective = SAME_CURVE.get(collective, collective)
         stages = groups.shape[1] if collective == "pipeline" else 2
+        part = None if sig is None or every_block else self._parts.get(sig)
+        if part is not None:  # its first block known by the signature: a held curve needs no canonical matrix
+            ev = self._curves.get((collective, part[1], stages))
+            if ev is not None or cached_only:
+                return ev
         groups, sig = self._canonical(groups)
         if not every_block:
             groups, sig = self._first_block_of(groups, sig)
@@ -207,17 +239,19 @@ class CommEngine:
             part = self._parts[sig] = (reduced, self.signature(reduced)) if reduced is not groups else (None, sig)
         return part if part[0] is not None else (groups, sig)
 
-    def time_floor(self, collective: str, groups: np.ndarray, size_bytes: float) -> float:
+    def time_floor(self, collective: str, groups: np.ndarray, size_bytes: float, key=None) -> float:
         """A lower bound on :meth:`time`'s seconds, routing nothing (:func:`topo.engine.estimate.evaluate_unrouted`
         on the first block, as :meth:`time` routes it): what a search bounds a layout's collectives with before
-        they are routed. The unrouted evaluation is kept per (collective, group matrix); a size is arithmetic."""
+        they are routed. The unrouted evaluation is kept per (collective, group matrix); a size is arithmetic.
+        ``key``: as :meth:`time`'s."""
         groups = np.asarray(groups)
         if groups.shape[1] < 2 or size_bytes <= 0:
             return 0.0
         collective = SAME_CURVE.get(collective, collective)
-        groups, sig = self._first_block_of(*self._canonical(groups))
-        ev = self._floors.get((collective, sig))
+        part = self._parts.get(self._signature_of(groups, key))
+        ev = None if part is None else self._floors.get((collective, part[1]))
         if ev is None:
+            groups, sig = self._first_block_of(*self._canonical(groups))
             if len(self._floors) >= MAX_FLOORS:
                 self._floors.pop(next(iter(self._floors)))
             ev = self._floors[(collective, sig)] = evaluate_unrouted(
@@ -227,19 +261,23 @@ class CommEngine:
         return 0.0 if got is None else float(got.time_s)
 
     def time(self, collective: str, groups: np.ndarray, size_bytes: float,
-             cached_only: bool = False) -> CommTime | None:
+             cached_only: bool = False, key=None) -> CommTime | None:
         """``collective`` of ``size_bytes`` (nccl-tests' size: one rank's larger buffer) on every group of
         ``groups`` at once. Groups of one GPU, or zero bytes, take no time. ``cached_only``: None unless this
-        collective on these groups was routed already (a search's cheap refinement of its bounds)."""
+        collective on these groups was routed already (a search's cheap refinement of its bounds). ``key``: a
+        hashable naming ``groups`` (equal keys only for equal matrices, e.g.
+        :meth:`topo.training.mapping.Mapping.group_key`), by which the matrix's signature is kept: a matrix
+        built again under the same key is not signed again."""
         groups = np.asarray(groups)
         if groups.shape[1] < 2 or size_bytes <= 0:
             return CommTime(collective, float(size_bytes), 0.0, "none", None, None, None)
         S = float(size_bytes)
-        key = (collective, self._canonical(groups)[1], S)  # the signature holds the matrix's shape (its stages)
-        hit = self._times.get(key)
+        sig = self._signature_of(groups, key)
+        held = (collective, sig, S)  # the signature holds the matrix's shape (its stages)
+        hit = self._times.get(held)
         if hit is not None:  # held only once routed: cached_only's answer too (a search asks it thousands of times)
             return hit
-        ev = self._curve(collective, groups, cached_only=cached_only)
+        ev = self._curve(collective, groups, cached_only=cached_only, sig=sig)
         if ev is None:
             return None
         t, name, _, lat, bw = ev.time(S)
@@ -248,7 +286,7 @@ class CommEngine:
                        f"{b.src} -> {b.dst}" if b else None, b.utilization if b else None)
         if len(self._times) >= MAX_TIMES:
             self._times.pop(next(iter(self._times)))
-        self._times[key] = out
+        self._times[held] = out
         return out
 
     def evaluation(self, collective: str, groups: np.ndarray) -> Evaluation | None:

@@ -73,6 +73,13 @@ class Mapping:
             got.flags.writeable = False
         return got
 
+    def group_key(self, dim: str) -> tuple | None:
+        """A key naming :meth:`groups` of ``dim`` (equal keys, equal matrices): what :func:`map_layout` read to
+        build this mapping, and ``dim``; None for a mapping built otherwise. A :class:`.comm.CommEngine` keeps a
+        matrix's signature by it (a search remaps each layout it refines: the matrices are new objects)."""
+        key = self._memo.get(_MAP_KEY)
+        return None if key is None else (key, dim)
+
     def _groups(self, dim: str) -> np.ndarray:
         if dim in ("ep", "etp", "edp"):
             ax = {"edp": 1, "ep": 2, "etp": 3}[dim]

@@ -71,7 +71,7 @@ from .model import ATTENTION_BLOCKS, Block, ModelSpec
 from .ssd import ssd_flops, ssd_kernels
 
 __all__ = ["END_UNITS", "Op", "block_ops", "busiest_rank_load", "expert_rows_sd", "op_time_s", "op_passes_s", "wgrad_kw",
-           "quantize_bytes", "cast_kind", "BlockTime", "block_time", "ep_calls", "ep_call_host_s", "block_time_key", "StageCompute", "stage_compute", "rank_computes", "rank_computes_at",
+           "quantize_bytes", "cast_kind", "BlockTime", "block_time", "ep_calls", "ep_call_host_s", "block_time_key", "DISPATCHER_FIELDS", "StageCompute", "stage_compute", "rank_computes", "rank_computes_at",
            "pipeline_units", "rank_stages", "layer_numbers", "bf16_layers", "optimizer_step_s",
            "OPTIMIZER_STEP_BYTES", "MOE_ROUTER_OPS", "ALLTOALL_PREPROCESS_OPS", "SHARED_EXPERT_MODULES", "SCOPE_PARTS",
            "host_syncs", "CAPACITY_MASK_BYTES", "RESIDUAL_TAG", "early_stopped_s",
@@ -1471,7 +1471,13 @@ as whether it is 1: those two are in :func:`block_time_key`. ``tests/test_traini
 fields it reads."""
 
 
-def block_time_key(lay: ParallelLayout) -> tuple:
+DISPATCHER_FIELDS = ("ep_dispatcher", "ep_flex_backend")
+"""Layout fields only an MoE block's :func:`block_time` reads (its dispatch, permutation and router kernels): the
+other blocks' times are shared across the dispatchers (:func:`block_time_key`'s ``moe``);
+``tests/test_training_comm_keyed_fast63.py`` records it."""
+
+
+def block_time_key(lay: ParallelLayout, moe: bool = True) -> tuple:
     """What :func:`block_time` reads of ``lay``: layouts with equal keys time every block alike (on one model and
     one GPU), so a search prices each block once for all of them (:func:`rank_computes`' ``blocks``).
 
@@ -1482,11 +1488,11 @@ def block_time_key(lay: ParallelLayout) -> tuple:
     Returns
     -------
     tuple
-        Hashable: the layout's fields less :data:`BLOCK_TIME_UNREAD`, whether it copies FSDP2's units, and
-        whether pp is 1.
+        Hashable: the layout's fields less :data:`BLOCK_TIME_UNREAD` (and :data:`DISPATCHER_FIELDS` unless
+        ``moe``: the key of a block other than an MoE block), whether it copies FSDP2's units, and whether pp is 1.
     """
     d = lay.model_dump()
-    for k in BLOCK_TIME_UNREAD:
+    for k in BLOCK_TIME_UNREAD + (() if moe else DISPATCHER_FIELDS):
         d.pop(k, None)
     return (tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in d.items())), copies_units(lay),
             lay.pp == 1)
@@ -1739,7 +1745,7 @@ def rank_computes_at(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute, cov
     in_bf16 = bf16_layers(model, lay)
     lay_bf16 = lay.model_copy(update={"precision": "bf16"})
     cache: dict[tuple, BlockTime] = {}
-    keys: dict[bool, tuple] = {}
+    keys: dict[tuple, tuple] = {}
 
     def bt(kind, bf16=False):
         if (kind, bf16) not in cache:
@@ -1747,11 +1753,12 @@ def rank_computes_at(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute, cov
             if blocks is None:
                 cache[(kind, bf16)] = block_time(model, on, gpu, kind)
             else:
-                if bf16 not in keys:
-                    keys[bf16] = block_time_key(on)
-                shared = blocks.get((keys[bf16], kind))
+                moe = kind == Block.MOE  # the only block that reads the dispatcher
+                if (bf16, moe) not in keys:
+                    keys[(bf16, moe)] = block_time_key(on, moe)
+                shared = blocks.get((keys[(bf16, moe)], kind))
                 if shared is None:
-                    shared = blocks[(keys[bf16], kind)] = block_time(model, on, gpu, kind)
+                    shared = blocks[(keys[(bf16, moe)], kind)] = block_time(model, on, gpu, kind)
                 cache[(kind, bf16)] = shared
         return cache[(kind, bf16)]
 

@@ -489,9 +489,10 @@ class _Search:
         for it in traffic:
             if it["dim"] != "dp":
                 continue
-            G = mapping.groups(it["groups"])
-            got = self.engine.time(it["collective"], G, it["size_bytes"], cached_only=True)
-            one.append(got.time_s if got is not None else self.engine.time_floor(it["collective"], G, it["size_bytes"]))
+            G, key = mapping.groups(it["groups"]), mapping.group_key(it["groups"])
+            got = self.engine.time(it["collective"], G, it["size_bytes"], cached_only=True, key=key)
+            one.append(got.time_s if got is not None else
+                       self.engine.time_floor(it["collective"], G, it["size_bytes"], key=key))
         return dp_floor_s(traffic, lay, one, covered_s)
 
     def _placeable(self, lay) -> bool:

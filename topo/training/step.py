@@ -1163,7 +1163,8 @@ def routed_ep_cover_s(engine: CommEngine, model: ModelSpec, lay: ParallelLayout,
     for item in step_traffic(model, lay):  # the step's cover reads the traffic of no stage in particular
         if _exchange_call(item) is None:
             continue
-        one = engine.time(item["collective"], mapping.groups(item["groups"]), item["size_bytes"], cached_only=True)
+        one = engine.time(item["collective"], mapping.groups(item["groups"]), item["size_bytes"], cached_only=True,
+                          key=mapping.group_key(item["groups"]))
         if one is None:
             return None
         timed.append((item, _flex_bound(item, one, lay, mapping.domains_spanned(item["groups"]),
@@ -1521,7 +1522,8 @@ def exposed_routed(engine: CommEngine, model: ModelSpec, lay: ParallelLayout, ma
         d = item["groups"]
         if d not in groups:
             groups[d], spans[d] = mapping.groups(d), mapping.domains_spanned(d)
-        one = engine.time(item["collective"], groups[d], item["size_bytes"], cached_only=True)
+        one = engine.time(item["collective"], groups[d], item["size_bytes"], cached_only=True,
+                          key=mapping.group_key(d))
         timed.append((item, None if one is None else _flex_bound(item, one, lay, spans[d], spec.gpu)))
     unknown = {it["dim"] for it, one in timed if one is None}
     known = [(i, pair) for i, pair in enumerate(timed) if pair[0]["dim"] not in unknown | {"dp"}]

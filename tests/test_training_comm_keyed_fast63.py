@@ -1,0 +1,128 @@
+"""Two caches of the 100k search (fast63). A group matrix's signature kept by the mapping's key (fast63): a search remaps each layout it refines, so its
+group matrices are new objects each time; :meth:`CommEngine.time` takes the mapping's key beside the matrix
+(:meth:`topo.training.mapping.Mapping.group_key`) and does not sign a matrix it signed under that key before. The
+key must tell apart two mappings whose matrices have the same shape but other groups. And a block's time shared
+across the expert dispatchers where the block does not read them (every block but the MoE block)."""
+
+import numpy as np
+import pytest
+import topo
+from topo.training import mapping as mp
+from topo.training.comm import CommEngine
+from topo.training import operators
+from topo.training.gpus import gpu_compute
+from topo.training.mapping import map_layout
+from topo.training.model import Block, load_model
+from topo.training.operators import rank_computes
+from topo.training.parallel import ParallelLayout, make_layout
+from topo.training.search import candidate_layouts, expert_dispatchers
+
+ORDERS = ("tp-cp-ep-dp-pp", "tp-cp-ep-pp-dp")
+
+
+@pytest.fixture(scope="module")
+def fabric():
+    return topo.build_fabric(topo.load_spec("dgx-h100-superpod"))
+
+
+def _mapping(order: str, fresh: bool = True):
+    """TP 2, PP 4, DP 16 on 128 GPUs (domains of 8) in rank order ``order``; ``fresh``: built again (not the
+    mapping map_layout kept), as a search's refinement meets it."""
+    if fresh:
+        mp._MAPS.clear()
+    lay = make_layout(tp=2, pp=4, dp=16, global_batch=64, rank_order=order)
+    return map_layout(lay, 8, 1024)
+
+
+def test_same_shape_other_groups_do_not_share_a_signature(fabric):
+    """The DP groups of the two rank orders have one shape (8 groups of 16) but other members (stride 2 or
+    stride 8): routed for the first, the second's time is not known (cached_only None), and asked, it is its own."""
+    a, b = _mapping(ORDERS[0]), _mapping(ORDERS[1])
+    Ga, Gb = a.groups("dp"), b.groups("dp")
+    assert Ga.shape == Gb.shape and not np.array_equal(np.sort(Ga, axis=None), Ga.ravel())  # the premise
+    assert CommEngine.signature(CommEngine.canonical(Ga)) != CommEngine.signature(CommEngine.canonical(Gb))
+    assert a.group_key("dp") != b.group_key("dp")
+    eng = CommEngine(fabric)
+    ta = eng.time("all_reduce", Ga, 64e6, key=a.group_key("dp"))
+    assert eng.time("all_reduce", Gb.copy(), 64e6, cached_only=True, key=b.group_key("dp")) is None
+    tb = eng.time("all_reduce", Gb.copy(), 64e6, key=b.group_key("dp"))
+    alone = CommEngine(fabric).time("all_reduce", Gb, 64e6)  # no key: signed from the matrix
+    assert tb == alone
+    assert eng.engine_calls == 2 and ta.time_s != tb.time_s
+
+
+def test_a_remapped_layout_is_not_signed_again(fabric, monkeypatch):
+    """The same layout mapped again (new matrices, the same key) gets the time routed for the first mapping, with
+    no signature taken: the refinement's saving."""
+    eng = CommEngine(fabric)
+    a = _mapping(ORDERS[0])
+    t = eng.time("all_reduce", a.groups("dp"), 64e6, key=a.group_key("dp"))
+    floor = eng.time_floor("all_reduce", a.groups("dp"), 64e6, key=a.group_key("dp"))
+    signed = []
+    monkeypatch.setattr(CommEngine, "signature", staticmethod(lambda g: signed.append(g) or ("never",)))
+    again = _mapping(ORDERS[0])
+    assert again is not a and again.groups("dp") is not a.groups("dp")
+    assert eng.time("all_reduce", again.groups("dp"), 64e6, cached_only=True, key=again.group_key("dp")) is t
+    assert eng.time_floor("all_reduce", again.groups("dp"), 64e6, key=again.group_key("dp")) == floor
+    assert signed == [] and eng.engine_calls == 1
+
+
+def test_a_mapping_built_otherwise_has_no_key():
+    """A Mapping not from map_layout names no key (its matrices are signed as before)."""
+    a = _mapping(ORDERS[0])
+    assert a.group_key("dp") is not None
+    other = mp.Mapping(grid=a.grid, axes=a.axes, experts=a.experts, gpus_per_domain=8)
+    assert other.group_key("dp") is None
+
+
+READ: set = set()
+
+
+class _Recorded(ParallelLayout):
+    """A layout that notes every field read of it (and of its copies: ``model_copy`` keeps the class)."""
+
+    def __getattribute__(self, name):
+        if name in ParallelLayout.model_fields:
+            READ.add(name)
+        return super().__getattribute__(name)
+
+
+@pytest.mark.parametrize("name", ["deepseek-v3-671b", "qwen3-30b-a3b"])
+def test_only_an_moe_block_reads_the_dispatcher(name):
+    """block_time of every block kind but the MoE block reads neither dispatcher field, whatever the dispatcher
+    (the search's three): so rank_computes_at shares those blocks' times across dispatchers
+    (block_time_key(lay, moe=False)); a block that read one would share a wrong time."""
+    m = load_model(name)
+    spec = topo.load_spec("h100-100k")
+    gpu = gpu_compute(spec.gpu, None, host_cpu=spec.host_cpu[0])
+    kinds = ["embedding", "logits", *sorted(set("".join(m.blocks)))] + (["mtp_head"] if m.mtp_layers else [])
+    seen = 0
+    for i, (lay, _) in enumerate(candidate_layouts(m, 1024, 1024, gpus_per_domain=8)):
+        if lay is None or i % 97:
+            continue
+        rec = _Recorded(**{k: getattr(lay, k) for k in lay.model_fields_set})
+        for kind in kinds:
+            READ.clear()
+            operators.block_time(m, rec, gpu, kind)
+            if kind != Block.MOE:
+                assert not READ & set(operators.DISPATCHER_FIELDS), (kind, lay.describe())
+            seen += 1
+        if seen > 400:
+            break
+    assert seen > 100
+
+
+def test_rank_computes_shares_dense_blocks_across_dispatchers():
+    """Pricing one layout with each dispatcher prices its non-MoE blocks once (one shared entry each), its MoE
+    block once per dispatcher, and gives the rows each dispatcher's own blocks give (no shared dict)."""
+    m = load_model("deepseek-v3-671b")
+    spec = topo.load_spec("h100-100k")
+    gpu = gpu_compute(spec.gpu, None, host_cpu=spec.host_cpu[0])
+    base = make_layout(tp=2, pp=2, dp=256, ep=32, global_batch=512)
+    blocks: dict = {}
+    lays = [base.model_copy(update=f) for f in expert_dispatchers(m, {})]
+    for lay in lays:
+        assert repr(rank_computes(m, lay, gpu, 0.0, blocks)) == repr(rank_computes(m, lay, gpu, 0.0))
+    kinds = {k for _, k in blocks}
+    assert sum(1 for _, k in blocks if k == Block.MOE) == len(lays) >= 3
+    assert all(sum(1 for _, k in blocks if k == kind) == 1 for kind in kinds - {Block.MOE})
