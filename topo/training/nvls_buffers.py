@@ -20,10 +20,12 @@ from __future__ import annotations
 import tomllib
 from functools import lru_cache
 
+from ..engine.collectives import algorithm_candidates
+from ..errors import TopoError
 from ..resources import data_dir
 
 __all__ = ["NVLS_FAMILIES", "NO_NVLS", "nvls_constants", "nvls_buffer_bytes", "release_nvls_enabled",
-           "step_nvls_bytes"]
+           "step_nvls_bytes", "may_run_nvls", "nvls_bound_bytes"]
 
 NVLS_FAMILIES = ("nvls", "nvls_tree")
 """The algorithms (``DimensionComm.algorithm``) that run on NCCL's NVLS buffer."""
@@ -93,6 +95,52 @@ def nvls_buffer_bytes(profile, generation: str, ranks_per_domain: int, domains: 
     heads = min(ranks_per_domain, profile.nvls_max_heads) if profile.nvls_max_heads else ranks_per_domain
     step_bytes = profile.nvls_chunk_bytes * profile.steps_in_flight
     return float(channels * k["directions"] * step_bytes * heads)
+
+
+def may_run_nvls(collective: str, algorithm: str) -> bool:
+    """Whether an engine told ``algorithm`` (:class:`~topo.training.comm.CommEngine`) may run ``collective`` as NVLS
+    or NVLSTree: one of them is among the candidates it chooses from
+    (:func:`topo.engine.collectives.algorithm_candidates`, as the engine reads it; under ``auto`` NCCL's, where only
+    the all-reduce has NVLS). An algorithm the collective does not have: True (the caller counts it, to be safe).
+
+    Parameters
+    ----------
+    collective, algorithm : str
+
+    Returns
+    -------
+    bool
+    """
+    try:
+        _, names = algorithm_candidates(collective, algorithm)
+    except TopoError:
+        return True
+    return any(n in NVLS_FAMILIES for n in names)
+
+
+def nvls_bound_bytes(profile, generation: str, gpus_per_domain: int, communicators: int) -> float:
+    """At least the NVLS buffer bytes per GPU of ``communicators`` communicators that may run NVLS
+    (:func:`step_nvls_bytes` counts one buffer per communicator): each at :func:`nvls_buffer_bytes`' most for a
+    group with ``gpus_per_domain`` ranks in a domain (a group holds no more in one domain, and the heads grow with
+    them), in one domain or across several (Blackwell's channels differ), whichever holds more.
+
+    Parameters
+    ----------
+    profile : Profile
+    generation : str
+    gpus_per_domain : int
+        GPUs of one NVLink domain.
+    communicators : int
+        Communicators that may run NVLS (:func:`topo.training.step.nvls_communicators`).
+
+    Returns
+    -------
+    float
+    """
+    if communicators <= 0:
+        return 0.0
+    one = max(nvls_buffer_bytes(profile, generation, gpus_per_domain, d) for d in (1, 2))
+    return float(communicators * one)
 
 
 def step_nvls_bytes(profile, generation: str, comms) -> float:

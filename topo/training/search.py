@@ -66,6 +66,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from ..engine.estimate import default_profile
 from ..errors import TopoError
 from ..fabric.fabric import Fabric
 from ..units import format_in
@@ -75,6 +76,7 @@ from .fsdp2_copies import copies_units
 from .gpus import gpu_compute
 from .parallel import DEFAULT_ORDER, ParallelLayout, check_layout
 from .memory import memory_per_gpu
+from .nvls_buffers import nvls_bound_bytes
 from .ep_buffers import ep_buffer_bytes
 from .nccl_buffers import nccl_buffer_bytes
 from .model import ModelSpec
@@ -82,8 +84,8 @@ from .operators import rank_computes, rank_computes_at, stage_compute
 from .result import SearchResult
 from .mapping import FEWER_GPUS, default_placement, map_layout
 from .tp_overlap import DEFAULT as TP_OVERLAP_DEFAULT, check_num_sm
-from .step import (dp_floor_s, exposed_comm_s, estimate_step, exposed_routed, failure_notes, routed_ep_cover_s,
-                   step_breakdown, step_traffic, traffic_stage)
+from .step import (dp_floor_s, exposed_comm_s, estimate_step, exposed_routed, failure_notes, least_nvls_bytes,
+                   nvls_communicators, routed_ep_cover_s, step_breakdown, step_traffic, traffic_stage)
 
 __all__ = ["search_layouts", "candidate_layouts", "common_factor_note", "expert_dispatchers"]
 
@@ -368,6 +370,8 @@ class _Search:
         self.mem_cache: dict = {}
         self.act_cache: dict = {}  # each stage's activations per micro-batch (memory_per_gpu's ``activations``)
         self.bound_cache: dict = {}
+        self.nvls_bounds: dict = {}  # (memory key, dispatcher, backend) -> the NVLS bytes a step holds at most
+        self.profile = default_profile(fabric)
         self.waits: dict = {}  # (bound key, EP cover) -> the stage compute with the host's waits at that cover
         self.blocks: dict = {}  # block times of this model on this GPU (operators.block_time_key, kind) -> BlockTime
         self.best: list = []  # heap of (-step, seq, StepResult): the ``keep`` best so far
@@ -412,6 +416,9 @@ class _Search:
             self.mem_cache[(mk, nccl, ep_buf)] = mem
         if not mem.fits:
             return None, mem
+        mem = self.nvls_checked(lay, mem, (mk, lay.ep_dispatcher, lay.ep_flex_backend))
+        if not mem.fits:
+            return None, mem
         got = self.bound_cache.get(bk)
         if got is None:
             # no sync-to-sync wait: a lower bound; blocks priced once for the layouts that time them alike
@@ -426,6 +433,28 @@ class _Search:
             amax_f = amax_kernels_s(lay, self.gpu.kernels.launch_gpu_s)  # the step's gaps (estimate_step)
             got = self.bound_cache[bk] = (_bound(lay, sc, tp_f, ep_f, amax_s=amax_f), sc, tp_f, ep_f, amax_f)
         return got[0], mem
+
+    def nvls_checked(self, lay, mem, key):
+        """``mem`` (the memory without NCCL's NVLS buffers) where the layout fits with every communicator that may
+        run NVLS holding its largest buffer (:func:`~topo.training.nvls_buffers.nvls_bound_bytes` of
+        :func:`~topo.training.step.nvls_communicators`, kept per ``key``: the shape and its expert dispatcher);
+        else with the least NVLS bytes the step can count (:func:`~topo.training.step.least_nvls_bytes`, its
+        collectives routed as the step routes them), so a layout that cannot fit as estimated is dropped here, and
+        none that can is. ``lay`` placed as in :meth:`bound_of`."""
+        if not self.spec.nvls:  # no NVLink SHARP: the engine never chooses NVLS
+            return mem
+        bound = self.nvls_bounds.get(key)
+        if bound is None:
+            bound = self.nvls_bounds[key] = nvls_bound_bytes(
+                self.profile, self.gpu.generation, self.spec.gpus_per_domain,
+                len(nvls_communicators(self.model, lay, self.engine.algorithm)))
+        if replace(mem, nvls_bytes=bound).fits:
+            return mem
+        try:
+            mapping = map_layout(lay, self.spec.gpus_per_domain, self.fabric.layout.num_gpus)
+        except TopoError:
+            return mem  # its groups do not map: :meth:`run` counts it invalid
+        return replace(mem, nvls_bytes=least_nvls_bytes(self.engine, self.model, lay, mapping, self.gpu))
 
     def waited(self, lay, sc, bk, cover_s: float):
         """The compute of ``sc``'s pipeline rank (the step's rank under DualPipe, :func:`.step.traffic_stage` None)

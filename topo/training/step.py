@@ -92,14 +92,14 @@ from .ep_dispatch import flex_dispatch_s
 from .ep_internode import internode_call_s
 from .ep_overlap import layer_exposed_s, moe_layer_parts, published_gemm_loss, unpaired_note, unpaired_share
 from .flops import model_flop_per_step
-from .fp8_amax import AMAX_PHASE, amax_reduced, amax_step, sp_amax_reduced
+from .fp8_amax import AMAX_PHASE, AMAX_SP_GROUP, amax_group, amax_reduced, amax_step, sp_amax_reduced
 from .gpus import gpu_compute
 from .host_cpu import host_time_factor, reference_host_cpu
 from .kernels import memory_s
 from .mapping import EXPERT_DP_GROUPS, default_placement, map_layout, recipe_gpus_used, refuse_failed_gpus
 from .memory import busiest_stage, end_unit_params, memory_per_gpu, stage_params, units_holding
 from .model import BLOCK_KINDS, Block, ModelSpec
-from .nvls_buffers import step_nvls_bytes
+from .nvls_buffers import may_run_nvls, step_nvls_bytes
 from .operators import (END_UNITS, bf16_layers, busiest_rank_load, expert_capacity, optimizer_step_s,
                         pipeline_units, rank_computes, ring_step_s)
 from .parallel import ParallelLayout, check_layout, dp_bucket_calls, xla_all_reduce_calls
@@ -732,11 +732,102 @@ def _pace_candidates(model: ModelSpec, lay: ParallelLayout, ranks: list) -> list
     stages, flags = pipeline_units(model, lay), bf16_layers(model, lay)
     seen, out = set(), []
     for sc in ranks:
-        key = (tuple(map(str, stages[sc.busiest])), tuple(flags[sc.busiest]))
+        key = _stage_key(stages, flags, sc.busiest)
         if key not in seen:
             seen.add(key)
             out.append((sc, sc.busiest))
     return out
+
+
+def _stage_key(stages: list, flags: list, i: int) -> tuple:
+    """What a pipeline stage's traffic reads of it: its units and which of its layers run in BF16."""
+    return tuple(map(str, stages[i])), tuple(flags[i])
+
+
+def pace_stages(model: ModelSpec, lay: ParallelLayout) -> list[int | None]:
+    """Every pipeline stage whose traffic may pace the step (:func:`_pace_candidates` takes those of the pipeline
+    ranks' busiest stages), one of each distinct set of units, as :func:`step_traffic`'s ``stage``: ``[None]`` where
+    the step reads no stage in particular (DualPipe, or one stage; :func:`traffic_stage`).
+
+    Parameters
+    ----------
+    model, lay
+        The model and its layout.
+
+    Returns
+    -------
+    list
+        Stage indices (or ``[None]``), a superset of those :func:`estimate_step` paces by, whatever the computes.
+    """
+    if lay.pipeline_schedule != "1f1b" or lay.pp <= 1:
+        return [None]
+    stages, flags = pipeline_units(model, lay), bf16_layers(model, lay)
+    seen: dict = {}
+    for i in range(len(stages)):
+        seen.setdefault(_stage_key(stages, flags, i), i)
+    return list(seen.values())
+
+
+def comm_dim(item: dict) -> str:
+    """The :class:`DimensionComm` ``dim`` of a traffic item: its dimension, ``dp_experts`` for the expert
+    data-parallel groups (their own communicators)."""
+    return item["dim"] if item["groups"] not in EXPERT_DP_GROUPS else "dp_experts"
+
+
+def nvls_communicators(model: ModelSpec, lay: ParallelLayout, algorithm: str) -> set:
+    """Every communicator of a step on any pipeline stage (:func:`pace_stages`) whose collectives an engine told
+    ``algorithm`` may run as NVLS or NVLSTree (:func:`.nvls_buffers.may_run_nvls`), as ``(dim, groups)``: the
+    communicators :func:`.nvls_buffers.step_nvls_bytes` can count a buffer for, whatever the routing chooses; the
+    FP8 amax all-reduce's group where the layout reduces amaxes (:func:`.fp8_amax.amax_step`)."""
+    out = set()
+    for stage in pace_stages(model, lay):
+        out.update((comm_dim(it), it["groups"]) for it in step_traffic(model, lay, stage)
+                   if may_run_nvls(it["collective"], algorithm))
+    if sp_amax_reduced(lay):
+        out.add((AMAX_PHASE, AMAX_SP_GROUP))
+    elif amax_reduced(lay):
+        out.add((AMAX_PHASE, amax_group(lay)))
+    return out
+
+
+def least_nvls_bytes(engine: CommEngine, model: ModelSpec, lay: ParallelLayout, mapping, gpu) -> float:
+    """The least NVLS buffer bytes per GPU :func:`estimate_step` can count for ``lay``: over every stage that may
+    pace the step (:func:`pace_stages`), :func:`.nvls_buffers.step_nvls_bytes` of the stage's collectives that may
+    run NVLS, each with the algorithm ``engine`` chooses for it (routed as the step routes them; the flex
+    dispatcher's bound, :func:`_flex_bound`, touches only all-to-alls), and the stage's amax all-reduce
+    (:func:`.fp8_amax.amax_step`). A layout that does not fit with this many bytes does not fit as estimated.
+
+    Parameters
+    ----------
+    engine : CommEngine
+    model, lay
+        The model and its layout, placed (:func:`.mapping.default_placement`).
+    mapping : Mapping
+        The layout on the fabric (:func:`.mapping.map_layout`).
+    gpu : GPUCompute
+        The GPU's kernel model (its generation, launch gap).
+
+    Returns
+    -------
+    float
+    """
+    profile, least = default_profile(engine.fabric), math.inf
+    for stage in pace_stages(model, lay):
+        comms = []
+        for it in step_traffic(model, lay, stage):
+            if not may_run_nvls(it["collective"], engine.algorithm):
+                continue
+            G = mapping.groups(it["groups"])
+            one = engine.time(it["collective"], G, it["size_bytes"])
+            comms.append(DimensionComm(
+                dim=comm_dim(it), collective=it["collective"], size_bytes=it["size_bytes"],
+                calls_per_step=it["calls"], time_s=one.time_s, exposed_s=0.0, algorithm=one.algorithm,
+                level=one.level, link=one.link, utilization=one.utilization, num_groups=int(G.shape[0]),
+                group_size=int(G.shape[1]), domains_per_group=mapping.domains_spanned(it["groups"])))
+        amax, _ = amax_step(engine, mapping, model, lay, _stage_counts(model, lay, stage), gpu.kernels.launch_gpu_s,
+                            sp_quantisations(model, lay, stage))
+        least = min(least, step_nvls_bytes(profile, gpu.generation, comms + ([amax] if amax is not None else [])))
+    return float(least)
 
 
 def traffic_stage(lay: ParallelLayout, sc) -> int | None:
@@ -822,7 +913,7 @@ def _exposed_comms(model: ModelSpec, lay: ParallelLayout, gpu, sc, engine: CommE
                                   lay, stream)
     for i, (item, one) in enumerate(timed):
         dim, ex = item["dim"], done[i]
-        key = dim if item["groups"] not in EXPERT_DP_GROUPS else "dp_experts"
+        key = comm_dim(item)
         factor = slow.get(key, 1.0)
         exposed[dim] += ex
         comms.append(DimensionComm(
