@@ -8,7 +8,7 @@ import pytest
 from topo.training.gpus import gpu_compute
 from topo.training.kernels import alltoall_preprocess_kernels
 from topo.training.model import load_model
-from topo.training.operators import block_ops, block_time, ep_call_host_s, host_launch_s
+from topo.training.operators import block_ops, block_time, ep_calls_host, host_launch_s
 from topo.training.parallel import make_layout
 from topo.training.step import _is_ep_a2a, step_traffic
 
@@ -146,7 +146,7 @@ def test_hybridep_permutes_in_its_calls_two_gaps_a_pass_and_no_launch_of_the_hos
     (``unpermute_launcher``), inside ``dispatch_with_permute`` / ``combine_with_unpermute``; the backward calls the
     other one (NVIDIA/Megatron-LM@6cd6ea530e ``fused_a2a.py``). So 2 kernels a pass on the GPU, each paying its
     launch gap, and no host launch of their own (the calls' measured host time holds them:
-    ``operators.ep_call_host_s``). Transformer Engine's permutation (DeepEP's backend) keeps its host launches."""
+    ``operators.ep_calls_host``). Transformer Engine's permutation (DeepEP's backend) keeps its host launches."""
     g = gpu_compute("H100", overrides={"launch": {"host_s": HOST_S}})
     ops = {op.name: op for op in block_ops(qwen, _lay(ep_dispatcher="deepep"), "E")}
     for name, backward in (("permute", False), ("permute_grad", True)):
@@ -158,24 +158,29 @@ def test_hybridep_permutes_in_its_calls_two_gaps_a_pass_and_no_launch_of_the_hos
 
 def test_a_hybridep_calls_host_is_pr_5094s_figure_times_the_hosts_factor():
     """Each HybridEP all-to-all call costs the host the profile's 186.2 us on DGX H100 (host_calls.toml
-    ``hybridep_dispatch_with_permute``), on Grace times 37.08 / 13.48 (host_cpu.toml's factor, TE #2053); the
-    all-to-all dispatcher's calls one kernel launch (``launch_host_s``); DeepEP V1's its own figure (below)."""
+    ``hybridep_dispatch_with_permute``: PR #5094's range mixes the forward dispatch and the combine's backward and
+    times no part apart, so every call kind alike), on Grace times 37.08 / 13.48 (host_cpu.toml's factor, TE
+    #2053); the all-to-all dispatcher's calls one kernel launch each (``launch_host_s``); DeepEP V1's its own
+    figures (below)."""
     h100, gb200 = gpu_compute("H100"), gpu_compute("GB200")
     hybrid = _lay(ep_dispatcher="deepep")
-    assert ep_call_host_s(hybrid, h100) == pytest.approx(186.2e-6)
-    assert ep_call_host_s(hybrid, gb200) == pytest.approx(186.2e-6 * 37.08 / 13.48)
-    assert block_time(load_model("qwen3-30b-a3b"), hybrid, h100, "E").call_host_s == pytest.approx(186.2e-6)
-    assert ep_call_host_s(_lay(), gb200) == gb200.kernels.launch_host_s
+    assert ep_calls_host(hybrid, h100) == pytest.approx([186.2e-6] * 4)
+    assert ep_calls_host(hybrid, gb200) == pytest.approx([186.2e-6 * 37.08 / 13.48] * 4)
+    assert block_time(load_model("qwen3-30b-a3b"), hybrid, h100, "E").calls_host_s == pytest.approx([186.2e-6] * 4)
+    assert ep_calls_host(_lay(), gb200) == (gb200.kernels.launch_host_s,) * 4
 
 
-def test_a_deepep_v1_call_is_deepseeks_traced_host_time_times_the_hosts_factor():
+def test_a_deepep_v1_call_is_deepseeks_traced_host_time_of_its_kind_times_the_hosts_factor():
     """deepseek-ai/profile-data@4496024 train.json (H800, rank 0 of EP64), DeepEP's C++ entries less the dispatch's
     busy-wait, medians over the 4 layers: forward dispatch 245 us (get_dispatch_layout 56 + dispatch 189), forward
-    combine 67, the dispatch's backward 54, the combine's backward 88; the mean, 113.5 us, a call on the H800
-    catalog host (8480C, an assumption: DeepSeek names no CPU), on Grace times 37.08 / 13.48 (TE #2053)."""
+    combine 67, the dispatch's backward 54, the combine's backward 88, each call at its own kind's figure (not
+    their mean, 113.5 us) on the H800 catalog host (8480C, an assumption: DeepSeek names no CPU), on Grace times
+    37.08 / 13.48 (TE #2053)."""
     h100, gb200 = gpu_compute("H100"), gpu_compute("GB200")
     v1 = _lay(ep_dispatcher="deepep", ep_flex_backend="deepep")
-    assert ep_call_host_s(v1, h100) == pytest.approx((245 + 67 + 54 + 88) / 4 * 1e-6)
-    assert ep_call_host_s(v1, gb200) == pytest.approx(113.5e-6 * 37.08 / 13.48)
-    assert block_time(load_model("qwen3-30b-a3b"), v1, h100, "E").call_host_s == pytest.approx(113.5e-6)
-
+    traced = [245e-6, 67e-6, 54e-6, 88e-6]
+    calls = ep_calls_host(v1, h100)
+    assert calls == pytest.approx(traced)
+    assert (calls.forward_s, calls.backward_s) == pytest.approx((312e-6, 142e-6))
+    assert ep_calls_host(v1, gb200) == pytest.approx([t * 37.08 / 13.48 for t in traced])
+    assert block_time(load_model("qwen3-30b-a3b"), v1, h100, "E").calls_host_s == pytest.approx(traced)

@@ -14,7 +14,7 @@ import topo
 
 from topo.training.gpus import gpu_compute
 from topo.training.model import load_model
-from topo.training.operators import Block, block_time, ep_call_host_s, ep_calls
+from topo.training.operators import Block, EpCallsHost, block_time, ep_calls, ep_calls_host
 from topo.training.parallel import check_layout, make_layout
 from topo.training.step import _ep_cover_s, estimate_step
 
@@ -27,15 +27,16 @@ def test_hybridep_at_ep_1_calls_at_the_measured_price():
     check_layout(m, lay, gpus=8)
     assert ep_calls(lay)
     # host_calls.toml [call.hybridep_dispatch_with_permute]: (4.253 - 3.109) s / 6,144 calls on DGX H100
-    assert block_time(m, lay, gpu, Block.MOE).call_host_s == pytest.approx((4.253 - 3.109) / 6144, rel=1e-3)
-    assert ep_call_host_s(lay, gpu) == block_time(m, lay, gpu, Block.MOE).call_host_s
+    calls = block_time(m, lay, gpu, Block.MOE).calls_host_s
+    assert calls == pytest.approx([(4.253 - 3.109) / 6144] * 4, rel=1e-3)  # one figure for each call kind
+    assert ep_calls_host(lay, gpu) == calls
 
 
 def test_the_all_to_all_dispatcher_at_ep_1_calls_no_all_to_all():
     """Megatron's all-to-all over an EP group of one rank returns its input: no call."""
     m, gpu = load_model("qwen3-30b-a3b"), gpu_compute("H100")
     lay = make_layout(**ETP2)
-    assert not ep_calls(lay) and block_time(m, lay, gpu, Block.MOE).call_host_s == 0.0
+    assert not ep_calls(lay) and block_time(m, lay, gpu, Block.MOE).calls_host_s == EpCallsHost()
     assert ep_calls(make_layout(**{**ETP2, "etp": 1, "ep": 8}))
 
 

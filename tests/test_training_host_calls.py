@@ -62,7 +62,9 @@ def test_every_call_kind_has_a_status_and_a_source():
     for kind, row in host_call_table()["call"].items():
         assert row["status"] in ("published", "secondary", "qualitative") and row["source"] and row["what"], kind
         if row["status"] in ("published", "secondary"):
-            assert row["host_s"] and all(v > 0 for v in row["host_s"].values()), kind
+            assert row["host_s"], kind
+            for v in row["host_s"].values():  # one figure, or one a part of the call
+                assert all(x > 0 for x in (v.values() if isinstance(v, dict) else [v])), kind
 
 
 def test_hybridep_call_is_pr_5094s_range_outside_the_preprocessing_per_call():
@@ -79,18 +81,29 @@ def test_hybridep_call_is_pr_5094s_range_outside_the_preprocessing_per_call():
     assert on == pytest.approx(178.5e-6, rel=1e-3) and abs(on / row["host_s"]["xeon_8480c"] - 1) < 0.05
 
 
-def test_deepep_v1_call_is_the_mean_of_the_traces_four_call_kinds():
+def test_deepep_v1_call_is_the_traces_figure_per_call_kind():
     """deepseek-ai/profile-data@4496024 train.json: DeepEP's C++ host spans (less notify_dispatch's busy-wait) of
-    the forward dispatch, forward combine and their backwards, medians over 4 layers: 245 / 67 / 54 / 88 us; their
-    mean is the call's figure. The DualPipe stage ranges around them (384 / 181.5 / 160.5 / 274 us) bound it above,
-    and the host CPU is an assumption (DeepSeek names none)."""
+    the forward dispatch, forward combine and their backwards, medians over 4 layers: 245 / 67 / 54 / 88 us, each
+    kind its own figure (their mean, 113.5 us, priced every call before). The DualPipe stage ranges around them
+    (384 / 181.5 / 160.5 / 274 us) bound them above, and the host CPU is an assumption (DeepSeek names none)."""
     row = host_call_table()["call"]["deepep_v1_call"]
-    kinds = row["per_kind_s"]
-    assert [kinds[k] * 1e6 for k in ("dispatch_forward", "combine_forward", "dispatch_backward",
-                                     "combine_backward")] == pytest.approx([245, 67, 54, 88])
-    assert call_host_s("deepep_v1_call", "xeon_8480c") == pytest.approx(sum(kinds.values()) / 4, rel=1e-9)
-    assert all(row["stage_ranges_s"][k] > v for k, v in kinds.items())
+    kinds = ("dispatch_forward", "combine_forward", "dispatch_backward", "combine_backward")
+    figures = [call_host_s("deepep_v1_call", "xeon_8480c", k) for k in kinds]
+    assert figures == pytest.approx([245e-6, 67e-6, 54e-6, 88e-6])
+    assert sum(figures) / 4 == pytest.approx(113.5e-6)
+    assert all(row["stage_ranges_s"][k] > v for k, v in zip(kinds, figures))
     assert row["host_cpu_status"] == "assumption"
+
+
+def test_a_call_timed_by_part_needs_its_part_and_a_one_figure_call_prices_every_part_alike():
+    """A kind with figures by part refuses a call without one, or with an unknown one, in one line naming the
+    allowed parts; a one-figure kind (HybridEP's) gives its figure for any part."""
+    with pytest.raises(KeyError, match="deepep_v1_call.*xeon_8480c.*part None.*allowed: combine_backward"):
+        call_host_s("deepep_v1_call", "xeon_8480c")
+    with pytest.raises(KeyError, match="part 'nope'.*allowed"):
+        call_host_on_s("deepep_v1_call", "grace", "nope")
+    assert call_host_s("hybridep_dispatch_with_permute", "xeon_8480c", "combine_forward") == pytest.approx(186.2e-6)
+    assert call_host_on_s("deepep_v1_call", "grace", "combine_forward") == pytest.approx(67e-6 * 37.08 / 13.48)
 
 
 def test_a_call_without_a_figure_on_a_host_is_the_references_times_its_factor():

@@ -79,7 +79,7 @@ def test_a_gpu_bound_layer_still_waits_for_the_first_launch_after_each_sync(qwen
         # each sync: its round trip (the copy lands, the host thread resumes), the dispatch's launch, then the
         # permutation's first launch
         assert bt["E"].sync_s == g.kernels.sync_s > 0 and bt["*"].sync_s == 0.0
-        assert bt["E"].call_host_s == host_s and bt["*"].call_host_s == 0.0
+        assert bt["E"].calls_host_s == (host_s,) * 4 and bt["*"].calls_host_s == (0.0,) * 4
         assert wait == pytest.approx(qwen.layers * (g.kernels.sync_s + 2 * host_s), rel=1e-6)
         padded = lay.model_copy(update={"moe_capacity_factor": 1.0})
         assert stage_compute(qwen, padded, g).by_module_s.get("host", 0.0) == 0.0
@@ -190,7 +190,7 @@ def test_the_backward_all_to_alls_cover_the_hosts_backward_launches(qwen):
     backward then lasts its launches with the all-to-alls inside: its compute (the all-to-alls counted apart, under
     ``ep``) is the launches less one cover a MoE layer, and its wait that much shorter; a cover longer than the
     host's excess leaves no backward wait; a GPU-bound backward does not move. The host calls the backward's pair
-    as it calls the forward's, one launch each (``call_host_s``), so its launches include those two."""
+    as it calls the forward's, one launch each (``calls_host_s``), so its launches include those two."""
     lay = make_layout(ep=8, dp=8, global_batch=64, seq_len=4096, etp=1)  # 48 layers of attention + MoE
 
     def sc(host, cover):
@@ -201,8 +201,8 @@ def test_the_backward_all_to_alls_cover_the_hosts_backward_launches(qwen):
     L = qwen.layers
     gpu_b = sum(n * bt[k].backward_s for k, n in (("*", L), ("E", L), ("embedding", 1), ("logits", 1)))
     host_b = sum(n * bt[k].host_backward_s for k, n in (("*", L), ("E", L), ("embedding", 1), ("logits", 1)))
-    assert bt["E"].call_host_s == pytest.approx(1e-3)  # H100's x86 host: factor 1 (host_cpu.toml)
-    host_b += L * 2 * bt["E"].call_host_s  # and the backward's dispatch and combine, one host call each
+    assert bt["E"].calls_host_s == pytest.approx([1e-3] * 4)  # H100's x86 host: factor 1 (host_cpu.toml)
+    host_b += L * bt["E"].calls_host_s.backward_s  # and the backward's dispatch and combine, one host call each
     bare, covered = sc(1e-3, 0.0), sc(1e-3, 1e-3)
     assert host_b > gpu_b + L * 1e-3  # host-bound even with the cover
     assert bare.backward_s == pytest.approx(host_b)

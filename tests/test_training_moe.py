@@ -87,19 +87,19 @@ def test_host_waits_per_layer_of_a_dropless_moe(qwen):
     ends_gpu = bt["embedding"].forward_s + bt["logits"].forward_s
     ends_host = bt["embedding"].host_s + bt["logits"].host_s
     # every kernel is host-bound: the GPU runs each as it is launched, so a layer (sync to sync) lasts the sync's
-    # round trip, its launches (and the dispatch's and the combine's, two: BlockTime.call_host_s) and the GPU time
+    # round trip, its launches (and the dispatch's and the combine's, two: BlockTime.calls_host_s) and the GPU time
     # of the last kernel before the sync (operators._synced_layer_wait_s)
     e = bt["E"]
     h_last, g_last, n_last = e.launch_seq[e.sync_at - 1]
     assert h_last / n_last > g_last / n_last
     assert layer_gpu < launches * 1e-3
     sync = g.kernels.sync_s
-    assert e.call_host_s == 1e-3
+    assert e.calls_host_s == (1e-3,) * 4  # the all-to-all dispatcher: one launch a call
     assert slow.forward_s == pytest.approx(L * (sync + (launches + 2) * 1e-3 + g_last / n_last)
                                            + max(ends_gpu, ends_host))
     gpu_b = sum(n * bt[k].backward_s for k, n in (("*", L), ("E", L), ("embedding", 1), ("logits", 1)))
     host_b = sum(n * bt[k].host_backward_s for k, n in (("*", L), ("E", L), ("embedding", 1), ("logits", 1)))
-    host_b += L * 2 * e.call_host_s  # the backward's dispatch and combine: two host calls, as the forward's
+    host_b += L * e.calls_host_s.backward_s  # the backward's dispatch and combine: two host calls, as the forward's
     assert host_b > gpu_b and slow.backward_s == pytest.approx(host_b)
     assert fast.forward_s < slow.forward_s / 10 and fast.backward_s < slow.backward_s / 10
     waited = (slow.forward_s + slow.backward_s) - (fast.forward_s + fast.backward_s)

@@ -59,9 +59,10 @@ def host_time_factor(cpu: str) -> float:
     return float(row["time_factor"])
 
 
-def call_host_on_s(kind: str, cpu: str) -> float:
-    """Host seconds of one call of ``kind`` on ``cpu``: its published figure there, else the reference CPU's
-    (:func:`reference_host_cpu`) times ``cpu``'s time factor (:func:`host_time_factor`).
+def call_host_on_s(kind: str, cpu: str, part: str | None = None) -> float:
+    """Host seconds of one call of ``kind`` (its ``part``: :func:`topo.training.host_calls.call_host_s`) on
+    ``cpu``: its published figure there, else the reference CPU's (:func:`reference_host_cpu`) times ``cpu``'s time
+    factor (:func:`host_time_factor`).
 
     Parameters
     ----------
@@ -69,6 +70,8 @@ def call_host_on_s(kind: str, cpu: str) -> float:
         A key of ``host_calls.toml``'s ``[call]`` with a figure on ``cpu`` or on the reference CPU.
     cpu : str
         A key of ``host_cpu.toml``'s ``[cpu]``.
+    part : str, optional
+        The call's part, for a kind timed by part (``[call.deepep_v1_call]``).
 
     Returns
     -------
@@ -78,12 +81,13 @@ def call_host_on_s(kind: str, cpu: str) -> float:
     Raises
     ------
     KeyError
-        One line: the call kind is unknown, has no figure on ``cpu`` nor on the reference, or ``cpu`` is unknown.
+        One line: the call kind is unknown, has no figure on ``cpu`` nor on the reference, ``cpu`` is unknown, or
+        ``part`` is not one of the kind's parts.
     """
     try:
-        return call_host_s(kind, cpu)
+        return call_host_s(kind, cpu, part)
     except KeyError:
         ref = reference_host_cpu()
         if cpu not in host_cpu_table()["cpu"]:
             raise KeyError(f"host CPU {cpu!r}: not in host_cpu.toml") from None
-        return call_host_s(kind, ref) * host_time_factor(cpu) / host_time_factor(ref)
+        return call_host_s(kind, ref, part) * host_time_factor(cpu) / host_time_factor(ref)

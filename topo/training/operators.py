@@ -50,6 +50,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
+from typing import NamedTuple
 
 import numpy as np
 
@@ -71,7 +72,7 @@ from .model import ATTENTION_BLOCKS, Block, ModelSpec
 from .ssd import ssd_flops, ssd_kernels
 
 __all__ = ["END_UNITS", "Op", "block_ops", "busiest_rank_load", "expert_rows_sd", "op_time_s", "op_passes_s", "wgrad_kw",
-           "quantize_bytes", "cast_kind", "BlockTime", "block_time", "ep_calls", "ep_call_host_s", "block_time_key", "DISPATCHER_FIELDS", "StageCompute", "stage_compute", "rank_computes", "rank_computes_at",
+           "quantize_bytes", "cast_kind", "BlockTime", "block_time", "ep_calls", "EpCallsHost", "EP_CALL_PARTS", "ep_calls_host", "block_time_key", "DISPATCHER_FIELDS", "StageCompute", "stage_compute", "rank_computes", "rank_computes_at",
            "pipeline_units", "rank_stages", "layer_numbers", "bf16_layers", "optimizer_step_s",
            "OPTIMIZER_STEP_BYTES", "MOE_ROUTER_OPS", "ALLTOALL_PREPROCESS_OPS", "SHARED_EXPERT_MODULES", "SCOPE_PARTS",
            "host_syncs", "CAPACITY_MASK_BYTES", "RESIDUAL_TAG", "early_stopped_s",
@@ -194,7 +195,7 @@ class Op:
     (its output is reduce-scattered: the output projection, fc2); empty: none (:func:`tp_paired_gemm_s`)."""
     in_call: bool = False
     """A kernel launched from C++ inside a call whose host time is priced as the call's (HybridEP's permute and
-    un-permute, inside ``dispatch_with_permute`` / ``combine_with_unpermute``: :func:`ep_call_host_s`): its GPU gap
+    un-permute, inside ``dispatch_with_permute`` / ``combine_with_unpermute``: :func:`ep_calls_host`): its GPU gap
     counts, no host launch of its own."""
     side_stream: bool = False
     """A kernel the host launches onto a stream of its own (FSDP2's all-gather copy-in, :mod:`.fsdp2_copies`): its
@@ -826,7 +827,7 @@ def _permute_ops(lay: ParallelLayout, nbytes: float, sorts: bool) -> list[Op]:
     HybridEP's permutation is its copy out of its registered buffer, at a contiguous kernel's share of HBM: its
     published Torch API time on GB200 (the kernel plus that copy) leaves the copy (topo's bytes) no less than 59%
     of HBM, above the gather rates' 46% (tests/test_training_ep_dispatch.py). HybridEP's kernels are launched from
-    C++ inside its dispatch and combine calls (``Op.in_call``), whose host time :func:`ep_call_host_s` prices."""
+    C++ inside its dispatch and combine calls (``Op.in_call``), whose host time :func:`ep_calls_host` prices."""
     if lay.ep_dispatcher == "deepep":
         key = lay.ep_flex_backend
     else:
@@ -844,7 +845,7 @@ def _router_kernels(router: str, lay: ParallelLayout) -> float:
     """Kernels of the router's forward, its GEMM included (:func:`.kernels.router_kernels`, by the model's
     router configuration): fused or not, and with the flex dispatcher's preprocess fused in; with DeepEP V1 that
     preprocess's kernel, ``get_dispatch_layout``, is launched inside the dispatch call, whose price
-    (:func:`ep_call_host_s`) holds it, so it is not counted here too."""
+    (:func:`ep_calls_host`) holds it, so it is not counted here too."""
     k = router_kernels(router)
     if not lay.moe_router_fusion:
         return k["plain"]
@@ -1264,6 +1265,32 @@ def captured(op: Op, graphs: tuple) -> bool:
     return bool(op.graph) and any(op.graph in SCOPE_PARTS.get(g, (g,)) for g in graphs)
 
 
+EP_CALL_PARTS = ("dispatch_forward", "combine_forward", "dispatch_backward", "combine_backward")
+"""An expert all-to-all call's parts, as ``host_calls.toml`` names a kind's figures by part and in
+:class:`EpCallsHost`'s order: the forward dispatch and combine, the dispatch's backward (a combine) and the
+combine's backward (a dispatch with the forward's handle)."""
+
+
+class EpCallsHost(NamedTuple):
+    """Host seconds of an MoE block's four expert all-to-all calls a micro-batch (:func:`ep_calls_host`), in
+    :data:`EP_CALL_PARTS`' order."""
+
+    dispatch_s: float = 0.0  # the forward's dispatch: the call right after a dropless router's sync
+    combine_s: float = 0.0  # the forward's combine
+    dispatch_backward_s: float = 0.0  # the dispatch's backward (a combine call)
+    combine_backward_s: float = 0.0  # the combine's backward (a dispatch call with the forward's handle)
+
+    @property
+    def forward_s(self) -> float:
+        """The forward's two calls (and a replayed forward's)."""
+        return self.dispatch_s + self.combine_s
+
+    @property
+    def backward_s(self) -> float:
+        """The backward's two calls."""
+        return self.dispatch_backward_s + self.combine_backward_s
+
+
 @dataclass(frozen=True)
 class BlockTime:
     """One block's seconds per micro-batch on one GPU, and per module (forward + backward)."""
@@ -1282,7 +1309,7 @@ class BlockTime:
     launch_seq: tuple = ()  # the forward's ops in order: (host seconds, GPU seconds, kernels) each
     sync_at: int = -1  # an MoE block: index in launch_seq of its first op after the tokens-per-expert sync
     sync_s: float = 0.0  # an MoE block with that sync: the sync's round trip after the GPU drains (KernelModel.sync_s)
-    call_host_s: float = 0.0  # an MoE block with EP: host seconds per expert all-to-all call (ep_call_host_s)
+    calls_host_s: EpCallsHost = EpCallsHost()  # an MoE block with EP: its expert all-to-all calls' host (ep_calls_host)
     launch_modules: tuple = ()  # the module of each launch_seq op
 
 
@@ -1404,18 +1431,18 @@ def block_time(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute, kind: str
     synced = sync_at >= 0
     calls = kind == Block.MOE and ep_calls(lay)  # the expert all-to-alls the host calls
     return BlockTime(fwd, bwd, mods, rec, flops, attention, wgrad, host, host_b, hmods, pairs, tuple(seq), sync_at,
-                     gpu.kernels.sync_s if synced else 0.0, ep_call_host_s(lay, gpu) if calls else 0.0,
+                     gpu.kernels.sync_s if synced else 0.0, ep_calls_host(lay, gpu) if calls else EpCallsHost(),
                      tuple(seq_mods))
 
 
 HYBRIDEP_CALL = "hybridep_dispatch_with_permute"
-"""``host_calls.toml``'s call kind of a HybridEP all-to-all call (:func:`ep_call_host_s`)."""
+"""``host_calls.toml``'s call kind of a HybridEP all-to-all call (:func:`ep_calls_host`)."""
 DEEPEP_CALL = "deepep_v1_call"
-"""``host_calls.toml``'s call kind of a DeepEP V1 all-to-all call (:func:`ep_call_host_s`)."""
+"""``host_calls.toml``'s call kind of a DeepEP V1 all-to-all call (:func:`ep_calls_host`)."""
 
 
 def ep_calls(lay: ParallelLayout) -> bool:
-    """Whether an MoE block's host calls a dispatch and a combine each pass (its ``call_host_s``, else 0).
+    """Whether an MoE block's host calls a dispatch and a combine each pass (its ``calls_host_s``, else none).
 
     The all-to-all dispatcher calls its all-to-all over the EP group, none at ep 1 (one rank). The flex dispatcher
     (``deepep``) runs over the TP x EP group of the experts (``tp_ep_group``, its TP the experts' ``etp``), so at
@@ -1428,20 +1455,23 @@ def ep_calls(lay: ParallelLayout) -> bool:
     return lay.ep * lay.expert_tp > 1 if lay.ep_dispatcher == "deepep" else lay.ep > 1
 
 
-def ep_call_host_s(lay: ParallelLayout, gpu: GpuCompute) -> float:
-    """Host seconds of one expert all-to-all call of the layout's dispatcher (an MoE block's ``call_host_s``).
+def ep_calls_host(lay: ParallelLayout, gpu: GpuCompute) -> EpCallsHost:
+    """Host seconds of each of an MoE block's expert all-to-all calls under the layout's dispatcher, a micro-batch
+    (an MoE block's ``calls_host_s``; the host line reads each where it issues that call).
 
-    HybridEP (the flex dispatcher's ``hybridep`` backend): its ``dispatch_with_permute`` call's measured host time
-    outside the preprocessing and its sync (``host_calls.toml`` ``[call.hybridep_dispatch_with_permute]``: the
+    DeepEP V1 (the ``deepep`` backend, normal kernels): each call kind's own host time inside DeepEP's C++ entries,
+    less the dispatch's busy-wait on the received counts (``[call.deepep_v1_call]``, by part: deepseek-ai/
+    profile-data@4496024's H800 training trace, medians over its 4 layers: the forward dispatch 245 us with
+    ``get_dispatch_layout``'s entry in it, the forward combine 67, the dispatch's backward 54, the combine's backward
+    88; a lower bound, the Python of ``Buffer`` is not resolved there), times the host CPU's factor elsewhere
+    (:func:`.host_cpu.call_host_on_s`). HybridEP (the ``hybridep`` backend): its ``dispatch_with_permute`` call's
+    measured host time outside the preprocessing and its sync (``[call.hybridep_dispatch_with_permute]``: the
     Python, the routing map's all-gather call, and the dispatch and permute launches from C++; Megatron-Bridge PR
-    #5094's Nsight profile, DGX H100), times the host CPU's factor elsewhere (:func:`.host_cpu.call_host_on_s`).
-    Its ``combine_with_unpermute`` has no published figure and is taken alike (assumption): the forward combine
-    and the dispatch's backward run the same Python and C++ path with the handle (deepseek-ai/DeepEP@94a9f8f6
-    hybrid-ep ``deep_ep/hybrid_ep_buffer.py``). DeepEP V1 (the ``deepep`` backend, normal kernels): the mean host
-    time of a layer's four calls inside DeepEP's C++ entries, less the dispatch's busy-wait on the received counts
-    (``[call.deepep_v1_call]``: deepseek-ai/profile-data's H800 training trace; a lower bound, the Python of
-    ``Buffer`` is not resolved there), times the host CPU's factor alike. The all-to-all dispatcher: one kernel
-    launch of the host's (``KernelModel.launch_host_s``).
+    #5094's Nsight profile, DGX H100), one figure for every call: the profile's range mixes the forward dispatch
+    and the combine's backward and times no part apart, and ``combine_with_unpermute`` has no published figure and
+    is taken alike (assumption: the forward combine and the dispatch's backward run the same Python and C++ path
+    with the handle, deepseek-ai/DeepEP@94a9f8f6 hybrid-ep ``deep_ep/hybrid_ep_buffer.py``). The all-to-all
+    dispatcher: one kernel launch of the host's a call (``KernelModel.launch_host_s``).
 
     Parameters
     ----------
@@ -1452,13 +1482,14 @@ def ep_call_host_s(lay: ParallelLayout, gpu: GpuCompute) -> float:
 
     Returns
     -------
-    float
-        Seconds.
+    EpCallsHost
+        Seconds of each call, in :data:`EP_CALL_PARTS`' order.
     """
     if lay.ep_dispatcher == "deepep":
         kind = HYBRIDEP_CALL if lay.ep_flex_backend == "hybridep" else DEEPEP_CALL
-        return call_host_on_s(kind, gpu.kernels.host_cpu or reference_host_cpu())
-    return gpu.kernels.launch_host_s
+        cpu = gpu.kernels.host_cpu or reference_host_cpu()
+        return EpCallsHost(*(call_host_on_s(kind, cpu, part) for part in EP_CALL_PARTS))
+    return EpCallsHost(*(gpu.kernels.launch_host_s,) * len(EP_CALL_PARTS))
 
 
 BLOCK_TIME_UNREAD = ("pp", "vpp", "dp", "dp_shard", "dp_sharding", "global_batch", "recompute", "recompute_num_layers",
@@ -1948,7 +1979,7 @@ def _host_waits_s(lay: ParallelLayout, units: list[tuple], bt, ep_cover_s: float
     They carry the forward's tokens back, so the backward's cover is taken as ``ep_cover_s``
     (with an FP8 forward dispatch the backward's is BF16 and longer: a lower bound on the cover); the step still
     counts their time under ``ep``. The host calls them as it calls the forward's (``dispatch_with_permute`` and
-    ``combine_with_unpermute`` again, ibid.), each the block's ``call_host_s`` (:func:`ep_call_host_s`), in the
+    ``combine_with_unpermute`` again, ibid.), the block's ``calls_host_s`` backward's (:func:`ep_calls_host`), in the
     backward's host time as in the forward's."""
     synced = host_syncs(lay)
     wait_f = gpu_rest = host_rest = gpu_b = host_b = wait_rec = 0.0
@@ -1979,7 +2010,7 @@ def _replay_terms(lay: ParallelLayout, u, bf16: bool, bt, synced: bool, ep_cover
     else the selectively recomputed modules' ops), launched inside the backward pass, where nothing syncs and the
     host runs ahead as across the forward. A replayed MoE forward (full, or the ``moe`` module) calls its
     dispatch and combine again (:meth:`topo.training.step._Traffic.recomputed` counts their GPU time under
-    ``ep``): ``ep_cover_s`` of GPU and two ``call_host_s`` of host, as in the forward. Under
+    ``ep``): ``ep_cover_s`` of GPU and the forward's two calls of host (``calls_host_s``), as in the forward. Under
     ``recompute_early_stop`` a fully recomputed layer's replay ends before its last residual add
     (:func:`_unreplayed_s`) and, the MoE block last, before the combine call (:func:`_stops_before_combine`: half the
     cover, one call), as :func:`early_stopped_s` and the step's EP traffic have it. A synced replay waits on a
@@ -1998,7 +2029,8 @@ def _replay_terms(lay: ParallelLayout, u, bf16: bool, bt, synced: bool, ep_cover
         g, h = g + gk, h + hk
     if moe and (full or moe_module) and not own_line:
         calls = 1 if full and _stops_before_combine(lay, list(u)) else 2  # the dispatch, and the combine
-        g, h = g + calls / 2 * ep_cover_s, h + calls * bt(Block.MOE, bf16).call_host_s
+        c = bt(Block.MOE, bf16).calls_host_s  # a replayed forward's: a fresh dispatch, and the combine
+        g, h = g + calls / 2 * ep_cover_s, h + (c.dispatch_s if calls == 1 else c.forward_s)
     if full:  # an early-stopped replay ends before the layer's last residual add
         gs, hs = _unreplayed_s(lay, u, bf16, bt)
         g, h = g - gs, h - hs
@@ -2018,10 +2050,11 @@ def _unit_host_terms(lay: ParallelLayout, u, bf16: bool, bt, synced: bool, ep_co
     the stretch that ends at the un-permutation: :func:`_synced_layer_wait_s`'s ``early_stop``)."""
     kinds = [u] if u in END_UNITS else list(u)
     moe = Block.MOE in kinds  # its dispatch and combine, each pass: GPU time the host launches behind, two launches
-    cover, calls = (ep_cover_s, 2 * bt(Block.MOE, bf16).call_host_s) if moe else (0.0, 0.0)
+    c = bt(Block.MOE, bf16).calls_host_s if moe else EpCallsHost()  # the forward's two calls, the backward's two
+    cover = ep_cover_s if moe else 0.0
     g, h = sum(bt(k, bf16).forward_s for k in kinds), sum(bt(k, bf16).host_s for k in kinds)
     gb = sum(bt(k, bf16).backward_s for k in kinds) + cover  # the backward's pair
-    hb = sum(bt(k, bf16).host_backward_s for k in kinds) + calls  # and the host's two calls of it
+    hb = sum(bt(k, bf16).host_backward_s for k in kinds) + c.backward_s  # and the host's two calls of it
     if synced and moe:
         blocks, at = [bt(k, bf16) for k in kinds], kinds.index(Block.MOE)
         wf = _synced_layer_wait_s(blocks, at, ep_cover_s)
@@ -2029,7 +2062,7 @@ def _unit_host_terms(lay: ParallelLayout, u, bf16: bool, bt, synced: bool, ep_co
         stops = _stops_before_combine(lay, kinds)
         return (g, h, gb, hb, True, wf, _moe_recompute_wait_s(lay, bt(Block.MOE, bf16), ep_cover_s),
                 _synced_layer_wait_s(blocks, at, ep_cover_s, early_stop=True) if stops else wf)
-    return g + cover, h + calls, gb, hb, False, 0.0, 0.0, 0.0
+    return g + cover, h + c.forward_s, gb, hb, False, 0.0, 0.0, 0.0
 
 
 def host_syncs(lay: ParallelLayout) -> bool:
@@ -2076,8 +2109,8 @@ def _synced_layer_wait_s(blocks: list[BlockTime], moe: int, ep_cover_s: float = 
     ``ep_cover_s``: the stretch's expert exchange (the EP all-to-alls and the experts' etp all-gather and
     reduce-scatter: :func:`topo.training.step._ep_cover_s`), half of it the dispatch right after the sync (the host
     launches the permutation and the experts while it runs) and half the combine after the experts (before the
-    block's residual), each the block's ``call_host_s`` of host (:func:`ep_call_host_s`): the host launches the dispatch
-    only once the sync has returned, so the GPU, drained, idles for that launch too (HybridEP's dropless forward
+    block's residual), each its own part of the block's ``calls_host_s`` of host (:func:`ep_calls_host`): the host
+    launches the dispatch only once the sync has returned, so the GPU, drained, idles for that launch too (HybridEP's dropless forward
     syncs inside ``metadata_preprocessing``, after the routing map's all-gather and the preprocessing kernel, and
     launches the dispatch kernel after it: deepseek-ai/DeepEP@94a9f8f6 hybrid-ep
     ``csrc/hybrid_ep/executor/executor.cu`` ``metadata_preprocess_core``'s ``cudaStreamSynchronize``, then
@@ -2101,7 +2134,8 @@ def _synced_stretch(m: BlockTime, ep_cover_s: float, moe_module: bool = False,
     """A synced MoE block's forward ops as the host launches them around its sync, each ``(host seconds, GPU
     seconds, kernels)``: from the sync (its round trip ``sync_s``, the dispatch call, the ops from the sync on, the
     combine call, the block's last op, its residual) and the ops before it (the norm and the router, up to the
-    device-to-host copy); each call ``call_host_s`` of host and half of ``ep_cover_s`` on the GPU.
+    device-to-host copy); each call its part of ``calls_host_s`` of host (the forward dispatch's, the forward
+    combine's) and half of ``ep_cover_s`` on the GPU.
     ``moe_module``: only the MoELayer's ops (:data:`MOE_MODULE`, what recomputing ``moe`` replays: no norm, no
     residual, the combine last). ``early_stop``: the replay ends with the ops before the combine (no combine call,
     no residual: :func:`early_stopped_s`). The one place :func:`_synced_layer_wait_s` and
@@ -2111,12 +2145,13 @@ def _synced_stretch(m: BlockTime, ep_cover_s: float, moe_module: bool = False,
     if moe_module:
         keep = [i for i, mod in enumerate(mods) if mod in MOE_MODULE]
         at, ops = sum(1 for i in keep if i < at), [ops[i] for i in keep]
-    half = (m.call_host_s, ep_cover_s / 2, 1.0)
+    c = m.calls_host_s
+    dispatch, combine = (c.dispatch_s, ep_cover_s / 2, 1.0), (c.combine_s, ep_cover_s / 2, 1.0)
     if at == len(ops):
-        after = [half] if early_stop else [half, half]
+        after = [dispatch] if early_stop else [dispatch, combine]
     else:
         body, tail = (ops[at:], []) if moe_module else (ops[at:-1], ops[-1:])
-        after = [half, *body] if early_stop else [half, *body, half, *tail]
+        after = [dispatch, *body] if early_stop else [dispatch, *body, combine, *tail]
     return [(m.sync_s, 0.0, 1.0), *after], list(ops[:at])
 
 
@@ -2158,7 +2193,7 @@ def _moe_recompute_wait_s(lay: ParallelLayout, t: BlockTime, ep_cover_s: float =
     hybrid-ep ``dispatch_with_permute`` preprocesses and syncs again) and calls the dispatch and the combine
     again. The GPU, drained at the sync, waits as in the forward pass (:func:`_synced_layer_wait_s`, one rule):
     the flow line (:func:`_launch_line_s`) over the MoELayer's own ops from the sync (:func:`_synced_stretch`: the
-    round trip ``sync_s``, the dispatch call, the experts, the combine call, each call the block's ``call_host_s``
+    round trip ``sync_s``, the dispatch call, the experts, the combine call, each call its part of ``calls_host_s``
     with half of ``ep_cover_s``, which the step counts under ``ep``), then the router's replayed launches up to
     the next sync, less the GPU's time: at least the round trip and the dispatch call's launch (the host makes it
     only once the sync has returned) and at least the host's launches beyond the GPU's time. The backward's own
@@ -2168,7 +2203,7 @@ def _moe_recompute_wait_s(lay: ParallelLayout, t: BlockTime, ep_cover_s: float =
     if "moe" not in lay.recompute_modules:
         return 0.0
     if math.isinf(ep_cover_s):
-        return t.sync_s + t.call_host_s
+        return t.sync_s + t.calls_host_s.dispatch_s
     synced, before = _synced_stretch(t, ep_cover_s, moe_module=True)
     return _stretch_wait_s([*synced, *before])
 
