@@ -4,6 +4,7 @@ import os
 import pty
 import subprocess
 import sys
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -205,16 +206,22 @@ def test_ep_exposed_from_routed_collectives_is_the_steps(fabric, overlap, monkey
     total = sum(c.time_s for c in r.comm if c.dim == "ep")
     side = 0.0
     if overlap:
-        # the tokens' all-to-alls (the two largest); the dispatcher's probs all-to-all and counts' gather are
-        # exposed by the dimension's rule, not paired
+        # the tokens' all-to-alls (the two largest) pair with the probs' all-to-all (the dispatch node holds both);
+        # the counts' gather runs in the attn node on the compute stream, exposed whole and beside the partner's
+        # combine backward (NVIDIA/Megatron-LM@d98e8a64dd models/gpt/fine_grained_callables.py, moe/moe_layer.py)
         fp8, bf16 = sorted((x for x in r.comm if x.collective == "alltoall"), key=lambda x: x.size_bytes)[-2:]
-        side = sum(x.exposed_s for x in r.comm if x.dim == "ep" and x is not fp8 and x is not bf16)
-        total = fp8.time_s + bf16.time_s
+        probs = min((x for x in r.comm if x.collective == "alltoall"), key=lambda x: x.size_bytes)
+        counts = next(x for x in r.comm if x.dim == "ep" and x.collective == "all_gather")
+        side = counts.exposed_s
+        assert side == pytest.approx(counts.time_s, rel=1e-12)
+        total = fp8.time_s + bf16.time_s + probs.time_s
         assert fp8.size_bytes == pytest.approx(bf16.size_bytes / 2)  # the 1-byte forward dispatch
         df, c = fp8.time_s / fp8.calls_per_step, bf16.time_s / bf16.calls_per_step
+        pr, g = probs.time_s / probs.calls_per_step, counts.time_s / counts.calls_per_step
         n, mb = 48, lay.microbatches  # Qwen3 30B-A3B: 48 MoE layers (config.json)
-        paired = layer_exposed_s(moe_layer_parts(m, lay, gpu_compute(fabric.spec.gpu)), df, c, c, c)
-        exposed = n * ((mb - 1) * paired + (df + 3 * c))
+        parts = moe_layer_parts(m, lay, gpu_compute(fabric.spec.gpu))
+        paired = layer_exposed_s(replace(parts, attn_f=parts.attn_f + g), df + pr, c + pr, c, c)
+        exposed = n * ((mb - 1) * paired + (df + 3 * c + 2 * pr))
         assert exposed > max(0.0, total - r.breakdown_s["compute"])  # more than one window for the step exposes
     want = exposed + side if overlap else total
     assert r.breakdown_s["ep"] == pytest.approx(want, rel=1e-12, abs=1e-15)

@@ -90,7 +90,7 @@ from .dp_overlap import (interleaved_gather_exposed_s, interleaved_reduce_expose
                          xla_lhs_exposed_s)
 from .ep_dispatch import flex_dispatch_s
 from .ep_internode import internode_call_s
-from .ep_overlap import layer_exposed_s, moe_layer_parts, published_gemm_loss, unpaired_note, unpaired_share
+from .ep_overlap import LayerParts, layer_exposed_s, moe_layer_parts, published_gemm_loss, unpaired_note, unpaired_share
 from .flops import model_flop_per_step
 from .fp8_amax import AMAX_PHASE, AMAX_SP_GROUP, amax_group, amax_reduced, amax_step, sp_amax_reduced
 from .gpus import gpu_compute
@@ -948,7 +948,7 @@ def _stream_exposed(model: ModelSpec, lay: ParallelLayout, gpu, sc, traffic: lis
     windows = {"tp": m * sc.microbatch_s, "tp_backward": m * sc.wgrad_s, "ep": m * sc.microbatch_s,
                **_ring_windows(traffic, ring_step_s(model, lay, gpu))}
     paired = _paired_ep_exposed(model, lay, gpu, sc, windows,
-                                [(it, one.time_s * slow.get("ep", 1.0)) for it, one in timed if _is_ep_a2a(it)],
+                                [(it, one.time_s * slow.get("ep", 1.0)) for it, one in timed if it["dim"] == "ep"],
                                 ep_loss)
     done: dict[int, float] = {}
     for i, (item, one) in enumerate(timed):
@@ -957,8 +957,8 @@ def _stream_exposed(model: ModelSpec, lay: ParallelLayout, gpu, sc, traffic: lis
             continue
         one_s = one.time_s * slow.get(dim, 1.0)
         total = one_s * item["calls"]
-        if paired is not None and _is_ep_a2a(item):
-            ex = paired * total
+        if paired is not None and dim == "ep":  # the combined 1F1B's node holds it (:func:`_ep_node`)
+            ex = paired * total if _ep_node(item, lay) == EP_COMM_NODE else total
         elif dim == "tp" and tp_ring_steps(lay) > 1 and item["phase"] != ROUTER_PHASE:
             pairs = sc.tp_pairs.get(item.get("pair"), [])
             ex, rest = tp_ring_exposed_s(one_s, item["calls"], pairs, tp_blocks, lay.tp, item.get("pair") in BULK)
@@ -1286,29 +1286,82 @@ def _is_ep_a2a(item: dict) -> bool:
     return item["dim"] == "ep" and item["collective"] == "alltoall" and item.get("pair") != PROBS_PAIR
 
 
+EP_COMM_NODE, EP_COMPUTE_NODE = "comm", "compute"
+"""Where the combined 1F1B runs an EP item (:func:`_ep_node`): the dispatch or combine node, on the
+communication stream, or the ``attn`` or ``mlp`` node, on the compute stream."""
+
+
+def _ep_node(item: dict, lay: ParallelLayout) -> str:
+    """Which node of Megatron-Core's combined 1F1B holds the EP item ``item`` (NVIDIA/Megatron-LM@d98e8a64dd, the
+    same at @6cd6ea530e and @01cf4fb5: ``megatron/core/models/gpt/fine_grained_callables.py``
+    ``build_transformer_layer_callables``, ``megatron/core/transformer/moe/moe_layer.py``,
+    ``token_dispatcher.py``): :data:`EP_COMM_NODE` for ``moe_dispatch`` (``MoELayer.dispatch`` ->
+    ``token_dispatch``: the tokens' all-to-all and the all-to-all dispatcher's probs all-to-all; the flex
+    dispatcher's one call over the TP x EP group, its etp part included, and HybridEP's routing-map all-gather
+    inside it) and ``moe_combine`` (``token_combine``: the all-to-all back, the flex call's etp part);
+    :data:`EP_COMPUTE_NODE` for what the all-to-all dispatcher runs in the compute nodes: ``preprocess``'s
+    tokens-per-expert all-gather in the ``attn`` node (``submodule_pre_dispatch_forward`` -> ``MoELayer.preprocess``)
+    and ``dispatch_postprocess``'s etp all-gather and ``combine_preprocess``'s etp reduce-scatter in the ``mlp``
+    node (``MoELayer.routed_experts_compute``)."""
+    if _is_ep_a2a(item) or item.get("pair") == PROBS_PAIR or lay.ep_dispatcher == "deepep":
+        return EP_COMM_NODE
+    return EP_COMPUTE_NODE
+
+
+def _ep_node_passes(item: dict, fp8_dispatch: bool) -> tuple[str, ...]:
+    """Which of a paired MoE layer's four communication passes (:func:`.ep_overlap.layer_exposed_s`'s
+    ``dispatch_fwd_s``, ``dispatch_bwd_s``, ``combine_fwd_s``, ``combine_bwd_s``) one call of ``item`` runs in, each once
+    (:func:`_ep_node`): a backward pass runs its forward's calls reversed (an all-gather's backward is a
+    reduce-scatter). The tokens' all-to-all: all four, or the three but the forward dispatch where that runs in FP8
+    (``fp8_dispatch``, the item of other ``elem_bytes``); the probs all-to-all: the dispatch's both ways; an etp
+    all-gather: the forward dispatch and the combine's backward; an etp reduce-scatter: the other two; the routing
+    map's all-gather: the forward dispatch alone."""
+    if _is_ep_a2a(item):
+        if item["elem_bytes"] != ACT_BYTES:
+            return ("dispatch_fwd_s",)
+        return ("combine_fwd_s", "dispatch_bwd_s", "combine_bwd_s") + (() if fp8_dispatch else ("dispatch_fwd_s",))
+    if item.get("pair") == PROBS_PAIR:
+        return ("dispatch_fwd_s", "dispatch_bwd_s")
+    if item.get("groups") == "etp":
+        return ({"all_gather": ("dispatch_fwd_s", "combine_bwd_s")}.get(item["collective"])
+                or ("combine_fwd_s", "dispatch_bwd_s"))
+    return ("dispatch_fwd_s",)
+
+
+def _ep_compute_parts(parts: LayerParts, items: list, lay: ParallelLayout) -> LayerParts:
+    """``parts`` with the EP calls the compute nodes run (:func:`_ep_node`) added to their nodes' time, a call each
+    (they run on the compute stream, so the partner's all-to-all runs beside them too): the tokens-per-expert
+    all-gather to the ``attn`` node's forward, an etp all-gather and a reduce-scatter to each ``mlp`` pass."""
+    attn_f = sum(one for it, one in items if _ep_node(it, lay) == EP_COMPUTE_NODE and it.get("groups") != "etp")
+    mlp = sum(one for it, one in items if _ep_node(it, lay) == EP_COMPUTE_NODE and it.get("groups") == "etp")
+    return replace(parts, attn_f=parts.attn_f + attn_f, mlp_f=parts.mlp_f + mlp, mlp_b=parts.mlp_b + mlp)
+
+
 def _paired_ep_exposed(model: ModelSpec, lay: ParallelLayout, gpu, sc, windows: dict, items: list,
                        ep_loss: float = 0.0) -> float | None:
-    """The exposed share of the expert all-to-alls under Megatron-Core's combined 1F1B (``overlap_ep``, not
-    DualPipe): each MoE layer's four all-to-alls beside its partner's compute, phase by phase, the unpaired warm-up
-    and cool-down passes' exposed whole (:mod:`.ep_overlap`), the hidden part costing the compute beside it
-    ``ep_loss`` a second (:func:`_ep_loss`, :func:`ep_overlap_cost_s`); the recomputed forwards' all-to-alls
-    (beyond four a layer) behind the step's compute window. None when the layout runs no such overlap.
+    """The exposed share of the EP calls of the dispatch and combine nodes (:func:`_ep_node`) under
+    Megatron-Core's combined 1F1B (``overlap_ep``, not DualPipe): each MoE layer's four passes of them beside
+    its partner's compute (the EP calls of the compute nodes counted in it, :func:`_ep_compute_parts`), phase by
+    phase, the unpaired warm-up and cool-down passes' exposed whole (:mod:`.ep_overlap`), the hidden part costing
+    the compute beside it ``ep_loss`` a second (:func:`_ep_loss`, :func:`ep_overlap_cost_s`); the recomputed
+    forwards' calls (beyond a layer's four passes) behind the step's compute window. None when the layout runs no
+    such overlap; the compute nodes' EP calls are then exposed whole (:func:`_stream_exposed`).
 
-    ``items``: the step's expert all-to-all items with their per-call seconds (contention applied); the
-    forward dispatch is the item of ``elem_bytes`` other than 2 when the dispatch runs in FP8."""
+    ``items``: the step's EP items with their per-call seconds (contention applied)."""
     n = lay.microbatches * sc.blocks.get(Block.MOE, 0)  # MoE layer passes of the busiest stage per step
     if not (lay.overlap_ep and lay.pipeline_schedule == "1f1b" and items and n):
         return None
-    rest = [one for it, one in items if it["elem_bytes"] == ACT_BYTES]
-    if not rest:
-        return None
-    fp8 = [one for it, one in items if it["elem_bytes"] != ACT_BYTES]
-    df, c = (fp8[0] if fp8 else rest[0]), rest[0]
-    total = sum(one * it["calls"] for it, one in items)
-    modeled = min(total, n * (df + 3 * c))
+    comm = [(it, one) for it, one in items if _ep_node(it, lay) == EP_COMM_NODE]
+    fp8 = any(_is_ep_a2a(it) and it["elem_bytes"] != ACT_BYTES for it, _ in comm)
+    passes = dict.fromkeys(("dispatch_fwd_s", "dispatch_bwd_s", "combine_fwd_s", "combine_bwd_s"), 0.0)
+    for it, one in comm:
+        for name in _ep_node_passes(it, fp8):
+            passes[name] += one
+    total = sum(one * it["calls"] for it, one in comm)
+    modeled = min(total, n * sum(passes.values()))
     u = unpaired_share(lay)
-    ex = min(modeled, n * ((1 - u) * layer_exposed_s(moe_layer_parts(model, lay, gpu), df, c, c, c)
-                           + u * (df + 3 * c)))
+    parts = _ep_compute_parts(moe_layer_parts(model, lay, gpu), items, lay)
+    ex = min(modeled, n * ((1 - u) * layer_exposed_s(parts, **passes) + u * sum(passes.values())))
     ex += ep_overlap_cost_s(modeled - ex, lay, gpu, ep_loss)
     ex += exposed_comm_s("ep", "microbatch", total - modeled, windows, lay, ep_loss)
     return ex / total if total > 0 else 0.0
