@@ -90,3 +90,20 @@ def test_a_report_of_two_designs_with_one_dp_draws_its_bytes_per_tier(tmp_path):
     assert p.returncode == 0, p.stderr
     page = out.read_text()
     assert "dgx-h100-superpod, nvlink" in page and "gb200-nvl72-superpod, nvlink" in page
+
+
+def test_the_tp_rows_of_train_s_traffic_table_say_what_each_carries():
+    """walk24: two TP rows read ``all_gather backward 64 MiB`` alike: the row-parallel layer's output gradient and
+    the column-parallel layer's input gathered again for its weight gradient (Transformer Engine's
+    ``LayerNormLinear`` backward, step._tp_traffic). Each sequence-parallel row now says what it carries; 8,192
+    tokens x 4,096 x 2 B = 64 MiB each (llama3-8b, micro-batch 1)."""
+    out = run_cli("train", "dgx-h100-superpod", "--model", "llama3-8b", "--tp", "8", "--global-batch", "256",
+                  check=True).stdout.splitlines()
+    tp = [re.split(r"\s{2,}", ln[5:].strip())[:2] for ln in out if ln.startswith("tp   ") and " MiB " in ln]
+    assert tp == [["all_gather forward (input)", "64 MiB"], ["reduce_scatter forward (output)", "64 MiB"],
+                  ["all_gather backward (output gradient)", "64 MiB"],
+                  ["all_gather backward (input again, for wgrad)", "64 MiB"],
+                  ["reduce_scatter backward (input gradient)", "64 MiB"]]
+    doc = json.loads(run_cli("train", "dgx-h100-superpod", "--model", "llama3-8b", "--tp", "8", "--global-batch",
+                             "256", "--json", check=True).stdout)
+    assert [c["what"] for c in doc["comm"] if c["dim"] == "tp"][2:4] == ["output gradient", "input again, for wgrad"]

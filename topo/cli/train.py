@@ -781,7 +781,8 @@ def _print_step(r, tokens, model) -> None:
     if host > 0:
         emit(_host_bound_line(L, host, r.step_time_s))
     emit("")
-    rows = [[c.dim, c.collective + (f" {c.phase}" if c.phase else ""), format_size(c.size_bytes),
+    rows = [[c.dim, c.collective + (f" {c.phase}" if c.phase else "") + (f" ({c.what})" if c.what else ""),
+             format_size(c.size_bytes),
              f"{c.calls_per_step:g}", format_time(c.time_s), format_time(c.exposed_s),
              f"{c.num_groups} x {c.group_size}", c.algorithm, c.level or "-", c.link or "-"] for c in r.comm]
     emit(table(rows, ["dim", "collective", "size", "calls", "total", "exposed", "groups", "algorithm",
