@@ -63,7 +63,12 @@ def test_the_plan_says_where_its_mfu_came_from_and_how_large_the_job_was():
     assert want in doc["notes"]
     assert f"note: {want}" in run_cli(*args, check=True).stdout.splitlines()
     both = run_cli("plan", "dgx-h100-superpod", "dgx-a100-superpod", *args[2:], check=True).stdout.splitlines()
-    assert f"note: {want} of every design (the step runs on the first, dgx-h100-superpod, only)" in both
+    # plan65 changed this pin: the step ran on the first design only and its MFU went to every design ("... for
+    # every GPU of every design (the step runs on the first, dgx-h100-superpod, only)"); each design now runs its
+    # own step, and its note says so
+    assert f"note: {want}" in both
+    a100 = next(n for n in both if n.startswith("note: MFU ") and " on dgx-a100-superpod, " in n)
+    assert "a job of 128 of its 4,480 GPUs; the compute budget takes that MFU for every GPU" in a100
     # --mfu wins over the step's: then no such note
     assert not any("topo train's" in n for n in json.loads(
         run_cli(*args, "--mfu", "0.3", "--json", check=True).stdout)["notes"])

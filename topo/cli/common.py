@@ -184,10 +184,11 @@ class UndividedGpus(TopoError):
     and ``where`` (words after "the N GPUs", e.g. a region's "of the smallest site ..."), and builds its one line
     from them once: a caller names the GPUs by ``where``, never by rewriting the text."""
 
-    def __init__(self, *, key: str, size: int | None, known: int, gpus: int, where: str = ""):
+    def __init__(self, *, key: str, size: int | None, known: int, gpus: int, where: str = "",
+                 dp_as: str = "--dp N"):
         self.size, self.known, self.gpus, self.where = size, known, gpus, where
         them = f"the {gpus:,} GPUs" + (f" {where}" if where else "")
-        allowed = (f"allowed: tp, cp, pp whose product divides {gpus:,}, or --dp N (the job then takes tp x cp x pp x "
+        allowed = (f"allowed: tp, cp, pp whose product divides {gpus:,}, or {dp_as} (the job then takes tp x cp x pp x "
                    f"N of them)")
         if size is None:
             msg = f"not given, and tp x cp x pp = {known:,} does not divide {them}; {allowed}"
@@ -196,16 +197,17 @@ class UndividedGpus(TopoError):
         super().__init__(msg, key=key)
 
 
-def data_parallel(known: int, gpus: int, flags: dict | None = None, where: str = "") -> int:
+def data_parallel(known: int, gpus: int, flags: dict | None = None, where: str = "", dp_as: str = "--dp N") -> int:
     """``--dp`` when it is not given: the GPUs over tp x cp x pp, which must divide them.
 
     ``flags`` (flag -> size, the sizes the user gave as flags) names the flag at fault: the first whose size does
     not divide the GPUs, else the last above 1 (only their product does not divide); with none, ``--dp``.
-    ``where`` says which GPUs, after "the N GPUs" (:class:`UndividedGpus`).
+    ``where`` says which GPUs, after "the N GPUs", and ``dp_as`` how the user gives dp instead (``--dp N``; a
+    layout's ``dp=N``) (:class:`UndividedGpus`).
     """
     if not gpus % known:
         return gpus // known
     given = {f: v for f, v in (flags or {}).items() if v is not None and v > 1}
     odd = [f for f, v in given.items() if gpus % v]
     key = odd[0] if odd else (list(given)[-1] if given else "--dp")
-    raise UndividedGpus(key=key, size=given.get(key), known=known, gpus=gpus, where=where)
+    raise UndividedGpus(key=key, size=given.get(key), known=known, gpus=gpus, where=where, dp_as=dp_as)

@@ -10,10 +10,12 @@ from ..atomic import check_output, open_output
 from ..errors import TopoError
 from ..plan import LOST_PART_LABELS, DesignComparison, PlanResult, plan
 from ..plan.result import RANGED
+from ..spec import DEFAULT_SPEC
 from ..spec.load import resolve_spec_path
 from ..units import count_noun, format_bandwidth, format_count, format_in, format_time, format_usd, in_unit
 from .bom_csv import write_bom_csv
 from .common import GivenOnce, add_spec_arguments, fabric_from_args, spec_from_args
+from .layout_dp import design_dp, on_design
 from .output import emit, emit_json, note, table
 from .region_plan import is_region_file, refuse_region_flags, run_region_plan
 
@@ -34,11 +36,13 @@ def register(sub) -> None:
                    "6e26 FLOP in 100 days at FP8; catalog workload.mfu)")
     p.add_argument("--pue", type=float, metavar="X", help="facility power / IT power, >= 1 (default: the halls' "
                    "cooling type's, cooling.<type>.pue in cooling.toml; catalog facility.pue)")
-    p.add_argument("--model", metavar="M", help="take the MFU from `topo train` for this model (with --layout)")
+    p.add_argument("--model", metavar="M", help="take the MFU from `topo train` for this model (with --layout), each "
+                   "SPEC's from its own step")
     p.add_argument("--layout", action=GivenOnce, metavar="L",
-                   help="parallel layout for --model, e.g. tp=8,pp=16,dp=... ; placement fields too: first_gpu=N, "
-                   "skip_domains=[5,17] (NVLink domains passed over, as topo train --skip-domains; the step runs on "
-                   "the fabric as installed)")
+                   help="parallel layout for --model, e.g. tp=8,pp=16,global_batch=2048 (without dp, each SPEC's "
+                   "GPUs fill it: dp = GPUs / (tp x cp x pp), as topo train fills the fabric); placement fields too: "
+                   "first_gpu=N, skip_domains=[5,17] (NVLink domains passed over, as topo train --skip-domains; "
+                   "the step runs on the fabric as installed)")
     p.add_argument("--no-collectives", action="store_true",
                    help="skip the estimates (the all-reduce and all-to-all across the top tier, over every GPU, and "
                    "the blast radius's collectives): the plan in about half the time at 100k GPUs")
@@ -55,10 +59,12 @@ def register(sub) -> None:
     p.set_defaults(func=run)
 
 
-def _layers(args) -> list[tuple[str, dict]]:
+def _layers(args, design: str | None = None, gpus: int | None = None) -> list[tuple[str, dict]]:
+    """The catalog layers of the flags; with ``--model``, the MFU of its step on ``design`` (a SPEC as given) of
+    ``gpus`` GPUs, each design its own."""
     layers = []
     if args.model or args.layout:
-        mfu, precision, params = train_mfu(args)
+        mfu, precision, params = train_mfu(args, design, gpus)
         layers.append(("--model", {"workload": {"mfu": mfu, "precision": precision, "params": params}}))
     for flag, kind, key in (("days", "workload", "days"), ("mfu", "workload", "mfu"), ("pue", "facility", "pue")):
         value = getattr(args, flag)
@@ -67,11 +73,20 @@ def _layers(args) -> list[tuple[str, dict]]:
     return layers
 
 
-def train_mfu(args) -> tuple[float, str, float]:
-    """The MFU `topo train` predicts for ``--model`` laid out as ``--layout`` on the (first) spec."""
+def train_mfu(args, design: str | None = None, gpus: int | None = None) -> tuple[float, str, float]:
+    """The MFU `topo train` predicts for ``--model`` laid out as ``--layout`` on ``design`` (a SPEC as given; None:
+    the first) of ``gpus`` GPUs: a layout without dp fills them (:func:`~topo.cli.layout_dp.design_dp`), as
+    `topo train` fills the fabric; an error names ``--layout`` and, of several designs, the design."""
+    name = design if design is not None else (args.specs or [None])[0]
     try:
-        return training.predict_mfu(spec_from_args(args, (args.specs or [None])[0]), args.model, args.layout)
+        dp = None
+        if args.layout and gpus and args.model:
+            training.parse_layout(args.layout)  # a field no design can take: named once, before any design's dp
+            dp = design_dp(args.layout, gpus, name or DEFAULT_SPEC)
+        return training.predict_mfu(spec_from_args(args, name), args.model, args.layout, dp=dp)
     except TopoError as exc:
+        if exc.key not in ("model", "layout") and exc.source in ("layout", args.layout) and len(args.specs) > 1:
+            raise on_design(exc, args.layout, name) from None  # which design of several the layout does not fit
         # a bad field of --layout's pairs is named by the flag, as topo train and topo report name it
         source = "--layout" if exc.source == "layout" else exc.source
         raise TopoError(exc.message, source=source, key=f"--{exc.key}" if exc.key in ("model", "layout")
@@ -90,14 +105,15 @@ def run(args) -> int:
         if args.bom_csv == "-" and args.json:
             raise TopoError("--json and --bom-csv - both print on stdout; give --bom-csv a file", key="--bom-csv")
         check_output(args.bom_csv, inputs=_inputs(args), force=args.force, key="--bom-csv", force_option="--force")
-    layers = _layers(args)
-    results = [plan(fabric_from_args(args, n), layers=layers, plan_file=args.plan_file,
-                    collectives=not args.no_collectives) for n in names]
-    train_note = ""
+    fabrics = [fabric_from_args(args, n) for n in names]
+    layers = [_layers(args, n, f.layout.num_gpus) for n, f in zip(names, fabrics)]
+    results = [plan(f, layers=lay, plan_file=args.plan_file, collectives=not args.no_collectives)
+               for f, lay in zip(fabrics, layers)]
+    train_notes = []
     if args.model and results[0].compute.mfu_source.startswith("--model"):
-        train_note = _train_mfu_note(args, results)
-        for r in results:
-            r.notes.append(train_note)
+        for n, r in zip(names, results):
+            r.notes.append(_train_mfu_note(args, r, n))
+            train_notes.append(r.notes[-1])
     if args.bom_csv is not None:
         with open_output(args.bom_csv, inputs=_inputs(args), force=args.force, key="--bom-csv",
                          force_option="--force") as fh:
@@ -111,21 +127,21 @@ def run(args) -> int:
         emit(render(results[0]))
     else:
         emit(render_comparison(results))
-        if train_note:  # the table has no row of each design's notes
-            emit(f"note: {train_note}")
+        for text in train_notes:  # the table has no row of each design's notes
+            emit(f"note: {text}")
     return 0
 
 
-def _train_mfu_note(args, results: list[PlanResult]) -> str:
-    """Where the plan's MFU came from: `topo train`'s step of ``--model`` as ``--layout`` on the first design, a
-    job of the layout's GPUs, whose MFU the compute budget takes for every GPU of each design."""
-    first = results[0]
-    job = training.parse_layout(args.layout).gpus
-    text = (f"MFU {first.compute.mfu:.3g} is topo train's step of {args.model} as --layout {args.layout} on "
-            f"{first.name}, a job of {format_count(job)} of its {format_count(first.num_gpus)} GPUs; the compute "
-            f"budget takes that MFU for every GPU")
-    if len(results) > 1:
-        text += f" of every design (the step runs on the first, {first.name}, only)"
+def _train_mfu_note(args, r: PlanResult, name: str | None) -> str:
+    """Where the plan's MFU came from: `topo train`'s step of ``--model`` as ``--layout`` on this design, a job of
+    the layout's GPUs (dp filled from the design's when the layout gives none), whose MFU the compute budget takes
+    for every GPU of the design."""
+    dp = design_dp(args.layout, r.num_gpus, name or DEFAULT_SPEC)
+    job = training.parse_layout(args.layout, dp=dp).gpus
+    filled = f" (dp {dp:,} fills its GPUs: the layout gives none)" if dp is not None else ""
+    text = (f"MFU {r.compute.mfu:.3g} is topo train's step of {args.model} as --layout {args.layout} on "
+            f"{name or DEFAULT_SPEC}, a job of {format_count(job)} of its {format_count(r.num_gpus)} GPUs{filled}; the "
+            f"compute budget takes that MFU for every GPU")
     if args.failures:  # predict_mfu builds the spec's fabric as installed: a failed part is repaired within the days
         text += (f"; the step runs on the fabric as installed, without {', '.join(args.failures)} (topo train "
                  f"--fail gives the step with them)")
@@ -513,8 +529,11 @@ _ROWS = [
     ("cost per GPU-hour", "cost_per_gpu_hour_usd", lambda v: f"${v:,.2f}"),
     ("CO2 per year", "co2_per_year_kg", lambda v: format_in(v, "Mt", ",.3f")),
     ("water per year", "water_per_year_L", _litres),
+    ("MFU (compute budget)", "mfu", lambda v: f"{v:.3g}"),
+    ("training FLOP (peak x MFU x days)", "flop", lambda v: f"{v:.3g}"),
     ("interruptions per day", "interruptions_per_day", lambda v: f"{v:.1f}"),
     ("goodput", "goodput", lambda v: f"{100 * v:.1f}%"),
+    ("effective FLOP (goodput, hot spares idle)", "effective_flop", lambda v: f"{v:.3g}"),
     ("cost per effective GPU-hour", "cost_per_effective_gpu_hour_usd", lambda v: f"${v:,.2f}"),
     ("generator capacity", "generator_capacity_W", lambda v: "-" if v is None else _mw(v)),
     ("spare pools", "spares_usd", _usd),

@@ -20,6 +20,7 @@ from ..engine.region_estimate import estimate_region
 from ..fabric.region_inventory import cut_apart_text, region_inventory
 from ..spec.region_load import is_region_file, site_spec_files
 from .common import GivenOnce, add_output_arguments, add_override_arguments
+from .layout_dp import design_dp, on_design
 from .output import note
 from .output_suffix import check_output_suffix
 from .region import region_from_args
@@ -53,8 +54,9 @@ def register(sub) -> None:
                    help="add a training job's section: step breakdown, memory, bytes per tier of MODEL laid out as "
                    "--layout on each SPEC (see topo train; --model, as topo train and topo plan name it, is the same)")
     p.add_argument("--layout", action=GivenOnce, metavar="L",
-                   help="with --train: tp=8,pp=16,dp=...,global_batch=... or a layout TOML; placement fields "
-                   "too: first_gpu=N, skip_domains=[5,17] (NVLink domains passed over, as topo train --skip-domains)")
+                   help="with --train: tp=8,pp=16,dp=...,global_batch=... or a layout TOML (without dp, each SPEC's "
+                   "GPUs fill it, as topo train fills the fabric); placement fields too: first_gpu=N, "
+                   "skip_domains=[5,17] (NVLink domains passed over, as topo train --skip-domains)")
     p.add_argument("--format", default="html", choices=("html", "png", "svg"),
                    help="html: the whole report (default); png or svg: the one figure named by --figure")
     p.add_argument("--figure", choices=FIGURES,
@@ -90,13 +92,13 @@ def run(args) -> int:
                         f"report; --figure {args.figure} does not use it", key="--plan-file")
     if args.plan_file:  # a bad plan file fails before the report
         read_plan_file(args.plan_file)
-    job = _job(args) if args.train or args.layout else None  # a bad model or layout fails before the report
+    job = _job(args, specs) if args.train or args.layout else None  # a bad model or layout fails before the report
     if args.format == "html":
         reports = build_reports(specs, args.overrides, failures=args.failures)
         plans = None
         if args.plan or args.plan_file:
             plans = [plan(r.fabric, plan_file=args.plan_file) for r in reports]
-        trains = _trains(job, reports) if job else None
+        trains = _trains(job, reports, args.layout, specs) if job else None
         size = write_page(reports, out, plans=plans, trains=trains, **output)
         note(f"wrote {_where(out)} ({format_in(size, 'MB', '.1f')}) in {format_time(time.perf_counter() - start)}")
         return 0
@@ -220,32 +222,51 @@ def _image(fig, fmt: str) -> bytes:
                                 "Chromium, e.g. apt-get install chromium", key="--format") from None
 
 
-def _job(args):
-    """The model and layout of ``--train``/``--layout``."""
+def _job(args, specs):
+    """The model of ``--train`` and its layout ``--layout`` on each SPEC: a layout without dp fills the SPEC's GPUs
+    (:func:`~topo.cli.layout_dp.design_dp`), as `topo train` fills the fabric's (plan65: without dp every design
+    ran dp 1, and one dp fitted one design only); an error names ``--layout`` and, of several, the SPEC."""
     if not (args.train and args.layout):
         raise TopoError("give both --train MODEL and --layout L", key="--train" if not args.train else "--layout")
+    lays = []
     try:
-        model, lay = load_model(args.train), parse_layout(args.layout)
-        check_layout(model, lay)
-        return model, lay
+        model = load_model(args.train)
+        parse_layout(args.layout)  # a field no design can take is named once, without a design
     except TopoError as exc:
         raise TopoError(exc.message, source=exc.source if exc.source not in (None, "layout") else "--layout",
                         key=exc.key) from None
+    for name in specs:
+        design = name or DEFAULT_SPEC
+        dp = design_dp(args.layout, build_fabric(load_spec(name, args.overrides)).layout.num_gpus, design)
+        try:
+            lay = parse_layout(args.layout, dp=dp)
+            check_layout(model, lay)
+        except TopoError as exc:
+            raise _named(exc, args.layout, design, len(specs)) from None
+        lays.append(lay)
+    return model, lays
 
 
-def _trains(job, reports):
-    """The training job on every report's fabric: step results and the bytes per tier."""
+def _named(exc: TopoError, layout: str, design: str, designs: int) -> TopoError:
+    """A layout's error on ``design``: named by ``--layout`` (or its file), and the design of several."""
+    if designs > 1:
+        return on_design(exc, layout, design)
+    return TopoError(exc.message, source="--layout" if exc.source in (None, "layout") else exc.source, key=exc.key)
+
+
+def _trains(job, reports, layout: str, specs):
+    """The training job on every report's fabric, each with its own layout: step results and the bytes per
+    tier."""
     import pandas as pd
 
     from ..training.tier_bytes import tier_bytes  # pulls pandas: only when a report asks for a training job
 
-    model, lay = job
+    model, lays = job
     results, frames = [], []
-    for r in reports:
+    for r, lay, name in zip(reports, lays, specs):
         try:
             results.append(estimate_step(r.fabric, model, lay))
         except TopoError as exc:  # a layout field the fabric refuses (skip_domains past its domains), as _job names it
-            raise TopoError(exc.message, source="--layout" if exc.source == "layout" else exc.source,
-                            key=exc.key) from None
-        frames.append(tier_bytes(r.fabric, model, lay))
+            raise _named(exc, layout, name or DEFAULT_SPEC, len(specs)) from None
+        frames.append(tier_bytes(r.fabric, model, lay).assign(spec=name or DEFAULT_SPEC))  # a bar per design
     return results, pd.concat(frames, ignore_index=True)

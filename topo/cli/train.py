@@ -24,6 +24,7 @@ from ..training.search import search_layouts
 from ..training.op_table import step_op_table, step_stage_table
 from ..training.step import estimate_step
 from .common import GivenOnce, add_spec_arguments, data_parallel, fabric_from_args
+from .layout_dp import layout_dp
 from .search_options import layout_for_search, search_options
 from .region import is_region_args
 from .region_train import run_region_train
@@ -354,7 +355,7 @@ def _run_layout(args, fabric, model, common: dict) -> int:
         _apply_mesh(args, sizes, common, layout_keys=fields, moe=model.moe is not None)
     try:  # the step's own checks (an FP8 recipe the GPU lacks) are the layout's too
         if args.jax_mesh is None and sizes["dp"] is None:
-            _layout_dp(args, sizes, args.gpus or fabric.layout.num_gpus)
+            sizes["dp"] = layout_dp(args.layout, args.gpus or fabric.layout.num_gpus, sizes)
         lay = load_layout(args.layout, global_batch=args.global_batch, **sizes, **common)
         check_layout(model, lay, gpus=args.gpus, gpus_per_domain=fabric.spec.gpus_per_domain, source=args.layout)
         result = estimate_step(fabric, model, lay, convention=args.flops, efficiency=args.efficiency,
@@ -367,22 +368,6 @@ def _run_layout(args, fabric, model, common: dict) -> int:
             raise TopoError(exc.message, source="--layout" if pairs else args.layout, key=exc.key) from None
         raise
     return _finish(args, result, model, fabric, lay)
-
-
-def _layout_dp(args, sizes: dict, gpus: int) -> None:
-    """A ``--layout`` that gives no dp (and no ``--dp``): dp fills the job's ``gpus`` (``--gpus``, else every GPU of
-    the fabric) over tp x cp x pp (the flags' or the layout's), as it does without ``--layout`` (req48: it stayed 1
-    and the job was refused as 1 GPU under ``--gpus``; walk24: without ``--gpus`` it stayed 1, so adding
-    ``--layout ep_dispatcher=deepep`` to a job's flags refused it as ep not dividing tp x cp x dp = 4 ranks).
-    Sizes the layout gives as no whole number are left to its own checks."""
-    fields, _ = layout_fields(args.layout)
-    if "dp" in fields:
-        return
-    given = {d: sizes[d] if sizes[d] is not None else fields.get(d, 1) for d in ("tp", "cp", "pp")}
-    if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in given.values()):
-        return
-    flags = {f"--{d}": sizes[d] for d in ("tp", "cp", "pp")}  # a product that does not divide: the flag, else --dp
-    sizes["dp"] = data_parallel(math.prod(given.values()), gpus, flags)
 
 
 def _run_search(args, fabric, model, common: dict, held: dict) -> int:
@@ -796,7 +781,8 @@ def _print_step(r, tokens, model) -> None:
     if host > 0:
         emit(_host_bound_line(L, host, r.step_time_s))
     emit("")
-    rows = [[c.dim, c.collective + (f" {c.phase}" if c.phase else ""), format_size(c.size_bytes),
+    rows = [[c.dim, c.collective + (f" {c.phase}" if c.phase else "") + (f" ({c.what})" if c.what else ""),
+             format_size(c.size_bytes),
              f"{c.calls_per_step:g}", format_time(c.time_s), format_time(c.exposed_s),
              f"{c.num_groups} x {c.group_size}", c.algorithm, c.level or "-", c.link or "-"] for c in r.comm]
     emit(table(rows, ["dim", "collective", "size", "calls", "total", "exposed", "groups", "algorithm",

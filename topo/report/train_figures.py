@@ -76,11 +76,14 @@ def memory_figure(results: Sequence[StepResult]) -> go.Figure:
 
 def tier_loads_figure(loads, title: str = "The job's bytes per step on each tier") -> go.Figure:
     """Grouped bars: bytes per step on each link level, one colour per parallel dimension (the frame of
-    :func:`topo.training.tier_bytes.tier_bytes`)."""
+    :func:`topo.training.tier_bytes.tier_bytes`; with a ``spec`` column of several designs, a bar per design and
+    level: plan65 found the page of two designs never drawn, both designs' ``nvlink`` rows under one label)."""
     fig = go.Figure()
-    levels = list(dict.fromkeys(loads["level"]))
+    several = "spec" in loads and loads["spec"].nunique() > 1
+    loads = loads.assign(where=loads["spec"] + ", " + loads["level"] if several else loads["level"])
+    levels = list(dict.fromkeys(loads["where"]))
     for dim, part in loads.groupby("dim", sort=False):
-        by = part.set_index("level").reindex(levels)
+        by = part.drop_duplicates("where").set_index("where").reindex(levels)  # a SPEC given twice: one bar
         fig.add_trace(go.Bar(name=dim, x=levels, y=in_unit(by["bytes_per_step"].fillna(0), "TB"),
                              marker_color=_COLORS.get(dim, "#777777"),
                              hovertext=[esc(f"{dim} on {lv}: {format_in(b, 'TB', '.3g')} per step over {n:.0f} links; "

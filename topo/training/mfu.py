@@ -12,22 +12,25 @@ from .step import estimate_step
 __all__ = ["predict_mfu", "parse_layout"]
 
 
-def parse_layout(text: str):
+def parse_layout(text: str, **overrides):
     """A layout from a TOML file, or from ``key=value`` pairs separated by commas (``tp=8,pp=16,dp=64,
-    global_batch=2048``; values read as TOML values): :func:`topo.training.parallel.load_layout`."""
+    global_batch=2048``; values read as TOML values): :func:`topo.training.parallel.load_layout`; ``overrides``
+    (fields, None: not given) on top."""
     if text.endswith(".toml") or is_input_file(text):
-        return load_layout(text)
-    return make_layout("layout", **layout_pairs(text))
+        return load_layout(text, **overrides)
+    given = {k: v for k, v in overrides.items() if v is not None}
+    return make_layout("layout", **{**layout_pairs(text), **given})
 
 
-def predict_mfu(spec, model: str, layout: str) -> tuple[float, str, float]:
+def predict_mfu(spec, model: str, layout: str, dp: int | None = None) -> tuple[float, str, float]:
     """``(MFU, precision, parameters)`` of ``model`` laid out as ``layout`` on the cluster of ``spec``: one
     training step through :func:`topo.training.step.estimate_step`; MFU counts 6N + attention (as Llama 3 does)
-    against the GPU's peak at the layout's precision."""
+    against the GPU's peak at the layout's precision. ``dp``: a data-parallel size over the layout's (the
+    CLI fills it where the layout gives none; None: the layout's, 1 if it gives none)."""
     if not model or not layout:
         raise TopoError("give both a model and a layout (e.g. tp=8,pp=16,dp=64,global_batch=2048)", key="model")
     m = load_model(model)
-    lay = parse_layout(layout)
+    lay = parse_layout(layout, dp=dp)
     result = estimate_step(build_fabric(spec), m, lay)
     if not result.fits:
         raise TopoError(f"{model} with this layout does not fit in GPU memory; the MFU of a run that cannot start "

@@ -32,6 +32,7 @@ class DimensionComm:
     slowdown: float = 1.0  # in the step's traffic mix, against the collective alone
     phase: str = ""  # when a TP exchange runs: "forward" (with any recomputed forward), "backward" or "pipeline"
     # (the next stage's gather of a pipeline send); "" for the other dimensions
+    what: str = ""  # what a sequence-parallel TP exchange carries ("output gradient", "input again, for wgrad", ...)
 
 
 @dataclass

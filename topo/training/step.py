@@ -261,7 +261,7 @@ class _Traffic:
             return 0
         return min(self.c[kind], self.rec_layers)
 
-    def add(self, dim, coll, groups_dim, size, calls, phase, elem_bytes=ACT_BYTES, pair="") -> None:
+    def add(self, dim, coll, groups_dim, size, calls, phase, elem_bytes=ACT_BYTES, pair="", what="") -> None:
         lay = self.lay
         degree = {"dpcp": lay.dp * lay.cp, "tpcp": lay.tp * lay.cp, "edp": lay.expert_dp, "etp": lay.expert_tp,
                   "dps": lay.dp_shard_size * lay.cp, "dpr": lay.dp // lay.dp_shard_size,
@@ -270,7 +270,7 @@ class _Traffic:
         if calls > 0 and size > 0 and degree > 1:
             self.out.append({"dim": dim, "collective": coll, "groups": groups_dim, "size_bytes": float(size),
                              "calls": float(calls), "phase": phase, "elem_bytes": float(elem_bytes),
-                             **({"pair": pair} if pair else {})})
+                             **({"pair": pair} if pair else {}), **({"what": what} if what else {})})
 
 
 def _tp_blocks(model: ModelSpec, counts: dict) -> int:
@@ -330,11 +330,14 @@ def _tp_traffic(t: _Traffic) -> None:
     ag_bytes = FP8_BYTES if (lay.precision == "fp8" and tp_ring_steps(lay) > 1) else ACT_BYTES
     ag = t.act * ag_bytes / ACT_BYTES
     if lay.sequence_parallel:
-        t.add("tp", "all_gather", "tp", ag, t.m * forward, "microbatch", ag_bytes, pair="ag_fprop")
-        t.add("tp", "reduce_scatter", "tp", t.act, t.m * forward, "microbatch", pair="rs_fprop")
-        t.add("tp", "all_gather", "tp", ag, t.m * blocks, "backward", ag_bytes, pair="rs_dgrad")
-        t.add("tp", "all_gather", "tp", ag, t.m * blocks, "backward", ag_bytes, pair="ag_dgrad")
-        t.add("tp", "reduce_scatter", "tp", t.act, t.m * blocks, "backward", pair="ag_wgrad")
+        # ``what``: what each carries, so that the two backward all-gathers of one size read apart (walk24)
+        t.add("tp", "all_gather", "tp", ag, t.m * forward, "microbatch", ag_bytes, pair="ag_fprop", what="input")
+        t.add("tp", "reduce_scatter", "tp", t.act, t.m * forward, "microbatch", pair="rs_fprop", what="output")
+        t.add("tp", "all_gather", "tp", ag, t.m * blocks, "backward", ag_bytes, pair="rs_dgrad",
+              what="output gradient")
+        t.add("tp", "all_gather", "tp", ag, t.m * blocks, "backward", ag_bytes, pair="ag_dgrad",
+              what="input again, for wgrad")
+        t.add("tp", "reduce_scatter", "tp", t.act, t.m * blocks, "backward", pair="ag_wgrad", what="input gradient")
     else:
         for phase, passes in (("microbatch", forward), ("backward", blocks)):
             t.add("tp", "all_reduce", "tp", t.act, t.m * passes, phase=phase)
@@ -921,7 +924,8 @@ def _exposed_comms(model: ModelSpec, lay: ParallelLayout, gpu, sc, engine: CommE
             time_s=one.time_s * factor * item["calls"], exposed_s=ex, algorithm=one.algorithm, level=one.level,
             link=one.link, utilization=one.utilization, num_groups=int(groups[item["groups"]].shape[0]),
             group_size=int(groups[item["groups"]].shape[1]),
-            domains_per_group=spans[item["groups"]], slowdown=factor, phase=_tp_pass(item)))
+            domains_per_group=spans[item["groups"]], slowdown=factor, phase=_tp_pass(item),
+            what=item.get("what", "")))
     return comms, exposed
 
 
