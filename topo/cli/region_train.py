@@ -152,8 +152,9 @@ def render_across_sites(r: MultisiteStep, say=str, tokens: float | None = None) 
     one = r.one_site
     mfu = mfu_text(one["mfu"], one["precision"], one["peak_flop_per_s_per_gpu"])
     short = not_fit_line(one["memory"], one["gpu"])
+    paced = f", {r.pacing_site}'s, the slowest site's" if len(set(r.site_step_s.values())) > 1 else ""
     lines = ([short] if short else []) + [f"{r.model} on {r.region}: {r.gpus:,} GPUs over {r.num_sites} sites; one site's share "
-             f"({one['gpus']:,} GPUs) steps in {format_time(r.one_site_step_s)}, {mfu}"]
+             f"({one['gpus']:,} GPUs{paced}) steps in {format_time(r.one_site_step_s)}, {mfu}"]
     line = uncertainty_line(r.uncertainty, " of one site's share's step")
     lines += [line, ""] if line else [""]
     rows = [[s.strategy + (f" every {s.outer_every}" if s.outer_every else ""), format_time(s.step_time_s),

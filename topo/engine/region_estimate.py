@@ -405,13 +405,14 @@ def cross_site_candidates(algorithm: str) -> tuple[str, list[str]]:
 
 
 class _SiteTimes:
-    """In-site phase times at each size, the slowest over the distinct site fabrics (alike sites are timed once)."""
+    """In-site phase times at each size, the slowest over the distinct site fabrics
+    (:meth:`~topo.fabric.region.Region.site_groups`: alike sites are timed once)."""
 
     def __init__(self, region: Region, coll: str, sizes: list[int]):
-        distinct = {id(f): f for f in region.fabrics}.values()
-        first_site = {}  # a fabric's first site by name: a link is named SITE:SRC->DST, as --fail SITE:PART takes it
-        for name, f in zip(region.site_names, region.fabrics):
-            first_site.setdefault(id(f), name)
+        groups = region.site_groups()  # alike healthy sites timed once, a site with failed parts on its own
+        distinct = [f for f, _ in groups]
+        # a fabric's first site by name: a link is named SITE:SRC->DST, as --fail SITE:PART takes it
+        first_site = {id(f): region.site_names[sites[0]] for f, sites in groups}
         self.n = min(f.num_gpus for f in distinct)
         self.per_chunk_s = max(_call_cost_s(resolve_profile(None, f)) for f in distinct)
         self.channels = min(resolve_profile(None, f).channels for f in distinct)

@@ -89,6 +89,22 @@ class Region:
         n = self.site_names
         return [f"dci:{n[a]}-{n[b]}" for a, b in zip(self.spans["a"].tolist(), self.spans["b"].tolist())]
 
+    def site_groups(self) -> list[tuple[Fabric, tuple[int, ...]]]:
+        """The distinct site fabrics, each with its sites (indices, in site order), first site first: sites that
+        share one built fabric, or whose fabrics have equal specs and the same failed links, are one group (two
+        healthy ``[[sites]]`` entries of one spec are timed once; a site with a failed part is its own, regfail65).
+        Cached on the region."""
+        if "site_groups" not in self._cache:
+            groups: list[tuple[Fabric, list[int]]] = []
+            for i, f in enumerate(self.fabrics):
+                same = next((g for g in groups if _same_fabric(g[0], f)), None)
+                if same is None:
+                    groups.append((f, [i]))
+                else:
+                    same[1].append(i)
+            self._cache["site_groups"] = [(f, tuple(sites)) for f, sites in groups]
+        return self._cache["site_groups"]
+
     # --- the attach point ----------------------------------------------------------------------------------
     def up_latency_s(self, site: int) -> float:
         """One way from a GPU of ``site`` up to its DCI port: the NIC, every switch up to the attach tier, and a
@@ -222,7 +238,7 @@ class Region:
             try:
                 fabrics[site] = fabrics[site].with_failures(part)
             except TopoError as exc:
-                raise TopoError(f"{exc.message} (in site {self.site_names[site]})", key="--fail") from None
+                raise TopoError(f"site {self.site_names[site]}: {exc.message}", key="--fail") from None
         return replace(self, fabrics=tuple(fabrics), failed=dead, failures=self.failures + tuple(failures),
                        _cache={})
 
@@ -237,7 +253,9 @@ class Region:
         names = self.site_names
         body = text.strip()
         if not body.startswith("dci:") or body.count("-") < 1:
-            raise TopoError(f"a region fails DCI spans (dci:A-B with two site names or indices, e.g. "
+            head, sep, _ = body.partition(":")
+            unknown = f"no site {head!r}; " if sep and head != "dci" else ""  # a site's part, an unknown site
+            raise TopoError(f"{unknown}a region fails DCI spans (dci:A-B with two site names or indices, e.g. "
                             f"{self.span_names()[0]} or dci:0-1) or a site's parts (SITE:PART, e.g. "
                             f"{self.site_names[0]}:leaf0; sites: {', '.join(names)}), got {text!r}"
                             + _whole_site_hint(body, names), key="--fail")
@@ -254,6 +272,15 @@ class Region:
             raise TopoError(f"no DCI span between {names[a]} and {names[b]} ({self.spec.interconnect.topology}); "
                             f"spans: {', '.join(self.span_names())}", key="--fail")
         return int(hit[0])
+
+
+def _same_fabric(f: Fabric, g: Fabric) -> bool:
+    """One built fabric, or two of equal specs with the same links failed (none, or the same ones)."""
+    if f is g:
+        return True
+    if f.failed is None or g.failed is None:
+        return f.failed is None and g.failed is None and f.spec == g.spec
+    return f.spec == g.spec and np.array_equal(f.failed, g.failed)
 
 
 def _split_span(body: str, names) -> tuple[int, int] | None:

@@ -86,6 +86,10 @@ class MultisiteStep:
     uncertainty: dict = field(default_factory=dict)  # the share's step's interval (bounds: "one_site_step_s")
     tokens_per_step: int = 0  # the whole job's: every site's share of the global batch x the sequence
     fits: bool = True  # one site's share fits in GPU memory (each site runs the same share: the job does)
+    # regfail65: the sites step in lockstep, each share on its own fabric (its own failed parts); the site whose
+    # step across the sites is the slowest paces it (the first site among equals), and every figure above is its
+    pacing_site: str = ""
+    site_step_s: dict[str, float] = field(default_factory=dict)  # each site's share's step on its own fabric
 
     @property
     def step_time_s(self) -> float:
@@ -118,6 +122,11 @@ def estimate_across_sites(region: Region, model: ModelSpec, lay: ParallelLayout,
                           **step_options) -> MultisiteStep:
     """One training step of ``model`` laid out as ``lay`` (the whole job) across the sites of ``region``.
 
+    Every site runs the same share of the job, in lockstep (each step's reduction or pipeline send across the sites
+    waits for every site), so each distinct site fabric (:meth:`~topo.fabric.region.Region.site_groups`: alike
+    healthy sites once, a site with failed parts on its own) times the share with its own failures, and the site
+    whose step across the sites is the slowest paces it (``pacing_site``; each site's share in ``site_step_s``).
+
     Parameters
     ----------
     region : Region
@@ -129,7 +138,8 @@ def estimate_across_sites(region: Region, model: ModelSpec, lay: ParallelLayout,
     outer_every : int, optional
         Inner steps between outer synchronisations (adds the ``outer`` strategy).
     one_site : StepResult, optional
-        The one-site share's step already estimated on the smallest site's fabric (a search has it), reused.
+        The one-site share's step already estimated on :func:`share_fabric`'s fabric (a search has it), reused
+        for the sites of that fabric.
     **step_options
         Passed to :func:`topo.training.step.estimate_step` (``convention``, ``efficiency``, ``contention``).
 
@@ -144,16 +154,38 @@ def estimate_across_sites(region: Region, model: ModelSpec, lay: ParallelLayout,
     if site_lay.gpus > fabric.num_gpus:
         raise TopoError(f"one site's share of the job needs {site_lay.gpus:,} GPUs; the smallest site has "
                         f"{fabric.num_gpus:,}", key="dp")
-    one = one_site if one_site is not None else estimate_step(fabric, model, site_lay, **step_options)
+    runs = []
+    for f, sites in region.site_groups():
+        if one_site is not None and any(region.fabrics[i] is fabric for i in sites):
+            one = one_site
+        else:
+            try:
+                one = estimate_step(f, model, site_lay, **step_options)
+            except TopoError as exc:
+                raise site_failure(region, f, exc) from None
+        runs.append((sites, _across_from(region, f, model, lay, site_lay, one, across, outer_every)))
+    sites, out = max(runs, key=lambda r: r[1].step_time_s)  # the slowest paces; the first site's among equals
+    out.pacing_site = region.site_names[sites[0]]
+    out.site_step_s = {region.site_names[i]: r.one_site_step_s for group, r in runs for i in group}
+    out.site_step_s = {n: out.site_step_s[n] for n in region.site_names}
+    if len(runs) > 1:
+        out.notes.append(_lockstep_note(region, out))
+    return out
+
+
+def _across_from(region: Region, fabric, model: ModelSpec, lay: ParallelLayout, site_lay: ParallelLayout,
+                 one: StepResult, across: str, outer_every: int | None) -> MultisiteStep:
+    """The job's step across the sites were every site's share to step as ``one``, its step on ``fabric``."""
+    K = region.num_sites
     T1 = one.step_time_s
     out = MultisiteStep(region=region.name, model=model.name, num_sites=K, gpus=site_lay.gpus * K,
                         one_site_step_s=T1, one_site=one.to_dict(), assumptions=_assumptions(region),
                         tokens_per_step=one.tokens_per_step * K)
     sizes = sorted({f.num_gpus for f in region.fabrics})
-    if len(sizes) > 1:  # every site runs the same share: the smallest site's fabric times it
+    if len(sizes) > 1:  # every site runs the same share, each on its own fabric
         out.assumptions.append(f"sites of different sizes ({', '.join(f'{n:,}' for n in sizes)} GPUs): every site "
-                               f"runs the same share of the job, timed on the smallest site's fabric "
-                               f"({sizes[0]:,} GPUs)")
+                               f"runs the same share of the job, each timed on its own fabric; the slowest paces "
+                               f"the step")
     placed, _ = default_placement(site_lay, fabric.spec.gpus_per_domain, fabric.layout.num_gpus)
     # one replica's gradients, from the job's reduction (dp x K): a site holding a single replica (or a single
     # expert replica) reduces nothing inside, and its gradients still cross (walk9: 0 B crossed at dp = K)
@@ -185,10 +217,21 @@ def estimate_across_sites(region: Region, model: ModelSpec, lay: ParallelLayout,
     return out
 
 
+def _lockstep_note(region: Region, out: MultisiteStep) -> str:
+    """Each site's share's step on its own fabric (its failed parts said) and the site that paces the step."""
+    def one(i, name):
+        failed = region.fabrics[i].failures
+        return f"{name} {format_time(out.site_step_s[name])}" + (f" (failed: {', '.join(failed)})" if failed else "")
+
+    steps = ", ".join(one(i, n) for i, n in enumerate(region.site_names))
+    return (f"the sites step in lockstep, each share on its own fabric: {steps}; {out.pacing_site}'s paces the job's "
+            f"step (the one-site figures are {out.pacing_site}'s share's)")
+
+
 def share_fabric(region: Region, site_lay: ParallelLayout | None = None):
-    """The site fabric a region's job times its share on (every site runs the same share): the smallest site's, one
-    with failed parts first among the smallest (place64: ``--fail west:nvswitch1`` was timed on east's healthy
-    fabric, the failed rack under the job unsaid). With ``site_lay`` (the share), a failed GPU or NVLink switch of
+    """The site fabric a region's search ranks its share's layouts on (every site runs the same share; each is then
+    timed on every site's own fabric, :func:`estimate_across_sites`): the smallest site's, one with failed parts
+    first among the smallest (place64: ``--fail west:nvswitch1`` was timed on east's healthy fabric). With ``site_lay`` (the share), a failed GPU or NVLink switch of
     any site under it is refused first (:func:`~topo.training.mapping.refuse_failed_gpus`; the share is placed
     alike in every site, ``skip_domains`` as indices within a site), the line naming the site."""
     for fabric in region.fabrics if site_lay is not None else ():
