@@ -32,3 +32,18 @@ def test_a_regions_search_names_the_modules_as_one_sites_does():
     region = run_cli("train", "two-site-h100", *flags, "--global-batch", "768", check=True)
     assert _column(one.stdout) == ["mlp", "mlp"]
     assert _column(region.stdout) == ["mlp", "mlp"]
+
+
+def test_a_search_asked_for_selective_alone_finds_its_layouts():
+    """``--search --recompute selective --recompute-modules core_attn,mlp``: the search drops ``selective`` under
+    flash attention as a duplicate of ``none`` (the scores it recomputes are not kept), but asked for it alone it
+    found nothing and said "no layout ... satisfies the divisibility rules (261 tried)"; ``topo train`` runs such a
+    layout (tp 4 cp 2 dp 128: 509.2 ms), and the search now ranks it with the same step."""
+    flags = ["--model", "llama3-8b", "--global-batch", "384", "--recompute", "selective", "--recompute-modules",
+             "core_attn,mlp", "--no-contention"]
+    out = run_cli("train", "dgx-h100-superpod", *flags, "--search", "--top", "2", check=True)
+    assert _column(out.stdout) == ["selective+core_attn,mlp"] * 2
+    one = run_cli("train", "dgx-h100-superpod", *flags, "--tp", "4", "--cp", "2", check=True)
+    step = one.stdout.splitlines()[1].split()[2:4]  # "step time   509.2 ms"
+    first = out.stdout.splitlines()[2]
+    assert " ".join(step) in first, (step, first)

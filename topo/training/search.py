@@ -171,8 +171,9 @@ def _combinations(model, gpus, global_batch, gpus_per_domain, seq_len, dp_shardi
                         seen: set = set()
                         for rc, zs, ro, dispatch in itertools.product(recompute, dp_sharding, rank_orders,
                                                                       dispatchers if ep * e_tp > 1 else ({},)):
-                            if rc == "selective" and fixed.get("flash_attention", True):
+                            if rc == "selective" and fixed.get("flash_attention", True) and len(recompute) > 1:
                                 continue  # fused attention already drops what selective recomputation drops
+                            # (asked for alone it is kept: it found no layout, refused as "divisibility", tidy65)
                             # orders that differ only where a dimension has one rank (or in ep, which has no
                             # axis of its own) put every GPU in the same groups: the first one given stands
                             same = (rc, zs, tuple(d.strip() for d in ro.replace(",", "-").split("-")
