@@ -7,7 +7,7 @@ import math
 
 from .. import training
 from ..atomic import check_output, open_output
-from ..errors import TopoError
+from ..errors import TopoError, Unreachable
 from ..plan import LOST_PART_LABELS, DesignComparison, PlanResult, plan
 from ..plan.result import RANGED
 from ..spec import DEFAULT_SPEC
@@ -107,8 +107,14 @@ def run(args) -> int:
         check_output(args.bom_csv, inputs=_inputs(args), force=args.force, key="--bom-csv", force_option="--force")
     fabrics = [fabric_from_args(args, n) for n in names]
     layers = [_layers(args, n, f.layout.num_gpus) for n, f in zip(names, fabrics)]
-    results = [plan(f, layers=lay, plan_file=args.plan_file, collectives=not args.no_collectives)
-               for f, lay in zip(fabrics, layers)]
+    try:
+        results = [plan(f, layers=lay, plan_file=args.plan_file, collectives=not args.no_collectives)
+                   for f, lay in zip(fabrics, layers)]
+    except Unreachable as exc:  # place64: the plan's own collectives over every GPU, cut by a failed part
+        raise TopoError(f"{exc.message}; the plan's all-reduce and all-to-all run over every GPU, which the failed "
+                        f"parts cut apart; allowed: --no-collectives (the plan of the failed fabric without them: its "
+                        f"degraded bisection, power and cost), or failed parts that leave every GPU a path",
+                        key="--fail") from None
     train_notes = []
     if args.model and results[0].compute.mfu_source.startswith("--model"):
         for n, r in zip(names, results):

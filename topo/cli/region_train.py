@@ -16,7 +16,7 @@ from .common import data_parallel
 from .search_options import layout_for_search, search_options
 from .output import emit, emit_json, mfu_text, table
 from .train_text import (dispatcher_cell, dispatcher_searched, gpu_hours_text, memory_line, not_fit_line,
-                         uncertainty_line)
+                         recompute_cell, uncertainty_line)
 from .region import region_from_args
 
 __all__ = ["run_region_train", "render_across_sites"]
@@ -115,7 +115,7 @@ def _search(args, region, model, options: dict, say=str) -> int:
     for i, r in enumerate(res.ranked, 1):
         L, pick = r.one_site["layout"], next(x for x in r.strategies if x.strategy == r.chosen)
         rows.append([i, L["tp"], L["cp"], L["pp"], L["vpp"], L["dp"] * r.num_sites, L["ep"], L["micro_batch"],
-                     L["recompute"], L["dp_sharding"],
+                     recompute_cell(L), L["dp_sharding"],
                      format_time(r.one_site_step_s), format_time(pick.step_time_s), f"{pick.throughput_vs_one_site:.1%}",
                      "latency alone is too much" if math.isinf(pick.dci_Bps_for_95pct)
                      else format_bandwidth(pick.dci_Bps_for_95pct)])

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 from ..atomic import check_output
-from ..errors import TopoError
+from ..errors import TopoError, Unreachable
 from ..units import format_in, format_time
 from ..fabric.builders import build_fabric
 from ..fabric.inventory import inventory
@@ -94,7 +94,7 @@ def run(args) -> int:
         read_plan_file(args.plan_file)
     job = _job(args, specs) if args.train or args.layout else None  # a bad model or layout fails before the report
     if args.format == "html":
-        reports = build_reports(specs, args.overrides, failures=args.failures)
+        reports = _cut_apart(args, build_reports, specs, args.overrides, failures=args.failures)
         plans = None
         if args.plan or args.plan_file:
             plans = [plan(r.fabric, plan_file=args.plan_file) for r in reports]
@@ -102,7 +102,7 @@ def run(args) -> int:
         size = write_page(reports, out, plans=plans, trains=trains, **output)
         note(f"wrote {_where(out)} ({format_in(size, 'MB', '.1f')}) in {format_time(time.perf_counter() - start)}")
         return 0
-    fig = _one_figure(args, specs)
+    fig = _cut_apart(args, _one_figure, args, specs)
     data = sign_image(_image(fig, args.format), args.format)
     write_bytes(out, data, **output)
     note(f"wrote {_where(out)} ({format_in(len(data), 'kB', '.0f')}) in {format_time(time.perf_counter() - start)}")
@@ -158,6 +158,21 @@ def _check_figure_options(args) -> None:
     args.scenario = args.scenario or "cluster"
 
 
+def _cut_apart(args, build, *a, **kw):
+    """``build(*a, **kw)``, a failed part that cuts some GPUs off the report's all-reduce over every GPU said in one
+    line with the commands the user can run instead (place64: the line named only the two GPUs)."""
+    try:
+        return build(*a, **kw)
+    except Unreachable as exc:
+        spec = " ".join(x for x in args.specs if x) if args.specs else DEFAULT_SPEC
+        fail = " ".join(f"--fail {x}" for x in args.failures)
+        raise TopoError(f"{exc.message}; the report's all-reduce runs over every GPU, which the failed parts cut "
+                        f"apart, so it has no page for this fabric; allowed: failed parts that leave every GPU a path "
+                        f"(the failed fabric's degraded bisection, power and cost: topo plan {spec} {fail} "
+                        f"--no-collectives; a job placed around it: topo train {spec} {fail} --model M "
+                        f"--skip-domains N)", key="--fail") from None
+
+
 def _where(out: str) -> str:
     return "standard output" if out == "-" else out
 
@@ -178,7 +193,7 @@ def _one_figure(args, specs):
     if args.figure == "comparison":
         if len(specs) < 2:
             raise TopoError("the comparison figure needs two or more SPECs", key="--figure")
-        reports = build_reports(specs, args.overrides, failures=args.failures)
+        reports = _cut_apart(args, build_reports, specs, args.overrides, failures=args.failures)
         curves = {}
         for r in reports:
             for s in r.scenarios:

@@ -31,7 +31,7 @@ from .region_train import run_region_train
 from .output import emit, emit_json, mfu_text, table
 from .train_ops import print_op_table, print_stage_table
 from .train_text import (bias_text, dispatcher_cell, dispatcher_searched, gb, gpu_hours_text, memory_line,
-                         not_fit_line, runs_on, uncertainty_line)
+                         not_fit_line, recompute_cell, runs_on, uncertainty_line)
 
 
 def register(sub) -> None:
@@ -875,16 +875,6 @@ def _toml(v) -> str:
     return f'"{v}"' if isinstance(v, str) else f"{v:g}" if isinstance(v, float) else str(v)
 
 
-def _recompute_cell(L: dict) -> str:
-    """The search table's recompute column: the remat policy, the recomputed modules, or ``recompute``."""
-    mods = ",".join(L.get("recompute_modules") or ())
-    if L.get("remat_policy"):
-        return f"remat {L['remat_policy']}"
-    if L["recompute"] == "full" or not mods:  # full recomputes every module
-        return L["recompute"]
-    return f"selective+{mods}" if L["recompute"] == "selective" else mods
-
-
 def _print_search(res, top, held: dict, model) -> None:
     """The search's counts, its ranked layouts, and the fields ``--layout`` held fixed in each (``held``); a
     recomputation of nothing in ``model`` (a module it has no block for) under the table."""
@@ -900,7 +890,7 @@ def _print_search(res, top, held: dict, model) -> None:
         costs["host wait"] = r.compute_by_module_s.get("host", 0.0)  # inside compute: the GPU idle for launches
         worst = max(costs, key=costs.get)
         why = f"{worst} {format_time(costs[worst])}" + (f" ({bound[worst]['level']})" if worst in bound else "")
-        rows.append([i, L["tp"], L["cp"], L["pp"], L["vpp"], L["dp"], L["ep"], L["micro_batch"], _recompute_cell(L),
+        rows.append([i, L["tp"], L["cp"], L["pp"], L["vpp"], L["dp"], L["ep"], L["micro_batch"], recompute_cell(L),
                      L["dp_sharding"], format_time(r.step_time_s), f"{r.tflop_per_s_per_gpu:.0f}", f"{r.mfu:.1%}",
                      gb(r.memory_per_gpu_bytes), format_time(b["compute"]), why])
     orders = {r.layout["rank_order"] for r in res.ranked[:top]}

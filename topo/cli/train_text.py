@@ -83,6 +83,18 @@ def dispatcher_cell(L: dict) -> str:
     return L["ep_dispatcher"] if L["ep_dispatcher"] != "deepep" else f"deepep/{L['ep_flex_backend']}"
 
 
+def recompute_cell(L: dict) -> str:
+    """A layout's recomputation as a search table's column names it (one site's and a region's alike, plan65):
+    the remat policy, the recomputed modules (``selective+core_attn,mlp`` where the s x s scores are recomputed
+    too), or ``recompute``."""
+    mods = ",".join(L.get("recompute_modules") or ())
+    if L.get("remat_policy"):
+        return f"remat {L['remat_policy']}"
+    if L["recompute"] == "full" or not mods:  # full recomputes every module
+        return L["recompute"]
+    return f"selective+{mods}" if L["recompute"] == "selective" else mods
+
+
 def gpu_hours_text(hours: float) -> str:
     """GPU-hours as a budget reads them: millions (3.06M), else whole hours (29, not 2.86e-05M)."""
     return f"{hours / 1e6:.3g}M" if hours >= 1e6 else format_count(round(hours))

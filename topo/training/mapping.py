@@ -447,6 +447,7 @@ def _map(lay: ParallelLayout, gpus_per_domain: int, num_fabric_gpus: int) -> Map
     if absent:  # a domain the fabric does not have skips nothing: a typo, said
         raise TopoError(f"{','.join(map(str, absent))}: the fabric has {domains:,} NVLink domains; allowed: domain "
                         f"indices 0 to {domains - 1:,}", source="layout", key="skip_domains")
+    _refuse_idle_skip(lay, gpus_per_domain, domains)
     _refuse_straddled_skip(lay, used, gpus_per_domain)
     # the last rank's GPU id, before any array of n: a job of 10^8 GPUs on 1,024 is refused at once (it took 19 s
     # and 2.4 GB to build the ids it then refused)
@@ -481,6 +482,22 @@ def _skip_fits(first_gpu: int, used: int, gpus_per_domain: int) -> bool:
     job, counted from ``first_gpu``'s place in its domain, stay inside that domain (:func:`_placed_ids` skips the
     k-th such run of ``used`` GPUs, which otherwise reaches into the next domain)."""
     return first_gpu % gpus_per_domain + used <= gpus_per_domain
+
+
+def _refuse_idle_skip(lay: ParallelLayout, gpus_per_domain: int, domains: int) -> None:
+    """Refuse a ``skip_domains`` entry that skips nothing (rev64): an index listed twice, or a domain below the first
+    GPU's, which the job never reaches (the k-th domain of ranks counts from ``first_gpu``'s, :func:`_placed_ids`)."""
+    listed = ",".join(map(str, lay.skip_domains))
+    twice = sorted({d for d in lay.skip_domains if lay.skip_domains.count(d) > 1})
+    if twice:
+        raise TopoError(f"{listed}: domain {','.join(map(str, twice))} listed more than once; allowed: each domain "
+                        f"index once", source="layout", key="skip_domains")
+    first = lay.first_gpu // gpus_per_domain
+    below = sorted(d for d in lay.skip_domains if d < first)
+    if below:
+        raise TopoError(f"{listed}: domain {','.join(map(str, below))} is below the first GPU's ({lay.first_gpu:,} "
+                        f"is in domain {first:,}), so the job never reaches it; allowed: domain indices {first:,} to "
+                        f"{domains - 1:,}", source="layout", key="skip_domains")
 
 
 def _refuse_straddled_skip(lay: ParallelLayout, used: int, gpus_per_domain: int) -> None:

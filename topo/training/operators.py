@@ -2060,8 +2060,12 @@ def _unit_host_terms(lay: ParallelLayout, u, bf16: bool, bt, synced: bool, ep_co
         wf = _synced_layer_wait_s(blocks, at, ep_cover_s)
         # the MoE block ends the layer and is not checkpointed on its own (step._Traffic.stopped: the same rule)
         stops = _stops_before_combine(lay, kinds)
-        return (g, h, gb, hb, True, wf, _moe_recompute_wait_s(lay, bt(Block.MOE, bf16), ep_cover_s),
-                _synced_layer_wait_s(blocks, at, ep_cover_s, early_stop=True) if stops else wf)
+        # with ``moe`` checkpointed on its own the replay keeps the combine and ends before the last residual add
+        # (:func:`_unreplayed_s`, the GPU's side), where the MoE block ends the layer (tidy65: it kept the add)
+        add = not (lay.recompute_early_stop and kinds[-1] == Block.MOE)
+        replay = (_synced_layer_wait_s(blocks, at, ep_cover_s, early_stop=True) if stops else
+                  wf if add else _synced_layer_wait_s(blocks, at, ep_cover_s, residual=False))
+        return (g, h, gb, hb, True, wf, _moe_recompute_wait_s(lay, bt(Block.MOE, bf16), ep_cover_s), replay)
     return g + cover, h + c.forward_s, gb, hb, False, 0.0, 0.0, 0.0
 
 
@@ -2091,7 +2095,8 @@ def host_syncs(lay: ParallelLayout) -> bool:
             and "full_iteration" not in lay.cuda_graph_scope)
 
 
-def _synced_layer_wait_s(blocks: list[BlockTime], moe: int, ep_cover_s: float = 0.0, early_stop: bool = False) -> float:
+def _synced_layer_wait_s(blocks: list[BlockTime], moe: int, ep_cover_s: float = 0.0, early_stop: bool = False,
+                         residual: bool = True) -> float:
     """Seconds the GPU waits for the host in one layer of a dropless MoE block, forward, per micro-batch.
 
     Megatron-Core's dropless dispatchers read the tokens per expert on the host before the expert-parallel
@@ -2122,15 +2127,16 @@ def _synced_layer_wait_s(blocks: list[BlockTime], moe: int, ep_cover_s: float = 
 
     ``early_stop``: the replay of a layer the MoE block ends under ``recompute_early_stop``, which stops after the
     un-permutation (:func:`early_stopped_s`): no combine call, no residual, as the step's EP traffic drops the
-    combine (:meth:`topo.training.step._Traffic.stopped`)."""
+    combine (:meth:`topo.training.step._Traffic.stopped`). ``residual`` False: a replay that ends with the MoE
+    block's combine, before its residual add (``moe`` checkpointed on its own keeps the combine)."""
     if math.isinf(ep_cover_s):
         return 0.0
-    synced, before = _synced_stretch(blocks[moe], ep_cover_s, early_stop=early_stop)
+    synced, before = _synced_stretch(blocks[moe], ep_cover_s, early_stop=early_stop, residual=residual)
     return _stretch_wait_s([*synced, *(op for b in blocks[moe + 1:] + blocks[:moe] for op in b.launch_seq), *before])
 
 
 def _synced_stretch(m: BlockTime, ep_cover_s: float, moe_module: bool = False,
-                    early_stop: bool = False) -> tuple[list, list]:
+                    early_stop: bool = False, residual: bool = True) -> tuple[list, list]:
     """A synced MoE block's forward ops as the host launches them around its sync, each ``(host seconds, GPU
     seconds, kernels)``: from the sync (its round trip ``sync_s``, the dispatch call, the ops from the sync on, the
     combine call, the block's last op, its residual) and the ops before it (the norm and the router, up to the
@@ -2138,7 +2144,7 @@ def _synced_stretch(m: BlockTime, ep_cover_s: float, moe_module: bool = False,
     combine's) and half of ``ep_cover_s`` on the GPU.
     ``moe_module``: only the MoELayer's ops (:data:`MOE_MODULE`, what recomputing ``moe`` replays: no norm, no
     residual, the combine last). ``early_stop``: the replay ends with the ops before the combine (no combine call,
-    no residual: :func:`early_stopped_s`). The one place :func:`_synced_layer_wait_s` and
+    no residual: :func:`early_stopped_s`); ``residual`` False: it ends with the combine (no residual). The one place :func:`_synced_layer_wait_s` and
     :func:`_moe_recompute_wait_s` read the sequence from."""
     ops, mods = m.launch_seq, m.launch_modules
     at = m.sync_at if m.sync_at >= 0 else len(ops)
@@ -2151,7 +2157,7 @@ def _synced_stretch(m: BlockTime, ep_cover_s: float, moe_module: bool = False,
         after = [dispatch] if early_stop else [dispatch, combine]
     else:
         body, tail = (ops[at:], []) if moe_module else (ops[at:-1], ops[-1:])
-        after = [dispatch, *body] if early_stop else [dispatch, *body, combine, *tail]
+        after = [dispatch, *body] if early_stop else [dispatch, *body, combine, *(tail if residual else [])]
     return [(m.sync_s, 0.0, 1.0), *after], list(ops[:at])
 
 

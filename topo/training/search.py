@@ -171,8 +171,9 @@ def _combinations(model, gpus, global_batch, gpus_per_domain, seq_len, dp_shardi
                         seen: set = set()
                         for rc, zs, ro, dispatch in itertools.product(recompute, dp_sharding, rank_orders,
                                                                       dispatchers if ep * e_tp > 1 else ({},)):
-                            if rc == "selective" and fixed.get("flash_attention", True):
+                            if rc == "selective" and fixed.get("flash_attention", True) and len(recompute) > 1:
                                 continue  # fused attention already drops what selective recomputation drops
+                            # (asked for alone it is kept: it found no layout, refused as "divisibility", tidy65)
                             # orders that differ only where a dimension has one rank (or in ep, which has no
                             # axis of its own) put every GPU in the same groups: the first one given stands
                             same = (rc, zs, tuple(d.strip() for d in ro.replace(",", "-").split("-")
@@ -495,14 +496,19 @@ class _Search:
             count = wide = self.waited(lay, sc, keys[1], cover)
         traffic = step_traffic(self.model, lay, traffic_stage(lay, sc))
         got = exposed_routed(self.engine, self.model, lay, mapping, wide, self.gpu, traffic)
-        exact = count is wide  # the step's own compute: its windows, its host waits
-        tp = got["tp"] if exact and got["tp"] is not None else tp_f
+        # TP hides behind one window, the micro-batches' compute, which ``wide`` makes at least the step's (a cover
+        # only shortens the host's waits): its routed term there is at most the step's, routed cover or not (tidy65)
+        tp = got["tp"] if got["tp"] is not None else tp_f
         ep = got["ep"]
         if ep is None:  # not routed yet: the floor with the EP groups as mapped (rank order, etp stride)
             ep = ep_f if lay.ep <= 1 else _comm_floor_s(self.spec, lay, traffic, wide,
                                                         mapping.members_in_domain("ep"))[1]
         cp, pp = got["cp"] or 0.0, got["pp"] or 0.0  # the step's own where routed
-        dp = got["dp"] if exact else 0.0
+        # DP hides behind the forward's and the backward's windows apart, the NVLink-only exposed time shared out
+        # by the compute's split (step._dp_windows): cover 0's waits, where more of them fall in the backward, can
+        # narrow the forward's window while TP's exposure drops, so the routed DP term is read on the step's own
+        # compute only
+        dp = got["dp"] if count is wide else 0.0
         out = max(bound, _bound(lay, count, tp, ep, dp, cp, pp, amax_f))
         if out >= above:
             return out

@@ -1210,8 +1210,8 @@ def _step_result(fabric: Fabric, model: ModelSpec, lay: ParallelLayout, gpu, sc,
 def _ep_cover_s(lay: ParallelLayout, timed: list) -> float:
     """GPU seconds of a dropless MoE layer's forward dispatch and combine (each call alone on the fabric), which run
     between its tokens-per-expert syncs while the host launches on (:func:`.operators._synced_layer_wait_s`);
-    0 when the EP all-to-alls are overlapped with another micro-batch (their time is then not the compute
-    stream's) or there are none.
+    the passes' mean where the EP calls are overlapped with another micro-batch (a paired pass's time is then not
+    the compute stream's); 0 when there are none.
 
     One rule for every dispatcher and shape: the dispatch is every item of the exchange on its way to the experts
     (:func:`_exchange_call`), the EP all-to-all (the FP8 one where the forward dispatches in FP8) and the experts'
@@ -1225,13 +1225,31 @@ def _ep_cover_s(lay: ParallelLayout, timed: list) -> float:
     all-to-all, all launched by the host in that order; the experts' grouped linears communicate nothing
     (``extensions/transformer_engine.py``: ``explicit_expert_comm``). The flex dispatcher makes one call each way
     over the TP x EP group (``MoEFlexTokenDispatcher``: ``group=self.tp_ep_group``), which the step prices as
-    those same all-to-all and etp items (:func:`_ep_traffic`), so its cover is theirs."""
-    if lay.overlap_ep:
+    those same all-to-all and etp items (:func:`_ep_traffic`), so its cover is theirs.
+
+    Under ``overlap_ep`` a pass's exchange runs beside another micro-batch's compute only where the pass pairs
+    (:func:`_alone_ep_share`, the rule :func:`_paired_ep_exposed` hides by): a pass with no partner runs its
+    dispatch alone and the host launches the ``mlp`` node's kernels while the compute stream waits for it, as
+    without the overlap. The cover is the mean over the step's passes, the full cover times that share (exact
+    where nothing pairs or everything does)."""
+    share = _alone_ep_share(lay)
+    if share == 0.0:
         return 0.0
     per_call = {key: one.time_s for it, one in timed if (key := _exchange_call(it)) is not None}
     dispatch = per_call.get(FP8_A2A, per_call.get(BF16_A2A, 0.0)) + per_call.get(ETP_GATHER, 0.0)
     combine = per_call.get(BF16_A2A, 0.0) + per_call.get(ETP_SCATTER, 0.0)
-    return dispatch + combine if combine > 0 else 0.0
+    return share * (dispatch + combine) if combine > 0 else 0.0
+
+
+def _alone_ep_share(lay: ParallelLayout) -> float:
+    """The share of a step's MoE layer passes whose EP calls run with no other micro-batch's compute beside them:
+    1 without ``overlap_ep``; under the combined 1F1B the warm-up and cool-down passes that have no partner
+    (:func:`.ep_overlap.unpaired_share`); 0 under DualPipe, whose overlap the generic ``ep`` window prices
+    (:func:`exposed_comm_s`). One rule for what :func:`_paired_ep_exposed` hides and what :func:`_ep_cover_s`
+    leaves on the compute stream."""
+    if not lay.overlap_ep:
+        return 1.0
+    return unpaired_share(lay) if lay.pipeline_schedule == "1f1b" else 0.0
 
 
 def routed_ep_cover_s(engine: CommEngine, model: ModelSpec, lay: ParallelLayout, mapping) -> float | None:
@@ -1252,7 +1270,7 @@ def routed_ep_cover_s(engine: CommEngine, model: ModelSpec, lay: ParallelLayout,
     float or None
         Seconds; None while one of those calls' groups is not routed yet.
     """
-    if lay.overlap_ep:
+    if _alone_ep_share(lay) == 0.0:
         return 0.0
     timed = []
     for item in step_traffic(model, lay):  # the step's cover reads the traffic of no stage in particular
@@ -1363,7 +1381,7 @@ def _paired_ep_exposed(model: ModelSpec, lay: ParallelLayout, gpu, sc, windows: 
             passes[name] += one
     total = sum(one * it["calls"] for it, one in comm)
     modeled = min(total, n * sum(passes.values()))
-    u = unpaired_share(lay)
+    u = _alone_ep_share(lay)
     parts = _ep_compute_parts(moe_layer_parts(model, lay, gpu), items, lay)
     ex = min(modeled, n * ((1 - u) * layer_exposed_s(parts, **passes) + u * sum(passes.values())))
     ex += ep_overlap_cost_s(modeled - ex, lay, gpu, ep_loss)
