@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 
 from ..errors import TopoError
-from ..training.parallel import layout_fields
+from .. import training  # lazy (PEP 562): topo plan without --model imports no step model (test_startup)
 from .common import UndividedGpus, data_parallel
 
 __all__ = ["layout_dp", "design_dp", "layout_source", "on_design"]
@@ -39,7 +39,7 @@ def layout_dp(layout: str, gpus: int, sizes: dict | None = None, where: str = ""
     UndividedGpus
         tp x cp x pp does not divide ``gpus``.
     """
-    fields, _ = layout_fields(layout)
+    fields, _ = training.layout_fields(layout)
     if "dp" in fields:
         return None
     sizes = sizes or {}
@@ -52,7 +52,7 @@ def layout_dp(layout: str, gpus: int, sizes: dict | None = None, where: str = ""
 
 def layout_source(layout: str) -> str:
     """What an error of ``layout`` names: ``--layout`` for pairs, the file's path for a file."""
-    _, source = layout_fields(layout)
+    _, source = training.layout_fields(layout)
     return "--layout" if source == "layout" else source
 
 
@@ -69,6 +69,6 @@ def on_design(exc: TopoError, layout: str, design: str) -> TopoError:
     """A layout's error on one design, named by ``--layout`` (or its file) and the design (a SPEC as given)."""
     source = layout_source(layout) if exc.source in ("layout", layout) else exc.source
     text = f"{exc.message} (on {design})"
-    if exc.key == "gpus" and "dp" in layout_fields(layout)[0]:
+    if exc.key == "gpus" and "dp" in training.layout_fields(layout)[0]:
         text += "; leave dp out of the layout and each design fills its own GPUs"
     return TopoError(text, source=source, key=exc.key)
