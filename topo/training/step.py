@@ -262,15 +262,35 @@ class _Traffic:
         return min(self.c[kind], self.rec_layers)
 
     def add(self, dim, coll, groups_dim, size, calls, phase, elem_bytes=ACT_BYTES, pair="", what="") -> None:
-        lay = self.lay
-        degree = {"dpcp": lay.dp * lay.cp, "tpcp": lay.tp * lay.cp, "edp": lay.expert_dp, "etp": lay.expert_tp,
-                  "dps": lay.dp_shard_size * lay.cp, "dpr": lay.dp // lay.dp_shard_size,
-                  "edps": lay.expert_dp_shard_size, "edpr": lay.expert_dp // lay.expert_dp_shard_size}.get(groups_dim) \
-            or getattr(lay, groups_dim)
-        if calls > 0 and size > 0 and degree > 1:
+        if calls > 0 and size > 0 and group_degree(self.lay, groups_dim) > 1:
             self.out.append({"dim": dim, "collective": coll, "groups": groups_dim, "size_bytes": float(size),
                              "calls": float(calls), "phase": phase, "elem_bytes": float(elem_bytes),
                              **({"pair": pair} if pair else {}), **({"what": what} if what else {})})
+
+
+_DEGREES = {"dpcp": lambda lay: lay.dp * lay.cp, "tpcp": lambda lay: lay.tp * lay.cp,
+            "edp": lambda lay: lay.expert_dp, "etp": lambda lay: lay.expert_tp,
+            "dps": lambda lay: lay.dp_shard_size * lay.cp, "dpr": lambda lay: lay.dp // lay.dp_shard_size,
+            "edps": lambda lay: lay.expert_dp_shard_size,
+            "edpr": lambda lay: lay.expert_dp // lay.expert_dp_shard_size}
+
+
+def group_degree(lay: ParallelLayout, groups_dim: str) -> int:
+    """Ranks in one group of a traffic item's ``groups`` (:func:`step_traffic`): a combined or sharding group's
+    (``dpcp``, ``tpcp``, ``edp``, ``etp``, ``dps``, ``dpr``, ``edps``, ``edpr``), else the layout's size of that
+    dimension; only the one asked is computed (the search adds ~1.4M items).
+
+    Parameters
+    ----------
+    lay : ParallelLayout
+    groups_dim : str
+
+    Returns
+    -------
+    int
+    """
+    of = _DEGREES.get(groups_dim)
+    return (of(lay) if of is not None else 0) or getattr(lay, groups_dim)
 
 
 def _tp_blocks(model: ModelSpec, counts: dict) -> int:

@@ -1,0 +1,69 @@
+"""Issue 23's 100k search (fast64): what the hot path now keeps or computes lazily gives what it gave.
+
+``operators.pipeline_units`` keeps each placement by what it reads (the model's blocks and MTP modules, the
+layout's pp, vpp, pipeline_embedding and pipeline_layout); ``step.group_degree`` computes only the group size a
+traffic item asks for (it built all eight on each of ~1.4M items)."""
+
+from topo.training.model import load_model
+from topo.training.operators import _placed, pipeline_units
+from topo.training.parallel import make_layout
+from topo.training.step import group_degree, step_traffic
+
+
+def _unshared(model, lay):
+    return _placed(model, lay, list(model.blocks), model.blocks[-1] if model.blocks else "")
+
+
+def test_pipeline_units_kept_apart_by_every_field_they_read():
+    """Layouts that differ in one field read by the placement each get their own (a key that dropped the field
+    would hand the first one's stages to the second); each equals the placement computed afresh."""
+    v3, hybrid = load_model("deepseek-v3-671b"), load_model("nemotron-3-nano-30b-a3b")
+    lays = [make_layout(pp=4, dp=2, global_batch=64),
+            make_layout(pp=4, vpp=2, dp=2, global_batch=64),
+            make_layout(pp=4, dp=2, global_batch=64, pipeline_embedding=True),
+            make_layout(pp=8, dp=1, global_batch=64),
+            make_layout(pp=4, vpp=4, dp=2, global_batch=64, pipeline_layout="Et*4|(t*4|)*14tmL")]
+    for model, asked in ((v3, lays), (hybrid, lays[:4])):  # the pipeline_layout string places V3's 61 layers
+        got = [pipeline_units(model, lay) for lay in asked]
+        for lay, units in zip(asked, got):
+            assert units == _unshared(model, lay), (model.name, lay.pp, lay.vpp)
+    # the hybrid's pattern (M, E, * layers) places differently under each of the four: the check above can fail
+    hybrid_units = [_unshared(hybrid, lay) for lay in lays[:4]]
+    assert all(a != b for i, a in enumerate(hybrid_units) for b in hybrid_units[i + 1:])
+    # DeepSeek-V3, 61 layers over pp 4: 16, 15, 15, 15 layers; the embedding first, the MTP module and head last
+    # (Megatron-Core's even split, the earlier chunks taking the extra layer)
+    p4 = pipeline_units(v3, lays[0])
+    assert [len(s) for s in p4] == [17, 15, 15, 15 + 1 + 2]
+    assert p4[0][0] == "embedding" and p4[-1][-3:] == ["logits", v3.blocks[-1], "mtp_head"]
+    # vpp 2: 8 chunks of 8, 8, 8, 8, 8, 7, 7, 7 layers, stage 0 holds chunks 0 (layers 0-7) and 4 (32-39)
+    assert [len(s) for s in pipeline_units(v3, lays[1])] == [1 + 16, 15, 15, 15 + 1 + 2]
+    # the hybrid's 52 over 8 chunks: 7, 7, 7, 7, 6, 6, 6, 6, stage 0 chunks 0 (layers 0-6) and 4 (28-33)
+    assert pipeline_units(hybrid, lays[1])[0][1:] == list(hybrid.blocks[0:7] + hybrid.blocks[28:34])
+
+
+def test_pipeline_units_lists_are_the_callers_own():
+    """A caller that edits the stages it got does not change what the next caller gets."""
+    model, lay = load_model("deepseek-v3-671b"), make_layout(pp=4, dp=2, global_batch=64)
+    first = pipeline_units(model, lay)
+    first[0].clear()
+    first.append(["x"])
+    assert pipeline_units(model, lay) == _unshared(model, lay)
+
+
+def test_group_degree_is_each_groups_size():
+    """Closed forms: dpcp = dp cp, tpcp = tp cp, edp = tp cp dp / (etp ep), etp, dps = dp_shard cp,
+    dpr = dp / dp_shard, edps = expert_dp_shard, edpr = expert_dp / expert_dp_shard; a plain dimension its size."""
+    lay = make_layout(tp=2, cp=2, pp=2, dp=16, ep=8, etp=1, global_batch=256, dp_sharding="fsdp", dp_shard=4,
+                      expert_dp_shard=2)
+    want = {"dpcp": 32, "tpcp": 4, "edp": 8, "etp": 1, "dps": 8, "dpr": 4, "edps": 2, "edpr": 4,
+            "tp": 2, "cp": 2, "pp": 2, "dp": 16, "ep": 8}
+    assert {g: group_degree(lay, g) for g in want} == want
+
+
+def test_step_traffic_keeps_only_groups_of_more_than_one():
+    """An item is kept where its group has more than one rank: with etp 1 no ETP item, with tp 2 TP items."""
+    model = load_model("deepseek-v3-671b")
+    lay = make_layout(tp=2, pp=2, dp=16, ep=8, etp=1, global_batch=256)
+    groups = {it["groups"] for it in step_traffic(model, lay)}
+    assert "etp" not in groups and "tp" in groups and "ep" in groups
+    assert all(group_degree(lay, g) > 1 for g in groups)
