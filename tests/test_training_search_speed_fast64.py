@@ -2,12 +2,16 @@
 
 ``operators.pipeline_units`` keeps each placement by what it reads (the model's blocks and MTP modules, the
 layout's pp, vpp, pipeline_embedding and pipeline_layout); ``step.group_degree`` computes only the group size a
-traffic item asks for (it built all eight on each of ~1.4M items)."""
+traffic item asks for (it built all eight on each of ~1.4M items); the search's NVLS check keeps a shape's
+communicators no expert dispatcher reads once, uniting them with each dispatcher's EP ones."""
+
+import pytest
 
 from topo.training.model import load_model
-from topo.training.operators import _placed, pipeline_units
-from topo.training.parallel import make_layout
-from topo.training.step import group_degree, step_traffic
+from topo.training.operators import DISPATCHER_FIELDS, _placed, pipeline_units
+from topo.training.parallel import ParallelLayout, make_layout
+from topo.training.search import candidate_layouts, expert_dispatchers
+from topo.training.step import group_degree, nvls_communicators, step_traffic
 
 
 def _unshared(model, lay):
@@ -67,3 +71,50 @@ def test_step_traffic_keeps_only_groups_of_more_than_one():
     groups = {it["groups"] for it in step_traffic(model, lay)}
     assert "etp" not in groups and "tp" in groups and "ep" in groups
     assert all(group_degree(lay, g) > 1 for g in groups)
+
+
+READ: set = set()
+
+
+class _Recorded(ParallelLayout):
+    """A layout that records which of its fields are read."""
+
+    def __getattribute__(self, name):
+        if name in ParallelLayout.model_fields:
+            READ.add(name)
+        return super().__getattribute__(name)
+
+
+@pytest.mark.parametrize("name", ["deepseek-v3-671b", "qwen3-30b-a3b"])
+def test_dispatcher_free_traffic_reads_no_dispatcher(name):
+    """The TP, CP, PP, DP and router collectives and the amax group (nvls_communicators' ``dispatcher_free``
+    part) read neither dispatcher field, on every pacing stage of a sample of the search's layouts: the search
+    keeps them per shape, whatever the dispatcher (a part that read one would hand one dispatcher's communicators
+    to another)."""
+    m = load_model(name)
+    seen = 0
+    for i, (lay, _) in enumerate(candidate_layouts(m, 1024, 1024, gpus_per_domain=8)):
+        if lay is None or i % 53:
+            continue
+        for fields in expert_dispatchers(m, {}):
+            rec = _Recorded(**{**{k: getattr(lay, k) for k in lay.model_fields_set}, **fields})
+            READ.clear()
+            nvls_communicators(m, rec, "nvls", "dispatcher_free")
+            assert not READ & set(DISPATCHER_FIELDS), (lay.describe(), fields)
+            seen += 1
+    assert seen > 60
+
+
+def test_nvls_communicators_parts_unite_to_the_whole():
+    """A shape's dispatcher-free set united with each dispatcher's EP set is the whole step's, for the
+    three dispatchers, at an algorithm under which every collective may run NVLS (the EP parts differ then)."""
+    m = load_model("deepseek-v3-671b")
+    base = make_layout(tp=2, pp=4, dp=64, ep=32, global_batch=1024).model_copy(update={"gpus_per_domain_used": 8})
+    free = nvls_communicators(m, base, "nvls", "dispatcher_free")
+    wholes = []
+    for fields in expert_dispatchers(m, {}):
+        lay = base.model_copy(update=fields)
+        whole = nvls_communicators(m, lay, "nvls")
+        assert free | nvls_communicators(m, lay, "nvls", "dispatcher") == whole, fields
+        wholes.append(whole)
+    assert all(w - free for w in wholes)  # the EP part adds communicators: leaving it out fails the check

@@ -216,14 +216,17 @@ def mamba_cp_alltoalls(model: ModelSpec, lay: ParallelLayout) -> list[tuple[floa
             (tokens * model.mamba_heads / tp * ACT_BYTES, 1)]
 
 
-def step_traffic(model: ModelSpec, lay: ParallelLayout, stage: int | None = None) -> list[dict]:
+def step_traffic(model: ModelSpec, lay: ParallelLayout, stage: int | None = None,
+                 parts: str = "all") -> list[dict]:
     """Every collective of one step on pipeline stage ``stage`` (default: the busiest by its blocks,
     :func:`_stage_counts`): dimension, collective, groups, size, calls, phase.
 
     A placed layout's ``gpus_per_domain_used`` sets how many nodes an expert group spans for the ``deepep``
-    dispatcher (:func:`ep_copies`)."""
+    dispatcher (:func:`ep_copies`). ``parts``: ``all``; ``dispatcher_free``, the TP, CP, PP, DP and router
+    collectives (none reads the expert dispatcher, :data:`.operators.DISPATCHER_FIELDS`); ``dispatcher``, the EP
+    collectives (the rest)."""
     t = _Traffic(model, lay, stage)
-    for part in (_tp_traffic, _cp_traffic, _pp_traffic, _dp_traffic, _ep_traffic, _router_traffic):
+    for part in _PARTS[parts]:
         part(t)
     return t.out
 
@@ -576,6 +579,11 @@ def _router_traffic(t: _Traffic) -> None:
           elem_bytes=COUNT_BYTES)
 
 
+_PARTS = {"all": (_tp_traffic, _cp_traffic, _pp_traffic, _dp_traffic, _ep_traffic, _router_traffic),
+          "dispatcher_free": (_tp_traffic, _cp_traffic, _pp_traffic, _dp_traffic, _router_traffic),
+          "dispatcher": (_ep_traffic,)}
+
+
 def _routing_map_gathered(lay: ParallelLayout) -> bool:
     """Whether the forward dispatch all-gathers the routing map over the network: HybridEP's EP group across NVLink
     domains (inside one domain it runs a custom NVLink kernel, unpublished: not counted)."""
@@ -797,15 +805,19 @@ def comm_dim(item: dict) -> str:
     return item["dim"] if item["groups"] not in EXPERT_DP_GROUPS else "dp_experts"
 
 
-def nvls_communicators(model: ModelSpec, lay: ParallelLayout, algorithm: str) -> set:
+def nvls_communicators(model: ModelSpec, lay: ParallelLayout, algorithm: str, parts: str = "all") -> set:
     """Every communicator of a step on any pipeline stage (:func:`pace_stages`) whose collectives an engine told
     ``algorithm`` may run as NVLS or NVLSTree (:func:`.nvls_buffers.may_run_nvls`), as ``(dim, groups)``: the
     communicators :func:`.nvls_buffers.step_nvls_bytes` can count a buffer for, whatever the routing chooses; the
-    FP8 amax all-reduce's group where the layout reduces amaxes (:func:`.fp8_amax.amax_step`)."""
+    FP8 amax all-reduce's group where the layout reduces amaxes (:func:`.fp8_amax.amax_step`). ``parts`` as
+    :func:`step_traffic`'s: ``dispatcher`` gives the EP communicators alone (no amax group), so a
+    search unites a shape's dispatcher-free set, found once, with each dispatcher's."""
     out = set()
     for stage in pace_stages(model, lay):
-        out.update((comm_dim(it), it["groups"]) for it in step_traffic(model, lay, stage)
+        out.update((comm_dim(it), it["groups"]) for it in step_traffic(model, lay, stage, parts)
                    if may_run_nvls(it["collective"], algorithm))
+    if parts == "dispatcher":
+        return out
     if sp_amax_reduced(lay):
         out.add((AMAX_PHASE, AMAX_SP_GROUP))
     elif amax_reduced(lay):
