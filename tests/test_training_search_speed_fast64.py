@@ -11,7 +11,7 @@ from topo.training.model import load_model
 from topo.training.operators import DISPATCHER_FIELDS, _placed, pipeline_units
 from topo.training.parallel import ParallelLayout, make_layout
 from topo.training.search import candidate_layouts, expert_dispatchers
-from topo.training.step import group_degree, nvls_communicators, step_traffic
+from topo.training.step import _counted, _stage_counts, group_degree, nvls_communicators, step_traffic
 
 
 def _unshared(model, lay):
@@ -118,3 +118,24 @@ def test_nvls_communicators_parts_unite_to_the_whole():
         assert free | nvls_communicators(m, lay, "nvls", "dispatcher") == whole, fields
         wholes.append(whole)
     assert all(w - free for w in wholes)  # the EP part adds communicators: leaving it out fails the check
+
+
+def test_stage_counts_kept_by_placement_and_stage():
+    """The block counts of each stage (and of the busiest, stage None) under four pipeline settings of the hybrid
+    model equal those counted afresh, and differ between settings where the placement does (a key without the
+    placement's fields or the stage would hand one's counts to another); a caller's edit stays its own."""
+    hybrid = load_model("nemotron-3-nano-30b-a3b")
+    lays = [make_layout(pp=4, dp=2, global_batch=64), make_layout(pp=4, vpp=2, dp=2, global_batch=64),
+            make_layout(pp=4, dp=2, global_batch=64, pipeline_embedding=True), make_layout(pp=8, dp=1, global_batch=64)]
+    seen = set()
+    for lay in lays:
+        for stage in (None, *range(lay.pp)):
+            got = _stage_counts(hybrid, lay, stage)
+            assert got == _counted(_unshared(hybrid, lay), stage), (lay.pp, lay.vpp, stage)
+            seen.add(tuple(sorted(got.items())))
+    assert len(seen) > 4
+    # pp 4: 13 layers a stage, stage 0 layers 0-12 "MEMEM*EMEMEM*": 6 M, 5 E, 2 attention
+    first = _stage_counts(hybrid, lays[0], 0)
+    assert (first["M"], first["E"], first["*"], first["layers"]) == (6, 5, 2, 13)
+    first["E"] = -1
+    assert _stage_counts(hybrid, lays[0], 0)["E"] == 5

@@ -1541,8 +1541,7 @@ def pipeline_units(model: ModelSpec, lay: ParallelLayout) -> list[list[str]]:
 
     Kept by what :func:`_placed` reads (the model's blocks and MTP modules, the layout's pipeline fields; at most
     :data:`UNITS_KEPT` placements, a search asks ~220k times for a few hundred), each call given its own lists."""
-    key = (model.blocks, model.layers, model.mtp_layers, lay.pp, lay.vpp, lay.pipeline_embedding,
-           lay.pipeline_layout)
+    key = pipeline_key(model, lay)
     got = _UNITS.get(key)
     if got is None:
         if len(_UNITS) >= UNITS_KEPT:
@@ -1554,6 +1553,23 @@ def pipeline_units(model: ModelSpec, lay: ParallelLayout) -> list[list[str]]:
 
 UNITS_KEPT = 4096  # pipeline placements :func:`pipeline_units` keeps (a search's few hundred shapes)
 _UNITS: dict[tuple, tuple] = {}
+
+
+def pipeline_key(model: ModelSpec, lay: ParallelLayout) -> tuple:
+    """What :func:`pipeline_units` reads: the model's blocks, layers and MTP modules, the layout's pp, vpp,
+    pipeline_embedding and pipeline_layout (a value kept by it is kept by the placement).
+
+    Parameters
+    ----------
+    model : ModelSpec
+    lay : ParallelLayout
+
+    Returns
+    -------
+    tuple
+    """
+    return (model.blocks, model.layers, model.mtp_layers, lay.pp, lay.vpp, lay.pipeline_embedding,
+            lay.pipeline_layout)
 
 
 def layer_numbers(model: ModelSpec, lay: ParallelLayout) -> list[list]:

@@ -101,7 +101,7 @@ from .memory import busiest_stage, end_unit_params, memory_per_gpu, stage_params
 from .model import BLOCK_KINDS, Block, ModelSpec
 from .nvls_buffers import may_run_nvls, step_nvls_bytes
 from .operators import (END_UNITS, bf16_layers, busiest_rank_load, expert_capacity, optimizer_step_s,
-                        pipeline_units, rank_computes, ring_step_s)
+                        pipeline_key, pipeline_units, rank_computes, ring_step_s)
 from .parallel import ParallelLayout, check_layout, dp_bucket_calls, xla_all_reduce_calls
 from .result import DimensionComm, StepResult
 from .ring_attention import a2a_exchanges, ring_sends
@@ -144,8 +144,23 @@ def stage_block_counts(model: ModelSpec, lay: ParallelLayout) -> dict:
 
 def _stage_counts(model: ModelSpec, lay: ParallelLayout, stage: int | None = None) -> dict:
     """Blocks of each kind on pipeline stage ``stage``; by default the busiest by its blocks: the most layers, then
-    the most MoE layers (the first such)."""
-    stages = pipeline_units(model, lay)
+    the most MoE layers (the first such). Kept by the placement's key (:func:`.operators.pipeline_key`) and the
+    stage (at most :data:`COUNTS_KEPT`; a search asks ~120k times), each caller given its own dict."""
+    key = (pipeline_key(model, lay), stage)
+    got = _COUNTS.get(key)
+    if got is None:
+        if len(_COUNTS) >= COUNTS_KEPT:
+            _COUNTS.clear()
+        got = _COUNTS[key] = _counted(pipeline_units(model, lay), stage)
+    return dict(got)
+
+
+COUNTS_KEPT = 16384  # (placement, stage) block counts :func:`_stage_counts` keeps
+_COUNTS: dict[tuple, dict] = {}
+
+
+def _counted(stages: list, stage: int | None) -> dict:
+    """:func:`_stage_counts` of the placed ``stages``, computed."""
 
     def weight(u):
         layers = [x for x in u if x not in END_UNITS]
