@@ -111,11 +111,17 @@ def may_run_nvls(collective: str, algorithm: str) -> bool:
     -------
     bool
     """
-    try:
-        _, names = algorithm_candidates(collective, algorithm)
-    except TopoError:
-        return True
-    return any(n in NVLS_FAMILIES for n in names)
+    got = _MAY_RUN.get((collective, algorithm))
+    if got is None:
+        try:
+            _, names = algorithm_candidates(collective, algorithm)
+        except TopoError:
+            names = list(NVLS_FAMILIES)
+        got = _MAY_RUN[(collective, algorithm)] = any(n in NVLS_FAMILIES for n in names)
+    return got
+
+
+_MAY_RUN: dict[tuple[str, str], bool] = {}  # a search asks ~1M times for a few collectives and one algorithm
 
 
 def nvls_bound_bytes(profile, generation: str, gpus_per_domain: int, communicators: int) -> float:

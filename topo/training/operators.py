@@ -1537,8 +1537,39 @@ def pipeline_units(model: ModelSpec, lay: ParallelLayout) -> list[list[str]]:
     Megatron-LM's ``account_for_embedding_in_pipeline_split`` / ``..._loss_...`` do) are split into ``pp x vpp``
     consecutive chunks as evenly as possible (earlier chunks take the extra unit); stage ``i`` runs chunks
     ``i, i + pp, ...``; the model's multi-token-prediction modules (a layer and an ``mtp_head`` each) run on the
-    last stage. A ``lay.pipeline_layout`` says instead which chunk holds what (:mod:`.pipeline_layout`)."""
-    return _placed(model, lay, list(model.blocks), model.blocks[-1] if model.blocks else "")
+    last stage. A ``lay.pipeline_layout`` says instead which chunk holds what (:mod:`.pipeline_layout`).
+
+    Kept by what :func:`_placed` reads (the model's blocks and MTP modules, the layout's pipeline fields; at most
+    :data:`UNITS_KEPT` placements, a search asks ~220k times for a few hundred), each call given its own lists."""
+    key = pipeline_key(model, lay)
+    got = _UNITS.get(key)
+    if got is None:
+        if len(_UNITS) >= UNITS_KEPT:
+            _UNITS.clear()
+        got = _UNITS[key] = tuple(map(tuple, _placed(model, lay, list(model.blocks),
+                                                     model.blocks[-1] if model.blocks else "")))
+    return [list(s) for s in got]
+
+
+UNITS_KEPT = 4096  # pipeline placements :func:`pipeline_units` keeps (a search's few hundred shapes)
+_UNITS: dict[tuple, tuple] = {}
+
+
+def pipeline_key(model: ModelSpec, lay: ParallelLayout) -> tuple:
+    """What :func:`pipeline_units` reads: the model's blocks, layers and MTP modules, the layout's pp, vpp,
+    pipeline_embedding and pipeline_layout (a value kept by it is kept by the placement).
+
+    Parameters
+    ----------
+    model : ModelSpec
+    lay : ParallelLayout
+
+    Returns
+    -------
+    tuple
+    """
+    return (model.blocks, model.layers, model.mtp_layers, lay.pp, lay.vpp, lay.pipeline_embedding,
+            lay.pipeline_layout)
 
 
 def layer_numbers(model: ModelSpec, lay: ParallelLayout) -> list[list]:

@@ -372,6 +372,7 @@ class _Search:
         self.act_cache: dict = {}  # each stage's activations per micro-batch (memory_per_gpu's ``activations``)
         self.bound_cache: dict = {}
         self.nvls_bounds: dict = {}  # (memory key, dispatcher, backend) -> the NVLS bytes a step holds at most
+        self.nvls_free: dict = {}  # memory key -> the communicators no expert dispatcher reads that may run NVLS
         self.profile = default_profile(fabric)
         self.waits: dict = {}  # (bound key, EP cover) -> the stage compute with the host's waits at that cover
         self.blocks: dict = {}  # block times of this model on this GPU (operators.block_time_key, kind) -> BlockTime
@@ -417,7 +418,7 @@ class _Search:
             self.mem_cache[(mk, nccl, ep_buf)] = mem
         if not mem.fits:
             return None, mem
-        mem = self.nvls_checked(lay, mem, (mk, lay.ep_dispatcher, lay.ep_flex_backend))
+        mem = self.nvls_checked(lay, mem, mk)
         if not mem.fits:
             return None, mem
         got = self.bound_cache.get(bk)
@@ -438,17 +439,22 @@ class _Search:
     def nvls_checked(self, lay, mem, key):
         """``mem`` (the memory without NCCL's NVLS buffers) where the layout fits with every communicator that may
         run NVLS holding its largest buffer (:func:`~topo.training.nvls_buffers.nvls_bound_bytes` of
-        :func:`~topo.training.step.nvls_communicators`, kept per ``key``: the shape and its expert dispatcher);
-        else with the least NVLS bytes the step can count (:func:`~topo.training.step.least_nvls_bytes`, its
-        collectives routed as the step routes them), so a layout that cannot fit as estimated is dropped here, and
-        none that can is. ``lay`` placed as in :meth:`bound_of`."""
+        :func:`~topo.training.step.nvls_communicators`: those no expert dispatcher reads kept per shape ``key``, the
+        EP ones per shape and dispatcher); else with the least NVLS bytes the step can count
+        (:func:`~topo.training.step.least_nvls_bytes`, its collectives routed as the step routes them), so a layout
+        that cannot fit as estimated is dropped here, and none that can is. ``lay`` placed as in :meth:`bound_of`."""
         if not self.spec.nvls:  # no NVLink SHARP: the engine never chooses NVLS
             return mem
-        bound = self.nvls_bounds.get(key)
+        with_ep = (key, lay.ep_dispatcher, lay.ep_flex_backend)
+        bound = self.nvls_bounds.get(with_ep)
         if bound is None:
-            bound = self.nvls_bounds[key] = nvls_bound_bytes(
-                self.profile, self.gpu.generation, self.spec.gpus_per_domain,
-                len(nvls_communicators(self.model, lay, self.engine.algorithm)))
+            free = self.nvls_free.get(key)
+            if free is None:
+                free = self.nvls_free[key] = nvls_communicators(self.model, lay, self.engine.algorithm,
+                                                                  "dispatcher_free")
+            comms = free | nvls_communicators(self.model, lay, self.engine.algorithm, "dispatcher")
+            bound = self.nvls_bounds[with_ep] = nvls_bound_bytes(
+                self.profile, self.gpu.generation, self.spec.gpus_per_domain, len(comms))
         if replace(mem, nvls_bytes=bound).fits:
             return mem
         try:

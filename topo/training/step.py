@@ -101,7 +101,7 @@ from .memory import busiest_stage, end_unit_params, memory_per_gpu, stage_params
 from .model import BLOCK_KINDS, Block, ModelSpec
 from .nvls_buffers import may_run_nvls, step_nvls_bytes
 from .operators import (END_UNITS, bf16_layers, busiest_rank_load, expert_capacity, optimizer_step_s,
-                        pipeline_units, rank_computes, ring_step_s)
+                        pipeline_key, pipeline_units, rank_computes, ring_step_s)
 from .parallel import ParallelLayout, check_layout, dp_bucket_calls, xla_all_reduce_calls
 from .result import DimensionComm, StepResult
 from .ring_attention import a2a_exchanges, ring_sends
@@ -144,8 +144,23 @@ def stage_block_counts(model: ModelSpec, lay: ParallelLayout) -> dict:
 
 def _stage_counts(model: ModelSpec, lay: ParallelLayout, stage: int | None = None) -> dict:
     """Blocks of each kind on pipeline stage ``stage``; by default the busiest by its blocks: the most layers, then
-    the most MoE layers (the first such)."""
-    stages = pipeline_units(model, lay)
+    the most MoE layers (the first such). Kept by the placement's key (:func:`.operators.pipeline_key`) and the
+    stage (at most :data:`COUNTS_KEPT`; a search asks ~120k times), each caller given its own dict."""
+    key = (pipeline_key(model, lay), stage)
+    got = _COUNTS.get(key)
+    if got is None:
+        if len(_COUNTS) >= COUNTS_KEPT:
+            _COUNTS.clear()
+        got = _COUNTS[key] = _counted(pipeline_units(model, lay), stage)
+    return dict(got)
+
+
+COUNTS_KEPT = 16384  # (placement, stage) block counts :func:`_stage_counts` keeps
+_COUNTS: dict[tuple, dict] = {}
+
+
+def _counted(stages: list, stage: int | None) -> dict:
+    """:func:`_stage_counts` of the placed ``stages``, computed."""
 
     def weight(u):
         layers = [x for x in u if x not in END_UNITS]
@@ -216,14 +231,17 @@ def mamba_cp_alltoalls(model: ModelSpec, lay: ParallelLayout) -> list[tuple[floa
             (tokens * model.mamba_heads / tp * ACT_BYTES, 1)]
 
 
-def step_traffic(model: ModelSpec, lay: ParallelLayout, stage: int | None = None) -> list[dict]:
+def step_traffic(model: ModelSpec, lay: ParallelLayout, stage: int | None = None,
+                 parts: str = "all") -> list[dict]:
     """Every collective of one step on pipeline stage ``stage`` (default: the busiest by its blocks,
     :func:`_stage_counts`): dimension, collective, groups, size, calls, phase.
 
     A placed layout's ``gpus_per_domain_used`` sets how many nodes an expert group spans for the ``deepep``
-    dispatcher (:func:`ep_copies`)."""
+    dispatcher (:func:`ep_copies`). ``parts``: ``all``; ``dispatcher_free``, the TP, CP, PP, DP and router
+    collectives (none reads the expert dispatcher, :data:`.operators.DISPATCHER_FIELDS`); ``dispatcher``, the EP
+    collectives (the rest)."""
     t = _Traffic(model, lay, stage)
-    for part in (_tp_traffic, _cp_traffic, _pp_traffic, _dp_traffic, _ep_traffic, _router_traffic):
+    for part in _PARTS[parts]:
         part(t)
     return t.out
 
@@ -262,15 +280,35 @@ class _Traffic:
         return min(self.c[kind], self.rec_layers)
 
     def add(self, dim, coll, groups_dim, size, calls, phase, elem_bytes=ACT_BYTES, pair="", what="") -> None:
-        lay = self.lay
-        degree = {"dpcp": lay.dp * lay.cp, "tpcp": lay.tp * lay.cp, "edp": lay.expert_dp, "etp": lay.expert_tp,
-                  "dps": lay.dp_shard_size * lay.cp, "dpr": lay.dp // lay.dp_shard_size,
-                  "edps": lay.expert_dp_shard_size, "edpr": lay.expert_dp // lay.expert_dp_shard_size}.get(groups_dim) \
-            or getattr(lay, groups_dim)
-        if calls > 0 and size > 0 and degree > 1:
+        if calls > 0 and size > 0 and group_degree(self.lay, groups_dim) > 1:
             self.out.append({"dim": dim, "collective": coll, "groups": groups_dim, "size_bytes": float(size),
                              "calls": float(calls), "phase": phase, "elem_bytes": float(elem_bytes),
                              **({"pair": pair} if pair else {}), **({"what": what} if what else {})})
+
+
+_DEGREES = {"dpcp": lambda lay: lay.dp * lay.cp, "tpcp": lambda lay: lay.tp * lay.cp,
+            "edp": lambda lay: lay.expert_dp, "etp": lambda lay: lay.expert_tp,
+            "dps": lambda lay: lay.dp_shard_size * lay.cp, "dpr": lambda lay: lay.dp // lay.dp_shard_size,
+            "edps": lambda lay: lay.expert_dp_shard_size,
+            "edpr": lambda lay: lay.expert_dp // lay.expert_dp_shard_size}
+
+
+def group_degree(lay: ParallelLayout, groups_dim: str) -> int:
+    """Ranks in one group of a traffic item's ``groups`` (:func:`step_traffic`): a combined or sharding group's
+    (``dpcp``, ``tpcp``, ``edp``, ``etp``, ``dps``, ``dpr``, ``edps``, ``edpr``), else the layout's size of that
+    dimension; only the one asked is computed (the search adds ~1.4M items).
+
+    Parameters
+    ----------
+    lay : ParallelLayout
+    groups_dim : str
+
+    Returns
+    -------
+    int
+    """
+    of = _DEGREES.get(groups_dim)
+    return (of(lay) if of is not None else 0) or getattr(lay, groups_dim)
 
 
 def _tp_blocks(model: ModelSpec, counts: dict) -> int:
@@ -556,6 +594,11 @@ def _router_traffic(t: _Traffic) -> None:
           elem_bytes=COUNT_BYTES)
 
 
+_PARTS = {"all": (_tp_traffic, _cp_traffic, _pp_traffic, _dp_traffic, _ep_traffic, _router_traffic),
+          "dispatcher_free": (_tp_traffic, _cp_traffic, _pp_traffic, _dp_traffic, _router_traffic),
+          "dispatcher": (_ep_traffic,)}
+
+
 def _routing_map_gathered(lay: ParallelLayout) -> bool:
     """Whether the forward dispatch all-gathers the routing map over the network: HybridEP's EP group across NVLink
     domains (inside one domain it runs a custom NVLink kernel, unpublished: not counted)."""
@@ -777,15 +820,19 @@ def comm_dim(item: dict) -> str:
     return item["dim"] if item["groups"] not in EXPERT_DP_GROUPS else "dp_experts"
 
 
-def nvls_communicators(model: ModelSpec, lay: ParallelLayout, algorithm: str) -> set:
+def nvls_communicators(model: ModelSpec, lay: ParallelLayout, algorithm: str, parts: str = "all") -> set:
     """Every communicator of a step on any pipeline stage (:func:`pace_stages`) whose collectives an engine told
     ``algorithm`` may run as NVLS or NVLSTree (:func:`.nvls_buffers.may_run_nvls`), as ``(dim, groups)``: the
     communicators :func:`.nvls_buffers.step_nvls_bytes` can count a buffer for, whatever the routing chooses; the
-    FP8 amax all-reduce's group where the layout reduces amaxes (:func:`.fp8_amax.amax_step`)."""
+    FP8 amax all-reduce's group where the layout reduces amaxes (:func:`.fp8_amax.amax_step`). ``parts`` as
+    :func:`step_traffic`'s: ``dispatcher`` gives the EP communicators alone (no amax group), so a
+    search unites a shape's dispatcher-free set, found once, with each dispatcher's."""
     out = set()
     for stage in pace_stages(model, lay):
-        out.update((comm_dim(it), it["groups"]) for it in step_traffic(model, lay, stage)
+        out.update((comm_dim(it), it["groups"]) for it in step_traffic(model, lay, stage, parts)
                    if may_run_nvls(it["collective"], algorithm))
+    if parts == "dispatcher":
+        return out
     if sp_amax_reduced(lay):
         out.add((AMAX_PHASE, AMAX_SP_GROUP))
     elif amax_reduced(lay):
