@@ -98,7 +98,7 @@ class ScheduleParts:
         lacking = [t.name for t in L.tiers[:tiers_used] if not t.sharp]
         if lacking:
             raise AlgorithmUnavailable(f"the {', '.join(lacking)} switches cannot reduce in the network "
-                                       "(set sharp = true on their tier)")
+                                       + _sharp_hint(f.spec.fabric.technology))
         lat = self.res_latency_s
         parts = []
         pcie = self.paths.pcie_link(nics, f.nic_gpu(nics) if f.pcie_per_nic else gpus)
@@ -152,3 +152,14 @@ def _direct(res: np.ndarray, weight: float, latency: np.ndarray) -> Routed:
     n = res.size
     return Routed(res=res, weight=np.full(n, float(weight)), flow=np.arange(n), num_flows=n,
                   flow_bytes=np.full(n, float(weight)), latency_s=latency, network=np.ones(n, dtype=bool))
+
+
+def _sharp_hint(technology: str) -> str:
+    """What a fabric without in-network reduction may do about it: on InfiniBand, turn SHARP on for the tiers; on
+    any other network, nothing a spec field can change. NVIDIA SHARP lists only InfiniBand switches (Quantum,
+    Quantum-2, Quantum-3) among its devices (SHARP Rev 3.13.0, General Information:
+    https://docs.nvidia.com/networking/display/sharpv3130/general-information)."""
+    if technology.startswith("infiniband"):
+        return "(set sharp = true on their tier)"
+    return f"(SHARP runs on InfiniBand Quantum switches; this fabric's technology is {technology})"
+
