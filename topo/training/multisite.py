@@ -118,7 +118,7 @@ class MultisiteStep:
 
 
 def estimate_across_sites(region: Region, model: ModelSpec, lay: ParallelLayout, *, across: str = "dp",
-                          outer_every: int | None = None, one_site: StepResult | None = None,
+                          outer_every: int | None = None, one_site: tuple[StepResult, ...] | None = None,
                           **step_options) -> MultisiteStep:
     """One training step of ``model`` laid out as ``lay`` (the whole job) across the sites of ``region``.
 
@@ -137,9 +137,9 @@ def estimate_across_sites(region: Region, model: ModelSpec, lay: ParallelLayout,
         Which way the chosen figure spans the sites: ``dp``, ``pp`` or ``outer`` (needs ``outer_every``).
     outer_every : int, optional
         Inner steps between outer synchronisations (adds the ``outer`` strategy).
-    one_site : StepResult, optional
-        The one-site share's step already estimated on :func:`share_fabric`'s fabric (a search has it), reused
-        for the sites of that fabric.
+    one_site : tuple of StepResult, optional
+        The share's step already estimated on each site group's fabric, in
+        :meth:`~topo.fabric.region.Region.site_groups`' order (a search has them), reused.
     **step_options
         Passed to :func:`topo.training.step.estimate_step` (``convention``, ``efficiency``, ``contention``).
 
@@ -155,9 +155,9 @@ def estimate_across_sites(region: Region, model: ModelSpec, lay: ParallelLayout,
         raise TopoError(f"one site's share of the job needs {site_lay.gpus:,} GPUs; the smallest site has "
                         f"{fabric.num_gpus:,}", key="dp")
     runs = []
-    for f, sites in region.site_groups():
-        if one_site is not None and any(region.fabrics[i] is fabric for i in sites):
-            one = one_site
+    for g, (f, sites) in enumerate(region.site_groups()):
+        if one_site is not None:
+            one = one_site[g]
         else:
             try:
                 one = estimate_step(f, model, site_lay, **step_options)
@@ -229,8 +229,8 @@ def _lockstep_note(region: Region, out: MultisiteStep) -> str:
 
 
 def share_fabric(region: Region, site_lay: ParallelLayout | None = None):
-    """The site fabric a region's search ranks its share's layouts on (every site runs the same share; each is then
-    timed on every site's own fabric, :func:`estimate_across_sites`): the smallest site's, one with failed parts
+    """The site fabric a region's search bounds its share by and searches first (every site runs the same share,
+    each timed on its own fabric, :func:`estimate_across_sites`): the smallest site's, one with failed parts
     first among the smallest (place64: ``--fail west:nvswitch1`` was timed on east's healthy fabric). With ``site_lay`` (the share), a failed GPU or NVLink switch of
     any site under it is refused first (:func:`~topo.training.mapping.refuse_failed_gpus`; the share is placed
     alike in every site, ``skip_domains`` as indices within a site), the line naming the site."""

@@ -1,9 +1,12 @@
 """``topo train REGION --search``: the best layouts of one site's share of the job, ranked again across the sites.
 
 The job's ``K`` sites each run ``global_batch / K`` sequences on their share of the GPUs (as
-:func:`topo.training.multisite.estimate_across_sites` times one layout). The search ranks every layout of that share
-on the smallest site's fabric (:func:`topo.training.search.search_layouts`, with its traffic mix), then times its
-best ``top`` across the sites (data parallelism across them, pipeline stages across them, or the outer
+:func:`topo.training.multisite.estimate_across_sites` times one layout). The sites step in lockstep, so the search
+ranks every layout of that share by its slowest site's step (:func:`topo.training.search.search_layouts`, with its
+traffic mix, on every distinct site fabric, :meth:`~topo.fabric.region.Region.site_groups`: alike healthy sites are
+one fabric, searched once as one site; a site with failed parts is its own, and a layout's bound is the largest of
+its bounds on each, so only layouts that could win are timed on every one), then times its best ``top`` across the
+sites (data parallelism across them, pipeline stages across them, or the outer
 synchronisation) and ranks those by the step across sites (pipeline stages across the sites: only layouts of pp a
 multiple of the sites are searched, their stages split at the sites as
 :func:`~topo.training.multisite.estimate_across_sites` splits them): a layout with fewer gradient bytes per site (more
@@ -88,7 +91,7 @@ def search_across_sites(region: Region, model: ModelSpec, global_batch: int, *, 
         no layout of the share that can span the sites the way asked.
     """
     K = region.num_sites
-    fabric = share_fabric(region)
+    fabric = share_fabric(region)  # the smallest site's (one with failed parts first): it bounds the share
     if global_batch % K:
         raise TopoError(f"{global_batch} sequences do not split over the {K} sites; allowed: a multiple of {K}",
                         key="global_batch")
@@ -99,22 +102,19 @@ def search_across_sites(region: Region, model: ModelSpec, global_batch: int, *, 
     step_kw = dict(convention=convention, efficiency=efficiency, contention=contention)
     if across == "pp":  # walk16: the share's best had pp 1 and none could span the sites; stages split at them
         options = {**options, "pp_multiple": K}
-    try:
-        res = search_layouts(fabric, model, share, global_batch // K, top=top, **step_kw, **options)
-    except TopoError as exc:  # a failed part under the share: the site named, as estimate_across_sites names it
-        raise site_failure(region, fabric, exc) from None
+    res, group_steps = _search_groups(region, fabric, model, share, global_batch // K, top, {**step_kw, **options})
     out = MultisiteSearch(region=region.name, model=model.name, num_sites=K, gpus=share * K,
                           global_batch=global_batch, across=across,
                           search={k: getattr(res, k) for k in ("considered", "rejected_invalid", "rejected_memory",
                                                                "evaluated", "pruned", "engine_calls")},
                            notes=list(res.notes))  # walk23: a share at 72 of each rack's GPUs went unsaid
     fields = ParallelLayout.model_fields
-    for i, one in enumerate(res.ranked, 1):
+    for i, (one, steps) in enumerate(zip(res.ranked, group_steps), 1):
         site_lay = ParallelLayout.model_validate({k: v for k, v in one.layout.items() if k in fields})
         lay = site_lay.model_copy(update={"dp": site_lay.dp * K, "global_batch": global_batch})
         try:
             out.ranked.append(estimate_across_sites(region, model, lay, across=across, outer_every=outer_every,
-                                                    one_site=one, **step_kw))
+                                                    one_site=steps, **step_kw))
         except TopoError as exc:
             if exc.key != "pp":
                 raise
@@ -124,3 +124,18 @@ def search_across_sites(region: Region, model: ModelSpec, global_batch: int, *, 
                         f"{next(iter(out.skipped.values()))}", key="across")
     out.ranked.sort(key=out.step_time_s)
     return out
+
+
+def _search_groups(region: Region, fabric, model: ModelSpec, share: int, batch: int, top: int, options: dict):
+    """The share's layouts searched on every site group's fabric (:meth:`~topo.fabric.region.Region.site_groups`),
+    each layout's step its slowest group's (:func:`~topo.training.search.search_layouts`' ``also_on``), ``fabric``'s
+    group first: ``(the search, each ranked layout's steps in the groups' order)``."""
+    groups = region.site_groups()
+    first = next(g for g, (_, sites) in enumerate(groups) if any(region.fabrics[i] is fabric for i in sites))
+    order = [first] + [g for g in range(len(groups)) if g != first]  # the share's fabric searched first
+    try:
+        res = search_layouts(groups[first][0], model, share, batch, top=top,
+                             also_on=tuple(groups[g][0] for g in order[1:]), **options)
+    except TopoError as exc:  # a failed part under the share: the site named, as estimate_across_sites names it
+        raise site_failure(region, fabric, exc) from None
+    return res, [tuple(steps[order.index(g)] for g in range(len(groups))) for steps in res.site_steps]

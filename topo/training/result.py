@@ -168,6 +168,8 @@ class SearchResult:
     evaluated: int = 0  # layouts whose communication was estimated
     pruned: int = 0  # layouts dropped because their compute-only bound could not beat the best kept
     notes: list[str] = field(default_factory=list)  # what holds for every layout tried (their placement)
+    # each ranked layout's step on the searched fabric, then on each of search_layouts' also_on (one: itself)
+    site_steps: list[tuple] = field(default_factory=list)
 
     def to_dict(self, top: int | None = None) -> dict:
         rows = self.ranked[:top] if top else self.ranked

@@ -289,7 +289,7 @@ def _keys(lay: ParallelLayout) -> tuple[int, int, int]:
 def search_layouts(fabric: Fabric, model: ModelSpec, gpus: int, global_batch: int, *, top: int | None = None,
                    convention: str = "6n", efficiency: float | None = None, engine: CommEngine | None = None,
                    max_layouts: int | None = None, progress=None, contention: bool = True, batch: int = 2048,
-                   keep: int | None = None, **options) -> SearchResult:
+                   keep: int | None = None, also_on: tuple[Fabric, ...] = (), **options) -> SearchResult:
     """Rank every valid layout that fits by step time (fastest first); see the module doc.
 
     Parameters
@@ -308,6 +308,11 @@ def search_layouts(fabric: Fabric, model: ModelSpec, gpus: int, global_batch: in
         Layouts evaluated per batch; results kept for the re-ranking with the traffic mix (default
         ``max(top + 2, 5)``: the bound prunes against the ``keep``-th best, so a smaller pool prunes more; at 100k
         GPUs, top 3, keeping 5 instead of 10 evaluates 168 layouts instead of 275, with the same top 3).
+    also_on : tuple of Fabric
+        Other fabrics every layout also runs on in lockstep (the other sites of a region, each with its own
+        failures): a layout's step is the slowest fabric's (the first among equals), its bound the largest of its
+        bounds on each (a lower bound of that step), so the search stays exact; ``site_steps`` holds each ranked
+        layout's step on ``fabric`` and on each of these. Empty: one fabric, as before.
     **options
         Enumeration choices and fixed layout fields (see :func:`candidate_layouts`).
 
@@ -327,6 +332,7 @@ def search_layouts(fabric: Fabric, model: ModelSpec, gpus: int, global_batch: in
     check_num_sm(options.get("tp_overlap_config", TP_OVERLAP_DEFAULT), gpu)  # its layouts are not checked one by one
     s = _Search(fabric, model, engine or CommEngine(fabric), gpu,
                 keep or max(top + 2, 5), dict(convention=convention, efficiency=efficiency), progress, max_layouts)
+    s.others = [s.peer(f, efficiency) for f in also_on]
     s.passes(lambda wanted: candidate_layouts(model, gpus, global_batch, gpus_per_domain=fabric.spec.gpus_per_domain,
                                               wanted=wanted, **options), batch)
     s.raise_if_none_fits(gpus, global_batch)
@@ -338,11 +344,12 @@ def search_layouts(fabric: Fabric, model: ModelSpec, gpus: int, global_batch: in
         results = s.ranked(top, contention)
     return SearchResult(spec=fabric.name, model=model.name, gpus=gpus, global_batch=global_batch,
                         ranked=results[:top], considered=s.considered, rejected_memory=s.too_big,
-                        rejected_invalid=s.invalid, engine_calls=s.engine.engine_calls,
+                        rejected_invalid=s.invalid, engine_calls=s.routed_calls(),
                         elapsed_s=time.perf_counter() - t0, evaluated=s.evaluated,
                         pruned=max(0, s.considered - s.invalid - s.too_big - s.evaluated),
                         notes=(sorted(s.placement_notes) + [n for n in [common_factor_note(gpus, global_batch)] if n]
-                               + failure_notes(fabric, s.engine)))
+                               + list(dict.fromkeys(n for x in s.sites() for n in failure_notes(x.fabric, x.engine)))),
+                        site_steps=[s.per_site.get(id(r), (r,)) for r in results[:top]])
 
 
 def _rank_of(ranks: list, lay: ParallelLayout, sc):
@@ -383,6 +390,57 @@ class _Search:
         self.spill: list = []  # the evaluated layouts that fit but left the ``keep`` best (for :meth:`widen`)
         self.cap = None  # the threshold once :meth:`widen` widened the search: the top-th mixed time
         self.top, self.mixed = 0, []  # once widened: the rows asked, every layout mixed so far (fastest first)
+        self.others: list[_Search] = []  # the other fabrics each layout runs on in lockstep (search_layouts' also_on)
+        self.per_site: dict = {}  # with others: id(step) -> the layout's step on each fabric (this one first)
+
+    def peer(self, fabric, efficiency):
+        """A search of the same model on ``fabric``, another fabric the layouts run on in lockstep (its own engine
+        and failures); of an equal spec, it shares this one's caches of memory, compute and bounds, which read the
+        spec, the GPU and the model alone (the NVLS check that routes is not cached, :meth:`nvls_checked`)."""
+        if fabric.spec != self.spec:
+            gpu = gpu_compute(fabric.spec.gpu, efficiency, host_cpu=fabric.spec.host_cpu[0])
+            return _Search(fabric, self.model, CommEngine(fabric), gpu, self.keep, self.step_kw, None, None)
+        out = _Search(fabric, self.model, CommEngine(fabric), self.gpu, self.keep, self.step_kw, None, None)
+        for name in ("mem_cache", "act_cache", "bound_cache", "nvls_bounds", "waits", "blocks"):
+            setattr(out, name, getattr(self, name))
+        return out
+
+    def sites(self) -> tuple:
+        """This search and its :attr:`others`: every fabric a layout runs on."""
+        return (self, *self.others)
+
+    def routed_calls(self) -> int:
+        """The engine calls of every fabric's engine (a bound is refined again once any of them routed more)."""
+        return sum(x.engine.engine_calls for x in self.sites())
+
+    def bound_all(self, lay, keys):
+        """:meth:`bound_of` on every fabric: the largest bound (a lower bound of the slowest fabric's step), None
+        with that fabric's memory where the layout does not fit on one."""
+        bound, mem = self.bound_of(lay, keys)
+        for other in self.others:
+            if bound is None:
+                break
+            got, other_mem = other.bound_of(lay, keys)
+            bound, mem = (None, other_mem) if got is None else (max(bound, got), mem)
+        return bound, mem
+
+    def refined_all(self, lay, bound, keys, above: float = math.inf) -> float:
+        """:meth:`refined` on every fabric in turn, each from the largest so far, until one reaches ``above``."""
+        for x in self.sites():
+            bound = x.refined(lay, bound, keys, above)
+            if bound >= above:
+                break
+        return bound
+
+    def step_of(self, lay, contention: bool):
+        """The step of ``lay`` on every fabric: the slowest (one that does not fit first; the first among equals),
+        each fabric's kept in :attr:`per_site` where there are others. One fabric: its step, as before."""
+        runs = [estimate_step(x.fabric, x.model, lay, engine=x.engine, check=False, contention=contention,
+                              **x.step_kw) for x in self.sites()]
+        out = max(runs, key=lambda r: (not r.fits, r.step_time_s))
+        if self.others:
+            self.per_site[id(out)] = tuple(runs)
+        return out
 
     def threshold(self) -> float:
         """The ``keep``-th best step time so far (a bound at or above it cannot enter); after :meth:`widen`, the
@@ -560,20 +618,19 @@ class _Search:
             bound, seq, lay, keys, routed = heapq.heappop(line)
             if bound >= self.threshold() or self._full():
                 break  # the threshold only falls: every layout left is at or above it too
-            if routed != self.engine.engine_calls:  # refined before nothing was routed since
-                routed = self.engine.engine_calls
-                bound = self.refined(lay, bound, keys, self.threshold())
+            if routed != self.routed_calls():  # refined before nothing was routed since
+                routed = self.routed_calls()
+                bound = self.refined_all(lay, bound, keys, self.threshold())
                 if bound >= self.threshold():
                     continue  # its collectives (routed for another layout, or their floors) rule it out
                 if line and bound > line[0][0]:
                     heapq.heappush(line, (bound, seq, lay, keys, routed))
                     continue
-            if not self._placeable(lay):  # e.g. TP 16 on NVL72 racks filled to 72: its groups straddle racks
+            if not all(x._placeable(lay) for x in self.sites()):  # e.g. TP 16 on NVL72 racks filled to 72
                 self.invalid += 1
                 self.done.add(keys[2])
                 continue
-            r = estimate_step(self.fabric, self.model, lay, engine=self.engine, check=False, contention=False,
-                              **self.step_kw)
+            r = self.step_of(lay, contention=False)
             self.evaluated += 1
             self.done.add(keys[2])
             if r.fits and self.cap is not None:
@@ -621,7 +678,7 @@ class _Search:
             if note:
                 self.placement_notes.add(note)
             keys = _keys(lay)
-            bound, mem = self.bound_of(lay, keys)
+            bound, mem = self.bound_all(lay, keys)
             if first:
                 self.bounds.append(math.inf if bound is None else bound)
             if bound is None:
@@ -702,8 +759,7 @@ class _Search:
         the ``top``-th mixed time."""
         if self.cap is None or round(r.step_time_s, 9) >= self.cap:
             return
-        self.mixed.append(estimate_step(self.fabric, self.model, _layout_of(r, self.model), engine=self.engine,
-                                        check=False, contention=True, **self.step_kw))
+        self.mixed.append(self.step_of(_layout_of(r, self.model), contention=True))
         self.mixed.sort(key=_rank)
         self.cap = min(self.cap, _rank(self.mixed[self.top - 1])[0])
 
@@ -718,8 +774,7 @@ class _Search:
             for r in results:
                 if len(mixed) >= top and round(r.step_time_s, 9) > _rank(sorted(mixed, key=_rank)[top - 1])[0]:
                     break
-                mixed.append(estimate_step(self.fabric, self.model, _layout_of(r, self.model), engine=self.engine,
-                                           check=False, contention=True, **self.step_kw))
+                mixed.append(self.step_of(_layout_of(r, self.model), contention=True))
             results = mixed
         return sorted(results, key=_rank)
 
