@@ -2,8 +2,9 @@
 
 The job's ``K`` sites each run ``global_batch / K`` sequences on their share of the GPUs (as
 :func:`topo.training.multisite.estimate_across_sites` times one layout). The search ranks every layout of that share
-on the smallest site's fabric (:func:`topo.training.search.search_layouts`, with its traffic mix), then times its
-best ``top`` across the sites (data parallelism across them, pipeline stages across them, or the outer
+on the smallest site's fabric, one with failed parts first among the smallest
+(:func:`~topo.training.multisite.share_fabric`; :func:`topo.training.search.search_layouts`, with its traffic mix),
+then times its best ``top`` across the sites, each site's share on its own fabric (data parallelism across them, pipeline stages across them, or the outer
 synchronisation) and ranks those by the step across sites (pipeline stages across the sites: only layouts of pp a
 multiple of the sites are searched, their stages split at the sites as
 :func:`~topo.training.multisite.estimate_across_sites` splits them): a layout with fewer gradient bytes per site (more
