@@ -898,7 +898,7 @@ def _print_search(res, top, held: dict, model) -> None:
                      gb(r.memory_per_gpu_bytes), format_time(b["compute"]), why])
     orders = {r.layout["rank_order"] for r in res.ranked[:top]}
     extra = (["rank order"] if len(orders) > 1 else []) + (["dispatcher"] if dispatcher_searched(
-        [r.layout for r in res.ranked[:top]], held) else [])
+        [r.layout for r in res.ranked[:top]], held, model.moe is not None) else [])
     for row, r in zip(rows, res.ranked):
         row[10:10] = [r.layout["rank_order"] if name == "rank order" else dispatcher_cell(r.layout) for name in extra]
     emit(table(rows, ["#", "tp", "cp", "pp", "vpp", "dp", "ep", "mb", "recompute", "sharding"]
