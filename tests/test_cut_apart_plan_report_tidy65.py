@@ -26,3 +26,19 @@ def test_report_names_the_commands_that_run(tmp_path):
         "topo plan gb200-nvl72-superpod --fail nvswitch1 --no-collectives; a job placed around it: topo train "
         "gb200-nvl72-superpod --fail nvswitch1 --model M --skip-domains N)") in bad.stderr, bad.stderr
     assert not (tmp_path / "r.html").exists()
+
+
+def test_report_of_two_designs_names_commands_that_run_one_design_each(tmp_path):
+    """rev65: with two SPECs and a --set, the line offered 'topo train A B --fail ...' (topo train takes one SPEC:
+    'unrecognized arguments') and dropped the --set the user's fabric was built with; the plan's command keeps both
+    SPECs (topo plan compares them), the train command names one SPEC at a time, each with the overrides."""
+    specs = ["gb200-nvl72-superpod", "gb300-nvl72-superpod"]
+    bad = run_cli("report", *specs, "--set", "cluster.num_units=3", *FAIL, "-o", str(tmp_path / "r.html"))
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1, bad.stderr
+    assert ("topo plan gb200-nvl72-superpod gb300-nvl72-superpod --set cluster.num_units=3 --fail nvswitch1 "
+            "--no-collectives; a job placed around it: topo train SPEC --set cluster.num_units=3 --fail nvswitch1 "
+            "--model M --skip-domains N, SPEC one of gb200-nvl72-superpod, gb300-nvl72-superpod)") in bad.stderr, \
+        bad.stderr
+    ok = run_cli("train", specs[1], "--set", "cluster.num_units=3", *FAIL, "--model", "llama3-8b", "--gpus", "64",
+                 "--global-batch", "64", "--skip-domains", "1", check=True)
+    assert "step" in ok.stdout

@@ -51,6 +51,20 @@ def test_same_shape_other_groups_do_not_share_a_signature(fabric):
     assert eng.engine_calls == 2 and ta.time_s != tb.time_s
 
 
+def test_two_dimensions_of_one_mapping_do_not_share_a_signature(fabric):
+    """rev65: the key names the dimension too. TP 8 x DP 8 on 64 GPUs of 8-GPU DGX H100 domains: both group
+    matrices are 8 groups of 8 (one shape), TP's inside a node over NVLink, DP's across 8 nodes over InfiniBand.
+    Timed under the mapping's keys, DP's all-reduce is its own (as the matrix signed alone gives it), not TP's."""
+    mp._MAPS.clear()
+    m = map_layout(make_layout(tp=8, dp=8, global_batch=64), 8, 1024)
+    Gt, Gd = m.groups("tp"), m.groups("dp")
+    assert Gt.shape == Gd.shape == (8, 8) and not np.array_equal(Gt, Gd)  # the premise
+    eng = CommEngine(fabric)
+    tt = eng.time("all_reduce", Gt, 64e6, key=m.group_key("tp"))
+    td = eng.time("all_reduce", Gd.copy(), 64e6, key=m.group_key("dp"))
+    assert td == CommEngine(fabric).time("all_reduce", Gd, 64e6) and td.time_s > tt.time_s
+
+
 def test_a_remapped_layout_is_not_signed_again(fabric, monkeypatch):
     """The same layout mapped again (new matrices, the same key) gets the time routed for the first mapping, with
     no signature taken: the refinement's saving."""

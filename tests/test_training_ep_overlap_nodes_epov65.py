@@ -20,7 +20,7 @@ import topo
 from topo.training.ep_overlap import unpaired_share
 from topo.training.model import load_model
 from topo.training.parallel import make_layout
-from topo.training.step import estimate_step
+from topo.training.step import _ep_node_passes, estimate_step, step_traffic  # the pass rule: private
 
 
 @pytest.fixture(scope="module")
@@ -88,3 +88,22 @@ def test_the_flex_dispatchers_etp_part_pairs_with_its_call(qwen, h100):
         assert c.exposed_s / c.time_s == pytest.approx(share, rel=1e-12), (c.collective, c.size_bytes)
     for c in _ep(estimate_step(h100, qwen, _layout(128, "deepep"), contention=False)).values():
         assert c.exposed_s == pytest.approx(c.time_s, rel=1e-12), (c.collective, c.size_bytes)
+
+
+def test_each_pass_holds_its_own_calls_an_all_gathers_backward_a_reduce_scatter(qwen):
+    """rev65: which of a paired layer's four passes each EP call runs in (step._ep_node_passes). The flex call at
+    EP 8 x ETP 2 (MoEFlexTokenDispatcher over the TP x EP group, priced as the tokens' all-to-all and the etp
+    all-gather / reduce-scatter): each pass runs one all-to-all and one etp collective; the forward dispatch
+    gathers and the forward combine reduce-scatters (token_dispatcher.py dispatch_postprocess /
+    combine_preprocess); a backward pass runs its forward's calls reversed, the gather's backward a
+    reduce-scatter (megatron/core/tensor_parallel/mappings.py _GatherFromSequenceParallelRegion.backward), so the
+    dispatch's backward reduce-scatters and the combine's backward gathers. Swapping them passed every test."""
+    lay = make_layout(tp=2, ep=8, etp=2, dp=8, global_batch=64, ep_dispatcher="deepep", sequence_parallel=True)
+    held: dict = {}
+    for it in step_traffic(qwen, lay):
+        if it["dim"] == "ep":
+            for p in _ep_node_passes(it, fp8_dispatch=False):
+                held.setdefault(p, []).append(it["collective"] if it["groups"] == "etp" else "alltoall")
+    assert {p: sorted(c) for p, c in held.items()} == {
+        "dispatch_fwd_s": ["all_gather", "alltoall"], "combine_fwd_s": ["alltoall", "reduce_scatter"],
+        "dispatch_bwd_s": ["alltoall", "reduce_scatter"], "combine_bwd_s": ["all_gather", "alltoall"]}

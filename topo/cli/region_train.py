@@ -120,7 +120,8 @@ def _search(args, region, model, options: dict, say=str) -> int:
                      "latency alone is too much" if math.isinf(pick.dci_Bps_for_95pct)
                      else format_bandwidth(pick.dci_Bps_for_95pct)])
     layouts = [r.one_site["layout"] for r in res.ranked]
-    extra = ["dispatcher"] if dispatcher_searched(layouts, {k: v for k, v in options.items() if v is not None}) else []
+    extra = ["dispatcher"] if dispatcher_searched(layouts, {k: v for k, v in options.items() if v is not None},
+                                                  model.moe is not None) else []
     for row, L in zip(rows, layouts):  # walk24: without it two rows read alike and a row's sizes gave another step
         row[10:10] = [dispatcher_cell(L)] * len(extra)
     lines.append(table(rows, ["#", "tp", "cp", "pp", "vpp", "dp (job)", "ep", "mb", "recompute", "sharding", *extra,

@@ -12,6 +12,7 @@ from ..fabric.inventory import inventory
 from ..plan import plan, read_plan_file
 from ..spec import DEFAULT_SPEC, load_spec
 from ..spec.load import resolve_spec_path
+from ..spec.overrides import override_label
 from ..training.mfu import parse_layout
 from ..training.model import load_model
 from ..training.parallel import check_layout
@@ -164,13 +165,15 @@ def _cut_apart(args, build, *a, **kw):
     try:
         return build(*a, **kw)
     except Unreachable as exc:
-        spec = " ".join(x for x in args.specs if x) if args.specs else DEFAULT_SPEC
-        fail = " ".join(f"--fail {x}" for x in args.failures)
+        specs = [x for x in args.specs if x] or [DEFAULT_SPEC]
+        fail = " ".join([*map(override_label, args.overrides), *(f"--fail {x}" for x in args.failures)])
+        one = specs[0] if len(specs) == 1 else "SPEC"  # rev65: topo train takes one SPEC
+        each = f", SPEC one of {', '.join(specs)}" if len(specs) > 1 else ""
         raise TopoError(f"{exc.message}; the report's all-reduce runs over every GPU, which the failed parts cut "
                         f"apart, so it has no page for this fabric; allowed: failed parts that leave every GPU a path "
-                        f"(the failed fabric's degraded bisection, power and cost: topo plan {spec} {fail} "
-                        f"--no-collectives; a job placed around it: topo train {spec} {fail} --model M "
-                        f"--skip-domains N)", key="--fail") from None
+                        f"(the failed fabric's degraded bisection, power and cost: topo plan {' '.join(specs)} {fail} "
+                        f"--no-collectives; a job placed around it: topo train {one} {fail} --model M "
+                        f"--skip-domains N{each})", key="--fail") from None
 
 
 def _where(out: str) -> str:

@@ -143,8 +143,9 @@ def _placement_arguments(p) -> None:
     p.add_argument("--rank-order", default=None, help=f"dimensions fastest first (default {DEFAULT_ORDER})")
     p.add_argument("--tp-across-domains", action="store_true", help="allow TP groups to span NVLink domains")
     p.add_argument("--first-gpu", type=int, default=None, help="the job's first GPU id (default 0)")
-    p.add_argument("--skip-domains", default=None, metavar="N[,N...]",
-                   help="NVLink domains (racks: nvswitchN's N) the job's placement passes over, e.g. a failed rack; "
+    p.add_argument("--skip-domains", action="append", default=None, metavar="N[,N...]",
+                   help="NVLink domains (racks: nvswitchN's N) the job's placement passes over, e.g. a failed rack "
+                   "(repeatable, as --fail: --skip-domains 5 --skip-domains 17 is 5,17); "
                    "a region: indices within a site (0 to its domains - 1), the same in every site's share, since "
                    "every site runs the same share (--fail SITE:nvswitchN names the failed one); topo plan and topo "
                    "report take it as --layout ...,skip_domains=[5,17]")
@@ -214,11 +215,13 @@ def _check_numbers(args) -> None:
                         key="--activation-offload-layers")
 
 
-def _skip_domains(text: str | None) -> tuple[int, ...] | None:
-    """``--skip-domains``: NVLink domain indices, comma-separated (None when not given)."""
-    if text is None:
+def _skip_domains(given: list[str] | None) -> tuple[int, ...] | None:
+    """``--skip-domains``: NVLink domain indices, comma-separated, every flag's in order (None when not given; rev65:
+    a repeated flag kept only the last one's)."""
+    if not given:
         return None
-    parts = [x.strip() for x in text.strip().removeprefix("[").removesuffix("]").split(",")]  # the layout's list too
+    text = ",".join(x.strip().removeprefix("[").removesuffix("]") for x in given)  # the layout's list too
+    parts = [x.strip() for x in text.split(",")]
     if not all(x.isdigit() for x in parts):
         raise TopoError(f"must be NVLink domain indices (whole numbers >= 0, comma-separated, e.g. 5 or 5,17), got "
                         f"{text!r}", key="--skip-domains")
@@ -895,7 +898,7 @@ def _print_search(res, top, held: dict, model) -> None:
                      gb(r.memory_per_gpu_bytes), format_time(b["compute"]), why])
     orders = {r.layout["rank_order"] for r in res.ranked[:top]}
     extra = (["rank order"] if len(orders) > 1 else []) + (["dispatcher"] if dispatcher_searched(
-        [r.layout for r in res.ranked[:top]], held) else [])
+        [r.layout for r in res.ranked[:top]], held, model.moe is not None) else [])
     for row, r in zip(rows, res.ranked):
         row[10:10] = [r.layout["rank_order"] if name == "rank order" else dispatcher_cell(r.layout) for name in extra]
     emit(table(rows, ["#", "tp", "cp", "pp", "vpp", "dp", "ep", "mb", "recompute", "sharding"]

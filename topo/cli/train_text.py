@@ -66,13 +66,14 @@ def bias_text(u: dict) -> str:
     return f"; median error {med:+.1%} (predicted {'faster' if med < 0 else 'slower'} than measured; not applied)"
 
 
-def dispatcher_searched(layouts: list[dict], held: dict) -> bool:
-    """Whether a search chose the expert dispatcher of its ranked ``layouts`` (an expert group of more than one GPU,
-    and ``held``, the fields ``--layout`` fixes, holds neither ``ep_dispatcher = "alltoall"`` nor the flex dispatcher
-    with its backend): its table then says which (place61; walk24: a region's table too, whose rows otherwise
-    looked alike while their steps differed)."""
+def dispatcher_searched(layouts: list[dict], held: dict, moe: bool) -> bool:
+    """Whether a search chose the expert dispatcher of its ranked ``layouts`` (an MoE model's, ``moe``, with an
+    expert group of more than one GPU, and ``held``, the fields ``--layout`` fixes, holds neither
+    ``ep_dispatcher = "alltoall"`` nor the flex dispatcher with its backend): its table then says which (place61;
+    walk24: a region's table too, whose rows otherwise looked alike while their steps differed; rev65: a dense
+    model's TP 2 rows are no expert group)."""
     chosen = held.get("ep_dispatcher") == "alltoall" or {"ep_dispatcher", "ep_flex_backend"} <= held.keys()
-    return not chosen and any(L["ep"] * (L["etp"] or L["tp"]) > 1 for L in layouts)
+    return moe and not chosen and any(L["ep"] * (L["etp"] or L["tp"]) > 1 for L in layouts)
 
 
 def dispatcher_cell(L: dict) -> str:

@@ -276,10 +276,13 @@ def default_placement(lay: ParallelLayout, gpus_per_domain: int, num_fabric_gpus
     if D & (D - 1) == 0:
         return lay.model_copy(update={"gpus_per_domain_used": D}), None
     used = recipe_gpus_used(D)
-    domains = num_fabric_gpus // D - len({s for s in lay.skip_domains if lay.first_gpu // D <= s < num_fabric_gpus // D})
-    if lay.first_gpu + lay.gpus > domains * used:
-        spare = (f"; at {used} of each it needs {spare_domains_text(lay.gpus, used, domains - lay.first_gpu // D)}"
-                 if lay.skip_domains else "")  # place64: the domains skipped made it so
+    start, total = lay.first_gpu // D, num_fabric_gpus // D
+    healthy = total - start - len({s for s in lay.skip_domains if start <= s < total})  # from the first GPU's domain
+    # rev65: the job's last GPU at ``used`` a domain, as _map places it (first_gpu + gpus > domains x used mixed an
+    # id with a count: 128 GPUs from GPU 72 of three racks, which fit at 64 on racks 1 and 2, took 72 a rack)
+    if lay.gpus and _placed_ids(lay.gpus - 1, used, D, lay.first_gpu, lay.skip_domains) >= num_fabric_gpus:
+        spare = (f"; at {used} of each it needs {spare_domains_text(lay.gpus, used, healthy)}"
+                 if lay.skip_domains and -(-lay.gpus // used) > healthy else "")  # place64: the skipped made it so
         return lay.model_copy(update={"gpus_per_domain_used": D}), (
             f"placement: every GPU of the {D}-GPU NVLink domains (the job needs more than {used} of each; "
             f"groups of a power of two may straddle domains){spare}")
