@@ -268,7 +268,8 @@ class TierSpec(_Strict):
     latency_s: SiteLatency = Field(0.0, alias="latency")
     """Port-to-port latency of one switch of this tier."""
     sharp: bool = False
-    """The switches reduce in the network (SHARP / CollNet)."""
+    """The switches reduce in the network (SHARP / CollNet). Only where ``fabric.technology``'s network file says its
+    switches can (``in_network_reduction``: InfiniBand; NVIDIA SHARP runs on Quantum switches only)."""
     power_W: Annotated[float, Field(ge=0, allow_inf_nan=False)] | None = None
     """Power of one switch in watts, for the inventory's totals (not set: the power of the switch the planner's
     catalog prices for this tier, as describe says; unknown where the catalog has none)."""
