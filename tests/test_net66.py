@@ -40,3 +40,41 @@ def test_the_rule_is_in_the_network_files():
     """Every bundled network file says whether its switches reduce; only InfiniBand's do (SHARP's device list)."""
     reduces = {n for n in bundled_files()["network"] if in_network_reduction(n)[0]}
     assert reduces == {"infiniband_hdr", "infiniband_ndr", "infiniband_xdr"}
+
+
+STUDY = """name = "typo"
+spec = "h100-100k"
+compute = ["estimate"]
+seeds = 3
+[axes]
+collective = ["all_reduce"]
+size = ["1G"]
+fail = ["", "FAIL"]
+"""
+
+
+@pytest.mark.parametrize("fail, words", [
+    ("random:link:0.01:{seed}", "'random:link:0.01:{seed}': unknown level or tier 'link'; levels: nvlink, pcie, "
+                                "nic-leaf, leaf-spine, spine-core; tiers: leaf, spine, core"),
+    ("random:spine-core:2:{seed}", "the fraction must be in (0, 1], got '2'"),
+    ("random:spine:0.5:{seed},rail:x", "expected a whole number in 'rail:x'"),
+])
+def test_a_sweeps_bad_failure_is_one_line_before_any_point_runs(tmp_path, fail, words):
+    """walk25: `fail = ["random:link:0.01:{seed}"]` became 24 error rows after the points ran. Every failure string
+    of the fail axis, each seed put in, is checked as far as it can be without a fabric before anything runs: one
+    line naming the study and axes.fail, exit non-zero, nothing written."""
+    study = tmp_path / "typo.toml"
+    study.write_text(STUDY.replace("FAIL", fail))
+    out = tmp_path / "out"
+    proc = run_cli("sweep", str(study), "-o", str(out), "--scheduler", "serial", cwd=tmp_path)
+    assert proc.returncode != 0
+    err = proc.stderr.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err, err
+    assert err.startswith("error: ") and "axes.fail" in err and words in err, err
+    assert not out.exists()
+
+
+def test_a_good_failure_axis_passes_the_check():
+    """The bundled failure study's values (a tier level of h100-100k, seeds put in) pass."""
+    from topo.sweep import load_study
+    assert load_study("failures-100k").axes["fail"] == ["", "random:spine-core:0.01:{seed}"]
