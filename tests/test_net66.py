@@ -78,3 +78,28 @@ def test_a_good_failure_axis_passes_the_check():
     """The bundled failure study's values (a tier level of h100-100k, seeds put in) pass."""
     from topo.sweep import load_study
     assert load_study("failures-100k").axes["fail"] == ["", "random:spine-core:0.01:{seed}"]
+
+
+def test_a_third_tier_over_rail_only_stays_one_clos_per_rail():
+    """walk25: a core tier over `rail_only` was accepted though the rail-only note says no switch joins two rails.
+    The builder keeps the rail groups at every tier (topo.fabric.builders.rail_only: "spines (and cores) serve one
+    rail only"), so the note holds and now says so: every spine-core cable joins a spine and a core of one rail,
+    and each core reaches one rail only. rail-only-h100-16k at 128 units = 32,768 GPUs grows a core of 512."""
+    import numpy as np
+
+    from topo.fabric.builders import build_fabric
+    from topo.spec import load_spec
+
+    f = build_fabric(load_spec("rail-only-h100-16k", ["cluster.num_units=128"]))
+    L = f.layout
+    assert [t.name for t in L.tiers] == ["leaf", "spine", "core"]
+    lo1, lo2 = f.switch_node(1, 0), f.switch_node(2, 0)
+    src, dst = f.links["src"], f.links["dst"]
+    up = (src >= lo1) & (src < lo1 + L.tiers[1].num_switches) & (dst >= lo2) & (dst < lo2 + L.tiers[2].num_switches)
+    spine_rail = L.switch_rail_group(1, src[up] - lo1)
+    core_rail = L.switch_rail_group(2, dst[up] - lo2)
+    assert up.sum() > 0 and np.array_equal(spine_rail, core_rail)
+    assert len(np.unique(core_rail)) == 8  # the 8 rails each have their cores
+    out = run_cli("describe", "rail-only-h100-16k", "--set", "cluster.num_units=128", check=True).stdout
+    assert ("note: rail-only: no switch joins two rails, at any tier (each rail its own 3-tier Clos: leaf, spine, "
+            "core)") in out
