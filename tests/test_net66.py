@@ -103,3 +103,19 @@ def test_a_third_tier_over_rail_only_stays_one_clos_per_rail():
     out = run_cli("describe", "rail-only-h100-16k", "--set", "cluster.num_units=128", check=True).stdout
     assert ("note: rail-only: no switch joins two rails, at any tier (each rail its own 3-tier Clos: leaf, spine, "
             "core)") in out
+
+
+def test_compare_verdict_follows_the_numbers():
+    """walk25: on nccl-tests #322 (1,024 H100 on RoCE, ring LL128; tests/data/nccl_logs/SOURCES.md) compare said
+    "1.21x faster than the model" and then blamed "a slow or missing link" for 1 GiB alone (66%), though 2-16 GiB
+    cross the same links at 97-130% of the model. The verdict now says the one slower size is slower, and not a
+    slow link."""
+    from pathlib import Path
+
+    log = Path(__file__).parent / "data" / "nccl_logs" / "ncclt322_h100_1024_roce_ring.txt"
+    out = run_cli("compare", str(log), "--network", "roce", check=True).stdout
+    verdict = next(line for line in out.splitlines() if line.startswith("verdict: "))
+    assert "this run is 1.21x faster than the model" in verdict
+    assert "slow or missing link" not in verdict
+    assert ("but at 1 GiB it is slower (66% of the model, where bandwidth dominates): not a slow link, which would "
+            "slow the other sizes over the same links too; a dip of this run at that size") in verdict
