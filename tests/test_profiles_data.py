@@ -105,6 +105,9 @@ source = "a source long enough to count"
 [peer_overhead_us]
 value = 1.0
 source = "a source long enough to count"
+[in_network_reduction]
+value = 0
+source = "a source long enough to count"
 """
 
 

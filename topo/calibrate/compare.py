@@ -254,7 +254,14 @@ def _verdict(run, comps, head, head_sizes, gap, profile_name, ahead=None, fitted
         else:
             parts.append(f"this run reaches {min(head, 1.0) * 100:.0f}% of what its hardware allows at "
                          f"{head_sizes} ({'' if one_size else 'their median; '}model: {profile_name})")
-    if gap:
+    if gap and head is not None and head > 1.1 and gap["regime"] == "bandwidth":
+        # walk25: "1.21x faster than the model", then "a slow or missing link" for one slower size: the same links
+        # carry the headline sizes faster than the model, so no link of them is slow
+        these = "that size" if gap["sizes"] == 1 else "those sizes"
+        parts.append(f"but at {_range(gap)} it is slower ({gap['median_efficiency'] * 100:.0f}% of the model, where "
+                     "bandwidth dominates): not a slow link, which would slow the other sizes over the same links "
+                     f"too; a dip of this run at {these} (rerun to see whether it holds)")
+    elif gap:
         if gap["regime"] == "latency":
             why = f"where latency dominates: {_LATENCY_WHY}"
         elif gap["regime"] == "bandwidth":

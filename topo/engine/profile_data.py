@@ -31,7 +31,7 @@ from ..inputs import read_toml
 from ..resources import data_dir
 
 __all__ = ["PARAMETERS", "KINDS", "FAMILIES", "Param", "ProfileFile", "load_profile_file", "bundled_files",
-           "bundled_dir"]
+           "bundled_dir", "in_network_reduction"]
 
 FAMILIES = ("ring", "tree", "nvls", "nvls_tree", "collnet", "pat", "p2p")
 _PROTOS = ("LL", "LL128", "Simple")
@@ -140,6 +140,9 @@ PARAMETERS: dict[str, Spec] = {
     "max_port_rate_Gbps": Spec("network", "scalar", 1.0, 10000.0, optional=True,
                                doc="the fastest port the technology runs (InfiniBand NDR: 400 Gb/s); a NIC above it "
                                    "is another generation, and describe/estimate say so (absent: no check)"),
+    "in_network_reduction": Spec("network", "scalar", 0, 1,
+                                 doc="1: the technology's switches can reduce in the network (SHARP: a spec may set "
+                                     "sharp = true on a tier); 0: a spec's sharp = true is refused"),
     "network_efficiency": Spec("network", "scalar", 0.05, 1.0, doc="usable fraction of the NIC line rate"),
     "net_hop_scale": Spec("network", "scalar", 0.1, 50.0,
                           doc="multiplier on the per-step network latencies (NCCL's, or net_step_latency_us)"),
@@ -393,3 +396,30 @@ def bundled_files() -> dict[str, dict[str, ProfileFile]]:
                 raise _err(f, "profile.kind", f"a file in {kind}/ must have kind = {kind!r}, got {pf.kind!r}")
             out[kind][pf.name] = pf
     return out
+
+
+def in_network_reduction(technology: str) -> tuple[bool, str]:
+    """Whether a network technology's switches can reduce in the network (SHARP), as its bundled network file's
+    ``in_network_reduction`` says (with that file's source: NVIDIA SHARP lists InfiniBand Quantum switches only).
+
+    Parameters
+    ----------
+    technology : str
+        A ``fabric.technology`` (a bundled network file's name).
+
+    Returns
+    -------
+    tuple of (bool, str)
+        Whether the switches reduce, and the file that says so (relative to the package's data folder).
+
+    Raises
+    ------
+    TopoError
+        When no bundled network file has that name.
+    """
+    files = bundled_files()["network"]
+    if technology not in files:
+        raise TopoError(f"no network profile {technology!r}; allowed: {', '.join(sorted(files))}",
+                        key="fabric.technology")
+    pf = files[technology]
+    return bool(pf.params["in_network_reduction"].value), f"topo/data/profiles/network/{Path(pf.path).name}"

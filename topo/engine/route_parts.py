@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..fabric.levels import Level
+from .profile_data import in_network_reduction
 from .routed import Routed
 from .schedule import AlgorithmUnavailable, Transfers
 
@@ -155,11 +156,11 @@ def _direct(res: np.ndarray, weight: float, latency: np.ndarray) -> Routed:
 
 
 def _sharp_hint(technology: str) -> str:
-    """What a fabric without in-network reduction may do about it: on InfiniBand, turn SHARP on for the tiers; on
-    any other network, nothing a spec field can change. NVIDIA SHARP lists only InfiniBand switches (Quantum,
-    Quantum-2, Quantum-3) among its devices (SHARP Rev 3.13.0, General Information:
-    https://docs.nvidia.com/networking/display/sharpv3130/general-information)."""
-    if technology.startswith("infiniband"):
+    """What a fabric without in-network reduction may do about it: where the technology's switches can reduce (its
+    network file's ``in_network_reduction``, InfiniBand's: NVIDIA SHARP lists only Quantum, Quantum-2, Quantum-3
+    switches), turn SHARP on for the tiers; on any other network, nothing a spec field can change (the spec loader
+    refuses ``sharp = true`` there)."""
+    if in_network_reduction(technology)[0]:
         return "(set sharp = true on their tier)"
     return f"(SHARP runs on InfiniBand Quantum switches; this fabric's technology is {technology})"
 

@@ -30,7 +30,7 @@ from ..units import format_count
 from .bisection import bisection
 from .levels import Level
 
-__all__ = ["failed_links", "failures_summary", "node_id", "degraded", "Degraded", "DegradedTier", "DegradedLevel"]
+__all__ = ["check_failure", "failed_links", "failures_summary", "node_id", "degraded", "Degraded", "DegradedTier", "DegradedLevel"]
 
 _NAME = re.compile(r"^([A-Za-z_][A-Za-z_\-]*?)(\d+)(?:\.(\d+))?$")
 
@@ -161,18 +161,58 @@ def _draw_count(rng: np.random.Generator, expected: float) -> int:
     return whole + int(part > 1e-12 and rng.random() < part)
 
 
-def _random(fabric, text: str) -> np.ndarray:
+def _parse_random(text: str) -> tuple[str, float, int]:
+    """``random:WHAT:FRACTION[:SEED]`` read: what (a level or tier name), the fraction, the seed (default 0)."""
     parts = text.split(":")
     if len(parts) not in (3, 4):
         raise TopoError(f"write random:LEVEL_OR_TIER:FRACTION[:SEED], got {text!r}", key="fail")
-    what = parts[1]
     try:
         frac = float(parts[2])
     except ValueError:
         frac = -1.0
     if not 0 < frac <= 1:
         raise TopoError(f"the fraction must be in (0, 1], got {parts[2]!r}", key="fail")
-    seed = _int(parts[3], text) if len(parts) == 4 else 0
+    return parts[1], frac, _int(parts[3], text) if len(parts) == 4 else 0
+
+
+def _unknown_target(what: str, level_names, tier_names) -> TopoError:
+    return TopoError(f"unknown level or tier {what!r}; levels: {', '.join(level_names)}; tiers: "
+                     f"{', '.join(tier_names)}", key="fail")
+
+
+def check_failure(text: str, tier_names: list[str] | None = None) -> None:
+    """Check a failure string as far as it can be without its fabric (a sweep checks its ``fail`` values so before
+    any point runs): the form of ``random:``, ``rail:``, ``plane:`` and, for ``random:``, that it names a level or a
+    tier of a fabric whose tiers are ``tier_names`` (None: not checked). Node names and indices need the fabric.
+
+    Parameters
+    ----------
+    text : str
+        One failure, as ``--fail`` takes it.
+    tier_names : list of str, optional
+        The fabric's tier names from the leaves up.
+
+    Raises
+    ------
+    TopoError
+        Key ``fail``, the same line the fabric's own check gives.
+    """
+    text = str(text).strip()
+    if text.startswith("random:"):
+        what = _parse_random(text)[0]
+        if tier_names is None:
+            return
+        levels = [Level(c).name_in(tier_names) for c in range(3 + len(tier_names) - 1)]
+        if what not in levels + list(tier_names) + ["dci"]:
+            raise _unknown_target(what, levels, tier_names)
+    elif text.startswith("rail:"):
+        _int(text[5:], text)
+    elif text.startswith("plane:"):
+        _int(text[6:], text)
+
+
+def _random(fabric, text: str) -> np.ndarray:
+    what, frac, seed = _parse_random(text)
     rng = np.random.default_rng(seed)
     links = fabric.links
     names = fabric.level_names
@@ -187,8 +227,7 @@ def _random(fabric, text: str) -> np.ndarray:
             k = _draw_count(rng, frac * t.num_switches)
             picked = rng.choice(t.num_switches, size=k, replace=False)
             return _nodes_links(fabric, fabric.switch_node(t.index, picked))
-    raise TopoError(f"unknown level or tier {what!r}; levels: {', '.join(names)}; tiers: "
-                    f"{', '.join(t.name for t in fabric.layout.tiers)}", key="fail")
+    raise _unknown_target(what, names, [t.name for t in fabric.layout.tiers])
 
 
 @dataclass(frozen=True)

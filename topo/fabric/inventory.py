@@ -255,7 +255,10 @@ def _notes(L, host: str, host_Bps: float, num_switches: int) -> list[str]:
     NVLink domain or one unit."""
     notes = []
     if L.kind == "rail_only":
-        notes.append("rail-only: no switch joins two rails; traffic between rails first crosses the NVLink domain "
+        clos = (f"each rail its own {len(L.tiers)}-tier Clos: {', '.join(t.name for t in L.tiers)}"
+                if len(L.tiers) > 1 else "each rail its own leaf")
+        notes.append(f"rail-only: no switch joins two rails, at any tier ({clos}); traffic between rails first "
+                     "crosses the NVLink domain "
                      "(PXN), so the bisection and non-blocking figures hold only for rail-aligned traffic plus "
                      "that NVLink hop")
     nic_Bps = L.nic_rate_Bps

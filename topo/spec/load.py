@@ -17,6 +17,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, ValidationError
 
+from ..engine.profile_data import in_network_reduction
+from ..engine.profiles import NETWORKS
 from ..errors import RegionNotSpec, StudyNotSpec, TopoError, closest
 from ..inputs import check_input, is_input_file, loads_toml, read_toml
 from ..inputs import shown_value as _shown
@@ -123,7 +125,30 @@ def spec_from_dict(data: dict, source: str = "<spec>", overrides: typing.Sequenc
         raise _to_topo_error(exc, source, set_paths) from None
     spec._origin = source
     spec._set_paths = dict(set_paths)
+    _check_sharp_technology(spec)
     return spec
+
+
+def _check_sharp_technology(spec: Spec) -> None:
+    """Refuse ``sharp = true`` on a tier of a technology whose switches cannot reduce in the network (its network
+    file's ``in_network_reduction``: NVIDIA SHARP runs on InfiniBand Quantum switches only; walk25 priced SHARP over
+    RoCE)."""
+    fabric = spec.fabric
+    at = next((i for i, t in enumerate(fabric.tiers) if t.sharp), None)
+    if at is None:
+        return
+    reduces, where = in_network_reduction(fabric.technology)
+    if reduces:
+        return
+    key = f"fabric.tiers[{at}].sharp"
+    able = ", ".join(n for n in NETWORKS if in_network_reduction(n)[0])
+    source = spec.error_source(key)
+    if source == spec.error_source(None):  # the tier's sharp is the file's own: did an override change the technology?
+        source = spec.error_source("fabric.technology")
+    raise TopoError(f"true on the {fabric.tiers[at].name!r} tier, but fabric.technology = {fabric.technology}, whose "
+                    f"switches cannot reduce in the network ({where}: in_network_reduction = 0; NVIDIA SHARP runs on "
+                    f"InfiniBand Quantum switches); allowed: sharp = false, or fabric.technology one of {able}",
+                    source=source, key=key)
 
 
 # --- overrides ------------------------------------------------------------------------------------------

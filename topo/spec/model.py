@@ -268,7 +268,8 @@ class TierSpec(_Strict):
     latency_s: SiteLatency = Field(0.0, alias="latency")
     """Port-to-port latency of one switch of this tier."""
     sharp: bool = False
-    """The switches reduce in the network (SHARP / CollNet)."""
+    """The switches reduce in the network (SHARP / CollNet). Only where ``fabric.technology``'s network file says its
+    switches can (``in_network_reduction``: InfiniBand; NVIDIA SHARP runs on Quantum switches only)."""
     power_W: Annotated[float, Field(ge=0, allow_inf_nan=False)] | None = None
     """Power of one switch in watts, for the inventory's totals (not set: the power of the switch the planner's
     catalog prices for this tier, as describe says; unknown where the catalog has none)."""
@@ -298,8 +299,8 @@ class FabricSpec(_Strict):
 
     kind: Literal["fat_tree", "rail_optimized", "rail_only"]
     """fat_tree: a server's NICs share one leaf (ToR); rail_optimized: NIC r of every server in a scalable unit
-    goes to the unit's leaf of rail r, spines join all rails; rail_only: one Clos per rail, no spine between rails
-    (cross-rail traffic crosses the NVLink domain)."""
+    goes to the unit's leaf of rail r, spines join all rails; rail_only: one Clos per rail, no switch of any tier
+    (spine, core, ...) between rails (cross-rail traffic crosses the NVLink domain)."""
     technology: Literal["infiniband_hdr", "infiniband_ndr", "infiniband_xdr", "roce", "oci_roce", "gcp_roce", "efa",
                         "efa_v1", "efa_v3", "efa_v4", "gcp_tcpx", "gcp_tcpxo"] = "infiniband_ndr"
     """The network technology; selects the cost profile's per-hop latencies and efficiencies (one file each in

@@ -5,18 +5,21 @@ oversubscription) is still an error row at its point."""
 
 from __future__ import annotations
 
+import tomllib
+
 from ..engine.collectives import normalize_collective
 from ..engine.options import EstimateOptions
 from ..engine.profiles import resolve_profile
 from ..engine.traffic_file import load_traffic
 from ..errors import TopoError
+from ..fabric.failures import check_failure
 from ..plan.catalog import load_catalog
 from ..training.model import load_model
 from ..training.parallel import layout_pairs
 from ..units import UnitError, parse_size_bytes
 from .point import ESTIMATE_KEYS
 
-__all__ = ["check_values"]
+__all__ = ["check_values", "check_failures"]
 
 _PLAN_TABLES = {"days": "workload", "mfu": "workload", "pue": "facility"}
 
@@ -86,3 +89,50 @@ def check_values(axes: dict, source: str, placeholder: str) -> None:
                                 key=f"axes.{key}") from None
             except UnitError as exc:
                 raise TopoError(f"{v!r}: {exc}", source=source, key=f"axes.{key}") from None
+
+
+def _tier_names(specs: dict, axes: dict) -> list[str] | None:
+    """Every tier name of the study's specs (the union), or None where a point may have others: a region, a spec
+    that grows tiers, an axis over the tiers."""
+    if any(k.startswith(("fabric.tiers", "fabric.grow_tiers")) for k in axes):
+        return None
+    names: list[str] = []
+    for _, text in specs.values():
+        fabric = tomllib.loads(text).get("fabric")
+        if not isinstance(fabric, dict) or fabric.get("grow_tiers") or not isinstance(fabric.get("tiers"), list):
+            return None
+        names += [t["name"] for t in fabric["tiers"] if isinstance(t, dict) and isinstance(t.get("name"), str)]
+    return list(dict.fromkeys(names))
+
+
+def check_failures(axes: dict, specs: dict, source: str, placeholder: str, seeds) -> None:
+    """Check every failure of the ``fail`` axis, each seed put in, as far as it can be without a fabric
+    (:func:`topo.fabric.failures.check_failure`: the form, and a ``random:`` level or tier some spec of the study
+    has): walk25's ``random:link:0.01:{seed}`` was 24 error rows after the points ran.
+
+    Parameters
+    ----------
+    axes : dict
+        Axis name -> list of values.
+    specs : dict
+        The study's specs, ref -> (source, TOML text).
+    source : str
+        The study file, for the error line.
+    placeholder : str
+        The seed placeholder in a value.
+    seeds : sequence of int
+        The study's seeds (put in for the placeholder).
+
+    Raises
+    ------
+    TopoError
+        ``<study>: axes.fail: <value>: <what is wrong>``.
+    """
+    tiers = _tier_names(specs, axes)
+    for v in axes.get("fail", []):
+        for text in dict.fromkeys(str(v).replace(placeholder, str(s)) for s in (list(seeds) or [0])):
+            for item in (p.strip() for p in text.split(",") if p.strip()):
+                try:
+                    check_failure(item, tiers)
+                except TopoError as exc:
+                    raise TopoError(f"{v!r}: {exc.message}", source=source, key="axes.fail") from None
