@@ -18,7 +18,7 @@ from ..errors import TopoError
 from .flags import FLAGS
 
 __all__ = ["add_placement_arguments", "parse_ranks", "placement_from_args", "check_placement_flags",
-           "profile_mismatch", "PLACEMENT_FLAGS"]
+           "profile_mismatch", "PLACEMENT_FLAGS", "add_profile_argument", "profile_notes"]
 
 # the placement options of topo.engine.options.EstimateOptions -> the flags that set them (estimate, compare,
 # calibrate), read from the one flag map; their defaults are the options object's, declared there once
@@ -150,6 +150,20 @@ def placement_from_args(args) -> dict:
     if args.rank_order is not None:
         out["rank_order"] = args.rank_order
     return out
+
+
+def add_profile_argument(p, what: str) -> None:
+    """``--profile NAME|FILE`` on a command that prices collectives on a spec's fabric (``what``: which ones)."""
+    p.add_argument("--profile", default=None, metavar="NAME|FILE",
+                   help=f"cost profile of {what} (default nccl: the fabric's own GPU generation and network); a "
+                   "file topo calibrate wrote, a bundled name (topo profile list) or ideal, as topo estimate "
+                   "--profile takes it")
+
+
+def profile_notes(profile, fabrics) -> list[str]:
+    """:func:`profile_mismatch`'s note for each of ``fabrics`` that has one, each note once (a region's sites, a
+    report's specs)."""
+    return list(dict.fromkeys(n for n in (profile_mismatch(profile, f) for f in fabrics) if n))
 
 
 def profile_mismatch(profile, fabric) -> str | None:

@@ -13,8 +13,9 @@ from ..training.multisite_search import search_across_sites
 from ..training.parallel import layout_fields, make_layout
 from ..units import format_bandwidth, format_in, format_size, format_time
 from .common import data_parallel
+from .estimate_args import profile_notes
 from .search_options import layout_for_search, search_options
-from .output import emit, emit_json, mfu_text, table
+from .output import emit, emit_json, mfu_text, note, table
 from .train_text import (dispatcher_cell, dispatcher_searched, gpu_hours_text, memory_line, not_fit_line,
                          recompute_cell, uncertainty_line)
 from .region import region_from_args
@@ -39,6 +40,8 @@ def run_region_train(args, options: dict, say=str) -> int:
         raise TopoError("is required (a step needs a global batch): sequences per optimizer step, e.g. "
                         f"--global-batch 2304{also}", key="--global-batch")
     region = region_from_args(args)
+    for msg in profile_notes(args.profile, region.fabrics):
+        note(msg)
     model = load_model(args.model)
     if args.search:
         return _search(args, region, model, options, say)
@@ -52,13 +55,15 @@ def run_region_train(args, options: dict, say=str) -> int:
     across = args.across or ("outer" if args.outer_every else "dp")
     try:
         r = estimate_across_sites(region, model, lay, across=across, outer_every=args.outer_every,
-                                  convention=args.flops, efficiency=args.efficiency, contention=not args.no_contention)
+                                  convention=args.flops, efficiency=args.efficiency, contention=not args.no_contention,
+                                  profile=args.profile)
     except TopoError as exc:
         raise _named_by_layout(args, fields, exc) from None
     if args.json:
         emit_json(r.to_dict(train_tokens=args.tokens))
     else:
         emit(render_across_sites(r, say, args.tokens))
+        emit(f"each site's collectives priced with profile {r.one_site['profile']} (--profile to change)")
     return 0
 
 
@@ -102,7 +107,7 @@ def _search(args, region, model, options: dict, say=str) -> int:
     across = args.across or ("outer" if args.outer_every else "dp")
     res = search_across_sites(region, model, args.global_batch, gpus=args.gpus, top=args.top or 5, across=across,
                               outer_every=args.outer_every, convention=args.flops, efficiency=args.efficiency,
-                              contention=not args.no_contention, **search_options(args, options))
+                              contention=not args.no_contention, profile=args.profile, **search_options(args, options))
     if args.json:
         emit_json(res.to_dict())
         return 0

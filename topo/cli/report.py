@@ -16,11 +16,13 @@ from ..spec.overrides import override_label
 from ..training.mfu import parse_layout
 from ..training.model import load_model
 from ..training.parallel import check_layout
+from ..training.comm import CommEngine
 from ..training.step import estimate_step
 from ..engine.region_estimate import estimate_region
 from ..fabric.region_inventory import cut_apart_text, region_inventory
 from ..spec.region_load import is_region_file, site_spec_files
 from .common import GivenOnce, add_output_arguments, add_override_arguments
+from .estimate_args import add_profile_argument, profile_notes
 from .layout_dp import design_dp, on_design
 from .output import note
 from .output_suffix import check_output_suffix
@@ -47,6 +49,8 @@ def register(sub) -> None:
                    help="fail a part of every SPEC (as for describe and estimate: spine3, nic12.3, leaf3-spine0, "
                    "rail:K, plane:J, random:LEVEL_OR_TIER:FRACTION[:SEED])")
     add_output_arguments(p, "topo-report.html, or topo-<figure>.<format>")
+    add_profile_argument(p, "every collective of the report (curves, link loads, traffic mixes, the collectives "
+                         "across the top tier) and of its --train job")
     p.add_argument("--plan", action="store_true",
                    help="add the planner's section: power, capex, bill of materials, goodput (see topo plan)")
     p.add_argument("--plan-file", metavar="FILE",
@@ -95,11 +99,14 @@ def run(args) -> int:
         read_plan_file(args.plan_file)
     job = _job(args, specs) if args.train or args.layout else None  # a bad model or layout fails before the report
     if args.format == "html":
-        reports = _cut_apart(args, build_reports, specs, args.overrides, failures=args.failures)
+        reports = _cut_apart(args, build_reports, specs, args.overrides, failures=args.failures,
+                             profile=args.profile)
+        for msg in profile_notes(args.profile, [r.fabric for r in reports]):
+            note(msg)
         plans = None
         if args.plan or args.plan_file:
             plans = [plan(r.fabric, plan_file=args.plan_file) for r in reports]
-        trains = _trains(job, reports, args.layout, specs) if job else None
+        trains = _trains(job, reports, args.layout, specs, args.profile) if job else None
         size = write_page(reports, out, plans=plans, trains=trains, **output)
         note(f"wrote {_where(out)} ({format_in(size, 'MB', '.1f')}) in {format_time(time.perf_counter() - start)}")
         return 0
@@ -116,10 +123,10 @@ def run_region_report(args, out, output, start) -> int:
 
     given = [flag for flag, on in (("--format", args.format != "html"), ("--plan", args.plan),
                                    ("--plan-file", args.plan_file), ("--train", args.train),
-                                   ("--layout", args.layout)) if on]
+                                   ("--layout", args.layout), ("--profile", args.profile)) if on]
     if given:
         raise TopoError("a region's report is the HTML page of its sites and DCI (no --format png|svg, --plan, "
-                        "--plan-file, --train or --layout yet)", key=given[0])
+                        "--plan-file, --train, --layout or --profile yet)", key=given[0])
     args.spec = args.specs[0]
     region = region_from_args(args)
     output = {**output, "inputs": [*output["inputs"], *site_spec_files(region.spec)]}  # its sites' files too
@@ -196,7 +203,8 @@ def _one_figure(args, specs):
     if args.figure == "comparison":
         if len(specs) < 2:
             raise TopoError("the comparison figure needs two or more SPECs", key="--figure")
-        reports = _cut_apart(args, build_reports, specs, args.overrides, failures=args.failures)
+        reports = _cut_apart(args, build_reports, specs, args.overrides, failures=args.failures,
+                             profile=args.profile)
         curves = {}
         for r in reports:
             for s in r.scenarios:
@@ -211,7 +219,7 @@ def _one_figure(args, specs):
         if args.figure == "fabric":
             return figures.fabric_figure(fabric, inv)
         return figures.inventory_figure(inv) if args.figure == "inventory" else figures.oversubscription_figure(inv)
-    (report,) = build_reports(specs, args.overrides, failures=args.failures)
+    (report,) = build_reports(specs, args.overrides, failures=args.failures, profile=args.profile)
     wanted = 0 if args.scenario == "cluster" else 1
     if wanted >= len(report.scenarios):
         raise TopoError(f"{report.inventory.name} has a single scope, no pod to show", key="--scenario")
@@ -272,9 +280,9 @@ def _named(exc: TopoError, layout: str, design: str, designs: int) -> TopoError:
     return TopoError(exc.message, source="--layout" if exc.source in (None, "layout") else exc.source, key=exc.key)
 
 
-def _trains(job, reports, layout: str, specs):
+def _trains(job, reports, layout: str, specs, profile=None):
     """The training job on every report's fabric, each with its own layout: step results and the bytes per
-    tier."""
+    tier, the collectives priced with ``profile`` (None: each fabric's own)."""
     import pandas as pd
 
     from ..training.tier_bytes import tier_bytes  # pulls pandas: only when a report asks for a training job
@@ -282,9 +290,10 @@ def _trains(job, reports, layout: str, specs):
     model, lays = job
     results, frames = [], []
     for r, lay, name in zip(reports, lays, specs):
+        engine = CommEngine(r.fabric, profile=profile)  # the step and its bytes per tier alike
         try:
-            results.append(estimate_step(r.fabric, model, lay))
+            results.append(estimate_step(r.fabric, model, lay, engine=engine))
         except TopoError as exc:  # a layout field the fabric refuses (skip_domains past its domains), as _job names it
             raise _named(exc, layout, name or DEFAULT_SPEC, len(specs)) from None
-        frames.append(tier_bytes(r.fabric, model, lay).assign(spec=name or DEFAULT_SPEC))  # a bar per design
+        frames.append(tier_bytes(r.fabric, model, lay, engine).assign(spec=name or DEFAULT_SPEC))  # a bar per design
     return results, pd.concat(frames, ignore_index=True)

@@ -22,13 +22,15 @@ from ..training.parallel import (DEFAULT_ORDER, DP_SHARDING, PIPELINE_SCHEDULES,
 from ..training.model import bundled_models, load_model
 from ..training.search import search_layouts
 from ..training.op_table import step_op_table, step_stage_table
+from ..training.comm import CommEngine
 from ..training.step import estimate_step
 from .common import GivenOnce, add_spec_arguments, data_parallel, fabric_from_args
+from .estimate_args import add_profile_argument, profile_notes
 from .layout_dp import layout_dp
 from .search_options import layout_for_search, search_options
 from .region import is_region_args
 from .region_train import run_region_train
-from .output import emit, emit_json, mfu_text, table
+from .output import emit, emit_json, mfu_text, note, table
 from .train_ops import print_op_table, print_stage_table
 from .train_text import (bias_text, dispatcher_cell, dispatcher_searched, gb, gpu_hours_text, memory_line,
                          not_fit_line, recompute_cell, runs_on, uncertainty_line)
@@ -129,6 +131,7 @@ def _placement_arguments(p) -> None:
                    help="bytes per gradient in the data-parallel reduction (default: --grad-bytes)")
     p.add_argument("--no-contention", action="store_true",
                    help="time each dimension's collectives alone instead of as one traffic mix")
+    add_profile_argument(p, "the step's collectives (each site's in a region; every layout's with --search)")
     p.add_argument("--dp-sharding", choices=DP_SHARDING, default=None, help="default zero1")
     p.add_argument("--dp-shard", type=int, default=None, metavar="N",
                    help="hybrid sharding: shard over groups of N data-parallel ranks, replicate across them (HSDP)")
@@ -299,12 +302,15 @@ def _run(args) -> int:
         # global batch that did not split into 100,000 ranks was named, not the 2,304-GPU fabric)
         raise TopoError(f"{args.gpus:,} GPUs asked, but the fabric has {fabric.layout.num_gpus:,}{FEWER_GPUS}",
                         key="--gpus")
+    engine = CommEngine(fabric, profile=args.profile)  # the one place the command's profile enters the engine
+    for msg in profile_notes(args.profile, [fabric]):
+        note(msg)
     model = load_model(args.model)
     common = _layout_options(args)
     if args.jax_mesh is not None and args.search:
         raise TopoError("gives the layout's sizes; drop --search (or the mesh)", key="--jax-mesh")
     if args.layout and not args.search:
-        return _run_layout(args, fabric, model, common)
+        return _run_layout(args, fabric, model, common, engine)
     held: dict = {}  # the fields --layout holds fixed in every layout --search tries
     if args.search and args.layout:  # its fields held fixed in every layout tried; its global batch if no flag
         try:
@@ -319,7 +325,7 @@ def _run(args) -> int:
         raise TopoError(f"is required ({what}): sequences per optimizer step, e.g. --global-batch 1024",
                         key="--global-batch")
     if args.search:
-        return _run_search(args, fabric, model, common, held)
+        return _run_search(args, fabric, model, common, held, engine)
     sizes = {d: getattr(args, d) for d in ("tp", "cp", "pp", "dp", "ep", "vpp")}
     if args.jax_mesh is not None:  # an empty mesh is an error, not no mesh
         _apply_mesh(args, sizes, common, moe=model.moe is not None)
@@ -334,7 +340,7 @@ def _run(args) -> int:
         raise _as_flags(args, exc) from None
     try:
         result = estimate_step(fabric, model, lay, convention=args.flops, efficiency=args.efficiency,
-                               contention=not args.no_contention)
+                               contention=not args.no_contention, engine=engine)
     except TopoError as exc:  # a job larger than the fabric: named by --gpus when that flag sized it
         if exc.source == "layout" and exc.key == "gpus" and args.gpus:
             raise TopoError(exc.message, key="--gpus") from None
@@ -346,7 +352,7 @@ def _run(args) -> int:
     return _finish(args, result, model, fabric, lay)
 
 
-def _run_layout(args, fabric, model, common: dict) -> int:
+def _run_layout(args, fabric, model, common: dict, engine: CommEngine) -> int:
     """One step of the layout ``--layout`` gives (pairs or a TOML file), its errors named by flag or path."""
     sizes = {d: getattr(args, d) for d in ("tp", "cp", "pp", "dp", "ep", "vpp")}
     if args.jax_mesh is not None:  # the mesh gives the sizes and sharding; the layout the rest (memory, overlap)
@@ -362,7 +368,7 @@ def _run_layout(args, fabric, model, common: dict) -> int:
         lay = load_layout(args.layout, global_batch=args.global_batch, **sizes, **common)
         check_layout(model, lay, gpus=args.gpus, gpus_per_domain=fabric.spec.gpus_per_domain, source=args.layout)
         result = estimate_step(fabric, model, lay, convention=args.flops, efficiency=args.efficiency,
-                               contention=not args.no_contention)
+                               contention=not args.no_contention, engine=engine)
     except TopoError as exc:  # pairs given on the command line are named by their flag, a file by its path
         if exc.source in ("layout", args.layout) and _given_as_flag(args, exc.key):  # a flag wins over the layout
             raise _as_flags(args, TopoError(exc.message, source="layout", key=exc.key)) from None
@@ -373,7 +379,7 @@ def _run_layout(args, fabric, model, common: dict) -> int:
     return _finish(args, result, model, fabric, lay)
 
 
-def _run_search(args, fabric, model, common: dict, held: dict) -> int:
+def _run_search(args, fabric, model, common: dict, held: dict, engine: CommEngine) -> int:
     """``--search``: rank the layouts that fit, with progress on a terminal; ``held``: the layout's fixed fields."""
     gpus = args.gpus or fabric.layout.num_gpus
     opts = search_options(args, common)
@@ -381,7 +387,7 @@ def _run_search(args, fabric, model, common: dict, held: dict) -> int:
     try:
         res = search_layouts(fabric, model, gpus, args.global_batch, convention=args.flops,
                              efficiency=args.efficiency, top=args.top, progress=progress,
-                             contention=not args.no_contention, **opts)
+                             contention=not args.no_contention, engine=engine, **opts)
     except TopoError as exc:
         raise _as_flags(args, exc) from None
     if progress is not None:
@@ -775,6 +781,7 @@ def _print_step(r, tokens, model) -> None:
         origin = "server.host_cpu" if cpu["source"] == "spec" else "the GPU's default"
         emit(f"host CPU {cpu['name']} ({origin}): {cpu['time_factor']:.2f} x the reference {cpu['reference']}'s host time per "
              f"launched op (topo/data/compute/host_cpu.toml)")
+    emit(f"collectives priced with profile {r.profile} (--profile to change)")
     load = _expert_load(L)
     if load:
         emit(load)
@@ -884,7 +891,8 @@ def _print_search(res, top, held: dict, model) -> None:
     emit(f"{res.model} on {res.spec}, {format_count(res.gpus)} GPUs, global batch {res.global_batch}: "
          f"{res.considered} layouts considered, {res.rejected_invalid} break a divisibility rule, "
          f"{res.rejected_memory} do not fit, {res.pruned} pruned by their compute bound, {res.evaluated} "
-         f"evaluated in {format_time(res.elapsed_s)} ({res.engine_calls} engine calls)")
+         f"evaluated in {format_time(res.elapsed_s)} ({res.engine_calls} engine calls); collectives priced with "
+         f"profile {res.profile}")
     rows = []
     for i, r in enumerate(res.ranked[:top], 1):
         L, b = r.layout, r.breakdown_s

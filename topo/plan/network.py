@@ -76,7 +76,7 @@ def top_blocks(layout: ClosLayout) -> tuple[int, int, str] | None:
 
 
 def crosspod_collectives(fabric: Fabric, bisection_Bps: float, bisection_per_gpu_Bps: float,
-                         collectives: bool = True) -> NetworkFigures:
+                         collectives: bool = True, profile=None) -> NetworkFigures:
     """Bisection and the two collectives across the top tier (see the module doc).
 
     Parameters
@@ -87,6 +87,8 @@ def crosspod_collectives(fabric: Fabric, bisection_Bps: float, bisection_per_gpu
         Its bisection bandwidth, whole and per GPU.
     collectives : bool
         Run the two estimates (else only the bisection is filled in).
+    profile : optional
+        Their cost profile, as :func:`topo.engine.profiles.resolve_profile` takes it (None: the fabric's own).
 
     Returns
     -------
@@ -99,9 +101,10 @@ def crosspod_collectives(fabric: Fabric, bisection_Bps: float, bisection_per_gpu
     if collectives and top is not None:
         n, per, _ = top
         size = parse_size_bytes(COLLECTIVE_SIZE)
-        r = size_result(evaluate(fabric, "all_reduce", gpus=n * per, groups=per, at_sizes=[size]), size)
+        r = size_result(evaluate(fabric, "all_reduce", gpus=n * per, groups=per, at_sizes=[size],
+                                 profile=profile), size)
         ar = (n * per, r.time_s, r.busbw_GBps, r.bottleneck.level if r.bottleneck else None)
-        r = size_result(evaluate(fabric, "alltoall", gpus=n * per, at_sizes=[size]), size)
+        r = size_result(evaluate(fabric, "alltoall", gpus=n * per, at_sizes=[size], profile=profile), size)
         a2a = (n * per, r.time_s, r.busbw_GBps, r.bottleneck.level if r.bottleneck else None)
     return NetworkFigures(bisection_bandwidth_Bps=bisection_Bps, bisection_bandwidth_per_gpu_Bps=bisection_per_gpu_Bps,
                           gpus_per_pod=pod, all_reduce_gpus=ar and ar[0], all_reduce_s=ar and ar[1],

@@ -22,6 +22,7 @@ from ..fabric.builders import build_fabric
 from ..engine.collectives import ALGORITHMS, NCCL_ALGORITHMS
 from ..errors import AlgorithmUnavailable, TopoError
 from ..engine.estimate import estimate, size_sweep
+from ..engine.profiles import resolve_profile
 from ..fabric.fabric import Fabric
 from ..fabric.inventory import Inventory, inventory
 from ..engine.result import EstimateResult
@@ -85,6 +86,7 @@ class SpecReport:
     mix_note: str = ""  # why no mix is shown
     degraded_bisection: Bisection | None = None  # with failed parts: the max flow between the halves without them
     top_tier: NetworkFigures | None = None  # the collectives across the tier above the pods (as `topo plan`'s)
+    profile: str = ""  # the cost profile every collective of the page was priced with (its name)
 
     @property
     def bisection_per_gpu_Bps(self) -> float:
@@ -106,14 +108,14 @@ def _second_scope(fabric: Fabric) -> tuple[str, str, int] | None:
 
 
 def _scenario(fabric: Fabric, key: str, label: str, gpus: int | None, sizes: list[int], load_size: int,
-              extra_algorithms: Sequence[str]) -> Scenario:
+              extra_algorithms: Sequence[str], profile) -> Scenario:
     t0 = time.perf_counter()
-    result = estimate(fabric, COLLECTIVE, sizes, gpus=gpus, algorithm="auto")
+    result = estimate(fabric, COLLECTIVE, sizes, gpus=gpus, algorithm="auto", profile=profile)
     unavailable = dict(result.unavailable)
     extra = []
     for name in extra_algorithms:
         try:
-            extra.append(estimate(fabric, COLLECTIVE, sizes, gpus=gpus, algorithm=name))
+            extra.append(estimate(fabric, COLLECTIVE, sizes, gpus=gpus, algorithm=name, profile=profile))
         except AlgorithmUnavailable as exc:
             unavailable[name] = exc.reason
         except TopoError as exc:
@@ -126,13 +128,15 @@ def _scenario(fabric: Fabric, key: str, label: str, gpus: int | None, sizes: lis
 
 def build_spec_report(spec: str | Spec | None = None, overrides: Sequence[str] = (), sizes=DEFAULT_SIZES,
                       load_size=DEFAULT_LOAD_SIZE, extra_algorithms: Sequence[str] | None = None,
-                      failures: Sequence[str] = (), top_tier: bool = True) -> SpecReport:
+                      failures: Sequence[str] = (), top_tier: bool = True, profile=None) -> SpecReport:
     """Run the report's scenarios on one spec (a file, a bundled name, a :class:`Spec`, or None: the default).
 
     ``sizes`` is ``(min, max, factor)`` as nccl-tests' ``-b -e -f``; ``load_size`` the size whose link loads are
     shown; ``extra_algorithms`` defaults to every modelled all_reduce algorithm NCCL's ``auto`` does not try;
     ``top_tier``: also the collectives across the top tier (``SpecReport.top_tier``, shown only where specs are
-    compared; about 2 s on the 100k-GPU default, so a report of one spec leaves them out).
+    compared; about 2 s on the 100k-GPU default, so a report of one spec leaves them out); ``profile``: the cost
+    profile of every collective, as :func:`topo.engine.profiles.resolve_profile` takes it (None: the fabric's own),
+    resolved once here for the fabric.
     """
     timings: dict[str, float] = {}
     t = time.perf_counter()
@@ -143,30 +147,32 @@ def build_spec_report(spec: str | Spec | None = None, overrides: Sequence[str] =
             fabric = fabric.with_failures(*failures)
         except TopoError as exc:
             raise TopoError(f"{exc.message} (on {fabric.name})", key="--fail") from None  # which of several specs
+    prof = resolve_profile(profile, fabric)
     inv = inventory(fabric)
     degraded_bisection = bisection(fabric) if fabric.failures else None
     timings["fabric"] = time.perf_counter() - t
     t = time.perf_counter()
-    figures = _top_tier(fabric, inv, degraded_bisection) if top_tier else None
+    figures = _top_tier(fabric, inv, degraded_bisection, prof) if top_tier else None
     timings["top tier"] = time.perf_counter() - t
     sweep = size_sweep(*sizes)
     load_bytes = parse_size_bytes(load_size)
     if extra_algorithms is None:
         extra_algorithms = [a for a in ALGORITHMS[COLLECTIVE] if a not in NCCL_ALGORITHMS[COLLECTIVE]]
     scenarios = [_scenario(fabric, "cluster", "whole cluster", None,
-                           sweep, load_bytes, extra_algorithms)]
+                           sweep, load_bytes, extra_algorithms, prof)]
     timings["cluster"] = scenarios[0].seconds
     second = _second_scope(fabric)
     if second:
         key, label, n = second
-        scenarios.append(_scenario(fabric, key, label, n, sweep, load_bytes, extra_algorithms))
+        scenarios.append(_scenario(fabric, key, label, n, sweep, load_bytes, extra_algorithms, prof))
         timings[key] = scenarios[-1].seconds
     mixes, note = [], ""
     if fabric.layout.num_pods > 1:
         for name in MIXES:
             t = time.perf_counter()
             settings, members = load_traffic(name)
-            mix = run_mix(fabric, members, sharing=settings["sharing"], ecmp=settings["ecmp"], name=name)
+            mix = run_mix(fabric, members, sharing=settings["sharing"], ecmp=settings["ecmp"], name=name,
+                          profile=prof)
             mixes.append(MixScenario(name, mix, summarize_loads(mix.link_loads(), fabric), time.perf_counter() - t))
             timings[f"mix {name}"] = mixes[-1].seconds
     else:
@@ -175,16 +181,17 @@ def build_spec_report(spec: str | Spec | None = None, overrides: Sequence[str] =
     source = _source(spec, spec_obj, overrides)
     return SpecReport(spec=spec_obj, source=source, overrides=list(overrides), fabric=fabric, inventory=inv,
                       scenarios=scenarios, timings=timings, mixes=mixes, mix_note=note,
-                      degraded_bisection=degraded_bisection, top_tier=figures)
+                      degraded_bisection=degraded_bisection, top_tier=figures, profile=prof.name)
 
 
-def _top_tier(fabric: Fabric, inv: Inventory, degraded: Bisection | None) -> NetworkFigures:
+def _top_tier(fabric: Fabric, inv: Inventory, degraded: Bisection | None, profile) -> NetworkFigures:
     """The all-reduce across the top tier's blocks and the all-to-all over every GPU at 1 GiB, as ``topo plan``
     computes them (:func:`topo.plan.network.crosspod_collectives`): the figures a tier above the pods bounds when
     the cluster's own all-reduce is bound at the NICs."""
     if degraded is not None:
-        return crosspod_collectives(fabric, degraded.bandwidth_Bps, degraded.bandwidth_per_gpu_Bps)
-    return crosspod_collectives(fabric, inv.bisection_bandwidth_Bps, inv.bisection_bandwidth_per_gpu_Bps)
+        return crosspod_collectives(fabric, degraded.bandwidth_Bps, degraded.bandwidth_per_gpu_Bps, profile=profile)
+    return crosspod_collectives(fabric, inv.bisection_bandwidth_Bps, inv.bisection_bandwidth_per_gpu_Bps,
+                                profile=profile)
 
 
 def _source(asked, spec: Spec, overrides: Sequence[str]) -> str:

@@ -144,6 +144,8 @@ def _summary(r: SpecReport) -> str:
         *(("note", e(n)) for n in inv.notes),
         ("spec", e(r.source)),
     ]
+    if r.profile:
+        rows.append(("cost profile", e(r.profile) + " (every collective below; topo report --profile to change)"))
     if r.fabric.failures:
         rows.append(("failed parts", "<b>" + e(", ".join(r.fabric.failures)) + "</b> (every estimate below routes "
                      "around them)"))

@@ -45,11 +45,13 @@ import numpy as np
 
 from ..engine.estimate import Evaluation, evaluate, evaluate_unrouted
 from ..engine.options import EstimateOptions
+from ..engine.profiles import resolve_profile
 from ..engine.route import Router
+from ..errors import TopoError
 from ..fabric.fabric import Fabric
 from ..engine.result import LinkTable
 
-__all__ = ["CommTime", "CommEngine", "SAME_CURVE"]
+__all__ = ["CommTime", "CommEngine", "SAME_CURVE", "engine_for"]
 
 SAME_CURVE = {"reduce_scatter": "all_gather"}  # collectives the engine times identically (see above)
 MAX_TIMES = 1 << 14
@@ -77,11 +79,20 @@ class CommTime:
 
 
 class CommEngine:
-    """Collective times on one fabric, cached per (collective, group matrix, stages)."""
+    """Collective times on one fabric, cached per (collective, group matrix, stages), priced with one profile.
 
-    def __init__(self, fabric: Fabric, *, algorithm: str = "auto", max_curves: int = 64):
+    ``profile``: what :func:`topo.engine.profiles.resolve_profile` takes (None: the fabric's own; a bundled name,
+    ``ideal``, a file ``topo calibrate`` wrote). It is resolved once here, the one place a training step's profile
+    enters the engine: every evaluation, traffic mix and profile read of the step (NCCL's channels and buffers)
+    reads :attr:`profile`. :attr:`profile_given` keeps what was asked, for another fabric's engine (a region's
+    other sites), where ``nccl`` or a file based on it resolves to that fabric's own.
+    """
+
+    def __init__(self, fabric: Fabric, *, algorithm: str = "auto", max_curves: int = 64, profile=None):
         self.fabric = fabric
         self.algorithm = algorithm
+        self.profile_given = profile
+        self.profile = resolve_profile(profile, fabric)
         # routed evaluations kept, oldest dropped first, up to max_curves of the whole fabric's size counted in
         # ranks routed (a first pod's groups count as a pod): a search's memory stays bounded
         self.max_curves = max_curves
@@ -219,7 +230,8 @@ class CommEngine:
             kw = {"stages": stages} if collective == "pipeline" else {}
             ev = evaluate(self.fabric, collective, router=self.router, ranks=groups.ravel(),
                           groups=int(groups.shape[0]), group_layout="blocked", rank_order="given",
-                          algorithm=self.algorithm, **kw).summed()  # kept with its loads summed over phases
+                          algorithm=self.algorithm, profile=self.profile,
+                          **kw).summed()  # kept with its loads summed over phases
             self.engine_calls += 1
             while self._curves and self._held + groups.size > self._budget:
                 old = self._curves.pop(next(iter(self._curves)))
@@ -256,7 +268,7 @@ class CommEngine:
                 self._floors.pop(next(iter(self._floors)))
             ev = self._floors[(collective, sig)] = evaluate_unrouted(
                 self.fabric, collective, router=self.router, ranks=groups.ravel(), groups=int(groups.shape[0]),
-                group_layout="blocked", rank_order="given", algorithm=self.algorithm)
+                group_layout="blocked", rank_order="given", algorithm=self.algorithm, profile=self.profile)
         got = ev.time(float(size_bytes))
         return 0.0 if got is None else float(got.time_s)
 
@@ -306,3 +318,31 @@ class CommEngine:
         frame = LinkTable.of(self.fabric).frame(ev.link_bytes(size_bytes, name), t)
         frame.attrs.update({"size_bytes": size_bytes, "time_s": t, "algorithm": name})
         return frame
+
+
+def engine_for(fabric: Fabric, engine: CommEngine | None, profile=None) -> CommEngine:
+    """``engine``, or a new :class:`CommEngine` on ``fabric`` pricing with ``profile`` (None: the fabric's own).
+
+    Parameters
+    ----------
+    fabric : Fabric
+    engine : CommEngine or None
+        A shared engine (a search's), which carries its own profile.
+    profile : optional
+        As :func:`topo.engine.profiles.resolve_profile` takes it; only without ``engine``.
+
+    Returns
+    -------
+    CommEngine
+
+    Raises
+    ------
+    TopoError
+        Keyed ``profile``: both an engine and a profile given (the engine's profile would be the one used).
+    """
+    if engine is None:
+        return CommEngine(fabric, profile=profile)
+    if profile is not None:
+        raise TopoError("is given with an engine, which prices with its own profile; give the profile to the "
+                        "engine (CommEngine(fabric, profile=...)) or no engine", key="profile")
+    return engine

@@ -60,7 +60,8 @@ class MultisiteSearch:
 
 def search_across_sites(region: Region, model: ModelSpec, global_batch: int, *, gpus: int | None = None,
                         top: int = 5, across: str = "dp", outer_every: int | None = None, convention: str = "6n",
-                        efficiency: float | None = None, contention: bool = True, **options) -> MultisiteSearch:
+                        efficiency: float | None = None, contention: bool = True, profile=None,
+                        **options) -> MultisiteSearch:
     """Search the layouts of one site's share, then rank the best ``top`` by their step across the sites.
 
     Parameters
@@ -75,8 +76,8 @@ def search_across_sites(region: Region, model: ModelSpec, global_batch: int, *, 
         One-site layouts timed across the sites.
     across, outer_every
         As :func:`topo.training.multisite.estimate_across_sites` takes them.
-    convention, efficiency, contention
-        As :func:`topo.training.step.estimate_step` takes them.
+    convention, efficiency, contention, profile
+        As :func:`topo.training.step.estimate_step` takes them (``profile``: each site's, None its own).
     **options
         Enumeration choices and fixed layout fields, as :func:`topo.training.search.search_layouts` takes them.
 
@@ -99,7 +100,7 @@ def search_across_sites(region: Region, model: ModelSpec, global_batch: int, *, 
     if gpus is not None and (gpus % K or share > fabric.num_gpus):
         raise TopoError(f"{gpus:,} GPUs do not split over the {K} sites into shares of at most {fabric.num_gpus:,} "
                         f"(the smallest site); allowed: a multiple of {K} up to {K * fabric.num_gpus:,}", key="gpus")
-    step_kw = dict(convention=convention, efficiency=efficiency, contention=contention)
+    step_kw = dict(convention=convention, efficiency=efficiency, contention=contention, profile=profile)
     if across == "pp":  # walk16: the share's best had pp 1 and none could span the sites; stages split at them
         options = {**options, "pp_multiple": K}
     res, group_steps = _search_groups(region, fabric, model, share, global_batch // K, top, {**step_kw, **options})

@@ -66,6 +66,7 @@ class StepResult:
     chosen_by: dict = field(default_factory=dict)
     """Layout fields whose value follows other fields unless set -> who chose the value ``layout`` holds: ``layout``,
     ``default`` (``fp8_amax_reduction``: on with delayed scaling) or, from the CLI, ``jax_mesh``."""
+    profile: str = ""  # the cost profile that priced the collectives (topo.training.comm.CommEngine.profile)
     ep_cover_s: float = 0.0  # GPU seconds of a dropless MoE layer's forward all-to-alls between its host syncs
 
     @property
@@ -137,7 +138,7 @@ class StepResult:
             "comm": [whole_bytes(asdict(c)) for c in self.comm], "bound_by": self.bound_by(), "notes": self.notes,
             "compute_by_module_s": dict(self.compute_by_module_s), "contention": dict(self.contention),
             "timeline": list(self.timeline), "uncertainty": dict(self.uncertainty), "host_cpu": dict(self.host_cpu),
-            "chosen_by": dict(self.chosen_by),
+            "chosen_by": dict(self.chosen_by), "profile": self.profile,
         }
         if train_tokens:
             d.update(self.train_budget(train_tokens))
@@ -168,6 +169,7 @@ class SearchResult:
     evaluated: int = 0  # layouts whose communication was estimated
     pruned: int = 0  # layouts dropped because their compute-only bound could not beat the best kept
     notes: list[str] = field(default_factory=list)  # what holds for every layout tried (their placement)
+    profile: str = ""  # the cost profile that priced every layout's collectives (on the searched fabric)
     # each ranked layout's step on the searched fabric, then on each of search_layouts' also_on (one: itself)
     site_steps: list[tuple] = field(default_factory=list)
 
@@ -177,6 +179,7 @@ class SearchResult:
                 "considered": self.considered, "evaluated": self.evaluated, "pruned": self.pruned,
                 "rejected_memory": self.rejected_memory, "rejected_invalid": self.rejected_invalid,
                 "engine_calls": self.engine_calls, "elapsed_s": self.elapsed_s, "notes": list(self.notes),
+                "profile": self.profile,
                 "ranked": [r.to_dict() for r in rows]}
 
     def to_frame(self):

@@ -66,11 +66,10 @@ from dataclasses import replace
 
 import numpy as np
 
-from ..engine.estimate import default_profile
 from ..errors import TopoError
 from ..fabric.fabric import Fabric
 from ..units import format_in
-from .comm import CommEngine
+from .comm import CommEngine, engine_for
 from .fp8_amax import AMAX_PHASE, amax_kernels_s
 from .fsdp2_copies import copies_units
 from .gpus import gpu_compute
@@ -289,7 +288,8 @@ def _keys(lay: ParallelLayout) -> tuple[int, int, int]:
 def search_layouts(fabric: Fabric, model: ModelSpec, gpus: int, global_batch: int, *, top: int | None = None,
                    convention: str = "6n", efficiency: float | None = None, engine: CommEngine | None = None,
                    max_layouts: int | None = None, progress=None, contention: bool = True, batch: int = 2048,
-                   keep: int | None = None, also_on: tuple[Fabric, ...] = (), **options) -> SearchResult:
+                   keep: int | None = None, also_on: tuple[Fabric, ...] = (), profile=None,
+                   **options) -> SearchResult:
     """Rank every valid layout that fits by step time (fastest first); see the module doc.
 
     Parameters
@@ -313,6 +313,9 @@ def search_layouts(fabric: Fabric, model: ModelSpec, gpus: int, global_batch: in
         failures): a layout's step is the slowest fabric's (the first among equals), its bound the largest of its
         bounds on each (a lower bound of that step), so the search stays exact; ``site_steps`` holds each ranked
         layout's step on ``fabric`` and on each of these. Empty: one fabric, as before.
+    profile : optional
+        The cost profile of every layout's collectives (:class:`~topo.training.comm.CommEngine`'s; None: each
+        fabric's own); not with ``engine``, which carries its own. The fabrics of ``also_on`` take the same.
     **options
         Enumeration choices and fixed layout fields (see :func:`candidate_layouts`).
 
@@ -330,7 +333,7 @@ def search_layouts(fabric: Fabric, model: ModelSpec, gpus: int, global_batch: in
     top = top or 10
     gpu = gpu_compute(fabric.spec.gpu, efficiency, host_cpu=fabric.spec.host_cpu[0])
     check_num_sm(options.get("tp_overlap_config", TP_OVERLAP_DEFAULT), gpu)  # its layouts are not checked one by one
-    s = _Search(fabric, model, engine or CommEngine(fabric), gpu,
+    s = _Search(fabric, model, engine_for(fabric, engine, profile), gpu,
                 keep or max(top + 2, 5), dict(convention=convention, efficiency=efficiency), progress, max_layouts)
     s.others = [s.peer(f, efficiency) for f in also_on]
     s.passes(lambda wanted: candidate_layouts(model, gpus, global_batch, gpus_per_domain=fabric.spec.gpus_per_domain,
@@ -349,7 +352,7 @@ def search_layouts(fabric: Fabric, model: ModelSpec, gpus: int, global_batch: in
                         pruned=max(0, s.considered - s.invalid - s.too_big - s.evaluated),
                         notes=(sorted(s.placement_notes) + [n for n in [common_factor_note(gpus, global_batch)] if n]
                                + list(dict.fromkeys(n for x in s.sites() for n in failure_notes(x.fabric, x.engine)))),
-                        site_steps=[s.per_site.get(id(r), (r,)) for r in results[:top]])
+                        site_steps=[s.per_site.get(id(r), (r,)) for r in results[:top]], profile=s.profile.name)
 
 
 def _rank_of(ranks: list, lay: ParallelLayout, sc):
@@ -380,7 +383,7 @@ class _Search:
         self.bound_cache: dict = {}
         self.nvls_bounds: dict = {}  # (memory key, dispatcher, backend) -> the NVLS bytes a step holds at most
         self.nvls_free: dict = {}  # memory key -> the communicators no expert dispatcher reads that may run NVLS
-        self.profile = default_profile(fabric)
+        self.profile = engine.profile
         self.waits: dict = {}  # (bound key, EP cover) -> the stage compute with the host's waits at that cover
         self.blocks: dict = {}  # block times of this model on this GPU (operators.block_time_key, kind) -> BlockTime
         self.best: list = []  # heap of (-step, seq, StepResult): the ``keep`` best so far
@@ -399,11 +402,15 @@ class _Search:
         spec, the GPU and the model alone (the NVLS check that routes is not cached, :meth:`nvls_checked`)."""
         if fabric.spec != self.spec:
             gpu = gpu_compute(fabric.spec.gpu, efficiency, host_cpu=fabric.spec.host_cpu[0])
-            return _Search(fabric, self.model, CommEngine(fabric), gpu, self.keep, self.step_kw, None, None)
-        out = _Search(fabric, self.model, CommEngine(fabric), self.gpu, self.keep, self.step_kw, None, None)
+            return _Search(fabric, self.model, self._engine_on(fabric), gpu, self.keep, self.step_kw, None, None)
+        out = _Search(fabric, self.model, self._engine_on(fabric), self.gpu, self.keep, self.step_kw, None, None)
         for name in ("mem_cache", "act_cache", "bound_cache", "nvls_bounds", "waits", "blocks"):
             setattr(out, name, getattr(self, name))
         return out
+
+    def _engine_on(self, fabric) -> CommEngine:
+        """A new engine on ``fabric`` pricing with the profile this search's engine was asked for."""
+        return CommEngine(fabric, profile=self.engine.profile_given)
 
     def sites(self) -> tuple:
         """This search and its :attr:`others`: every fabric a layout runs on."""

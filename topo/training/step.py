@@ -76,7 +76,6 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from ..engine.estimate import default_profile
 from ..engine.options import EstimateOptions
 from ..engine.paths import stand_in_notes
 from ..errors import TopoError
@@ -84,7 +83,7 @@ from ..engine.traffic import Member, run_mix
 from ..fabric.failures import failures_summary
 from ..fabric.fabric import Fabric
 from ..units import format_in, format_time
-from .comm import CommEngine, CommTime
+from .comm import CommEngine, CommTime, engine_for
 from .comm_sms import comm_hbm_Bps, moved_Bps, nccl_p2p_sms, nccl_sms, reduced_gpu, sm_loss_s
 from .dp_overlap import (interleaved_gather_exposed_s, interleaved_reduce_exposed_s, xla_collectives_in_flight,
                          xla_lhs_exposed_s)
@@ -687,7 +686,8 @@ def _run_mix(fabric: Fabric, lead: dict, groups: dict, engine: CommEngine | None
                               options=EstimateOptions(ranks=G.ravel(), groups=int(G.shape[0]),
                                                       group_layout="blocked", rank_order="given", **kw),
                               evaluation=engine.evaluation(item["collective"], G) if engine is not None else None))
-    res = run_mix(fabric, members, name="training step", max_contested=0)  # only the slowdowns are read
+    res = run_mix(fabric, members, name="training step", max_contested=0,  # only the slowdowns are read
+                  profile=engine.profile if engine is not None else None)
     out = {mr.name: max(1.0, mr.slowdown) for mr in res.members}
     if cache is not None:
         cache[key] = out
@@ -696,7 +696,8 @@ def _run_mix(fabric: Fabric, lead: dict, groups: dict, engine: CommEngine | None
 
 def estimate_step(fabric: Fabric, model: ModelSpec, lay: ParallelLayout, *, engine: CommEngine | None = None,
                   convention: str = "6n", efficiency: float | None = None, check: bool = True,
-                  contention: bool | dict = True, kernel_overrides: dict | None = None) -> StepResult:
+                  contention: bool | dict = True, kernel_overrides: dict | None = None,
+                  profile=None) -> StepResult:
     """Estimate one training step of ``model`` laid out as ``lay`` on ``fabric``.
 
     Parameters
@@ -716,6 +717,9 @@ def estimate_step(fabric: Fabric, model: ModelSpec, lay: ParallelLayout, *, engi
         dict reuses the slowdowns (``StepResult.contention``) of an earlier evaluation of the same layout.
     kernel_overrides : dict, optional
         ``{section: {key: value}}`` over ``kernels.toml`` (the accuracy fit).
+    profile : optional
+        The cost profile of the step's collectives (:class:`~topo.training.comm.CommEngine`'s; None: the
+        fabric's own); not with ``engine``, which carries its own.
 
     Returns
     -------
@@ -725,7 +729,7 @@ def estimate_step(fabric: Fabric, model: ModelSpec, lay: ParallelLayout, *, engi
     lay, placed, gpu = _placed_layout_and_gpu(fabric, model, lay, efficiency, kernel_overrides, check)
     mapping = map_layout(lay, spec.gpus_per_domain, fabric.layout.num_gpus)
     refuse_failed_gpus(lay, spec.gpus_per_domain, fabric.failures, fabric.layout.num_gpus)
-    engine = engine or CommEngine(fabric)
+    engine = engine_for(fabric, engine, profile)
     traffic, groups, spans, timed = _timed_traffic(fabric, model, lay, mapping, engine)
     cover = _ep_cover_s(lay, timed)
     ranks = rank_computes(model, lay, gpu, cover)
@@ -735,7 +739,7 @@ def estimate_step(fabric: Fabric, model: ModelSpec, lay: ParallelLayout, *, engi
         slow = (_mix_slowdowns(fabric, timed, groups, engine, lay.microbatches * ranks[0].microbatch_s)
                 if contention else {})
     paced, reduced = None, {}  # reduced: rank computes on a GPU less what hidden communication takes
-    ep_sms = ep_held_sms(lay, default_profile(fabric))
+    ep_sms = ep_held_sms(lay, engine.profile)
     for sc, stage in _pace_candidates(model, lay, ranks):
         if stage is None:
             tr, tm = traffic, timed
@@ -752,7 +756,8 @@ def estimate_step(fabric: Fabric, model: ModelSpec, lay: ParallelLayout, *, engi
         if paced is None or paced_s > paced[0]:
             paced = (paced_s, sc, comms, exposed, note)
     _, sc, comms, exposed, note = paced
-    result = _step_result(fabric, model, lay, gpu, sc, mapping, comms, exposed, slow, placed, convention)
+    result = _step_result(fabric, model, lay, gpu, sc, mapping, comms, exposed, slow, placed, convention,
+                          engine.profile)
     result.ep_cover_s = cover
     if note:
         result.notes.append(note)
@@ -861,7 +866,7 @@ def least_nvls_bytes(engine: CommEngine, model: ModelSpec, lay: ParallelLayout, 
     -------
     float
     """
-    profile, least = default_profile(engine.fabric), math.inf
+    profile, least = engine.profile, math.inf
     for stage in pace_stages(model, lay):
         comms = []
         for it in step_traffic(model, lay, stage):
@@ -1076,7 +1081,7 @@ def _add_sm_losses(model: ModelSpec, lay: ParallelLayout, gpu, sc, cover: float,
         return None
     share = _beside_compute(lay, sc, comms)
     hidden = [(i, h if comms[i].dim == "cp" or comms[i].domains_per_group <= 1 else h * share) for i, h in hidden]
-    prof = default_profile(engine.fabric)
+    prof = engine.profile
     helds = {i: nccl_sms(_group_channels(prof, comms[i]), lay.nccl_min_ctas, lay.nccl_max_ctas) for i, _ in hidden}
     keys = {i: (helds[i], _hbm_taken(gpu, _moved(comms[i]))) for i, _ in hidden}
     # the same pipeline stage as ``sc``, on what the NCCL kernels leave (one stage compute per SMs and HBM taken)
@@ -1214,9 +1219,10 @@ def _group_channels(prof, c: DimensionComm) -> int:
 
 
 def _step_result(fabric: Fabric, model: ModelSpec, lay: ParallelLayout, gpu, sc, mapping,
-                 comms: list[DimensionComm], exposed: dict, slow: dict, placed, convention: str) -> StepResult:
+                 comms: list[DimensionComm], exposed: dict, slow: dict, placed, convention: str,
+                 profile) -> StepResult:
     """The step's breakdown (compute, exposed communication, bubble, optimizer), memory, notes, timeline and
-    interval as one :class:`StepResult`."""
+    interval as one :class:`StepResult`; ``profile``: the one that priced the collectives."""
     spec = fabric.spec
     m = lay.microbatches
     rows = stage_params(model, lay)
@@ -1227,7 +1233,7 @@ def _step_result(fabric: Fabric, model: ModelSpec, lay: ParallelLayout, gpu, sc,
     seq = lay.seq_len or model.seq_len
     mem = memory_per_gpu(model, lay, gpu.memory_bytes, generation=gpu.generation, gpus_per_domain=spec.gpus_per_domain)
     # the NVLS buffers of the communicators whose collectives topo's choice runs as NVLS: only the step knows them
-    mem = replace(mem, nvls_bytes=step_nvls_bytes(default_profile(fabric), gpu.generation, comms))
+    mem = replace(mem, nvls_bytes=step_nvls_bytes(profile, gpu.generation, comms))
     notes = ([placed] if placed else []) + _notes(model, lay, gpu, mem, mapping)
     layout = lay.model_dump()
     # seq_len: the tokens the step ran a sequence at (the model's when the layout gives none), never null
@@ -1248,7 +1254,8 @@ def _step_result(fabric: Fabric, model: ModelSpec, lay: ParallelLayout, gpu, sc,
                    **({"fp8_recipe": "default" if lay.fp8_recipe is None else "layout"} if lay.precision == "fp8"
                       else {})},  # unset: Megatron-Core's default, delayed (parallel.delayed_scaling)
         host_cpu={"name": gpu.kernels.host_cpu, "source": spec.host_cpu[1],
-                  "time_factor": host_time_factor(gpu.kernels.host_cpu), "reference": reference_host_cpu()})
+                  "time_factor": host_time_factor(gpu.kernels.host_cpu), "reference": reference_host_cpu()},
+        profile=profile.name)
     result.timeline = step_timeline(result, sc.forward_s, sc.backward_s + sc.recompute_s)
     result.uncertainty = step_interval(model, lay.precision, step, gpu.generation)
     return result
