@@ -17,8 +17,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ValidationError
 
-from ..engine.profile_data import in_network_reduction
-from ..engine.profiles import NETWORKS
+from ..engine.profile_data import bundled_files, in_network_reduction
 from ..errors import RegionNotSpec, StudyNotSpec, TopoError, closest
 from ..inputs import check_input, is_input_file, loads_toml, read_toml
 from ..inputs import shown_value as _shown
@@ -141,7 +140,7 @@ def _check_sharp_technology(spec: Spec) -> None:
     if reduces:
         return
     key = f"fabric.tiers[{at}].sharp"
-    able = ", ".join(n for n in NETWORKS if in_network_reduction(n)[0])
+    able = ", ".join(n for n in sorted(bundled_files()["network"]) if in_network_reduction(n)[0])
     source = spec.error_source(key)
     if source == spec.error_source(None):  # the tier's sharp is the file's own: did an override change the technology?
         source = spec.error_source("fabric.technology")
