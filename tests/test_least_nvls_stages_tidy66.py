@@ -2,10 +2,11 @@
 may pace the step, so the search's early memory drop (mem65) never drops a layout some stage's traffic lets fit.
 
 Llama 3 8B, TP 8 without sequence parallelism, PP 2 with Megatron-Core's layout ``E|t*32L`` (the embedding alone
-on stage 0): stage 0 runs no TP block, so no TP all-reduce (its one TP collective an all-gather) (the only collective NCCL may run as NVLS under
-``auto``; ZeRO-1's DP reduce-scatter and all-gather have none), and holds no NVLS buffer; stage 1's TP all-reduce
-in one DGX H100 runs NVLS and holds NVIDIA/nccl v2.30.7-1 ``src/transport/nvls.cc`` ``ncclNvlsBufferSetup``'s
-16 channels x 2 x (128 KiB x 8 steps) x 8 heads = 268,435,456 B per GPU (mem65's figure)."""
+on stage 0): stage 0 runs no TP block, so no TP all-reduce (the only collective NCCL may run as NVLS under
+``auto``; its one TP collective is an all-gather, ZeRO-1's DP reduce-scatter and all-gather have none), and holds
+no NVLS buffer; stage 1's TP all-reduce in one DGX H100 runs NVLS and holds NVIDIA/nccl v2.30.7-1
+``src/transport/nvls.cc`` ``ncclNvlsBufferSetup``'s 16 channels x 2 x (128 KiB x 8 steps) x 8 heads =
+268,435,456 B per GPU (mem65's figure)."""
 
 from unittest import mock
 
