@@ -255,7 +255,7 @@ def _job(args, specs):
                         key=exc.key) from None
     for name in specs:
         design = name or DEFAULT_SPEC
-        dp = design_dp(args.layout, build_fabric(load_spec(name, args.overrides)).layout.num_gpus, design)
+        dp = design_dp(args.layout, build_fabric(load_spec(name, args.overrides)), design)
         try:
             lay = parse_layout(args.layout, dp=dp)
             check_layout(model, lay)

@@ -23,8 +23,8 @@ from ..training.model import bundled_models, load_model
 from ..training.search import search_layouts
 from ..training.op_table import step_op_table, step_stage_table
 from ..training.step import estimate_step
-from .common import GivenOnce, add_spec_arguments, data_parallel, fabric_from_args
-from .layout_dp import layout_dp
+from .common import GivenOnce, add_spec_arguments, fabric_from_args
+from .layout_dp import filled_dp, job_gpus, layout_dp
 from .search_options import layout_for_search, search_options
 from .region import is_region_args
 from .region_train import run_region_train
@@ -323,10 +323,10 @@ def _run(args) -> int:
     sizes = {d: getattr(args, d) for d in ("tp", "cp", "pp", "dp", "ep", "vpp")}
     if args.jax_mesh is not None:  # an empty mesh is an error, not no mesh
         _apply_mesh(args, sizes, common, moe=model.moe is not None)
-    if sizes["dp"] is None:
+    if sizes["dp"] is None:  # --gpus, else from the first GPU past the skipped domains (one rule: layout_dp)
         known = (sizes["tp"] or 1) * (sizes["cp"] or 1) * (sizes["pp"] or 1)
-        gpus = args.gpus or fabric.layout.num_gpus
-        sizes["dp"] = data_parallel(known, gpus, {f"--{d}": getattr(args, d) for d in ("tp", "cp", "pp")})
+        sizes["dp"] = filled_dp(known, fabric, {f"--{d}": getattr(args, d) for d in ("tp", "cp", "pp")}, args.gpus,
+                                common)
     try:
         lay = make_layout(global_batch=args.global_batch, **sizes, **common)
         check_layout(model, lay, gpus=args.gpus, gpus_per_domain=fabric.spec.gpus_per_domain)
@@ -358,7 +358,7 @@ def _run_layout(args, fabric, model, common: dict) -> int:
         _apply_mesh(args, sizes, common, layout_keys=fields, moe=model.moe is not None)
     try:  # the step's own checks (an FP8 recipe the GPU lacks) are the layout's too
         if args.jax_mesh is None and sizes["dp"] is None:
-            sizes["dp"] = layout_dp(args.layout, args.gpus or fabric.layout.num_gpus, sizes)
+            sizes["dp"] = layout_dp(args.layout, fabric, sizes, args.gpus, common)
         lay = load_layout(args.layout, global_batch=args.global_batch, **sizes, **common)
         check_layout(model, lay, gpus=args.gpus, gpus_per_domain=fabric.spec.gpus_per_domain, source=args.layout)
         result = estimate_step(fabric, model, lay, convention=args.flops, efficiency=args.efficiency,
@@ -375,7 +375,7 @@ def _run_layout(args, fabric, model, common: dict) -> int:
 
 def _run_search(args, fabric, model, common: dict, held: dict) -> int:
     """``--search``: rank the layouts that fit, with progress on a terminal; ``held``: the layout's fixed fields."""
-    gpus = args.gpus or fabric.layout.num_gpus
+    gpus = args.gpus or job_gpus(fabric, common.get("first_gpu"), common.get("skip_domains"))[0]  # as a step fills
     opts = search_options(args, common)
     progress = _progress() if sys.stderr.isatty() and not args.json else None
     try:
