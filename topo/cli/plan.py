@@ -40,8 +40,9 @@ def register(sub) -> None:
                    "SPEC's from its own step")
     p.add_argument("--layout", action=GivenOnce, metavar="L",
                    help="parallel layout for --model, e.g. tp=8,pp=16,global_batch=2048 (without dp, each SPEC's "
-                   "GPUs fill it: dp = GPUs / (tp x cp x pp), as topo train fills the fabric); placement fields too: "
-                   "first_gpu=N, skip_domains=[5,17] (NVLink domains passed over, as topo train --skip-domains; "
+                   "GPUs fill it: dp = GPUs / (tp x cp x pp), from its first_gpu past its skip_domains, as topo train "
+                   "fills the fabric); placement fields too: first_gpu=N, skip_domains=[5,17] (NVLink domains passed "
+                   "over, as topo train --skip-domains; "
                    "the step runs on the fabric as installed)")
     p.add_argument("--no-collectives", action="store_true",
                    help="skip the estimates (the all-reduce and all-to-all across the top tier, over every GPU, and "

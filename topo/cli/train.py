@@ -142,7 +142,9 @@ def _placement_arguments(p) -> None:
     p.add_argument("--no-flash-attention", action="store_true")
     p.add_argument("--rank-order", default=None, help=f"dimensions fastest first (default {DEFAULT_ORDER})")
     p.add_argument("--tp-across-domains", action="store_true", help="allow TP groups to span NVLink domains")
-    p.add_argument("--first-gpu", type=int, default=None, help="the job's first GPU id (default 0)")
+    p.add_argument("--first-gpu", type=int, default=None,
+                   help="the job's first GPU id (default 0; without --dp or --gpus the job fills the GPUs from it, "
+                   "past any --skip-domains)")
     p.add_argument("--skip-domains", action="append", default=None, metavar="N[,N...]",
                    help="NVLink domains (racks: nvswitchN's N) the job's placement passes over, e.g. a failed rack "
                    "(repeatable, as --fail: --skip-domains 5 --skip-domains 17 is 5,17); "
