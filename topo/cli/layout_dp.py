@@ -10,7 +10,7 @@ from ..errors import TopoError
 from .. import training  # lazy (PEP 562): topo plan without --model imports no step model (test_startup)
 from .common import UndividedGpus, data_parallel
 
-__all__ = ["layout_dp", "design_dp", "layout_source", "on_design", "job_gpus", "filled_dp"]
+__all__ = ["layout_dp", "design_dp", "layout_source", "on_design", "job_gpus", "filled_dp", "sized_by"]
 
 
 def job_gpus(fabric, first_gpu=None, skip_domains=None) -> tuple[int, str]:
@@ -39,6 +39,16 @@ def job_gpus(fabric, first_gpu=None, skip_domains=None) -> tuple[int, str]:
     words = ([f"from GPU {first:,}"] if first else []) + (
         [f"past skipped NVLink domain{'s' if len(skip) > 1 else ''} {','.join(map(str, skip))}"] if skip else [])
     return gpus, " ".join(words + ["to the fabric's last"])
+
+
+def sized_by(exc: TopoError, gpus: int | None, dp: int | None) -> TopoError:
+    """A job larger than its fabric (the placement's error, source ``layout``, key ``gpus``) named by the flag that
+    sized it: ``--gpus``, else ``--dp`` (rev65: a region's share refused at the site's size named ``--gpus`` when the
+    user gave ``--dp``); any other error, or a job neither sized, as it is."""
+    flag = "--gpus" if gpus else "--dp" if dp else None
+    if exc.source == "layout" and exc.key == "gpus" and flag:
+        return TopoError(exc.message, key=flag)
+    return exc
 
 
 def _whole(v) -> bool:

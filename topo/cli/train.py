@@ -24,7 +24,7 @@ from ..training.search import search_layouts
 from ..training.op_table import step_op_table, step_stage_table
 from ..training.step import estimate_step
 from .common import GivenOnce, add_spec_arguments, fabric_from_args
-from .layout_dp import filled_dp, job_gpus, layout_dp
+from .layout_dp import filled_dp, job_gpus, layout_dp, sized_by
 from .search_options import layout_for_search, search_options
 from .region import is_region_args
 from .region_train import run_region_train
@@ -337,9 +337,9 @@ def _run(args) -> int:
     try:
         result = estimate_step(fabric, model, lay, convention=args.flops, efficiency=args.efficiency,
                                contention=not args.no_contention)
-    except TopoError as exc:  # a job larger than the fabric: named by --gpus when that flag sized it
-        if exc.source == "layout" and exc.key == "gpus" and args.gpus:
-            raise TopoError(exc.message, key="--gpus") from None
+    except TopoError as exc:  # a job larger than the fabric: named by --gpus or --dp when that flag sized it
+        if sized_by(exc, args.gpus, args.dp) is not exc:
+            raise sized_by(exc, args.gpus, args.dp) from None
         if exc.source == "layout" and exc.key == "first_gpu":  # the flag's own: a layout gives none here
             raise TopoError(exc.message, key="--first-gpu") from None
         if exc.source == "layout" and _given_as_flag(args, exc.key):  # --skip-domains 999: not 'layout: ...'
