@@ -132,7 +132,8 @@ def test_a_failure_the_region_lacks_is_one_line(tmp_path):
     p = run_cli("train", str(path), *job, "--fail", "nosuchsite:leaf3")
     assert p.returncode == 2 and p.stderr == (
         "error: --fail: no site 'nosuchsite'; a region fails DCI spans (dci:A-B with two site names or indices, e.g. "
-        "dci:east-west or dci:0-1) or a site's parts (SITE:PART, e.g. east:leaf0; sites: east, west), got "
+        "dci:east-west or dci:0-1) or a site's parts (SITE:PART, e.g. east:leaf0 or 0:leaf0; sites: east, west, or 0 "
+        "to 1), got "
         "'nosuchsite:leaf3' (on two-su)\n"), p.stderr
     p = run_cli("train", str(path), *job, "--fail", "west:core3")  # a 2-tier site: leaf and spine, no core
     assert p.returncode == 2 and p.stderr == (

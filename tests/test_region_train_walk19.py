@@ -37,10 +37,11 @@ def test_fail_naming_a_whole_site_says_what_its_loss_is():
     the region without that site, and every refused part lists the sites."""
     p = run_cli("describe", "three-site-chain", "--fail", "b")
     assert p.returncode == 2 and p.stderr.startswith("error: --fail: a region fails DCI spans"), p.stderr
-    assert "sites: a, b, c), got 'b'; a whole site is not failed in place: its loss is the region without it, a " \
-           "region file of a, c (on three-site-chain)" in p.stderr, p.stderr
+    assert "sites: a, b, c, or 0 to 2), got 'b'; a whole site is not failed in place: its loss is the region " \
+           "without it, a region file of a, c (on three-site-chain)" in p.stderr, p.stderr
     p = run_cli("describe", "two-site-h100", "--fail", "west")
     assert "a region file of east (one site left: its spec alone)" in p.stderr, p.stderr
     p = run_cli("describe", "three-site-chain", "--fail", "zed:leaf0")
-    assert "(SITE:PART, e.g. a:leaf0; sites: a, b, c), got 'zed:leaf0' (on three-site-chain)" in p.stderr, p.stderr
+    assert "(SITE:PART, e.g. a:leaf0 or 0:leaf0; sites: a, b, c, or 0 to 2), got 'zed:leaf0' (on three-site-chain)" \
+        in p.stderr, p.stderr
     assert "whole site" not in p.stderr

@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterable
 
 __all__ = ["TopoError", "AlgorithmUnavailable", "ProtocolUnavailable", "ClassesDiverge", "TooManyFlows",
-           "Unreachable", "StudyNotSpec", "RegionNotSpec", "one_line", "closest"]
+           "Unreachable", "OnFabric", "StudyNotSpec", "RegionNotSpec", "one_line", "closest"]
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
@@ -118,6 +118,16 @@ class TooManyFlows(TopoError):
 
 class Unreachable(TopoError):
     """Failed parts cut a GPU (or a flow's every path) off the fabric: a collective that needs it cannot run."""
+
+
+class OnFabric(TopoError):
+    """An error of a layout on one of several fabrics it runs on in lockstep (a region's site fabrics,
+    :func:`topo.training.search.search_layouts`' ``also_on``): ``fabric`` is the one it came from, so that the caller
+    names that site (regsearch66: a failed GPU under the job on the second site was named with the first)."""
+
+    def __init__(self, exc: TopoError, fabric):
+        self.fabric = fabric
+        super().__init__(exc.message, source=exc.source, key=exc.key)
 
 
 class StudyNotSpec(TopoError):

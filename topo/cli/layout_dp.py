@@ -10,11 +10,67 @@ from ..errors import TopoError
 from .. import training  # lazy (PEP 562): topo plan without --model imports no step model (test_startup)
 from .common import UndividedGpus, data_parallel
 
-__all__ = ["layout_dp", "design_dp", "layout_source", "on_design"]
+__all__ = ["layout_dp", "design_dp", "layout_source", "on_design", "job_gpus", "filled_dp", "sized_by"]
 
 
-def layout_dp(layout: str, gpus: int, sizes: dict | None = None, where: str = "", dp_as: str = "--dp N") -> int | None:
-    """The dp of ``layout`` (pairs or a TOML file) when it gives none: ``gpus`` over tp x cp x pp, as without
+def job_gpus(fabric, first_gpu=None, skip_domains=None) -> tuple[int, str]:
+    """The GPUs a job given neither dp nor ``--gpus`` fills on ``fabric``, as a scheduler runs it: every GPU from its
+    first past the NVLink domains it skips (:func:`~topo.training.mapping.free_gpus`; rev65: the whole fabric's
+    count from GPU 4, or past a skipped domain, could never be placed), and the words after "the N GPUs" naming
+    them where the hints made them fewer ("" for the whole fabric).
+
+    Parameters
+    ----------
+    fabric : Fabric
+    first_gpu, skip_domains : optional
+        The job's placement fields as given (a flag's or a layout's; a value of the wrong kind counts as not given:
+        the layout's own checks name it).
+
+    Returns
+    -------
+    tuple of (int, str)
+    """
+    total = fabric.layout.num_gpus
+    first = first_gpu if _whole(first_gpu) else 0
+    skip = tuple(d for d in skip_domains if _whole(d)) if isinstance(skip_domains, (list, tuple)) else ()
+    gpus = training.free_gpus(total, fabric.spec.gpus_per_domain, first, skip)
+    if gpus in (0, total):  # a first GPU past the fabric: the placement's own check names it
+        return total, ""
+    words = ([f"from GPU {first:,}"] if first else []) + (
+        [f"past skipped NVLink domain{'s' if len(skip) > 1 else ''} {','.join(map(str, skip))}"] if skip else [])
+    return gpus, " ".join(words + ["to the fabric's last"])
+
+
+def sized_by(exc: TopoError, gpus: int | None, dp: int | None) -> TopoError:
+    """A job larger than its fabric (the placement's error, source ``layout``, key ``gpus``) named by the flag that
+    sized it: ``--gpus``, else ``--dp`` (rev65: a region's share refused at the site's size named ``--gpus`` when the
+    user gave ``--dp``); any other error, or a job neither sized, as it is."""
+    flag = "--gpus" if gpus else "--dp" if dp else None
+    if exc.source == "layout" and exc.key == "gpus" and flag:
+        return TopoError(exc.message, key=flag)
+    return exc
+
+
+def _whole(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+
+def filled_dp(known: int, fabric, flags: dict | None = None, gpus: int | None = None, placement: dict | None = None,
+              where: str = "", dp_as: str = "--dp N") -> int:
+    """dp where neither the flags nor the layout give it: ``gpus`` (``--gpus``), else the GPUs the job fills on
+    ``fabric`` from its ``placement`` (``first_gpu``, ``skip_domains``; :func:`job_gpus`), over ``known`` = tp x cp
+    x pp (:func:`~topo.cli.common.data_parallel`: ``flags`` name the size at fault, ``where`` and ``dp_as`` the
+    GPUs and how dp is given instead). One rule for ``topo train``, ``topo plan`` and ``topo report``."""
+    if gpus:
+        return data_parallel(known, gpus, flags, where=where, dp_as=dp_as)
+    placement = placement or {}
+    gpus, filled = job_gpus(fabric, placement.get("first_gpu"), placement.get("skip_domains"))
+    return data_parallel(known, gpus, flags, where=" ".join(w for w in (where, filled) if w), dp_as=dp_as)
+
+
+def layout_dp(layout: str, fabric, sizes: dict | None = None, gpus: int | None = None, placement: dict | None = None,
+              where: str = "", dp_as: str = "--dp N") -> int | None:
+    """The dp of ``layout`` (pairs or a TOML file) when it gives none: the job's GPUs over tp x cp x pp, as without
     ``--layout`` (req48: it stayed 1 and ``--gpus`` refused the job as 1 GPU; walk24: without ``--gpus`` it stayed
     1, so ``--layout ep_dispatcher=deepep`` beside a job's flags refused it as ep not dividing tp x cp x dp = 4).
 
@@ -22,10 +78,15 @@ def layout_dp(layout: str, gpus: int, sizes: dict | None = None, where: str = ""
     ----------
     layout : str
         ``--layout``'s value.
-    gpus : int
-        The job's GPUs (``--gpus``, else every GPU of the fabric).
+    fabric : Fabric
+        The fabric the job runs on.
     sizes : dict, optional
         The sizes given as flags (``tp``, ``cp``, ``pp``; None where not given): they win over the layout's.
+    gpus : int, optional
+        The job's GPUs (``--gpus``); else those it fills from its first GPU past its skipped domains
+        (:func:`job_gpus`).
+    placement : dict, optional
+        ``first_gpu`` and ``skip_domains`` given as flags (None where not given): they win over the layout's.
     where, dp_as : str
         Which GPUs, and how dp is given instead, for the error (:func:`~topo.cli.common.data_parallel`).
 
@@ -37,17 +98,18 @@ def layout_dp(layout: str, gpus: int, sizes: dict | None = None, where: str = ""
     Raises
     ------
     UndividedGpus
-        tp x cp x pp does not divide ``gpus``.
+        tp x cp x pp does not divide the job's GPUs.
     """
     fields, _ = training.layout_fields(layout)
     if "dp" in fields:
         return None
-    sizes = sizes or {}
+    sizes, placement = sizes or {}, placement or {}
     given = {d: sizes[d] if sizes.get(d) is not None else fields.get(d, 1) for d in ("tp", "cp", "pp")}
     if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in given.values()):
         return None
     flags = {f"--{d}": sizes.get(d) for d in ("tp", "cp", "pp")}  # a product that does not divide: the flag, else --dp
-    return data_parallel(math.prod(given.values()), gpus, flags, where=where, dp_as=dp_as)
+    placed = {k: placement[k] if placement.get(k) is not None else fields.get(k) for k in ("first_gpu", "skip_domains")}
+    return filled_dp(math.prod(given.values()), fabric, flags, gpus, placed, where=where, dp_as=dp_as)
 
 
 def layout_source(layout: str) -> str:
@@ -56,11 +118,12 @@ def layout_source(layout: str) -> str:
     return "--layout" if source == "layout" else source
 
 
-def design_dp(layout: str, gpus: int, design: str) -> int | None:
-    """:func:`layout_dp` on every GPU of one ``design`` of several (``topo plan``, ``topo report``): each fills its
-    own; a tp x cp x pp that does not divide its GPUs is refused naming the design and ``--layout``."""
+def design_dp(layout: str, fabric, design: str) -> int | None:
+    """:func:`layout_dp` on the GPUs of one ``design`` of several (``topo plan``, ``topo report``) the job fills (every
+    GPU from its first past its skipped domains, as ``topo train`` fills them); a tp x cp x pp that does not divide
+    them is refused naming the design and ``--layout``."""
     try:
-        return layout_dp(layout, gpus, where=f"of {design}", dp_as="dp=N in the layout")
+        return layout_dp(layout, fabric, where=f"of {design}", dp_as="dp=N in the layout")
     except UndividedGpus as exc:
         raise TopoError(exc.message, source=layout_source(layout), key="dp") from None
 

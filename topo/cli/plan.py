@@ -40,8 +40,9 @@ def register(sub) -> None:
                    "SPEC's from its own step")
     p.add_argument("--layout", action=GivenOnce, metavar="L",
                    help="parallel layout for --model, e.g. tp=8,pp=16,global_batch=2048 (without dp, each SPEC's "
-                   "GPUs fill it: dp = GPUs / (tp x cp x pp), as topo train fills the fabric); placement fields too: "
-                   "first_gpu=N, skip_domains=[5,17] (NVLink domains passed over, as topo train --skip-domains; "
+                   "GPUs fill it: dp = GPUs / (tp x cp x pp), from its first_gpu past its skip_domains, as topo train "
+                   "fills the fabric); placement fields too: first_gpu=N, skip_domains=[5,17] (NVLink domains passed "
+                   "over, as topo train --skip-domains; "
                    "the step runs on the fabric as installed)")
     p.add_argument("--no-collectives", action="store_true",
                    help="skip the estimates (the all-reduce and all-to-all across the top tier, over every GPU, and "
@@ -59,12 +60,12 @@ def register(sub) -> None:
     p.set_defaults(func=run)
 
 
-def _layers(args, design: str | None = None, gpus: int | None = None) -> list[tuple[str, dict]]:
-    """The catalog layers of the flags; with ``--model``, the MFU of its step on ``design`` (a SPEC as given) of
-    ``gpus`` GPUs, each design its own."""
+def _layers(args, design: str | None = None, fabric=None) -> list[tuple[str, dict]]:
+    """The catalog layers of the flags; with ``--model``, the MFU of its step on ``design`` (a SPEC as given) built
+    as ``fabric``, each design its own."""
     layers = []
     if args.model or args.layout:
-        mfu, precision, params = train_mfu(args, design, gpus)
+        mfu, precision, params = train_mfu(args, design, fabric)
         layers.append(("--model", {"workload": {"mfu": mfu, "precision": precision, "params": params}}))
     for flag, kind, key in (("days", "workload", "days"), ("mfu", "workload", "mfu"), ("pue", "facility", "pue")):
         value = getattr(args, flag)
@@ -73,16 +74,17 @@ def _layers(args, design: str | None = None, gpus: int | None = None) -> list[tu
     return layers
 
 
-def train_mfu(args, design: str | None = None, gpus: int | None = None) -> tuple[float, str, float]:
+def train_mfu(args, design: str | None = None, fabric=None) -> tuple[float, str, float]:
     """The MFU `topo train` predicts for ``--model`` laid out as ``--layout`` on ``design`` (a SPEC as given; None:
-    the first) of ``gpus`` GPUs: a layout without dp fills them (:func:`~topo.cli.layout_dp.design_dp`), as
-    `topo train` fills the fabric; an error names ``--layout`` and, of several designs, the design."""
+    the first) built as ``fabric``: a layout without dp fills its GPUs from the layout's first GPU past its skipped
+    domains (:func:`~topo.cli.layout_dp.design_dp`), as `topo train` fills the fabric; an error names ``--layout``
+    and, of several designs, the design."""
     name = design if design is not None else (args.specs or [None])[0]
     try:
         dp = None
-        if args.layout and gpus and args.model:
+        if args.layout and fabric is not None and args.model:
             training.parse_layout(args.layout)  # a field no design can take: named once, before any design's dp
-            dp = design_dp(args.layout, gpus, name or DEFAULT_SPEC)
+            dp = design_dp(args.layout, fabric, name or DEFAULT_SPEC)
         return training.predict_mfu(spec_from_args(args, name), args.model, args.layout, dp=dp)
     except TopoError as exc:
         if exc.key not in ("model", "layout") and exc.source in ("layout", args.layout) and len(args.specs) > 1:
@@ -106,7 +108,7 @@ def run(args) -> int:
             raise TopoError("--json and --bom-csv - both print on stdout; give --bom-csv a file", key="--bom-csv")
         check_output(args.bom_csv, inputs=_inputs(args), force=args.force, key="--bom-csv", force_option="--force")
     fabrics = [fabric_from_args(args, n) for n in names]
-    layers = [_layers(args, n, f.layout.num_gpus) for n, f in zip(names, fabrics)]
+    layers = [_layers(args, n, f) for n, f in zip(names, fabrics)]
     try:
         results = [plan(f, layers=lay, plan_file=args.plan_file, collectives=not args.no_collectives)
                    for f, lay in zip(fabrics, layers)]
@@ -117,8 +119,8 @@ def run(args) -> int:
                         key="--fail") from None
     train_notes = []
     if args.model and results[0].compute.mfu_source.startswith("--model"):
-        for n, r in zip(names, results):
-            r.notes.append(_train_mfu_note(args, r, n))
+        for n, r, f in zip(names, results, fabrics):
+            r.notes.append(_train_mfu_note(args, r, n, f))
             train_notes.append(r.notes[-1])
     if args.bom_csv is not None:
         with open_output(args.bom_csv, inputs=_inputs(args), force=args.force, key="--bom-csv",
@@ -138,11 +140,11 @@ def run(args) -> int:
     return 0
 
 
-def _train_mfu_note(args, r: PlanResult, name: str | None) -> str:
+def _train_mfu_note(args, r: PlanResult, name: str | None, fabric) -> str:
     """Where the plan's MFU came from: `topo train`'s step of ``--model`` as ``--layout`` on this design, a job of
     the layout's GPUs (dp filled from the design's when the layout gives none), whose MFU the compute budget takes
     for every GPU of the design."""
-    dp = design_dp(args.layout, r.num_gpus, name or DEFAULT_SPEC)
+    dp = design_dp(args.layout, fabric, name or DEFAULT_SPEC)
     job = training.parse_layout(args.layout, dp=dp).gpus
     filled = f" (dp {dp:,} fills its GPUs: the layout gives none)" if dp is not None else ""
     text = (f"MFU {r.compute.mfu:.3g} is topo train's step of {args.model} as --layout {args.layout} on "

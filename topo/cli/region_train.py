@@ -14,6 +14,7 @@ from ..training.parallel import layout_fields, make_layout
 from ..units import format_bandwidth, format_in, format_size, format_time
 from .common import data_parallel
 from .estimate_args import profile_notes
+from .layout_dp import job_gpus, sized_by
 from .search_options import layout_for_search, search_options
 from .output import emit, emit_json, mfu_text, note, table
 from .train_text import (dispatcher_cell, dispatcher_searched, gpu_hours_text, memory_line, not_fit_line,
@@ -57,8 +58,8 @@ def run_region_train(args, options: dict, say=str) -> int:
         r = estimate_across_sites(region, model, lay, across=across, outer_every=args.outer_every,
                                   convention=args.flops, efficiency=args.efficiency, contention=not args.no_contention,
                                   profile=args.profile)
-    except TopoError as exc:
-        raise _named_by_layout(args, fields, exc) from None
+    except TopoError as exc:  # a share larger than its site: named by --gpus or --dp when that flag sized it
+        raise _named_by_layout(args, fields, sized_by(exc, args.gpus, args.dp)) from None
     if args.json:
         emit_json(r.to_dict(train_tokens=args.tokens))
     else:
@@ -77,12 +78,16 @@ def _job_layout(args, region, fields: dict, options: dict):
         known = [sizes[d] or fields.get(d, 1) for d in ("tp", "cp", "pp")]  # a bad size: make_layout names it
         known = math.prod(k if type(k) is int and k > 0 else 1 for k in known)
         flags = {f"--{d}": getattr(args, d) for d in ("tp", "cp", "pp")}
-        smallest = min(f.num_gpus for f in region.fabrics)
-        if args.gpus or smallest * region.num_sites == region.num_gpus:  # asked, or alike sites: the whole region
+        site = min(region.fabrics, key=lambda f: f.num_gpus)
+        place = {k: options.get(k) if options.get(k) is not None else fields.get(k) for k in ("first_gpu",
+                                                                                              "skip_domains")}
+        gpus, filled = job_gpus(site, place["first_gpu"], place["skip_domains"])  # past the skipped, as one site
+        if args.gpus or (site.num_gpus * region.num_sites == region.num_gpus and not filled):  # the whole region
             sizes["dp"] = data_parallel(known, args.gpus or region.num_gpus, flags)
         else:  # walk14: unlike sites (512 + 1,024 + 1,024) filled 2,560 GPUs, a dp no site's share could run
-            sizes["dp"] = region.num_sites * data_parallel(known, smallest, flags,
-                                                           where="of the smallest site (every site runs that share)")
+            sizes["dp"] = region.num_sites * data_parallel(
+                known, gpus, flags, where=f"of the smallest site{' ' + filled if filled else ''} (every site runs "
+                f"that share)")
     given = {k: v for k, v in {**options, **sizes, "global_batch": args.global_batch}.items() if v is not None}
     try:
         return make_layout(source=args.layout if fields else "layout", **{**fields, **given})

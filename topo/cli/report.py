@@ -60,8 +60,9 @@ def register(sub) -> None:
                    "--layout on each SPEC (see topo train; --model, as topo train and topo plan name it, is the same)")
     p.add_argument("--layout", action=GivenOnce, metavar="L",
                    help="with --train: tp=8,pp=16,dp=...,global_batch=... or a layout TOML (without dp, each SPEC's "
-                   "GPUs fill it, as topo train fills the fabric); placement fields too: first_gpu=N, "
-                   "skip_domains=[5,17] (NVLink domains passed over, as topo train --skip-domains)")
+                   "GPUs fill it from its first_gpu past its skip_domains, as topo train fills the fabric); placement "
+                   "fields too: first_gpu=N, skip_domains=[5,17] (NVLink domains passed over, as topo train "
+                   "--skip-domains)")
     p.add_argument("--format", default="html", choices=("html", "png", "svg"),
                    help="html: the whole report (default); png or svg: the one figure named by --figure")
     p.add_argument("--figure", choices=FIGURES,
@@ -263,7 +264,7 @@ def _job(args, specs):
                         key=exc.key) from None
     for name in specs:
         design = name or DEFAULT_SPEC
-        dp = design_dp(args.layout, build_fabric(load_spec(name, args.overrides)).layout.num_gpus, design)
+        dp = design_dp(args.layout, build_fabric(load_spec(name, args.overrides)), design)
         try:
             lay = parse_layout(args.layout, dp=dp)
             check_layout(model, lay)

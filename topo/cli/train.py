@@ -24,9 +24,9 @@ from ..training.search import search_layouts
 from ..training.op_table import step_op_table, step_stage_table
 from ..training.comm import CommEngine
 from ..training.step import estimate_step
-from .common import GivenOnce, add_spec_arguments, data_parallel, fabric_from_args
+from .common import GivenOnce, add_spec_arguments, fabric_from_args
 from .estimate_args import add_profile_argument, profile_notes
-from .layout_dp import layout_dp
+from .layout_dp import filled_dp, job_gpus, layout_dp, sized_by
 from .search_options import layout_for_search, search_options
 from .region import is_region_args
 from .region_train import run_region_train
@@ -145,7 +145,9 @@ def _placement_arguments(p) -> None:
     p.add_argument("--no-flash-attention", action="store_true")
     p.add_argument("--rank-order", default=None, help=f"dimensions fastest first (default {DEFAULT_ORDER})")
     p.add_argument("--tp-across-domains", action="store_true", help="allow TP groups to span NVLink domains")
-    p.add_argument("--first-gpu", type=int, default=None, help="the job's first GPU id (default 0)")
+    p.add_argument("--first-gpu", type=int, default=None,
+                   help="the job's first GPU id (default 0; without --dp or --gpus the job fills the GPUs from it, "
+                   "past any --skip-domains)")
     p.add_argument("--skip-domains", action="append", default=None, metavar="N[,N...]",
                    help="NVLink domains (racks: nvswitchN's N) the job's placement passes over, e.g. a failed rack "
                    "(repeatable, as --fail: --skip-domains 5 --skip-domains 17 is 5,17); "
@@ -329,10 +331,10 @@ def _run(args) -> int:
     sizes = {d: getattr(args, d) for d in ("tp", "cp", "pp", "dp", "ep", "vpp")}
     if args.jax_mesh is not None:  # an empty mesh is an error, not no mesh
         _apply_mesh(args, sizes, common, moe=model.moe is not None)
-    if sizes["dp"] is None:
+    if sizes["dp"] is None:  # --gpus, else from the first GPU past the skipped domains (one rule: layout_dp)
         known = (sizes["tp"] or 1) * (sizes["cp"] or 1) * (sizes["pp"] or 1)
-        gpus = args.gpus or fabric.layout.num_gpus
-        sizes["dp"] = data_parallel(known, gpus, {f"--{d}": getattr(args, d) for d in ("tp", "cp", "pp")})
+        sizes["dp"] = filled_dp(known, fabric, {f"--{d}": getattr(args, d) for d in ("tp", "cp", "pp")}, args.gpus,
+                                common)
     try:
         lay = make_layout(global_batch=args.global_batch, **sizes, **common)
         check_layout(model, lay, gpus=args.gpus, gpus_per_domain=fabric.spec.gpus_per_domain)
@@ -341,9 +343,9 @@ def _run(args) -> int:
     try:
         result = estimate_step(fabric, model, lay, convention=args.flops, efficiency=args.efficiency,
                                contention=not args.no_contention, engine=engine)
-    except TopoError as exc:  # a job larger than the fabric: named by --gpus when that flag sized it
-        if exc.source == "layout" and exc.key == "gpus" and args.gpus:
-            raise TopoError(exc.message, key="--gpus") from None
+    except TopoError as exc:  # a job larger than the fabric: named by --gpus or --dp when that flag sized it
+        if sized_by(exc, args.gpus, args.dp) is not exc:
+            raise sized_by(exc, args.gpus, args.dp) from None
         if exc.source == "layout" and exc.key == "first_gpu":  # the flag's own: a layout gives none here
             raise TopoError(exc.message, key="--first-gpu") from None
         if exc.source == "layout" and _given_as_flag(args, exc.key):  # --skip-domains 999: not 'layout: ...'
@@ -364,7 +366,7 @@ def _run_layout(args, fabric, model, common: dict, engine: CommEngine) -> int:
         _apply_mesh(args, sizes, common, layout_keys=fields, moe=model.moe is not None)
     try:  # the step's own checks (an FP8 recipe the GPU lacks) are the layout's too
         if args.jax_mesh is None and sizes["dp"] is None:
-            sizes["dp"] = layout_dp(args.layout, args.gpus or fabric.layout.num_gpus, sizes)
+            sizes["dp"] = layout_dp(args.layout, fabric, sizes, args.gpus, common)
         lay = load_layout(args.layout, global_batch=args.global_batch, **sizes, **common)
         check_layout(model, lay, gpus=args.gpus, gpus_per_domain=fabric.spec.gpus_per_domain, source=args.layout)
         result = estimate_step(fabric, model, lay, convention=args.flops, efficiency=args.efficiency,
@@ -381,7 +383,7 @@ def _run_layout(args, fabric, model, common: dict, engine: CommEngine) -> int:
 
 def _run_search(args, fabric, model, common: dict, held: dict, engine: CommEngine) -> int:
     """``--search``: rank the layouts that fit, with progress on a terminal; ``held``: the layout's fixed fields."""
-    gpus = args.gpus or fabric.layout.num_gpus
+    gpus = args.gpus or job_gpus(fabric, common.get("first_gpu"), common.get("skip_domains"))[0]  # as a step fills
     opts = search_options(args, common)
     progress = _progress() if sys.stderr.isatty() and not args.json else None
     try:

@@ -224,8 +224,8 @@ class Region:
     # --- failures ------------------------------------------------------------------------------------------
     def with_failures(self, *failures: str) -> "Region":
         """The same region with parts failed: a DCI span, ``dci:A-B`` with site names or indices (``dci:0-1``), or a
-        part of one site, ``SITE:PART`` with PART as ``--fail`` names it in one fabric (``east:spine3``); that site
-        then has a fabric of its own (alike sites keep sharing theirs)."""
+        part of one site, ``SITE:PART`` (a site name or index) with PART as ``--fail`` names it in one fabric
+        (``east:spine3``, ``0:spine3``); that site then has a fabric of its own (alike sites keep sharing theirs)."""
         if not failures:
             return self
         dead = self.failed.copy()
@@ -243,11 +243,11 @@ class Region:
                        _cache={})
 
     def _site_part(self, text: str) -> tuple[int | None, str]:
-        """``(site index, part)`` for ``SITE:PART`` naming a site; ``(None, text)`` otherwise (a span)."""
+        """``(site index, part)`` for ``SITE:PART`` naming a site by name or index (:func:`_site_of`, as a span's
+        ends); ``(None, text)`` otherwise (a span)."""
         head, sep, part = text.strip().partition(":")
-        if sep and head != "dci" and head in self.site_names:
-            return self.site_names.index(head), part
-        return None, text
+        site = _site_of(head, self.site_names) if sep and head != "dci" else None
+        return (None, text) if site is None else (site, part)
 
     def _span_index(self, text: str) -> int:
         names = self.site_names
@@ -257,8 +257,8 @@ class Region:
             unknown = f"no site {head!r}; " if sep and head != "dci" else ""  # a site's part, an unknown site
             raise TopoError(f"{unknown}a region fails DCI spans (dci:A-B with two site names or indices, e.g. "
                             f"{self.span_names()[0]} or dci:0-1) or a site's parts (SITE:PART, e.g. "
-                            f"{self.site_names[0]}:leaf0; sites: {', '.join(names)}), got {text!r}"
-                            + _whole_site_hint(body, names), key="--fail")
+                            f"{self.site_names[0]}:leaf0 or 0:leaf0; sites: {', '.join(names)}, or 0 to "
+                            f"{len(names) - 1}), got {text!r}" + _whole_site_hint(body, names), key="--fail")
         ends = _split_span(body[4:], names)
         if ends is not None and ends[0] == ends[1]:
             raise TopoError(f"{text!r} names site {names[ends[0]]} at both ends; a span joins two different sites: "
@@ -283,14 +283,21 @@ def _same_fabric(f: Fabric, g: Fabric) -> bool:
     return f.spec == g.spec and np.array_equal(f.failed, g.failed)
 
 
+def _site_of(text: str, names) -> int | None:
+    """The site index ``text`` names: a site's name, else its index (``0``); None for neither. The one rule for a
+    span's ends (``dci:east-west``, ``dci:0-1``) and a site's part (``west:leaf0``, ``1:leaf0``)."""
+    if text in names:
+        return list(names).index(text)
+    return int(text) if text.isdigit() and int(text) < len(names) else None
+
+
 def _split_span(body: str, names) -> tuple[int, int] | None:
     """Two site indices from ``A-B`` (names may hold '-': every split point is tried; two different sites are
     preferred, the same site twice is returned when nothing else reads)."""
     same = None
     for i in [k for k, ch in enumerate(body) if ch == "-"]:
         x, y = body[:i], body[i + 1:]
-        ends = [names.index(v) if v in names else int(v) if v.isdigit() and int(v) < len(names) else None
-                for v in (x, y)]
+        ends = [_site_of(v, names) for v in (x, y)]
         if None not in ends and ends[0] != ends[1]:
             return ends[0], ends[1]
         if None not in ends:

@@ -13,7 +13,8 @@ One idea per module: :mod:`.model` (model files), :mod:`.parallel` (the parallel
 
 import importlib
 
-_LAZY = {"predict_mfu": ".mfu", "parse_layout": ".mfu", "layout_fields": ".parallel"}  # name -> the module that defines it
+_LAZY = {"predict_mfu": ".mfu", "parse_layout": ".mfu", "layout_fields": ".parallel",
+         "free_gpus": ".mapping"}  # name -> the module that defines it
 
 
 def __getattr__(name):

@@ -32,8 +32,9 @@ import numpy as np
 from ..errors import TopoError
 from .parallel import ParallelLayout
 
-__all__ = ["EXPERT_DP_GROUPS", "Mapping", "first_group_offsets", "first_group_reach", "map_layout",
-           "recipe_gpus_used"]
+__all__ = ["EXPERT_DP_GROUPS", "FEWER_GPUS", "Mapping", "default_placement", "first_group_offsets",
+           "first_group_reach", "free_gpus", "map_layout", "recipe_gpus_used", "refuse_failed_gpus",
+           "spare_domains_text"]
 
 _DENSE = ("tp", "cp", "dp", "pp")
 EXPERT_FOLD = ("dp", "cp", "tp")
@@ -261,6 +262,38 @@ def _placed_ranks(ids, used: int, gpus_per_domain: int, first_gpu: int = 0, skip
     return (dom - start - passed) * used + off % D
 
 
+def _domains_from(first_gpu: int, gpus_per_domain: int, num_fabric_gpus: int, skip=()) -> int:
+    """NVLink domains a job may use: those from ``first_gpu``'s to the fabric's last, less the ones ``skip`` lists
+    (an index below the first GPU's or past the fabric skips nothing here; :func:`_refuse_idle_skip` and the
+    placement's range check name it)."""
+    start, total = first_gpu // gpus_per_domain, num_fabric_gpus // gpus_per_domain
+    return total - start - len({s for s in skip if start <= s < total})
+
+
+def free_gpus(num_fabric_gpus: int, gpus_per_domain: int, first_gpu: int = 0, skip_domains=()) -> int:
+    """GPUs a job that fills the fabric takes, as a scheduler runs it: every GPU from ``first_gpu`` to the fabric's
+    last, less those of the NVLink domains ``skip_domains`` passes over (the domains :func:`_placed_ids` places
+    ranks on at every GPU of each, the count :func:`default_placement` then picks for a job that needs more than a
+    recipe's 64 of an NVL72 rack); with ``first_gpu`` 0 and no skip, every GPU of the fabric.
+
+    Parameters
+    ----------
+    num_fabric_gpus, gpus_per_domain : int
+        The fabric's GPUs and GPUs per NVLink domain.
+    first_gpu : int, optional
+        The job's first GPU id.
+    skip_domains : iterable of int, optional
+        NVLink domain indices the job passes over (the layout's ``skip_domains``).
+
+    Returns
+    -------
+    int
+        At least 0.
+    """
+    D = gpus_per_domain
+    return max(0, _domains_from(first_gpu, D, num_fabric_gpus, skip_domains) * D - first_gpu % D)
+
+
 def default_placement(lay: ParallelLayout, gpus_per_domain: int, num_fabric_gpus: int
                       ) -> tuple[ParallelLayout, str | None]:
     """The layout as production recipes place it, with ``gpus_per_domain_used`` always set (what every later step
@@ -276,8 +309,7 @@ def default_placement(lay: ParallelLayout, gpus_per_domain: int, num_fabric_gpus
     if D & (D - 1) == 0:
         return lay.model_copy(update={"gpus_per_domain_used": D}), None
     used = recipe_gpus_used(D)
-    start, total = lay.first_gpu // D, num_fabric_gpus // D
-    healthy = total - start - len({s for s in lay.skip_domains if start <= s < total})  # from the first GPU's domain
+    healthy = _domains_from(lay.first_gpu, D, num_fabric_gpus, lay.skip_domains)
     # rev65: the job's last GPU at ``used`` a domain, as _map places it (first_gpu + gpus > domains x used mixed an
     # id with a count: 128 GPUs from GPU 72 of three racks, which fit at 64 on racks 1 and 2, took 72 a rack)
     if lay.gpus and _placed_ids(lay.gpus - 1, used, D, lay.first_gpu, lay.skip_domains) >= num_fabric_gpus:
@@ -336,9 +368,8 @@ def _past_failed(lay: ParallelLayout, gpus_per_domain: int, after: int, num_fabr
     if num_fabric_gpus is None:
         return rest
     D, used = gpus_per_domain, lay.gpus_per_domain_used or gpus_per_domain
-    start = lay.first_gpu // D
     skip = sorted({*lay.skip_domains, after // D - 1})
-    healthy = num_fabric_gpus // D - start - sum(start <= s < num_fabric_gpus // D for s in skip)
+    healthy = _domains_from(lay.first_gpu, D, num_fabric_gpus, skip)
     if not _skip_fits(lay.first_gpu, used, D):  # a skip it would then refuse (rev64)
         return rest
     skipped = f"skip_domains = [{','.join(map(str, skip))}]"

@@ -41,7 +41,8 @@ from .parallel import ParallelLayout, batch_allowed, dp_bucket_params
 from .result import StepResult
 from .step import estimate_step, stage_block_counts, step_breakdown, step_traffic
 
-__all__ = ["AcrossSites", "MultisiteStep", "estimate_across_sites", "TARGET_FRACTION", "BACKWARD_SHARE", "SPAN_RULE"]
+__all__ = ["AcrossSites", "MultisiteStep", "estimate_across_sites", "share_fabric", "site_failure", "TARGET_FRACTION",
+           "BACKWARD_SHARE", "SPAN_RULE"]
 
 TARGET_FRACTION = 0.95
 """The share of one site's throughput the issue asks the DCI to keep (issue 31: "within 95% of one site")."""

@@ -109,7 +109,9 @@ def search_across_sites(region: Region, model: ModelSpec, global_batch: int, *, 
                           search={k: getattr(res, k) for k in ("considered", "rejected_invalid", "rejected_memory",
                                                                "evaluated", "pruned", "engine_calls")},
                            notes=list(res.notes))  # walk23: a share at 72 of each rack's GPUs went unsaid
-    fields = ParallelLayout.model_fields
+    # each site places the share as its own step does (64 or 72 of an NVL72 rack by the site's size), as the search
+    # placed it on each: the placement the slowest site's step chose is not every site's (regsearch66's Left)
+    fields = [k for k in ParallelLayout.model_fields if k != "gpus_per_domain_used" or k in options]
     for i, (one, steps) in enumerate(zip(res.ranked, group_steps), 1):
         site_lay = ParallelLayout.model_validate({k: v for k, v in one.layout.items() if k in fields})
         lay = site_lay.model_copy(update={"dp": site_lay.dp * K, "global_batch": global_batch})
@@ -137,6 +139,6 @@ def _search_groups(region: Region, fabric, model: ModelSpec, share: int, batch: 
     try:
         res = search_layouts(groups[first][0], model, share, batch, top=top,
                              also_on=tuple(groups[g][0] for g in order[1:]), **options)
-    except TopoError as exc:  # a failed part under the share: the site named, as estimate_across_sites names it
-        raise site_failure(region, fabric, exc) from None
+    except TopoError as exc:  # a failed part under the share: its site named, as estimate_across_sites names it
+        raise site_failure(region, getattr(exc, "fabric", fabric), exc) from None
     return res, [tuple(steps[order.index(g)] for g in range(len(groups))) for steps in res.site_steps]

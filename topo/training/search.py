@@ -66,7 +66,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from ..errors import TopoError
+from ..errors import OnFabric, TopoError
 from ..fabric.fabric import Fabric
 from ..units import format_in
 from .comm import CommEngine, engine_for
@@ -336,6 +336,9 @@ def search_layouts(fabric: Fabric, model: ModelSpec, gpus: int, global_batch: in
     s = _Search(fabric, model, engine_for(fabric, engine, profile), gpu,
                 keep or max(top + 2, 5), dict(convention=convention, efficiency=efficiency), progress, max_layouts)
     s.others = [s.peer(f, efficiency) for f in also_on]
+    if "gpus_per_domain_used" not in options and any(_places_apart(fabric, f) for f in also_on):
+        for x in s.sites():  # regsearch66: each fabric places the layout as its own step does (64 or 72 a rack)
+            x.own_placement = True
     s.passes(lambda wanted: candidate_layouts(model, gpus, global_batch, gpus_per_domain=fabric.spec.gpus_per_domain,
                                               wanted=wanted, **options), batch)
     s.raise_if_none_fits(gpus, global_batch)
@@ -353,6 +356,14 @@ def search_layouts(fabric: Fabric, model: ModelSpec, gpus: int, global_batch: in
                         notes=(sorted(s.placement_notes) + [n for n in [common_factor_note(gpus, global_batch)] if n]
                                + list(dict.fromkeys(n for x in s.sites() for n in failure_notes(x.fabric, x.engine)))),
                         site_steps=[s.per_site.get(id(r), (r,)) for r in results[:top]], profile=s.profile.name)
+
+
+def _places_apart(fabric: Fabric, other: Fabric) -> bool:
+    """Whether :func:`~.mapping.default_placement` may place one layout apart on the two fabrics: NVLink domains
+    that are not a power of two (an NVL72 rack, where a job takes 64 or 72 of each by its size against the
+    fabric's racks) on fabrics of different sizes or domains."""
+    D = fabric.spec.gpus_per_domain
+    return other.spec.gpus_per_domain != D or (D & (D - 1) != 0 and other.layout.num_gpus != fabric.layout.num_gpus)
 
 
 def _rank_of(ranks: list, lay: ParallelLayout, sc):
@@ -395,6 +406,7 @@ class _Search:
         self.top, self.mixed = 0, []  # once widened: the rows asked, every layout mixed so far (fastest first)
         self.others: list[_Search] = []  # the other fabrics each layout runs on in lockstep (search_layouts' also_on)
         self.per_site: dict = {}  # with others: id(step) -> the layout's step on each fabric (this one first)
+        self.own_placement = False  # a layout placed for another fabric is placed again for this one (placed)
 
     def peer(self, fabric, efficiency):
         """A search of the same model on ``fabric``, another fabric the layouts run on in lockstep (its own engine
@@ -442,8 +454,13 @@ class _Search:
     def step_of(self, lay, contention: bool):
         """The step of ``lay`` on every fabric: the slowest (one that does not fit first; the first among equals),
         each fabric's kept in :attr:`per_site` where there are others. One fabric: its step, as before."""
-        runs = [estimate_step(x.fabric, x.model, lay, engine=x.engine, check=False, contention=contention,
-                              **x.step_kw) for x in self.sites()]
+        runs = []
+        for x in self.sites():
+            try:
+                runs.append(estimate_step(x.fabric, x.model, x.placed(lay), engine=x.engine, check=False,
+                                          contention=contention, **x.step_kw))
+            except TopoError as exc:  # which fabric of several refused it (its site named by the caller)
+                raise (OnFabric(exc, x.fabric) if self.others else exc) from None
         out = max(runs, key=lambda r: (not r.fits, r.step_time_s))
         if self.others:
             self.per_site[id(out)] = tuple(runs)
@@ -459,7 +476,11 @@ class _Search:
     def placed(self, lay):
         """``lay`` placed as :func:`~topo.training.step.estimate_step` places it (:func:`.mapping.default_placement`;
         a placed layout as it is): what :meth:`bound_of` and :meth:`refined` bound is that placement's step (an
-        unplaced flex-dispatcher layout would count its all-to-all's copies per GPU, not per domain, above it)."""
+        unplaced flex-dispatcher layout would count its all-to-all's copies per GPU, not per domain, above it). With
+        :attr:`own_placement` (fabrics of a search that place a job apart, :func:`_places_apart`), a layout another
+        fabric placed is placed again for this one, as its own step places the layout unplaced."""
+        if self.own_placement and lay.gpus_per_domain_used is not None:
+            lay = lay.model_copy(update={"gpus_per_domain_used": None})
         return default_placement(lay, self.spec.gpus_per_domain, self.fabric.layout.num_gpus)[0]
 
     def bound_of(self, lay, keys):
@@ -603,6 +624,7 @@ class _Search:
 
     def _placeable(self, lay) -> bool:
         """Whether the layout's groups map onto the fabric as placed (a TP group inside one NVLink domain)."""
+        lay = self.placed(lay)
         try:
             map_layout(lay, self.spec.gpus_per_domain, self.fabric.layout.num_gpus)
         except TopoError as exc:
@@ -682,8 +704,7 @@ class _Search:
                 continue
             # placed as the step places it (64 of 72 on NVL72), so the bound sees the step's groups
             lay, note = default_placement(lay, self.spec.gpus_per_domain, self.fabric.layout.num_gpus)
-            if note:
-                self.placement_notes.add(note)
+            self.placement_notes.update(n for n in [note] + [self._note_on(x, lay) for x in self.others] if n)
             keys = _keys(lay)
             bound, mem = self.bound_all(lay, keys)
             if first:
@@ -705,6 +726,14 @@ class _Search:
         if self.progress is not None:
             self.progress(self.evaluated, None, f"layouts evaluated of {self.considered:,} considered")
         return cut
+
+    def _note_on(self, other, lay):
+        """What :func:`.mapping.default_placement` says of ``lay`` on ``other``'s fabric where it places the layout
+        there for itself (:attr:`own_placement`), else None (the first fabric's note is the placement's)."""
+        if not other.own_placement:
+            return None
+        raw = lay.model_copy(update={"gpus_per_domain_used": None})
+        return default_placement(raw, other.spec.gpus_per_domain, other.fabric.layout.num_gpus)[1]
 
     def passes(self, candidates, batch: int, count: bool = True) -> None:
         """Passes over the candidates until the best found beats every bound a pass left out (exact); ``count``:
