@@ -339,23 +339,28 @@ def search_layouts(fabric: Fabric, model: ModelSpec, gpus: int, global_batch: in
     if "gpus_per_domain_used" not in options and any(_places_apart(fabric, f) for f in also_on):
         for x in s.sites():  # regsearch66: each fabric places the layout as its own step does (64 or 72 a rack)
             x.own_placement = True
-    s.passes(lambda wanted: candidate_layouts(model, gpus, global_batch, gpus_per_domain=fabric.spec.gpus_per_domain,
-                                              wanted=wanted, **options), batch)
+    def candidates(wanted):
+        return candidate_layouts(model, gpus, global_batch, gpus_per_domain=fabric.spec.gpus_per_domain,
+                                 wanted=wanted, **options)
+    s.passes(candidates, batch)
     s.raise_if_none_fits(gpus, global_batch)
     results = s.ranked(top, contention)
     while contention and s.widen(results, top):  # walk23: a layout the pool left out beat the mixed top
-        s.passes(lambda wanted: candidate_layouts(model, gpus, global_batch,
-                                                  gpus_per_domain=fabric.spec.gpus_per_domain, wanted=wanted,
-                                                  **options), batch, count=False)
+        s.passes(candidates, batch, count=False)
         results = s.ranked(top, contention)
-    return SearchResult(spec=fabric.name, model=model.name, gpus=gpus, global_batch=global_batch,
-                        ranked=results[:top], considered=s.considered, rejected_memory=s.too_big,
-                        rejected_invalid=s.invalid, engine_calls=s.routed_calls(),
-                        elapsed_s=time.perf_counter() - t0, evaluated=s.evaluated,
-                        pruned=max(0, s.considered - s.invalid - s.too_big - s.evaluated),
-                        notes=(sorted(s.placement_notes) + [n for n in [common_factor_note(gpus, global_batch)] if n]
-                               + list(dict.fromkeys(n for x in s.sites() for n in failure_notes(x.fabric, x.engine)))),
-                        site_steps=[s.per_site.get(id(r), (r,)) for r in results[:top]], profile=s.profile.name)
+    return _search_result(s, results[:top], gpus, global_batch, time.perf_counter() - t0)
+
+
+def _search_result(s: "_Search", ranked: list, gpus: int, global_batch: int, elapsed_s: float) -> SearchResult:
+    """The :class:`SearchResult` of search ``s`` with its ``ranked`` layouts: its counts, notes and site steps."""
+    notes = (sorted(s.placement_notes) + [n for n in [common_factor_note(gpus, global_batch)] if n]
+             + list(dict.fromkeys(n for x in s.sites() for n in failure_notes(x.fabric, x.engine))))
+    return SearchResult(spec=s.fabric.name, model=s.model.name, gpus=gpus, global_batch=global_batch,
+                        ranked=ranked, considered=s.considered, rejected_memory=s.too_big,
+                        rejected_invalid=s.invalid, engine_calls=s.routed_calls(), elapsed_s=elapsed_s,
+                        evaluated=s.evaluated, pruned=max(0, s.considered - s.invalid - s.too_big - s.evaluated),
+                        notes=notes, site_steps=[s.per_site.get(id(r), (r,)) for r in ranked],
+                        profile=s.profile.name)
 
 
 def _places_apart(fabric: Fabric, other: Fabric) -> bool:
