@@ -7,11 +7,13 @@ communicators no expert dispatcher reads once, uniting them with each dispatcher
 
 import pytest
 
+import topo.training.step as step_mod
+from topo.errors import TopoError
 from topo.training.model import load_model
 from topo.training.operators import DISPATCHER_FIELDS, _placed, pipeline_units
 from topo.training.parallel import ParallelLayout, make_layout
 from topo.training.search import candidate_layouts, expert_dispatchers
-from topo.training.step import _counted, _stage_counts, group_degree, nvls_communicators, step_traffic
+from topo.training.step import ROUTER_PHASE, _counted, _stage_counts, group_degree, nvls_communicators, step_traffic
 
 
 def _unshared(model, lay):
@@ -139,3 +141,21 @@ def test_stage_counts_kept_by_placement_and_stage():
     assert (first["M"], first["E"], first["*"], first["layers"]) == (6, 5, 2, 13)
     first["E"] = -1
     assert _stage_counts(hybrid, lays[0], 0)["E"] == 5
+
+
+@pytest.mark.parametrize("parts", ["all", "dispatcher_free"])
+def test_step_traffic_runs_the_part_builders_the_module_holds_now(monkeypatch, parts):
+    """Each of step_traffic's parts is looked up when called: a builder replaced in the module (as
+    test_training_router_count_reduce replaces ``_router_traffic`` to time a step without the router's count
+    reduction) is the one run, in every part that holds it (a table holding the functions themselves, bound at
+    import, kept running the old one and the step time did not change)."""
+    q = load_model("qwen3-235b-a22b")
+    lay = make_layout(tp=2, pp=8, vpp=4, ep=32, etp=1, dp=16, global_batch=8192, micro_batch=1, seq_len=4096)
+    assert any(it["phase"] == ROUTER_PHASE for it in step_traffic(q, lay, parts=parts))
+    monkeypatch.setattr(step_mod, "_router_traffic", lambda t: None)
+    assert not any(it["phase"] == ROUTER_PHASE for it in step_traffic(q, lay, parts=parts))
+
+
+def test_step_traffic_names_an_unknown_part():
+    with pytest.raises(TopoError, match="parts: 'ep' is not one of all, dispatcher_free, dispatcher"):
+        step_traffic(load_model("qwen3-235b-a22b"), make_layout(tp=2, dp=4, global_batch=64), parts="ep")

@@ -239,9 +239,12 @@ def step_traffic(model: ModelSpec, lay: ParallelLayout, stage: int | None = None
     dispatcher (:func:`ep_copies`). ``parts``: ``all``; ``dispatcher_free``, the TP, CP, PP, DP and router
     collectives (none reads the expert dispatcher, :data:`.operators.DISPATCHER_FIELDS`); ``dispatcher``, the EP
     collectives (the rest)."""
+    if parts not in _PARTS:
+        raise TopoError(f"step_traffic parts: {parts!r} is not one of {', '.join(_PARTS)}")
     t = _Traffic(model, lay, stage)
-    for part in _PARTS[parts]:
-        part(t)
+    builders = globals()
+    for name in _PARTS[parts]:
+        builders[name](t)
     return t.out
 
 
@@ -593,9 +596,9 @@ def _router_traffic(t: _Traffic) -> None:
           elem_bytes=COUNT_BYTES)
 
 
-_PARTS = {"all": (_tp_traffic, _cp_traffic, _pp_traffic, _dp_traffic, _ep_traffic, _router_traffic),
-          "dispatcher_free": (_tp_traffic, _cp_traffic, _pp_traffic, _dp_traffic, _router_traffic),
-          "dispatcher": (_ep_traffic,)}
+_PARTS = {"all": ("_tp_traffic", "_cp_traffic", "_pp_traffic", "_dp_traffic", "_ep_traffic", "_router_traffic"),
+          "dispatcher_free": ("_tp_traffic", "_cp_traffic", "_pp_traffic", "_dp_traffic", "_router_traffic"),
+          "dispatcher": ("_ep_traffic",)}  # by name: each builder looked up when called (a replaced one is run)
 
 
 def _routing_map_gathered(lay: ParallelLayout) -> bool:
