@@ -134,18 +134,22 @@ def test_the_sync_round_trip_opens_the_stretch():
 
 def test_the_step_covers_with_the_forward_dispatch_and_combine():
     """estimate_step hands stage_compute one forward dispatch and one combine per MoE layer (each alone on the
-    fabric: step._ep_cover_s); with the EP all-to-alls overlapped with another micro-batch, none."""
+    fabric: step._ep_cover_s); with the EP all-to-alls overlapped with another micro-batch, none; under a
+    full-iteration CUDA graph none either: the graph captures every kernel, the host launches nothing to cover."""
     from types import SimpleNamespace as NS
 
     from topo.training.step import _ep_cover_s
     a2a = {"dim": "ep", "collective": "alltoall", "elem_bytes": 2.0}
     fp8 = {"dim": "ep", "collective": "alltoall", "elem_bytes": 1.0}
     probs = {"dim": "ep", "collective": "alltoall", "elem_bytes": 4.0, "pair": "ep_probs"}
-    lay = NS(overlap_ep=False, ep=8, ep_dispatcher="alltoall")
+    lay = NS(overlap_ep=False, ep=8, ep_dispatcher="alltoall", cuda_graph_scope=())
     assert _ep_cover_s(lay, [(a2a, NS(time_s=3e-4)), (probs, NS(time_s=1e-5))]) == pytest.approx(6e-4)
     assert _ep_cover_s(lay, [(fp8, NS(time_s=2e-4)), (a2a, NS(time_s=3e-4))]) == pytest.approx(5e-4)
-    assert _ep_cover_s(NS(overlap_ep=True, pipeline_schedule="dualpipe"), [(a2a, NS(time_s=3e-4))]) == 0.0
+    assert _ep_cover_s(NS(overlap_ep=True, pipeline_schedule="dualpipe", cuda_graph_scope=()),
+                       [(a2a, NS(time_s=3e-4))]) == 0.0
     assert _ep_cover_s(lay, []) == 0.0
+    graphed = NS(overlap_ep=False, ep=8, ep_dispatcher="alltoall", cuda_graph_scope=("full_iteration",))
+    assert _ep_cover_s(graphed, [(a2a, NS(time_s=3e-4))]) == 0.0
 
 
 def test_the_search_bound_stays_under_the_step_where_the_host_waits():

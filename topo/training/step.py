@@ -1288,8 +1288,8 @@ def _ep_cover_s(lay: ParallelLayout, timed: list) -> float:
     (:func:`_alone_ep_share`, the rule :func:`_paired_ep_exposed` hides by): a pass with no partner runs its
     dispatch alone and the host launches the ``mlp`` node's kernels while the compute stream waits for it, as
     without the overlap. The cover is the mean over the step's passes, the full cover times that share (exact
-    where nothing pairs or everything does)."""
-    share = _alone_ep_share(lay)
+    where nothing pairs or everything does); none under a full-iteration graph (:func:`_covered_ep_share`)."""
+    share = _covered_ep_share(lay)
     if share == 0.0:
         return 0.0
     per_call = {key: one.time_s for it, one in timed if (key := _exchange_call(it)) is not None}
@@ -1307,6 +1307,14 @@ def _alone_ep_share(lay: ParallelLayout) -> float:
     if not lay.overlap_ep:
         return 1.0
     return unpaired_share(lay) if lay.pipeline_schedule == "1f1b" else 0.0
+
+
+def _covered_ep_share(lay: ParallelLayout) -> float:
+    """The share of a step's MoE layer passes whose EP calls a host line launches behind (:func:`_ep_cover_s`):
+    :func:`_alone_ep_share`, but 0 under a full-iteration CUDA graph, which captures every kernel
+    (:func:`.operators.captured`): the host launches nothing in the step, so no host wait is there to cover, whether
+    or not the EP calls overlap (fixa67: tidy65's unpaired share gave a graphed, overlapped step a cover)."""
+    return 0.0 if "full_iteration" in lay.cuda_graph_scope else _alone_ep_share(lay)
 
 
 def routed_ep_cover_s(engine: CommEngine, model: ModelSpec, lay: ParallelLayout, mapping) -> float | None:
@@ -1327,7 +1335,7 @@ def routed_ep_cover_s(engine: CommEngine, model: ModelSpec, lay: ParallelLayout,
     float or None
         Seconds; None while one of those calls' groups is not routed yet.
     """
-    if _alone_ep_share(lay) == 0.0:
+    if _covered_ep_share(lay) == 0.0:
         return 0.0
     timed = []
     for item in step_traffic(model, lay):  # the step's cover reads the traffic of no stage in particular
