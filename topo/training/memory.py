@@ -166,7 +166,7 @@ def state_convention(layout) -> str:
 
 def stage_params(model: ModelSpec, lay: ParallelLayout) -> list[tuple[float, float, float]]:
     """Per stage: (dense, expert, largest unit) parameters one GPU holds, before ZeRO sharding."""
-    return [(d, e, big) for d, e, big, _, _ in _stage_rows(model, lay)]
+    return [(d, e, big) for d, e, big, _, _, _ in _stage_rows(model, lay)]
 
 
 def busiest_stage(rows: list[tuple[float, float, float]]) -> int:
@@ -178,7 +178,7 @@ def busiest_stage(rows: list[tuple[float, float, float]]) -> int:
 def units_holding(model: ModelSpec, lay: ParallelLayout) -> list[tuple[int, int]]:
     """Per stage: how many of its units hold dense and how many hold expert parameters (FSDP gathers each unit's
     part over its group's data-parallel ranks: one gather per such unit and pass)."""
-    return [(nd, ne) for _, _, _, nd, ne in _stage_rows(model, lay)]
+    return [(nd, ne) for _, _, _, nd, ne, _ in _stage_rows(model, lay)]
 
 
 _ROWS: dict = {}
@@ -190,8 +190,9 @@ ROWS_READ = ("tp", "ep", "etp", "pp", "vpp", "pipeline_embedding", "pipeline_lay
 :func:`.unit_params.unit_params`); ``tests/test_training_block_cache.py`` records them."""
 
 
-def _stage_rows(model: ModelSpec, lay: ParallelLayout) -> tuple[tuple[float, float, float, int, int], ...]:
-    """Per pipeline rank: the parameters of every stage it holds (:func:`.operators.rank_stages`; DualPipe: two)."""
+def _stage_rows(model: ModelSpec, lay: ParallelLayout) -> tuple[tuple[float, float, float, int, int, float], ...]:
+    """Per pipeline rank: the parameters of every stage it holds (:func:`.operators.rank_stages`; DualPipe: two):
+    dense, expert, the largest unit's, the units holding dense and expert ones, the end units' (not layers)."""
     key = (id(model), *(getattr(lay, f) for f in ROWS_READ))
     hit = _ROWS.get(key)
     if hit is not None and hit[0] is model:
@@ -203,13 +204,13 @@ def _stage_rows(model: ModelSpec, lay: ParallelLayout) -> tuple[tuple[float, flo
     return rows
 
 
-def _stage_rows_of(model: ModelSpec, lay: ParallelLayout) -> list[tuple[float, float, float, int, int]]:
+def _stage_rows_of(model: ModelSpec, lay: ParallelLayout) -> list[tuple[float, float, float, int, int, float]]:
     """:func:`_stage_rows`, computed."""
     out = []
     memo: dict[tuple[str, bool], tuple[float, float]] = {}
     stages = pipeline_units(model, lay)
     for held in rank_stages(lay):
-        d = e = big = 0.0
+        d = e = big = ends = 0.0
         nd = ne = 0
         units = [u for i in held for u in stages[i]]
         with_emb = "embedding" in units
@@ -219,21 +220,17 @@ def _stage_rows_of(model: ModelSpec, lay: ParallelLayout) -> list[tuple[float, f
                 ab = memo[(u, with_emb)] = unit_params(model, lay, u, with_emb)
             d, e, big = d + ab[0], e + ab[1], max(big, ab[0] + ab[1])
             nd, ne = nd + (ab[0] > 0), ne + (ab[1] > 0)
-        out.append((d, e, big, nd, ne))
+            if u in END_UNITS:
+                ends += ab[0]
+        out.append((d, e, big, nd, ne, ends))
     return out
 
 
 def end_unit_params(model: ModelSpec, lay: ParallelLayout) -> list[float]:
     """Per stage (as :func:`stage_params`): the parameters one GPU holds in units that are not layers (the
     embedding, the output layer, a multi-token-prediction head), which stay in BF16 when the layers' linear
-    weights are kept in FP8 (``fp8_param_gather``)."""
-    out = []
-    stages = pipeline_units(model, lay)
-    for held in rank_stages(lay):
-        units = [u for i in held for u in stages[i]]
-        with_emb = "embedding" in units
-        out.append(sum(unit_params(model, lay, u, with_emb)[0] for u in units if u in END_UNITS))
-    return out
+    weights are kept in FP8 (``fp8_param_gather``); kept with the stage's other parameters (:func:`_stage_rows`)."""
+    return [ends for _, _, _, _, _, ends in _stage_rows(model, lay)]
 
 
 def params_per_gpu(model: ModelSpec, lay: ParallelLayout) -> tuple[float, float]:

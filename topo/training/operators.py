@@ -1506,6 +1506,9 @@ DISPATCHER_FIELDS = ("ep_dispatcher", "ep_flex_backend")
 """Layout fields only an MoE block's :func:`block_time` reads (its dispatch, permutation and router kernels): the
 other blocks' times are shared across the dispatchers (:func:`block_time_key`'s ``moe``);
 ``tests/test_training_comm_keyed_fast63.py`` records it."""
+_UNREAD_MOE = frozenset(BLOCK_TIME_UNREAD)
+_UNREAD_OTHER = frozenset(BLOCK_TIME_UNREAD + DISPATCHER_FIELDS)
+
 
 
 def block_time_key(lay: ParallelLayout, moe: bool = True) -> tuple:
@@ -1522,11 +1525,10 @@ def block_time_key(lay: ParallelLayout, moe: bool = True) -> tuple:
         Hashable: the layout's fields less :data:`BLOCK_TIME_UNREAD` (and :data:`DISPATCHER_FIELDS` unless
         ``moe``: the key of a block other than an MoE block), whether it copies FSDP2's units, and whether pp is 1.
     """
-    d = lay.model_dump()
-    for k in BLOCK_TIME_UNREAD + (() if moe else DISPATCHER_FIELDS):
-        d.pop(k, None)
-    return (tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in d.items())), copies_units(lay),
-            lay.pp == 1)
+    skip = _UNREAD_MOE if moe else _UNREAD_OTHER  # the fields as the layout holds them (scalars and tuples): its
+    # ``model_dump`` without the copy (a search asks ~16k times)
+    return (tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in lay.__dict__.items()
+                         if k not in skip)), copies_units(lay), lay.pp == 1)
 
 
 def pipeline_units(model: ModelSpec, lay: ParallelLayout) -> list[list[str]]:
@@ -1753,12 +1755,22 @@ def bf16_layers(model: ModelSpec, lay: ParallelLayout) -> list[list[bool]]:
     -------
     list of list of bool
         Per stage, per unit of :func:`pipeline_units`: True for a layer kept in BF16 (never an end unit or an
-        MTP layer; all False unless ``precision = "fp8"``).
+        MTP layer; all False unless ``precision = "fp8"``). Kept by the placement (:func:`pipeline_key`) and the
+        BF16 counts, at most :data:`UNITS_KEPT`; each call given its own lists.
     """
     start, end, n = lay.num_layers_at_start_in_bf16, lay.num_layers_at_end_in_bf16, model.layers
-    on = lay.precision == "fp8" and (start or end)
-    return [[bool(on) and isinstance(i, int) and (i < start or i >= n - end) for i in units]
-            for units in layer_numbers(model, lay)]
+    on = bool(lay.precision == "fp8" and (start or end))
+    key = (pipeline_key(model, lay), on, start, end)  # what the flags read: the placement and the BF16 counts
+    got = _BF16.get(key)
+    if got is None:
+        if len(_BF16) >= UNITS_KEPT:
+            _BF16.clear()
+        got = _BF16[key] = tuple(tuple(on and isinstance(i, int) and (i < start or i >= n - end) for i in units)
+                                 for units in layer_numbers(model, lay))
+    return [list(s) for s in got]
+
+
+_BF16: dict[tuple, tuple] = {}  # :func:`bf16_layers` by placement and BF16 counts (a search asks ~60k times)
 
 
 def stage_compute(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute, ep_cover_s: float = 0.0,
@@ -1826,11 +1838,12 @@ def rank_computes_at(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute, cov
 
     rows: list = [[] for _ in covers_s]
     seen: dict = {}
+    terms: list = [{} for _ in covers_s]  # per cover, each unit's host terms: the same on every stage of the layout
     for units, flags in zip(stages, in_bf16):
         key = (tuple(units), tuple(flags))  # stages alike (the middle ones, mostly) have one row: computed once
         if key not in seen:
             base = _stage_base(lay, units, flags, bt)
-            seen[key] = [_waited_row(base, lay, units, flags, bt, c) for c in covers_s]
+            seen[key] = [_waited_row(base, lay, units, flags, bt, c, t) for c, t in zip(covers_s, terms)]
         for j in range(len(covers_s)):
             rows[j].append(_row_copy(seen[key][j]))
     return [_busiest_first([_rank_mean([one[i] for i in ranks]) for ranks in rank_stages(lay)]) for one in rows]
@@ -1849,11 +1862,13 @@ def _stage_row(lay: ParallelLayout, units: list, flags: list, bt, ep_cover_s: fl
     return _waited_row(_stage_base(lay, units, flags, bt), lay, units, flags, bt, ep_cover_s)
 
 
-def _waited_row(base: tuple, lay: ParallelLayout, units: list, flags: list, bt, ep_cover_s: float) -> tuple:
-    """:func:`_stage_base`'s row with the host's waits at ``ep_cover_s`` (:func:`_host_waits_s`) in its forward,
-    backward and ``host`` module; a new row, ``base`` unchanged (one base serves several covers)."""
+def _waited_row(base: tuple, lay: ParallelLayout, units: list, flags: list, bt, ep_cover_s: float,
+                terms: dict | None = None) -> tuple:
+    """:func:`_stage_base`'s row with the host's waits at ``ep_cover_s`` (:func:`_host_waits_s`, its unit ``terms``
+    shared with the layout's other stages at that cover) in its forward, backward and ``host`` module; a new row,
+    ``base`` unchanged (one base serves several covers)."""
     f, b, r, att, wg, mods, n_layers, kinds, fl, pairs = base
-    wait_f, wait_b = _host_waits_s(lay, list(zip(units, flags)), bt, ep_cover_s)
+    wait_f, wait_b = _host_waits_s(lay, list(zip(units, flags)), bt, ep_cover_s, terms)
     if wait_f or wait_b:
         mods = {**mods, "host": mods.get("host", 0.0) + wait_f + wait_b}
     return f + wait_f, b + wait_b, r, att, wg, mods, n_layers, kinds, fl, pairs
@@ -1981,9 +1996,11 @@ def _rank_mean(rows: list[tuple]) -> tuple:
     return (*mean, mods, busier[6], busier[7], sum(x[8] for x in rows) / n, busier[9])
 
 
-def _host_waits_s(lay: ParallelLayout, units: list[tuple], bt, ep_cover_s: float = 0.0) -> tuple[float, float]:
+def _host_waits_s(lay: ParallelLayout, units: list[tuple], bt, ep_cover_s: float = 0.0,
+                  terms: dict | None = None) -> tuple[float, float]:
     """Seconds a stage's GPU waits for the host per micro-batch: (forward, backward); ``units`` are the stage's
-    (unit, kept in BF16) pairs, ``bt(kind, bf16)`` a block's times.
+    (unit, kept in BF16) pairs, ``bt(kind, bf16)`` a block's times; ``terms``, each unit's terms by the unit and
+    whether it is fully recomputed, kept across the calls of one layout, ``bt`` and cover (else this call's own).
 
     An eager framework's host launches every kernel no CUDA graph captures (:func:`host_launch_s`); where it is
     slower than the GPU runs them, the GPU waits (Megatron-LM ``docs/discussions/deepseek-v3-gb200-optimization``
@@ -2014,7 +2031,8 @@ def _host_waits_s(lay: ParallelLayout, units: list[tuple], bt, ep_cover_s: float
     backward's host time as in the forward's."""
     synced = host_syncs(lay)
     wait_f = gpu_rest = host_rest = gpu_b = host_b = wait_rec = 0.0
-    seen: dict[tuple, tuple] = {}  # a stage's layers are mostly alike: each unit's terms once, summed in order
+    # a stage's layers are mostly alike: each unit's terms once, summed in order
+    seen: dict[tuple, tuple] = {} if terms is None else terms
     layer = 0
     for unit in units:
         full = unit[0] not in END_UNITS and _fully_recomputed(lay, layer)

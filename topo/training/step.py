@@ -815,11 +815,20 @@ def pace_stages(model: ModelSpec, lay: ParallelLayout) -> list[int | None]:
     """
     if lay.pipeline_schedule != "1f1b" or lay.pp <= 1:
         return [None]
-    stages, flags = pipeline_units(model, lay), bf16_layers(model, lay)
-    seen: dict = {}
-    for i in range(len(stages)):
-        seen.setdefault(_stage_key(stages, flags, i), i)
-    return list(seen.values())
+    flags = bf16_layers(model, lay)  # kept by the placement, as the units: the stages follow from both
+    key = (pipeline_key(model, lay), tuple(map(tuple, flags)))
+    got = _PACE.get(key)
+    if got is None:
+        if len(_PACE) >= COUNTS_KEPT:
+            _PACE.clear()
+        stages, seen = pipeline_units(model, lay), {}
+        for i in range(len(stages)):
+            seen.setdefault(_stage_key(stages, flags, i), i)
+        got = _PACE[key] = tuple(seen.values())
+    return list(got)
+
+
+_PACE: dict[tuple, tuple] = {}  # :func:`pace_stages` by placement and BF16 flags (the search's NVLS check, ~27k calls)
 
 
 def comm_dim(item: dict) -> str:
