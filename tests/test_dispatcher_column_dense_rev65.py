@@ -7,26 +7,9 @@ dense model's rows read as if a dispatcher had been chosen). The region: two sit
 the share's best rows run TP 2."""
 
 from conftest import run_cli
+from small_regions import two_sites
 
-REGION = """name = "two-su"
-description = "two sites of 2 DGX H100 scalable units, 40 km apart (a test region)"
-[[sites]]
-name = "east"
-spec = "dgx-h100-superpod"
-set = ["cluster.num_units=2"]
-[[sites]]
-name = "west"
-spec = "dgx-h100-superpod"
-set = ["cluster.num_units=2"]
-[interconnect]
-topology = "mesh"
-distance_km = 40
-latency_per_km = "4.9 us"
-equipment_latency = "50 us"
-waves = 16
-wave_rate = "800 Gb/s"
-attach = "top"
-"""
+REGION = two_sites("two-su", "two sites of 2 DGX H100 scalable units, 40 km apart (a test region)", "dgx-h100-superpod", 2)
 
 
 def test_a_dense_models_region_search_has_no_dispatcher_column(tmp_path):

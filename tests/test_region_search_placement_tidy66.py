@@ -22,26 +22,9 @@ from topo.training.multisite_search import search_across_sites
 from topo.training.parallel import ParallelLayout
 from topo.training.step import estimate_step
 from test_region_site_failures_regfail65 import REGION as TWO_SU
+from small_regions import two_sites
 
-NVL = """name = "nvl-3-2"
-description = "east: 3 GB200 NVL72 racks, west: 2, 40 km apart (a test region)"
-[[sites]]
-name = "east"
-spec = "gb200-nvl72-superpod"
-set = ["cluster.num_units=3"]
-[[sites]]
-name = "west"
-spec = "gb200-nvl72-superpod"
-set = ["cluster.num_units=2"]
-[interconnect]
-topology = "mesh"
-distance_km = 40
-latency_per_km = "4.9 us"
-equipment_latency = "50 us"
-waves = 16
-wave_rate = "800 Gb/s"
-attach = "top"
-"""
+NVL = two_sites("nvl-3-2", "east: 3 GB200 NVL72 racks, west: 2, 40 km apart (a test region)", "gb200-nvl72-superpod", 3, 2)
 
 
 @pytest.fixture(scope="module")

@@ -15,6 +15,7 @@ import json
 import pytest
 
 from conftest import run_cli
+from small_regions import two_sites
 from topo import build_fabric, load_spec
 from topo.fabric.region import build_region
 from topo.training.model import load_model
@@ -22,25 +23,7 @@ from topo.training.multisite import estimate_across_sites
 from topo.training.parallel import make_layout
 from topo.training.step import estimate_step
 
-REGION = """name = "two-su"
-description = "two sites of 2 DGX H100 scalable units, 40 km apart (a test region)"
-[[sites]]
-name = "east"
-spec = "dgx-h100-superpod"
-set = ["cluster.num_units=2"]
-[[sites]]
-name = "west"
-spec = "dgx-h100-superpod"
-set = ["cluster.num_units=2"]
-[interconnect]
-topology = "mesh"
-distance_km = 40
-latency_per_km = "4.9 us"
-equipment_latency = "50 us"
-waves = 16
-wave_rate = "800 Gb/s"
-attach = "top"
-"""
+REGION = two_sites("two-su", "two sites of 2 DGX H100 scalable units, 40 km apart (a test region)", "dgx-h100-superpod", 2)
 JOB = dict(tp=8, dp=128, global_batch=512)  # the whole job: 64 data-parallel ranks a site
 
 

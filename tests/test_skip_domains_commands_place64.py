@@ -7,26 +7,9 @@ runs the same share on every site (``multisite.estimate_across_sites``), so its 
 import json
 
 from conftest import run_cli
+from small_regions import two_sites
 
-REGION = """name = "two-nvl"
-description = "two sites of 3 GB200 NVL72 racks, 40 km apart (a test region)"
-[[sites]]
-name = "east"
-spec = "gb200-nvl72-superpod"
-set = ["cluster.num_units=3"]
-[[sites]]
-name = "west"
-spec = "gb200-nvl72-superpod"
-set = ["cluster.num_units=3"]
-[interconnect]
-topology = "mesh"
-distance_km = 40
-latency_per_km = "4.9 us"
-equipment_latency = "50 us"
-waves = 16
-wave_rate = "800 Gb/s"
-attach = "top"
-"""
+REGION = two_sites("two-nvl", "two sites of 3 GB200 NVL72 racks, 40 km apart (a test region)", "gb200-nvl72-superpod", 3)
 JOB = ["--model", "qwen3-30b-a3b", "--gpus", "256", "--global-batch", "256", "--ep", "128", "--layout",
        "ep_dispatcher=deepep", "--json"]
 PLAN = ["gb200-nvl72-superpod", "--set", "cluster.num_units=3", "--model", "qwen3-30b-a3b"]

@@ -1,0 +1,15 @@
+"""The two-site test region several tests write: two sites of one bundled spec, a mesh DCI of 16 x 800 Gb/s waves
+attached at the top tier, 40 km apart at 4.9 us a km (light in fibre) plus 50 us of equipment (one place for the
+region TOML of test_region_site_failures_regfail65, test_skip_domains_commands_place64,
+test_dispatcher_column_dense_rev65 and test_region_search_placement_tidy66)."""
+
+
+def two_sites(name: str, description: str, spec: str, east_units: int, west_units: int | None = None) -> str:
+    """A region TOML: sites ``east`` and ``west`` of ``spec`` with ``cluster.num_units`` of each (``west_units``
+    defaults to ``east_units``)."""
+    west_units = east_units if west_units is None else west_units
+    sites = "".join(f'[[sites]]\nname = "{site}"\nspec = "{spec}"\nset = ["cluster.num_units={units}"]\n'
+                    for site, units in (("east", east_units), ("west", west_units)))
+    return (f'name = "{name}"\ndescription = "{description}"\n{sites}[interconnect]\ntopology = "mesh"\n'
+            'distance_km = 40\nlatency_per_km = "4.9 us"\nequipment_latency = "50 us"\nwaves = 16\n'
+            'wave_rate = "800 Gb/s"\nattach = "top"\n')
