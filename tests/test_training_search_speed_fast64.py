@@ -11,9 +11,10 @@ import topo.training.step as step_mod
 from topo.errors import TopoError
 from topo.training.model import load_model
 from topo.training.operators import DISPATCHER_FIELDS, _placed, pipeline_units
-from topo.training.parallel import ParallelLayout, make_layout
+from topo.training.parallel import make_layout
 from topo.training.search import candidate_layouts, expert_dispatchers
 from topo.training.step import ROUTER_PHASE, _counted, _stage_counts, group_degree, nvls_communicators, step_traffic
+from field_reads import READ, Recorded
 
 
 def _unshared(model, lay):
@@ -75,18 +76,6 @@ def test_step_traffic_keeps_only_groups_of_more_than_one():
     assert all(group_degree(lay, g) > 1 for g in groups)
 
 
-READ: set = set()
-
-
-class _Recorded(ParallelLayout):
-    """A layout that records which of its fields are read."""
-
-    def __getattribute__(self, name):
-        if name in ParallelLayout.model_fields:
-            READ.add(name)
-        return super().__getattribute__(name)
-
-
 @pytest.mark.parametrize("name", ["deepseek-v3-671b", "qwen3-30b-a3b"])
 def test_dispatcher_free_traffic_reads_no_dispatcher(name):
     """The TP, CP, PP, DP and router collectives and the amax group (nvls_communicators' ``dispatcher_free``
@@ -94,17 +83,20 @@ def test_dispatcher_free_traffic_reads_no_dispatcher(name):
     keeps them per shape, whatever the dispatcher (a part that read one would hand one dispatcher's communicators
     to another)."""
     m = load_model(name)
-    seen = 0
+    seen = ep_reads = 0
     for i, (lay, _) in enumerate(candidate_layouts(m, 1024, 1024, gpus_per_domain=8)):
         if lay is None or i % 53:
             continue
         for fields in expert_dispatchers(m, {}):
-            rec = _Recorded(**{**{k: getattr(lay, k) for k in lay.model_fields_set}, **fields})
+            rec = Recorded(**{**{k: getattr(lay, k) for k in lay.model_fields_set}, **fields})
             READ.clear()
             nvls_communicators(m, rec, "nvls", "dispatcher_free")
             assert not READ & set(DISPATCHER_FIELDS), (lay.describe(), fields)
+            READ.clear()  # the EP part reads them where it has traffic: the recorder sees reads
+            nvls_communicators(m, rec, "nvls", "dispatcher")
+            ep_reads += bool(READ & set(DISPATCHER_FIELDS))
             seen += 1
-    assert seen > 60
+    assert seen > 60 and ep_reads > 0  # else the check above would pass with nothing read
 
 
 def test_nvls_communicators_parts_unite_to_the_whole():
