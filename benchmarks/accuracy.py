@@ -265,6 +265,12 @@ HELDOUT_SETUPS: dict[str, SetupDef] = {
                                    why="held out: one ND GB200 v6 VM (the 4 GPUs of one NVL72 tray, Grace), "
                                        "NCCL_ALGO=Ring all_reduce_perf -g 4 (one thread), NCCL 2.25.1",
                                    gpus_per_process=4),
+    # NVIDIA/nccl PR #1112: the same 8 p5 nodes and 4 GiB all-reduce, NVLSTree, before and after NCCL 2.19.3 capped
+    # its chunk at 64 KiB from 4 nodes on (512 KiB without the cap): 81,146 against 30,196 us
+    **{f"nccl1112_p5_8n_nvlstree_{v}": SetupDef(_ns("H100", 32, "100 Gb/s", "efa", 8), 64, "nvls_tree", held_out=True,
+                                               why=f"held out: 8 x p5.48xlarge (EFA: 32 x 100 Gb/s per node), "
+                                                   f"NVLSTree 4 GiB, NCCL {dot} (NVIDIA/nccl PR #1112)")
+       for v, dot in (("2193", "2.19.3: 64 KiB chunk"), ("2191", "2.19.1: 512 KiB chunk"))},
 }
 
 ALL_SETUPS = {**SETUPS, **EXTRA_SETUPS, **HELDOUT_SETUPS}
@@ -281,6 +287,7 @@ CPU_VENDOR = {
     "nccl527_p4dn_3n": ("intel", P4D_INTEL), "nccl527_p4dn_4n": ("intel", P4D_INTEL),
     "awsefaeks_p4d_2n": ("intel", P4D_INTEL), "awsome_p4de_2n": ("intel", P4D_INTEL),
     "aws_p5_2n": ("amd", P5_AMD), "awsome_p5_2n_eks": ("amd", P5_AMD),
+    "nccl1112_p5_8n_nvlstree_2193": ("amd", P5_AMD), "nccl1112_p5_8n_nvlstree_2191": ("amd", P5_AMD),
     "dstack3961_p6b200_2n": ("intel", "AWS EC2 P6-B200 instances: 5th Generation Intel Xeon Scalable (Emerald Rapids)"),
 }
 for _sid, (_vendor, _src) in CPU_VENDOR.items():

@@ -88,3 +88,24 @@ def test_azure_single_node_runs_are_held_out_and_scored(held, sid, size, busbw_G
     s = accuracy.score(g, g.case.profile)
     assert (1 + s.errors[i]) * g.case.measured_s[i] == pytest.approx(model_us * 1e-6, rel=1e-2)
     assert lo < s.errors[i] < hi and len(g.case.sizes) == 24
+
+
+def test_nvlstree_chunk_cap_runs_are_held_out_and_scored(held):
+    # NVIDIA/nccl PR #1112: 8 x p5.48xlarge (64 ranks: busbw / algbw = 104.20 / 52.93 = 2 x 63/64), NVLSTree, 4 GiB:
+    # 81,146 us at NCCL 2.19.3, whose src/enqueue.cc (8c6c5951) caps the NVLSTree chunk at 64 KiB from 4 nodes on,
+    # and 30,196 us at 2.19.1 (f9c3dc25: the chunk is the Simple step, 4 MiB / 8 = 512 KiB). time = size / algbw.
+    by = {g.setup: g for g in held if g.setup.startswith("nccl1112_p5_8n_nvlstree_")}
+    assert sorted(by) == ["nccl1112_p5_8n_nvlstree_2191", "nccl1112_p5_8n_nvlstree_2193"]
+    for sid, algbw_GBps in (("nccl1112_p5_8n_nvlstree_2193", 52.93), ("nccl1112_p5_8n_nvlstree_2191", 142.24)):
+        g = by[sid]
+        assert g.case.sizes == [4 * 2**30] and g.d.gpus == 64 and g.d.algorithm == "nvls_tree"
+        assert g.case.measured_s[0] == pytest.approx(4 * 2**30 / (algbw_GBps * 1e9), rel=1e-3)
+    s_new, s_old = (accuracy.score(by[k], by[k].case.profile) for k in sorted(by, reverse=True))
+    model = [(1 + s.errors[0]) * g.case.measured_s[0] for s, g in
+             ((s_new, by["nccl1112_p5_8n_nvlstree_2193"]), (s_old, by["nccl1112_p5_8n_nvlstree_2191"]))]
+    assert s_new.algorithms == s_old.algorithms == ["nvls_tree"]
+    # the model does not tell the two chunks apart (the chunk bounds only the fill and the in-flight window, which
+    # does not bind here): one time, NIC-bound past 2 nodes (an interior node's 32 NICs carry 2 x S, NCCL's
+    # bwInter / 2 in src/graph/tuning.cc), within 15% of the uncapped run and 2.7x fast on the capped one
+    assert model[0] == pytest.approx(model[1], rel=1e-9)
+    assert abs(s_old.errors[0]) < 0.15 and s_new.errors[0] < -0.5
