@@ -28,8 +28,8 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from ..errors import TopoError
-from ..engine.region_estimate import (chain_hops_s, dci_phase, dci_phase_options, site_exchange_bytes,
-                                      tree_root_order)
+from ..engine.region_estimate import (PROFILE_PRICES, chain_hops_s, check_region_profile, dci_phase,
+                                      dci_phase_options, site_exchange_bytes, tree_root_order)
 from ..fabric.region_split import split_notes
 from ..fabric.region import Region
 from ..units import format_time, whole_bytes
@@ -94,6 +94,7 @@ class MultisiteStep:
     # step across the sites is the slowest paces it (the first site among equals), and every figure above is its
     pacing_site: str = ""
     site_step_s: dict[str, float] = field(default_factory=dict)  # each site's share's step on its own fabric
+    profile_prices: str = PROFILE_PRICES  # which collectives ``one_site["profile"]`` priced (not the DCI's)
 
     @property
     def step_time_s(self) -> float:
@@ -145,7 +146,9 @@ def estimate_across_sites(region: Region, model: ModelSpec, lay: ParallelLayout,
         The share's step already estimated on each site group's fabric, in
         :meth:`~topo.fabric.region.Region.site_groups`' order (a search has them), reused.
     **step_options
-        Passed to :func:`topo.training.step.estimate_step` (``convention``, ``efficiency``, ``contention``).
+        Passed to :func:`topo.training.step.estimate_step` (``convention``, ``efficiency``, ``contention``,
+        ``profile``: each site's; a calibrated file must be of one site's network,
+        :func:`~topo.engine.region_estimate.check_region_profile`; it prices no DCI phase).
 
     Returns
     -------
@@ -153,6 +156,7 @@ def estimate_across_sites(region: Region, model: ModelSpec, lay: ParallelLayout,
     """
     K = region.num_sites
     _check_job(lay, K, across)
+    check_region_profile(region, step_options.get("profile"))
     site_lay = lay.model_copy(update={"dp": lay.dp // K, "global_batch": lay.global_batch // K})
     fabric = share_fabric(region, site_lay)
     if site_lay.gpus > fabric.num_gpus:
