@@ -5,7 +5,8 @@ from __future__ import annotations
 from ..engine.region_estimate import TREE_ROOT_RULE, RegionEstimate, estimate_region
 from ..errors import TopoError
 from ..units import count_noun, format_count, format_size, format_time, in_unit
-from .output import emit, emit_json, table
+from .estimate_args import profile_notes
+from .output import emit, emit_json, note, table
 from .region import region_from_args
 
 __all__ = ["run_estimate", "render_estimate"]
@@ -13,18 +14,20 @@ __all__ = ["run_estimate", "render_estimate"]
 
 # flags of estimate that a single fabric's engine takes and a region does not (yet): named in the error
 _SITE_ONLY = ("gpus", "ranks", "rank_order", "placement", "rail", "groups", "group_layout", "choose", "protocol",
-              "channels", "ecmp", "subflows", "hash_seed", "sharing", "profile", "chunks", "stages", "traffic")
+              "channels", "ecmp", "subflows", "hash_seed", "sharing", "chunks", "stages", "traffic")
 
 
 def run_estimate(args, sizes, notes=()) -> int:
     given = [k for k in (*_SITE_ONLY, "no_pxn", "csv") if getattr(args, k, None) not in (None, False)]
     if given:  # the flag given is the one named (walk9: --detail was refused as "not --csv")
         flag = "--" + given[0].replace("_", "-")
-        raise TopoError(f"across sites, estimate takes -c, sizes (--size, -b/-e/-f), -d, -a, --set, --fail, --detail "
-                        f"and --json; not {flag} (it runs on one site's spec)", key=flag)
+        raise TopoError(f"across sites, estimate takes -c, sizes (--size, -b/-e/-f), -d, -a, --set, --fail, "
+                        f"--profile, --detail and --json; not {flag} (it runs on one site's spec)", key=flag)
     region = region_from_args(args)
     result = estimate_region(region, args.collective or "all_reduce", sizes, args.algorithm or "auto",
-                             datatype=args.datatype)
+                             datatype=args.datatype, profile=args.profile)  # a file of no site's network refused
+    for msg in profile_notes(args.profile, region.fabrics):
+        note(msg)
     result.notes.extend(notes)
     if args.json:  # the document carries tree_roots with or without --detail (RegionEstimate.to_dict)
         emit_json({**result.to_dict(), **(_detail(result) if args.detail else {})})
@@ -64,6 +67,7 @@ def render_estimate(r: RegionEstimate) -> str:
     for name, why in r.unavailable.items():
         lines.append(f"# {name} not considered: {why}")
     lines += [f"# note: {n}" for n in r.notes]
+    lines.append(f"# collectives priced with profile {', '.join(r.profile)} (--profile to change): {r.profile_prices}")
     rows = [[format_size(x.size_bytes), format_time(x.time_s), f"{in_unit(x.algbw_Bps, 'GB/s'):.2f}", f"{in_unit(x.busbw_Bps, 'GB/s'):.2f}",
              x.algorithm + (f" ({x.phases['chunks']} chunks)" if "chunks" in x.phases else ""), format_time(x.latency_s), format_time(x.bandwidth_s), x.bottleneck_name] for x in r.results]
     lines.append(table(rows, ["size", "time", "algbw (GB/s)", "busbw (GB/s)", "algorithm", "latency part",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+from ..engine.region_estimate import check_region_profile
 from ..errors import TopoError
 from ..inputs import is_input_file
 from ..training.model import load_model
@@ -41,6 +42,7 @@ def run_region_train(args, options: dict, say=str) -> int:
         raise TopoError("is required (a step needs a global batch): sequences per optimizer step, e.g. "
                         f"--global-batch 2304{also}", key="--global-batch")
     region = region_from_args(args)
+    check_region_profile(region, args.profile)  # a calibrated file of no site's network, before any note
     for msg in profile_notes(args.profile, region.fabrics):
         note(msg)
     model = load_model(args.model)
@@ -64,7 +66,8 @@ def run_region_train(args, options: dict, say=str) -> int:
         emit_json(r.to_dict(train_tokens=args.tokens))
     else:
         emit(render_across_sites(r, say, args.tokens))
-        emit(f"each site's collectives priced with profile {r.one_site['profile']} (--profile to change)")
+        emit(f"each site's collectives priced with profile {r.one_site['profile']} (--profile to change): "
+             f"{r.profile_prices}")
     return 0
 
 

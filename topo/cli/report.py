@@ -18,7 +18,7 @@ from ..training.model import load_model
 from ..training.parallel import check_layout
 from ..training.comm import CommEngine
 from ..training.step import estimate_step
-from ..engine.region_estimate import estimate_region
+from ..engine.region_estimate import check_region_profile, estimate_region
 from ..fabric.region_inventory import cut_apart_text, region_inventory
 from ..spec.region_load import is_region_file, site_spec_files
 from .common import GivenOnce, add_output_arguments, add_override_arguments
@@ -124,16 +124,19 @@ def run_region_report(args, out, output, start) -> int:
 
     given = [flag for flag, on in (("--format", args.format != "html"), ("--plan", args.plan),
                                    ("--plan-file", args.plan_file), ("--train", args.train),
-                                   ("--layout", args.layout), ("--profile", args.profile)) if on]
+                                   ("--layout", args.layout)) if on]
     if given:
         raise TopoError("a region's report is the HTML page of its sites and DCI (no --format png|svg, --plan, "
-                        "--plan-file, --train, --layout or --profile yet)", key=given[0])
+                        "--plan-file, --train or --layout yet)", key=given[0])
     args.spec = args.specs[0]
     region = region_from_args(args)
     output = {**output, "inputs": [*output["inputs"], *site_spec_files(region.spec)]}  # its sites' files too
     check_output(out, **output)
     inv = region_inventory(region)
-    est = None if inv.cut_apart else estimate_region(region, "all_reduce", [2 ** 30])
+    check_region_profile(region, args.profile)  # a calibrated file of no site's network, before any note
+    for msg in profile_notes(args.profile, region.fabrics):
+        note(msg)
+    est = None if inv.cut_apart else estimate_region(region, "all_reduce", [2 ** 30], profile=args.profile)
     if est is None:  # describe draws the cut; the page does too, without a collective no route can carry
         note(f"note: {cut_apart_text(inv)}: the page draws the sites and spans without a collective over every GPU")
     for n in est.notes if est is not None else []:

@@ -24,8 +24,8 @@ from .profile_data import PARAMETERS, ProfileFile, bundled_dir, bundled_files, l
 
 __all__ = ["Profile", "PROTOCOLS", "profile_for", "fabric_profile", "network_for", "ideal_profile", "resolve_profile",
            "compose_profile",
-           "bundled_profile_names", "GENERATIONS", "NETWORKS", "NCCL_VERSIONS", "node_index", "profile_parts",
-           "latency_inter_us"]
+           "bundled_profile_names", "site_network", "profile_network", "GENERATIONS", "NETWORKS", "NCCL_VERSIONS",
+           "node_index", "profile_parts", "latency_inter_us"]
 
 PROTOCOLS = ("LL", "LL128", "Simple")
 US = 1e-6
@@ -616,6 +616,47 @@ def _parse_name(name: str) -> tuple[str, str, str | None]:
 
 def _fabric_parts(fabric) -> tuple[str, str]:
     return fabric.spec.gpu_model.generation, fabric.spec.fabric.technology
+
+
+def site_network(fabric) -> str:
+    """The network file a fabric's own profile prices with (its technology as :func:`network_for` names it on its
+    GPU generation).
+
+    Parameters
+    ----------
+    fabric : Fabric
+
+    Returns
+    -------
+    str
+    """
+    return network_for(*_fabric_parts(fabric))
+
+
+def profile_network(profile) -> str | None:
+    """The network a profile name or file was composed for: a bundled name's (``hopper+roce``: roce) or a user
+    file's base's; None for one that takes each fabric's own (None, ``nccl``, a file based on ``nccl``), for
+    ``ideal`` and for a name or file :func:`resolve_profile` refuses (it says why).
+
+    Parameters
+    ----------
+    profile : str, Path or None
+
+    Returns
+    -------
+    str or None
+    """
+    if profile is None or not isinstance(profile, (str, Path)) or str(profile) in ("nccl", "ideal", ""):
+        return None
+    text = str(profile)
+    try:
+        base = load_profile_file(text).base if text.endswith(".toml") or Path(text).is_file() else text
+        if not base or base == "nccl":
+            return None
+        gen, net, _ = _parse_name(base)
+    except TopoError:
+        return None
+    return network_for(gen, net) if net in NETWORKS else net
 
 
 def fabric_profile(fabric) -> Profile:

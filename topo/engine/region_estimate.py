@@ -11,6 +11,7 @@ bottleneck is named after it (``dci:east-west``, ``border:east``, ``nic``). A ro
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields, replace
+from pathlib import Path
 
 import numpy as np
 
@@ -23,11 +24,20 @@ from .algorithms.across_sites import (CROSS_SITE_ALGORITHMS, Phase, Timed, dci_p
                                       hierarchical, pipelined, window_s)
 from .collectives import DATA_TYPES, busbw_factor, count_column, normalize_collective
 from .estimate import _sizes, estimate, nccl_tests_sizes
-from .profiles import resolve_profile
+from .profiles import Profile, profile_network, resolve_profile, site_network
 from .result import Bottleneck, whole_bytes_row
 
 __all__ = ["RegionEstimate", "RegionRow", "estimate_region", "dci_phase", "dci_phase_options", "cross_site_candidates",
-           "chain_hops_s", "tree_root_order", "TREE_ROOT_RULE", "site_exchange_bytes"]
+           "chain_hops_s", "tree_root_order", "TREE_ROOT_RULE", "site_exchange_bytes", "PROFILE_PRICES",
+           "check_region_profile"]
+
+PROFILE_PRICES = ("each site's in-site collectives on its own fabric (a hierarchical way's reduce-scatter and "
+                  "all-gather, the flat ring's and tree's steps inside a site) and each NCCL call's cost and "
+                  "channels; not the DCI phase, another network: its spans' capacity and latency, the sites' borders "
+                  "and a GPU's NICs price it, with no profile")
+"""What a profile prices in a collective or step across sites (regprof68): a profile is calibrated on one site
+network (its NCCL constants, efficiencies and latencies were measured there), so it prices the in-site phases
+alone."""
 
 _COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter")
 
@@ -67,6 +77,8 @@ class RegionEstimate:
     notes: list[str] = field(default_factory=list)  # the sizes trimmed as nccl-tests runs them, the DCI split's bound
     tree_roots: list[str] = field(default_factory=list)  # the tree's chain of site roots (tree_root_order)
     tree_hop_s: list[float] = field(default_factory=list)  # each hop of that chain, one way (chain_hops_s)
+    profile: list[str] = field(default_factory=list)  # the profile each distinct site fabric priced with, once each
+    profile_prices: str = PROFILE_PRICES  # which collectives that profile priced (the DCI phase: none)
 
     @property
     def candidates(self) -> dict[str, list[float | None]]:
@@ -240,7 +252,7 @@ def _ring(K: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def estimate_region(region: Region, collective: str, sizes, algorithm: str = "auto", *,
-                    datatype: str | None = None) -> RegionEstimate:
+                    datatype: str | None = None, profile=None) -> RegionEstimate:
     """Estimate ``collective`` over every GPU of every site of ``region``.
 
     Parameters
@@ -258,6 +270,10 @@ def estimate_region(region: Region, collective: str, sizes, algorithm: str = "au
         nccl-tests' ``-d`` type: each size is the one nccl-tests runs over every GPU of the region
         (:func:`~topo.engine.estimate.nccl_tests_sizes`, as on one site: whole 16 bytes a rank for all_gather and
         reduce_scatter), with a note; None times the sizes as given.
+    profile : optional
+        As :func:`~topo.engine.profiles.resolve_profile` takes it, resolved on each distinct site fabric (None or
+        ``nccl``: each site's own); it prices :data:`PROFILE_PRICES` (not the DCI phase), and a calibrated file
+        must be of one site's network (:func:`check_region_profile`).
 
     Returns
     -------
@@ -277,9 +293,10 @@ def estimate_region(region: Region, collective: str, sizes, algorithm: str = "au
     if datatype is not None:
         sizes, trim_notes = nccl_tests_sizes(coll, sizes, datatype, region.num_gpus)
     word = DATA_TYPES[datatype or "float"]
-    site = _SiteTimes(region, coll, sizes)
+    check_region_profile(region, profile)
+    site = _SiteTimes(region, coll, sizes, profile)
     out = RegionEstimate(spec=region.name, collective=coll, num_ranks=region.num_gpus, num_sites=region.num_sites,
-                         spans=region.span_names(), algorithm=label,
+                         spans=region.span_names(), algorithm=label, profile=site.profile_names,
                          tree_roots=[region.site_names[i] for i in tree_root_order(region)],
                          tree_hop_s=chain_hops_s(region).tolist())
     for S in sizes:
@@ -408,14 +425,16 @@ class _SiteTimes:
     """In-site phase times at each size, the slowest over the distinct site fabrics
     (:meth:`~topo.fabric.region.Region.site_groups`: alike sites are timed once)."""
 
-    def __init__(self, region: Region, coll: str, sizes: list[int]):
+    def __init__(self, region: Region, coll: str, sizes: list[int], profile=None):
         groups = region.site_groups()  # alike healthy sites timed once, a site with failed parts on its own
         distinct = [f for f, _ in groups]
         # a fabric's first site by name: a link is named SITE:SRC->DST, as --fail SITE:PART takes it
         first_site = {id(f): region.site_names[sites[0]] for f, sites in groups}
+        profiles = {id(f): resolve_profile(profile, f) for f in distinct}  # nccl: each site's own
+        self.profile_names = list(dict.fromkeys(p.name for p in profiles.values()))
         self.n = min(f.num_gpus for f in distinct)
-        self.per_chunk_s = max(_call_cost_s(resolve_profile(None, f)) for f in distinct)
-        self.channels = min(resolve_profile(None, f).channels for f in distinct)
+        self.per_chunk_s = max(_call_cost_s(profiles[id(f)]) for f in distinct)
+        self.channels = min(profiles[id(f)].channels for f in distinct)
         self.buffer_bytes = nccl_buffer_bytes()
         want = {"reduce_scatter": ("reduce_scatter",) if coll != "all_gather" else (),
                 "all_gather": ("all_gather",) if coll != "reduce_scatter" else (),
@@ -429,7 +448,8 @@ class _SiteTimes:
             per_size = {}
             for f in distinct:
                 try:
-                    r = estimate(f, what[0], sizes, algorithm=what[1] if len(what) > 1 else "auto")
+                    r = estimate(f, what[0], sizes, algorithm=what[1] if len(what) > 1 else "auto",
+                                 profile=profiles[id(f)])
                 except TopoError as exc:
                     self.missing[key] = exc.message
                     break
@@ -444,6 +464,36 @@ class _SiteTimes:
                                                                                  dst=f"{where}:{b.dst}"))
             else:
                 self.times[key] = per_size
+
+
+def check_region_profile(region: Region, profile) -> None:
+    """Refuse a profile calibrated on a network none of ``region``'s sites is on: a profile prices the in-site
+    collectives of the network it was calibrated on (:data:`PROFILE_PRICES`), never the DCI, so such a profile
+    would price a network it never measured. A profile of no one network (None, ``nccl``, ``ideal``, a file based on
+    ``nccl``, a :class:`~topo.engine.profiles.Profile`) and a bundled name (a what-if, as on one site) pass.
+
+    Parameters
+    ----------
+    region : Region
+    profile : optional
+        As :func:`~topo.engine.profiles.resolve_profile` takes it.
+
+    Raises
+    ------
+    TopoError
+        Keyed ``profile``, its source the file: the file's network and the sites' networks named.
+    """
+    if isinstance(profile, Profile) or profile is None:
+        return
+    net = profile_network(profile)
+    own = list(dict.fromkeys(site_network(f) for f in region.fabrics))
+    if net is None or net in own or not (str(profile).endswith(".toml") or Path(str(profile)).is_file()):
+        return  # a bundled name on another network is a what-if the user chose, as on one site
+    sites = ", ".join(f"{n} ({site_network(f)})" for n, f in zip(region.site_names, region.fabrics))
+    raise TopoError(f"was calibrated on {net}, but no site of {region.name} is ({sites}): it would price "
+                    f"{' and '.join(own)} collectives with {net}'s fitted values, and a profile never prices the DCI "
+                    f"(another network); allowed: a profile calibrated on {' or '.join(own)}, nccl, or a file based "
+                    "on nccl", source=str(profile), key="profile")
 
 
 def nccl_buffer_bytes() -> float:

@@ -110,8 +110,9 @@ def _collective_section(inv: RegionInventory, est: RegionEstimate | None) -> str
                    [[format_size(r.size_bytes), r.algorithm, format_time(r.time_s), r.bottleneck_name]
                     + [format_time(t) for t in r.candidates.values()] for r in est.results])
     notes = "".join(f"<p>Note: {e(n)}</p>" for n in est.notes)  # the split's path bound, as the estimate says it
+    priced = f"<p>Cost profile: {e(', '.join(est.profile))}, which prices {e(est.profile_prices)}.</p>"
     return (f'<section id="collective"><h2>{e(est.collective)} over every GPU</h2><p class="caption">'
-            f"{e(_CANDIDATES_CAPTION)}</p>{cands}{notes}</section>")
+            f"{e(_CANDIDATES_CAPTION)}</p>{cands}{priced}{notes}</section>")
 
 
 _DCI_CAPTION = ("The sites on a circle (marker area by GPUs) and the DCI spans between them: line width by capacity, "

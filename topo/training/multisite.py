@@ -28,8 +28,8 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from ..errors import TopoError
-from ..engine.region_estimate import (chain_hops_s, dci_phase, dci_phase_options, site_exchange_bytes,
-                                      tree_root_order)
+from ..engine.region_estimate import (PROFILE_PRICES, chain_hops_s, check_region_profile, dci_phase,
+                                      dci_phase_options, site_exchange_bytes, tree_root_order)
 from ..fabric.region_split import split_notes
 from ..fabric.region import Region
 from ..units import format_time, whole_bytes
@@ -41,8 +41,8 @@ from .parallel import ParallelLayout, batch_allowed, dp_bucket_params
 from .result import StepResult
 from .step import estimate_step, stage_block_counts, step_breakdown, step_traffic
 
-__all__ = ["AcrossSites", "MultisiteStep", "estimate_across_sites", "share_fabric", "site_failure", "TARGET_FRACTION",
-           "BACKWARD_SHARE", "SPAN_RULE"]
+__all__ = ["AcrossSites", "MultisiteStep", "SiteReady", "dp_window_s", "estimate_across_sites", "share_fabric",
+           "site_failure", "TARGET_FRACTION", "BACKWARD_SHARE", "SPAN_RULE"]
 
 TARGET_FRACTION = 0.95
 """The share of one site's throughput the issue asks the DCI to keep (issue 31: "within 95% of one site")."""
@@ -68,6 +68,9 @@ class AcrossSites:
     # (:data:`SPAN_RULE`; one factor for all only where a border needs it), spans that carry nothing 0
     dci_Bps_for_95pct_by_span: dict[str, float] = field(default_factory=dict)
     dci_total_Bps_for_95pct: float = 0.0  # their sum, per direction
+    # dp: the end this site's own share, step and in-site reduction, gives the step across the sites
+    # (:func:`_dp`); the latest paces. Not in ``--json`` (the pacing site's is ``step_time_s``)
+    own_end_s: float = 0.0
 
 
 @dataclass
@@ -91,6 +94,7 @@ class MultisiteStep:
     # step across the sites is the slowest paces it (the first site among equals), and every figure above is its
     pacing_site: str = ""
     site_step_s: dict[str, float] = field(default_factory=dict)  # each site's share's step on its own fabric
+    profile_prices: str = PROFILE_PRICES  # which collectives ``one_site["profile"]`` priced (not the DCI's)
 
     @property
     def step_time_s(self) -> float:
@@ -110,7 +114,7 @@ class MultisiteStep:
     def to_dict(self, train_tokens: float | None = None) -> dict:
         """Plain JSON-ready dict (``topo train REGION --json``); with ``train_tokens``, its time to train."""
         d = whole_bytes(asdict(self))
-        d["strategies"] = [whole_bytes(s) for s in d["strategies"]]
+        d["strategies"] = [{k: v for k, v in whole_bytes(s).items() if k != "own_end_s"} for s in d["strategies"]]
         if train_tokens:
             d["train_tokens"] = train_tokens
             d["time_to_train_s"] = self.time_to_train_s(train_tokens)
@@ -142,7 +146,9 @@ def estimate_across_sites(region: Region, model: ModelSpec, lay: ParallelLayout,
         The share's step already estimated on each site group's fabric, in
         :meth:`~topo.fabric.region.Region.site_groups`' order (a search has them), reused.
     **step_options
-        Passed to :func:`topo.training.step.estimate_step` (``convention``, ``efficiency``, ``contention``).
+        Passed to :func:`topo.training.step.estimate_step` (``convention``, ``efficiency``, ``contention``,
+        ``profile``: each site's; a calibrated file must be of one site's network,
+        :func:`~topo.engine.region_estimate.check_region_profile`; it prices no DCI phase).
 
     Returns
     -------
@@ -150,22 +156,29 @@ def estimate_across_sites(region: Region, model: ModelSpec, lay: ParallelLayout,
     """
     K = region.num_sites
     _check_job(lay, K, across)
+    check_region_profile(region, step_options.get("profile"))
     site_lay = lay.model_copy(update={"dp": lay.dp // K, "global_batch": lay.global_batch // K})
     fabric = share_fabric(region, site_lay)
     if site_lay.gpus > fabric.num_gpus:
         raise TopoError(f"one site's share of the job needs {site_lay.gpus:,} GPUs; the smallest site has "
                         f"{fabric.num_gpus:,}", key="dp")
-    runs = []
+    ones = []
     for g, (f, sites) in enumerate(region.site_groups()):
         if one_site is not None:
-            one = one_site[g]
-        else:
-            try:
-                one = estimate_step(f, model, site_lay, **step_options)
-            except TopoError as exc:
-                raise site_failure(region, f, exc) from None
-        runs.append((sites, _across_from(region, f, model, lay, site_lay, one, across, outer_every)))
-    sites, out = max(runs, key=lambda r: r[1].step_time_s)  # the slowest paces; the first site's among equals
+            ones.append((f, sites, one_site[g]))
+            continue
+        try:
+            ones.append((f, sites, estimate_step(f, model, site_lay, **step_options)))
+        except TopoError as exc:
+            raise site_failure(region, f, exc) from None
+    # regdp67: every site's share ends its step and its in-site reduction at its own time (SiteReady)
+    ready = SiteReady(tuple(one.step_time_s for _, _, one in ones),
+                      tuple(dp_window_s(one, site_lay) for _, _, one in ones))
+    runs = [(sites, _across_from(region, f, model, lay, site_lay, one, across, outer_every, ready))
+            for f, sites, one in ones]
+    # the slowest paces (the first site's among equals); the dp step is every site's, so it is paced by the site
+    # whose own end (its step, or its readiness, then the DCI phase) is the latest (:func:`_dp`)
+    sites, out = max(runs, key=lambda r: (r[1].step_time_s, r[1].strategies[0].own_end_s))
     out.pacing_site = region.site_names[sites[0]]
     out.site_step_s = {region.site_names[i]: r.one_site_step_s for group, r in runs for i in group}
     out.site_step_s = {n: out.site_step_s[n] for n in region.site_names}
@@ -175,8 +188,10 @@ def estimate_across_sites(region: Region, model: ModelSpec, lay: ParallelLayout,
 
 
 def _across_from(region: Region, fabric, model: ModelSpec, lay: ParallelLayout, site_lay: ParallelLayout,
-                 one: StepResult, across: str, outer_every: int | None) -> MultisiteStep:
-    """The job's step across the sites were every site's share to step as ``one``, its step on ``fabric``."""
+                 one: StepResult, across: str, outer_every: int | None,
+                 ready: SiteReady | None = None) -> MultisiteStep:
+    """The job's step across the sites seen from the site whose share steps as ``one`` on ``fabric``; ``ready``:
+    every site's latest step end and in-site reduction end (:class:`SiteReady`; None: every site's are ``one``'s)."""
     K = region.num_sites
     T1 = one.step_time_s
     out = MultisiteStep(region=region.name, model=model.name, num_sites=K, gpus=site_lay.gpus * K,
@@ -193,7 +208,7 @@ def _across_from(region: Region, fabric, model: ModelSpec, lay: ParallelLayout, 
     V = _site_gradient_bytes(model, placed.model_copy(update={"dp": placed.dp * K,
                                                                "global_batch": placed.global_batch * K}))
     amax_s, amax_calls = _amax_across_s(region, model, placed)
-    out.strategies.append(_dp(region, one, site_lay, V, amax_s))
+    out.strategies.append(_dp(region, one, site_lay, V, amax_s, ready))
     out.assumptions += _amax_note(out.strategies[-1], amax_s, amax_calls, T1)
     if lay.pp >= K and lay.pp % K == 0:
         out.strategies.append(_pp(region, one, placed, model))
@@ -410,28 +425,77 @@ class _NoCompute:
 _NO_COMPUTE = _NoCompute()
 
 
-def _dp(region: Region, one, lay, V, amax_s: float = 0.0) -> AcrossSites:
-    """DP across the sites: the gradients' hierarchical all-reduce (the cross-site phase in the window the in-site
+@dataclass(frozen=True)
+class SiteReady:
+    """Each distinct site's share's step :math:`T_i` on its own fabric (``steps_s``) and the window :math:`w_i` its
+    in-site DP reduction leaves in its last backward (``windows_s``, :func:`dp_window_s`): the site is ready for
+    the cross-site phase of the ``dp`` strategy at :math:`r_i = T_i - w_i` from the step's start (the sites start
+    each step together: the previous step's cross-site phase ended it for all)."""
+
+    steps_s: tuple[float, ...]
+    windows_s: tuple[float, ...]
+
+    @property
+    def slowest_s(self) -> float:
+        r""":math:`\max_i T_i`, the latest share's step end."""
+        return max(self.steps_s)
+
+    @property
+    def last_ready_s(self) -> float:
+        r""":math:`R = \max_i (T_i - w_i)`, the latest in-site reduction end."""
+        return max(t - w for t, w in zip(self.steps_s, self.windows_s))
+
+
+def dp_window_s(one: StepResult, lay: ParallelLayout) -> float:
+    """:math:`w`, the part of a share's last backward its in-site DP reduction leaves to the cross-site phase: the
+    last micro-batch's backward (:data:`BACKWARD_SHARE` of its compute) less the step's in-site DP seconds, at least
+    0. The in-site reduction then ends, and the site is ready for the cross-site phase, at :math:`T - w` from the
+    step's start, :math:`T` the share's step on its own fabric (``one``; ``lay``: the share)."""
+    t_bwd = BACKWARD_SHARE * one.breakdown_s["compute"] / lay.microbatches
+    in_site = sum(c.time_s for c in one.comm if c.dim in ("dp", "dp_experts"))
+    return max(0.0, t_bwd - in_site)
+
+
+def _dp(region: Region, one, lay, V, amax_s: float = 0.0, ready: SiteReady | None = None) -> AcrossSites:
+    r"""DP across the sites: the gradients' hierarchical all-reduce (the cross-site phase in the window the in-site
     reduction leaves in the last backward; the FP8 amax all-reduces are no DP traffic and take no part in that
-    window) and ``amax_s``, the amax reductions' crossing (:func:`_amax_across_s`), exposed."""
+    window) and ``amax_s``, the amax reductions' crossing (:func:`_amax_across_s`), exposed; seen from the site
+    whose share steps as ``one``.
+
+    Site :math:`i` (its share's step :math:`T_i` on its own fabric, its window :math:`w_i`, :func:`dp_window_s`) is
+    ready at :math:`r_i = T_i - w_i`. The cross-site phase (:math:`D`, its latency and bandwidth time; its buckets
+    cross as each is reduced in every site) is one collective over every site: it starts at the last site's
+    readiness :math:`R = \max_i r_i`, and its last bucket (``edge`` :math:`e`, latency plus a bucket's bandwidth
+    time) crosses after the slowest share's step end. The job's step::
+
+        T = max(max_i T_i + e, R + D) + amax_s = max_i (T_i + max(e, D - w_i)) + amax_s
+
+    the same for every site, each hiding :math:`\min(D, \max(0, T_i - R))` behind its own backward and exposing
+    the rest; site :math:`i`'s own end :math:`T_i + \max(e, D - w_i) + amax_s` (``own_end_s``) is the step at the
+    site that paces it. Equal sites: :math:`R = T - w`, the one-site formula ``T + max(e, D - w)``. The need for
+    95% of one site (``one``'s step :math:`T_1`, budget :math:`E = T_1 (1/0.95 - 1) - amax_s`): the edge within
+    :math:`E - (\max_i T_i - T_1)`, the phase within :math:`E + T_1 - R`.
+    """
     K = region.num_sites
     a, b = _ring(K)
     ph, loads = dci_phase(region, a, b, 2 * (K - 1) / K * V, 2 * (K - 1))
-    m = lay.microbatches
-    t_bwd = BACKWARD_SHARE * one.breakdown_s["compute"] / m
-    in_site = sum(c.time_s for c in one.comm if c.dim in ("dp", "dp_experts"))
-    window = max(0.0, t_bwd - in_site)
+    T1 = one.step_time_s
+    window = dp_window_s(one, lay)
+    ready = ready or SiteReady((T1,), (window,))
     per_gpu = V / lay.gpus
     bucket = min(1.0, dp_bucket_params(lay) * lay.reduce_bytes / (per_gpu * lay.dp * lay.cp)) if per_gpu else 0.0
     edge = ph.latency_s + bucket * ph.bandwidth_s
-    exposed = max(edge, ph.time_s - window) + amax_s
-    T = one.step_time_s + exposed
-    E = one.step_time_s * (1 / TARGET_FRACTION - 1) - amax_s
+    own = T1 + max(edge, ph.time_s - window) + amax_s
+    T = max(t + max(edge, ph.time_s - w) + amax_s for t, w in zip(ready.steps_s, ready.windows_s))
+    exposed = T - T1
+    E = T1 * (1 / TARGET_FRACTION - 1) - amax_s
+    late = ready.slowest_s - T1  # the slowest share's step beyond this site's
     need, each, total = _for_95pct(region, a, b, 2 * (K - 1) / K * V, 2 * (K - 1),
-                                   lambda lat: _allowed_s(E, lat, window, bucket))
-    return AcrossSites("dp", T, one.step_time_s / T, ph.time_s + amax_s, exposed, float(loads.max()), need,
+                                   lambda lat: _allowed_s(E - late, lat, ready.slowest_s - ready.last_ready_s,
+                                                          bucket))
+    return AcrossSites("dp", T, T1 / T, ph.time_s + amax_s, exposed, float(loads.max()), need,
                        ph.bound, latency_s=ph.latency_s, dci_Bps_for_95pct_by_span=each,
-                       dci_total_Bps_for_95pct=total)
+                       dci_total_Bps_for_95pct=total, own_end_s=own)
 
 
 def _pp_crossings(K: int, lay: ParallelLayout, send_bytes: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

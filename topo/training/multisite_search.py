@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..engine.region_estimate import check_region_profile
 from ..errors import TopoError
 from ..fabric.region import Region
 from .model import ModelSpec
@@ -92,6 +93,7 @@ def search_across_sites(region: Region, model: ModelSpec, global_batch: int, *, 
         no layout of the share that can span the sites the way asked.
     """
     K = region.num_sites
+    check_region_profile(region, profile)  # before the search: a calibrated file of no site's network
     fabric = share_fabric(region)  # the smallest site's (one with failed parts first): it bounds the share
     if global_batch % K:
         raise TopoError(f"{global_batch} sequences do not split over the {K} sites; allowed: a multiple of {K}",
