@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 from conftest import run_cli
 
-from topo.training.ep_buffers import deepep_hint_bytes, ep_buffer_bytes
+from topo.training.ep_buffers import deepep_hint_bytes, ep_buffer_bytes, hybridep_rdma_bytes
 from topo.training.memory import memory_per_gpu
 from topo.training.model import load_model
 from topo.training.parallel import make_layout
@@ -50,12 +50,19 @@ def test_flex_dispatcher_buffer_in_the_memory():
     lay = make_layout(global_batch=64, dp=64, ep=64, pp=1, ep_dispatcher="deepep", ep_flex_backend="deepep",
                       seq_len=4096)
     nvl, rdma = 377677824, 367550720
-    assert ep_buffer_bytes(m, lay, 8) == nvl + rdma + 32 * MiB  # DeepEP's NUM_WORKSPACE_BYTES
+    # mem66: the 367,550,720 B RDMA buffer sits in NVSHMEM's heap, which maps it with NVSHMEM's own ~39 MB in one
+    # 512 MiB granule (tests/test_ep_buffers_mem66.py); + DeepEP's NUM_WORKSPACE_BYTES
+    assert rdma < 512 * MiB
+    assert ep_buffer_bytes(m, lay, 8) == nvl + 512 * MiB + 32 * MiB
     # HybridEP: max_num_of_tokens = the first dispatch's 4,096 tokens x 64 ranks; bf16 hidden, fp32 probabilities
     # of the 8 NVLink ranks' 4 experts each, a float per 128 hidden elements (csrc/hybrid_ep/buffer/intranode.cu)
     hyb = lay.model_copy(update=dict(ep_flex_backend="hybridep"))
     tokens = 4096 * 64
-    assert ep_buffer_bytes(m, hyb, 8) == tokens * H + tokens * 4 * 8 * 4 + tokens * (7168 // 128) * 4
+    nvlink = tokens * H + tokens * 4 * 8 * 4 + tokens * (7168 // 128) * 4
+    # mem66: 64 ranks over 8-GPU domains span 8 of them: + the RDMA coordinator's buffers (hand form in
+    # tests/test_ep_buffers_mem66.py); on one 72-GPU domain none
+    assert ep_buffer_bytes(m, hyb, 8) == nvlink + hybridep_rdma_bytes(4096, 8, 7168, 4 * 8)
+    assert ep_buffer_bytes(m, hyb, 72) == tokens * H + tokens * 4 * 64 * 4 + tokens * (7168 // 128) * 4
     mem = memory_per_gpu(m, hyb, 80e9, gpus_per_domain=8)
     assert mem.ep_buffers_bytes == ep_buffer_bytes(m, hyb, 8)
     assert mem.to_dict()["ep_buffers_bytes"] == round(mem.ep_buffers_bytes)
