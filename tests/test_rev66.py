@@ -1,0 +1,41 @@
+"""rev66: review of the later merges of session 2026-12-06g (findings 268-275), each fix with a test seen failing
+without it."""
+
+import pytest
+
+from topo.errors import TopoError
+from topo.fabric.failures import check_failure
+from topo.sweep import study_from_dict
+
+# The bundled specs' tiers (topologies/*.toml): dgx-h100-superpod leaf, spine; meta-llama3-24k rtsw, ctsw, atsw.
+TWO_NAMINGS = {"name": "two", "specs": ["dgx-h100-superpod", "meta-llama3-24k"], "compute": ["estimate"],
+               "axes": {"collective": ["all_reduce"], "size": ["1G"], "fail": ["FAIL"]}}
+
+
+def _study(fail: str):
+    return study_from_dict({**TWO_NAMINGS, "axes": {**TWO_NAMINGS["axes"], "fail": [fail]}}, source="two.toml")
+
+
+@pytest.mark.parametrize("fail", ["random:nic-rtsw:0.01", "random:rtsw-ctsw:0.01", "random:nic-leaf:0.01",
+                                  "random:leaf-spine:0.01", "random:atsw:0.5"])
+def test_a_sweeps_failure_may_name_a_level_of_any_of_its_specs(fail):
+    """net66's check named the levels of the union of the specs' tier names as one fabric's (leaf, spine, rtsw,
+    ctsw, atsw: nic-leaf, leaf-spine, spine-rtsw, ...), so meta-llama3-24k's own first level, nic-rtsw
+    (Fabric.level_names: nic-<first tier>), was refused before any point ran. Each spec's levels are its own."""
+    assert _study(fail).axes["fail"] == [fail]
+
+
+def test_a_level_no_spec_has_is_refused_with_each_specs_own_levels():
+    """The refusal lists each spec's levels (none made of two specs' tiers, as spine-rtsw was)."""
+    with pytest.raises(TopoError) as got:
+        _study("random:spine-rtsw:0.01")
+    msg = got.value.message
+    assert "unknown level or tier 'spine-rtsw'" in msg
+    assert ("levels: nvlink, pcie, nic-leaf, leaf-spine, nic-rtsw, rtsw-ctsw, ctsw-atsw; "
+            "tiers: leaf, spine, rtsw, ctsw, atsw") in msg
+
+
+def test_check_failure_reads_each_fabrics_tiers():
+    check_failure("random:nic-tor:0.1", [["leaf", "spine"], ["tor", "agg"]])
+    with pytest.raises(TopoError):
+        check_failure("random:spine-tor:0.1", [["leaf", "spine"], ["tor", "agg"]])
