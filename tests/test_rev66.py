@@ -39,3 +39,19 @@ def test_check_failure_reads_each_fabrics_tiers():
     check_failure("random:nic-tor:0.1", [["leaf", "spine"], ["tor", "agg"]])
     with pytest.raises(TopoError):
         check_failure("random:spine-tor:0.1", [["leaf", "spine"], ["tor", "agg"]])
+
+
+@pytest.mark.parametrize("argv, key", [
+    (("describe", "two-site-h100", "--fail", "\u00b2:leaf0"), "--fail"),
+    (("describe", "dgx-h100-superpod", "--set", "fabric.tiers[\u00b2].sharp=true"), "fabric.tiers"),
+    (("train", "dgx-h100-superpod", "--model", "llama3-8b", "--tp", "8", "--global-batch", "64", "--skip-domains",
+      "\u00b2"), "--skip-domains"),
+])
+def test_a_superscript_digit_is_one_line_not_an_internal_error(argv, key):
+    """str.isdigit() is True for '\u00b2' (superscript two), which int() refuses: a site index, a list index in
+    --set and --skip-domains each gave 'internal error (ValueError ...)'. isdecimal() is what int() reads."""
+    from conftest import run_cli
+    proc = run_cli(*argv)
+    err = proc.stderr.strip()
+    assert proc.returncode != 0 and len(err.splitlines()) == 1, err
+    assert "internal error" not in err and key in err, err

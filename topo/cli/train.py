@@ -227,7 +227,7 @@ def _skip_domains(given: list[str] | None) -> tuple[int, ...] | None:
         return None
     text = ",".join(x.strip().removeprefix("[").removesuffix("]") for x in given)  # the layout's list too
     parts = [x.strip() for x in text.split(",")]
-    if not all(x.isdigit() for x in parts):
+    if not all(x.isdecimal() for x in parts):
         raise TopoError(f"must be NVLink domain indices (whole numbers >= 0, comma-separated, e.g. 5 or 5,17), got "
                         f"{text!r}", key="--skip-domains")
     return tuple(int(x) for x in parts)
