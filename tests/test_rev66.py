@@ -55,3 +55,31 @@ def test_a_superscript_digit_is_one_line_not_an_internal_error(argv, key):
     err = proc.stderr.strip()
     assert proc.returncode != 0 and len(err.splitlines()) == 1, err
     assert "internal error" not in err and key in err, err
+
+
+@pytest.mark.parametrize("argv", [
+    ("train", "dgx-h100-superpod", "--model", "llama3-8b", "--tp", "8", "--dp", "4", "--global-batch", "64"),
+    ("report", "dgx-h100-superpod", "-o", "never.html"),
+])
+def test_an_unknown_profile_is_named_by_its_flag(argv, tmp_path):
+    """prof66's --profile on train and report: an unknown name said 'profile: ...' (the library's key), where
+    estimate and a region's train say '--profile: ...'."""
+    from conftest import run_cli
+    proc = run_cli(*argv, "--profile", "nope", cwd=tmp_path)
+    err = proc.stderr.strip()
+    assert proc.returncode != 0 and len(err.splitlines()) == 1, err
+    assert err.startswith("error: --profile: 'nope': unknown profile 'nope'; allowed: nccl, ideal"), err
+    assert not (tmp_path / "never.html").exists()
+
+
+@pytest.mark.parametrize("figure", ["fabric", "inventory", "oversubscription", "capex"])
+def test_a_report_figure_that_prices_no_collective_refuses_profile(figure, tmp_path):
+    """report --format png --figure fabric --profile X wrote the figure, the profile silently unused (as --plan and
+    --scenario are refused where their figure does not use them)."""
+    from conftest import run_cli
+    proc = run_cli("report", "dgx-h100-superpod", "--format", "png", "--figure", figure, "--profile", "ideal",
+                   "-o", "f.png", cwd=tmp_path)
+    err = proc.stderr.strip()
+    assert proc.returncode != 0 and len(err.splitlines()) == 1, err
+    assert err.startswith(f"error: --profile: prices the report's collectives; --figure {figure} shows none"), err
+    assert not (tmp_path / "f.png").exists()
