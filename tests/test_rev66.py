@@ -83,3 +83,17 @@ def test_a_report_figure_that_prices_no_collective_refuses_profile(figure, tmp_p
     assert proc.returncode != 0 and len(err.splitlines()) == 1, err
     assert err.startswith(f"error: --profile: prices the report's collectives; --figure {figure} shows none"), err
     assert not (tmp_path / "f.png").exists()
+
+
+def test_a_region_search_fills_each_share_past_its_first_gpu():
+    """tidy66 made a job without dp fill the GPUs from --first-gpu past --skip-domains on one site (its search too)
+    and in a region's step, but a region's --search still took each site's every GPU: two-site-h100's 1,536-GPU
+    sites from GPU 512 were refused ("the job needs GPUs 512 to 2,047 ... the fabric has 1,536"). Each share is
+    now the 1,024 GPUs from GPU 512, as one site's search fills them: 2,048 over the two sites."""
+    import json
+
+    from conftest import run_cli
+    out = run_cli("train", "two-site-h100", "--model", "llama3-8b", "--global-batch", "768", "--search", "--top", "1",
+                  "--first-gpu", "512", "--json", check=True).stdout
+    got = json.loads(out)
+    assert got["gpus"] == 2048 and got["ranked"][0]["gpus"] == 2048
