@@ -97,3 +97,26 @@ def test_a_region_search_fills_each_share_past_its_first_gpu():
                   "--first-gpu", "512", "--json", check=True).stdout
     got = json.loads(out)
     assert got["gpus"] == 2048 and got["ranked"][0]["gpus"] == 2048
+
+
+def test_the_steps_nvls_buffers_are_the_given_profiles(tmp_path):
+    """prof66 resolved --profile once per engine; the step's NVLS buffers (memory) read it too
+    (nvls_buffers.nvls_buffer_bytes: channels x directions x chunk x steps in flight x heads). A DP all-reduce over
+    one DGX H100's 8 GPUs runs NVLS; a profile based on the fabric's own with nvls_channels doubled (Hopper's 16 ->
+    32) holds exactly twice the bytes. No test failed when the step read the fabric's default profile here."""
+    from topo.fabric.builders import build_fabric
+    from topo.spec.load import load_spec
+    from topo.training.model import load_model
+    from topo.training.parallel import make_layout
+    from topo.training.step import estimate_step
+
+    path = tmp_path / "nv.toml"
+    path.write_text('[profile]\nkind = "user"\nname = "nv-double"\nbase = "nccl"\n[nvls_channels]\nvalue = 32\n'
+                    'source = "a test"\nfitted = true\nfitted_on = "a test log"\n')
+    fabric = build_fabric(load_spec("dgx-h100-superpod", ["cluster.num_units=1"]))
+    model = load_model("llama3-8b")
+    lay = make_layout(tp=1, dp=8, global_batch=64, dp_sharding="none")
+    own = estimate_step(fabric, model, lay)
+    mine = estimate_step(fabric, model, lay, profile=str(path))
+    assert [c.algorithm for c in own.comm if c.dim == "dp"] == ["nvls"]
+    assert own.memory.nvls_bytes > 0 and mine.memory.nvls_bytes == 2 * own.memory.nvls_bytes
