@@ -202,7 +202,7 @@ def _is_num(tok: str) -> bool:
 
 def _row(tokens: list[str]) -> Row | None:
     """A table row, or None if the tokens are not one."""
-    if len(tokens) < 7 or not tokens[0].isdigit() or not tokens[1].isdigit() or tokens[2].lower() not in _TYPES:
+    if len(tokens) < 7 or not tokens[0].isdecimal() or not tokens[1].isdecimal() or tokens[2].lower() not in _TYPES:
         return None
     rest = tokens[3:]
     n_tail = 8 if len(rest) >= 8 and all(_is_num(t) for t in rest[-8:]) else 4

@@ -82,9 +82,7 @@ def _job_layout(args, region, fields: dict, options: dict):
         known = math.prod(k if type(k) is int and k > 0 else 1 for k in known)
         flags = {f"--{d}": getattr(args, d) for d in ("tp", "cp", "pp")}
         site = min(region.fabrics, key=lambda f: f.num_gpus)
-        place = {k: options.get(k) if options.get(k) is not None else fields.get(k) for k in ("first_gpu",
-                                                                                              "skip_domains")}
-        gpus, filled = job_gpus(site, place["first_gpu"], place["skip_domains"])  # past the skipped, as one site
+        gpus, filled = _share_gpus(region, {**fields, **{k: v for k, v in options.items() if v is not None}})
         if args.gpus or (site.num_gpus * region.num_sites == region.num_gpus and not filled):  # the whole region
             sizes["dp"] = data_parallel(known, args.gpus or region.num_gpus, flags)
         else:  # walk14: unlike sites (512 + 1,024 + 1,024) filled 2,560 GPUs, a dp no site's share could run
@@ -111,9 +109,21 @@ def _named_by_layout(args, fields: dict, exc: TopoError) -> TopoError:
     return TopoError(exc.message, source="--layout" if pairs else args.layout, key=exc.key)
 
 
+def _share_gpus(region, placement: dict) -> tuple[int, str]:
+    """The GPUs of one site's share that a job given neither dp nor ``--gpus`` fills: the smallest site's from the
+    job's ``first_gpu`` past its ``skip_domains`` (indices within a site; :func:`~topo.cli.layout_dp.job_gpus`, as
+    on one site), and the words naming them ("" for the whole site)."""
+    site = min(region.fabrics, key=lambda f: f.num_gpus)
+    return job_gpus(site, placement.get("first_gpu"), placement.get("skip_domains"))
+
+
 def _search(args, region, model, options: dict, say=str) -> int:
     across = args.across or ("outer" if args.outer_every else "dp")
-    res = search_across_sites(region, model, args.global_batch, gpus=args.gpus, top=args.top or 5, across=across,
+    gpus = args.gpus
+    if gpus is None:  # a share from its first GPU past its skipped domains, as one site's search and step fill it
+        share, filled = _share_gpus(region, options)
+        gpus = share * region.num_sites if filled else None
+    res = search_across_sites(region, model, args.global_batch, gpus=gpus, top=args.top or 5, across=across,
                               outer_every=args.outer_every, convention=args.flops, efficiency=args.efficiency,
                               contention=not args.no_contention, profile=args.profile, **search_options(args, options))
     if args.json:

@@ -147,7 +147,8 @@ def run_region_report(args, out, output, start) -> int:
 
 
 def _check_figure_options(args) -> None:
-    """Refuse --figure, --scenario, --plan, --train and --layout where they would be ignored; fill the defaults.
+    """Refuse --figure, --scenario, --plan, --train, --layout and --profile where they would be ignored; fill the
+    defaults.
 
     The HTML report holds every figure, so ``--figure capex`` without ``--format png|svg`` would silently write
     the whole report (without the planner's figures unless ``--plan``), not the figure asked for.
@@ -168,6 +169,10 @@ def _check_figure_options(args) -> None:
         raise TopoError(f"--scenario applies to --format png|svg with --figure {'|'.join(SCENARIO_FIGURES)} "
                         "(the HTML report shows both scopes)", key="--scenario")
     args.scenario = args.scenario or "cluster"
+    priced = SCENARIO_FIGURES + ("comparison",)  # the figures of collectives priced with a profile
+    if args.format != "html" and args.profile is not None and args.figure not in priced:
+        raise TopoError(f"prices the report's collectives; --figure {args.figure} shows none (the figures that do: "
+                        f"{', '.join(priced)}, and the HTML report)", key="--profile")
 
 
 def _cut_apart(args, build, *a, **kw):
@@ -185,6 +190,10 @@ def _cut_apart(args, build, *a, **kw):
                         f"(the failed fabric's degraded bisection, power and cost: topo plan {' '.join(specs)} {fail} "
                         f"--no-collectives; a job placed around it: topo train {one} {fail} --model M "
                         f"--skip-domains N{each})", key="--fail") from None
+    except TopoError as exc:  # an unknown --profile name (a file's own errors name the file)
+        if exc.key == "profile" and exc.source is None:
+            raise TopoError(exc.message, key="--profile") from None
+        raise
 
 
 def _where(out: str) -> str:

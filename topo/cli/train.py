@@ -227,7 +227,7 @@ def _skip_domains(given: list[str] | None) -> tuple[int, ...] | None:
         return None
     text = ",".join(x.strip().removeprefix("[").removesuffix("]") for x in given)  # the layout's list too
     parts = [x.strip() for x in text.split(",")]
-    if not all(x.isdigit() for x in parts):
+    if not all(x.isdecimal() for x in parts):
         raise TopoError(f"must be NVLink domain indices (whole numbers >= 0, comma-separated, e.g. 5 or 5,17), got "
                         f"{text!r}", key="--skip-domains")
     return tuple(int(x) for x in parts)
@@ -304,7 +304,10 @@ def _run(args) -> int:
         # global batch that did not split into 100,000 ranks was named, not the 2,304-GPU fabric)
         raise TopoError(f"{args.gpus:,} GPUs asked, but the fabric has {fabric.layout.num_gpus:,}{FEWER_GPUS}",
                         key="--gpus")
-    engine = CommEngine(fabric, profile=args.profile)  # the one place the command's profile enters the engine
+    try:
+        engine = CommEngine(fabric, profile=args.profile)  # the one place the command's profile enters the engine
+    except TopoError as exc:  # an unknown name: --profile, as estimate names it
+        raise _as_flags(args, exc) from None
     for msg in profile_notes(args.profile, [fabric]):
         note(msg)
     model = load_model(args.model)

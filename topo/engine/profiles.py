@@ -314,7 +314,7 @@ def _ll_caps_across_nodes(caps: dict, ll_max_Bps: tuple) -> dict:
 
 
 def _version_key(v: str):
-    return tuple(int(x) if x.isdigit() else 0 for x in v.split("."))
+    return tuple(int(x) if x.isdecimal() else 0 for x in v.split("."))
 
 
 GENERATIONS: tuple[str, ...] = tuple(sorted(bundled_files()["gpu"]))

@@ -180,17 +180,19 @@ def _unknown_target(what: str, level_names, tier_names) -> TopoError:
                      f"{', '.join(tier_names)}", key="fail")
 
 
-def check_failure(text: str, tier_names: list[str] | None = None) -> None:
+def check_failure(text: str, fabric_tiers: list[list[str]] | None = None) -> None:
     """Check a failure string as far as it can be without its fabric (a sweep checks its ``fail`` values so before
     any point runs): the form of ``random:``, ``rail:``, ``plane:`` and, for ``random:``, that it names a level or a
-    tier of a fabric whose tiers are ``tier_names`` (None: not checked). Node names and indices need the fabric.
+    tier of one of the fabrics whose tiers ``fabric_tiers`` lists (None: not checked). Node names and indices need
+    the fabric.
 
     Parameters
     ----------
     text : str
         One failure, as ``--fail`` takes it.
-    tier_names : list of str, optional
-        The fabric's tier names from the leaves up.
+    fabric_tiers : list of list of str, optional
+        Each fabric's tier names from the leaves up: a level or tier of any of them passes (each fabric's levels
+        named from its own tiers, as :attr:`topo.fabric.fabric.Fabric.level_names`).
 
     Raises
     ------
@@ -200,11 +202,12 @@ def check_failure(text: str, tier_names: list[str] | None = None) -> None:
     text = str(text).strip()
     if text.startswith("random:"):
         what = _parse_random(text)[0]
-        if tier_names is None:
+        if fabric_tiers is None:
             return
-        levels = [Level(c).name_in(tier_names) for c in range(3 + len(tier_names) - 1)]
-        if what not in levels + list(tier_names) + ["dci"]:
-            raise _unknown_target(what, levels, tier_names)
+        levels = list(dict.fromkeys(lv.name_in(t) for t in fabric_tiers for lv in Level.all(len(t))))
+        tiers = list(dict.fromkeys(n for t in fabric_tiers for n in t))
+        if what not in levels + tiers + ["dci"]:
+            raise _unknown_target(what, levels, tiers)
     elif text.startswith("rail:"):
         _int(text[5:], text)
     elif text.startswith("plane:"):

@@ -288,7 +288,7 @@ def _site_of(text: str, names) -> int | None:
     span's ends (``dci:east-west``, ``dci:0-1``) and a site's part (``west:leaf0``, ``1:leaf0``)."""
     if text in names:
         return list(names).index(text)
-    return int(text) if text.isdigit() and int(text) < len(names) else None
+    return int(text) if text.isdecimal() and int(text) < len(names) else None
 
 
 def _split_span(body: str, names) -> tuple[int, int] | None:

@@ -168,7 +168,7 @@ def _parse_key(key: str, source: str, original: str) -> list[str | int]:
             raise TopoError(f"cannot read the key {key!r}; write it as a dotted path such as "
                             "fabric.tiers[1].oversubscription", source=override_label(original))
         token = m.group(1) if m.group(1) is not None else m.group(2)
-        parts.append(int(token) if token.isdigit() else token)
+        parts.append(int(token) if token.isdecimal() else token)
         pos = m.end()
     if not parts:
         raise TopoError("empty key; write KEY=VALUE, e.g. cluster.num_units=8", source=override_label(original))

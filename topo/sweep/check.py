@@ -91,18 +91,18 @@ def check_values(axes: dict, source: str, placeholder: str) -> None:
                 raise TopoError(f"{v!r}: {exc}", source=source, key=f"axes.{key}") from None
 
 
-def _tier_names(specs: dict, axes: dict) -> list[str] | None:
-    """Every tier name of the study's specs (the union), or None where a point may have others: a region, a spec
-    that grows tiers, an axis over the tiers."""
+def _tier_names(specs: dict, axes: dict) -> list[list[str]] | None:
+    """Each of the study's specs' tier names from the leaves up, or None where a point may have others: a region, a
+    spec that grows tiers, an axis over the tiers."""
     if any(k.startswith(("fabric.tiers", "fabric.grow_tiers")) for k in axes):
         return None
-    names: list[str] = []
+    out: list[list[str]] = []
     for _, text in specs.values():
         fabric = tomllib.loads(text).get("fabric")
         if not isinstance(fabric, dict) or fabric.get("grow_tiers") or not isinstance(fabric.get("tiers"), list):
             return None
-        names += [t["name"] for t in fabric["tiers"] if isinstance(t, dict) and isinstance(t.get("name"), str)]
-    return list(dict.fromkeys(names))
+        out.append([t["name"] for t in fabric["tiers"] if isinstance(t, dict) and isinstance(t.get("name"), str)])
+    return out
 
 
 def check_failures(axes: dict, specs: dict, source: str, placeholder: str, seeds) -> None:

@@ -53,7 +53,7 @@ def check_address(address: str, timeout_s: float) -> None:
     host and port where nothing listens within ``timeout_s``."""
     scheme, sep, rest = address.partition("://")
     host, colon, port = rest.rpartition(":")
-    if not sep or scheme not in SCHEMES or not colon or not host or not port.isdigit() or not 0 < int(port) < 65536:
+    if not sep or scheme not in SCHEMES or not colon or not host or not port.isdecimal() or not 0 < int(port) < 65536:
         raise TopoError(f"{address!r} is not a Dask scheduler address; give SCHEME://HOST:PORT with SCHEME one of "
                         f"{', '.join(SCHEMES)} (e.g. tcp://10.0.0.5:8786), 'serial', or --scheduler-file",
                         key="scheduler")
