@@ -1,0 +1,31 @@
+"""walk26's fixes (a capacity planner comparing three 50 MW bids): an HGX B200 floor placed as a rack-scale
+system's, a search row rerun without the dispatcher it was ranked with, a token count written as 15T."""
+
+from conftest import spec_dict, tier
+from topo.plan import plan
+from topo.spec import spec_from_dict
+
+
+def _hgx_b200_units_of_64(units: int = 2) -> dict:
+    """HGX B200 with 8 x 400G under SN5600 (128 x 400G) leaves: scalable units of 64 servers (walk26's bid B)."""
+    return spec_dict(name="b200-units-of-64", gpu="B200", server={"nics": 8, "nic_rate": "400 Gb/s",
+                                                                   "nic_model": "ConnectX-7"},
+                     cluster={"num_units": units},
+                     fabric={"kind": "rail_optimized", "technology": "roce", "servers_per_unit": 64,
+                             "tiers": [tier("leaf", 128, "400 Gb/s", oversubscription=1, model="SN5600"),
+                                       tier("spine", 128, "400 Gb/s", model="SN5600")]})
+
+
+def test_hgx_b200_units_take_whole_racks_of_their_own():
+    """walk26: an HGX B200 of 14.3 kW fits 3 to the default 45 kW rack (the planner's fitted count), and that
+    count reached the floor as a rack-scale system's own (an NVL72 tray's 18 per rack), so units of 64 servers
+    shared racks across units and pods (128 servers in ceil(128 / 3) = 43 racks) with a note that "a rack-scale
+    system's rack holds one NVLink domain" and that the hall was planned for "racks' switch trays": an HGX server
+    is its own 8-GPU NVLink domain and its rack has no switch trays. Units of a server that is not rack-scale take
+    whole racks of their own, the last one part full (topo/plan/floor.py, _unit_rack_starts): ceil(64 / 3) = 22
+    racks a unit, 44 for two."""
+    r = plan(spec_from_dict(_hgx_b200_units_of_64()), collectives=False)
+    assert r.floor.servers_per_rack == 3
+    assert r.floor.server_racks == 2 * 22
+    assert not any("share racks" in n or "switch trays" in n for n in r.floor.notes)
+    assert any("3 HGX B200 servers of 14,300 W per rack" in n for n in r.notes)  # the fitted count is still said
