@@ -1,7 +1,7 @@
 """walk26's fixes (a capacity planner comparing three 50 MW bids): an HGX B200 floor placed as a rack-scale
 system's, a search row rerun without the dispatcher it was ranked with, a token count written as 15T."""
 
-from conftest import spec_dict, tier
+from conftest import run_cli, spec_dict, tier
 from topo.plan import plan
 from topo.spec import spec_from_dict
 
@@ -29,3 +29,21 @@ def test_hgx_b200_units_take_whole_racks_of_their_own():
     assert r.floor.server_racks == 2 * 22
     assert not any("share racks" in n or "switch trays" in n for n in r.floor.notes)
     assert any("3 HGX B200 servers of 14,300 W per rack" in n for n in r.notes)  # the fitted count is still said
+
+
+def test_a_search_names_the_flags_that_step_its_first_row_again():
+    """walk26: DeepSeek-V3's search on 32,768 H200 ranked tp 2 pp 2 vpp 4 ep 64 fsdp_grad_op with the flex
+    dispatcher (deepep/hybridep) first at 2.716 s, and said "topo train with a row's sizes shows its breakdown";
+    those sizes without the dispatcher (the alltoall default) and the sharding (zero1) stepped in 3.630 s. The
+    search now prints #1's flags, the chosen dispatcher as --layout among them; run as printed, they give the row's
+    step (Qwen3-30B-A3B on 64 H100, where the flex dispatcher also wins)."""
+    spec = ("dgx-h100-superpod", "--set", "cluster.num_units=1")
+    out = run_cli("train", *spec, "--gpus", "64", "--model", "qwen3-30b-a3b", "--global-batch", "64", "--search",
+                  "--top", "1", check=True).stdout
+    row = next(line for line in out.splitlines() if line.startswith("1 "))
+    flags = next(line for line in out.splitlines() if line.startswith("#1's breakdown: topo train SPEC "))
+    flags = flags.removeprefix("#1's breakdown: topo train SPEC ").split()
+    assert "deepep/hybridep" in row and "--layout" in flags and "--dp-sharding" in flags
+    again = run_cli("train", *spec, *flags, check=True).stdout
+    step = again.splitlines()[1].split()[2:4]  # "step time   441.1 ms ..."
+    assert " ".join(step) in row

@@ -32,7 +32,7 @@ from .region import is_region_args
 from .region_train import run_region_train
 from .output import emit, emit_json, mfu_text, note, table
 from .train_ops import print_op_table, print_stage_table
-from .train_text import (bias_text, dispatcher_cell, dispatcher_searched, gb, gpu_hours_text, memory_line,
+from .train_text import (bias_text, dispatcher_cell, dispatcher_searched, gb, gpu_hours_text, memory_line, row_flags,
                          not_fit_line, recompute_cell, runs_on, uncertainty_line)
 
 
@@ -924,7 +924,9 @@ def _print_search(res, top, held: dict, model) -> None:
         emit(f"uncertainty of each step: on {runs_on(u)} of {u['label']} models whose "
              f"family the fit never saw, half were within {u['p50']:.0%} of the measured step, nine in ten within "
              f"{u['p90']:.0%}{bias_text(u)} (#1: {format_time(u['low_s'])} - "
-             f"{format_time(u['high_s'])}); topo train "
-             f"with a row's sizes shows its breakdown")
+             f"{format_time(u['high_s'])})")
+    if res.ranked:
+        emit(f"#1's breakdown: topo train SPEC --model {res.model} --global-batch {res.global_batch} "
+             f"{row_flags(res.ranked[0].layout, bool(extra))}" + (" and the --layout fields held" if held else ""))
     for n in res.notes:
         emit(f"note: {note_flags(n)}")
