@@ -47,3 +47,22 @@ def test_a_search_names_the_flags_that_step_its_first_row_again():
     again = run_cli("train", *spec, *flags, check=True).stdout
     step = again.splitlines()[1].split()[2:4]  # "step time   441.1 ms ..."
     assert " ".join(step) in row
+
+
+def test_tokens_take_a_decimal_suffix():
+    """walk26: `topo train ... --tokens 15T` (a token budget as model cards write it: Llama 3's 15T, arXiv
+    2407.21783) failed with argparse's "invalid float value: '15T'"; it now reads 15e12 tokens, the same line as
+    15e12 gives, and a suffix it does not know is one error line naming --tokens and the forms allowed."""
+    args = ("train", "dgx-h100-superpod", "--model", "llama3-8b", "--gpus", "8", "--tp", "1", "--dp", "8",
+            "--global-batch", "8")
+
+    def line(tokens):
+        out = run_cli(*args, "--tokens", tokens, check=True).stdout
+        return next(x for x in out.splitlines() if x.startswith("time to train"))
+
+    assert line("15T") == line("15e12") and line("15T").startswith("time to train 1.5e+13 tokens:")
+    assert line("2.5B").startswith("time to train 2.5e+09 tokens:")
+    bad = run_cli(*args, "--tokens", "15X")
+    assert bad.returncode != 0 and "Traceback" not in bad.stderr
+    assert bad.stderr.strip() == ("error: --tokens: expected a count such as 15e12, 15T, 2.5B, 400M or 10K "
+                                  "(decimal: K 1e3, M 1e6, B or G 1e9, T 1e12), got '15X'")

@@ -9,7 +9,7 @@ import sys
 
 from ..errors import TopoError
 from ..inputs import is_input_file
-from ..units import format_count, format_in, format_size, format_time
+from ..units import UnitError, format_count, format_in, format_size, format_time, parse_count
 from ..training.flops import CONVENTIONS
 from ..training.fp8_amax import sp_amax_reduced
 from ..training.gpus import gpu_compute
@@ -169,7 +169,8 @@ def _output_arguments(p) -> None:
                         "window)")
     p.add_argument("--efficiency", type=float, default=None,
                    help="large-GEMM fraction of the BF16 peak at the sustained clock (default: the GPU's, from data/compute/kernels.toml)")
-    p.add_argument("--tokens", type=float, default=None, help="also report the time to train this many tokens")
+    p.add_argument("--tokens", default=None, help="also report the time to train this many tokens: 15T, 2.5B, "
+                   "15e12")
     p.add_argument("--search", action="store_true", help="rank every valid layout that fits by step time")
     p.add_argument("--top", type=int, default=None, help="rows of the search table (default 10)")
     p.add_argument("--rank-orders", default=None, metavar="A,B",
@@ -206,8 +207,11 @@ def _check_numbers(args) -> None:
     if args.efficiency is not None and not 0 < args.efficiency <= 1:
         raise TopoError(f"must be a fraction of the GPU's peak in (0, 1], got {args.efficiency:g}",
                         key="--efficiency")
-    if args.tokens is not None and not 0 < args.tokens < math.inf:  # inf printed "inf days"
-        raise TopoError(f"must be a positive, finite number of tokens, got {args.tokens:g}", key="--tokens")
+    if args.tokens is not None:  # inf printed "inf days"; walk26: 15T was "invalid float value"
+        try:
+            args.tokens = parse_count(args.tokens, "number of tokens")
+        except UnitError as exc:
+            raise TopoError(str(exc), key="--tokens") from None
     if args.top is not None and args.top < 1:
         raise TopoError(f"must be a whole number >= 1, got {args.top}", key="--top")
     for name in ("gpus", "tp", "cp", "pp", "dp", "ep", "etp", "vpp", "seq", "global_batch", "micro_batch",
