@@ -66,3 +66,19 @@ def test_tokens_take_a_decimal_suffix():
     assert bad.returncode != 0 and "Traceback" not in bad.stderr
     assert bad.stderr.strip() == ("error: --tokens: expected a count such as 15e12, 15T, 2.5B, 400M or 10K "
                                   "(decimal: K 1e3, M 1e6, B or G 1e9, T 1e12), got '15X'")
+
+
+def test_a_region_search_names_its_first_rows_flags_for_the_whole_job():
+    """walk26: a region's search said "train the layout" without the flags; its #1 (a site's share ranked again
+    across the sites) is now printed as the whole job's flags, dp the job's (dp x sites, as the table's "dp (job)"
+    column and `topo train REGION --dp` count it) with the chosen dispatcher; run as printed they give the row's
+    step across the sites."""
+    base = ("train", "three-site-chain", "--model", "qwen3-30b-a3b", "--global-batch", "288")
+    out = run_cli(*base, "--search", "--top", "1", check=True).stdout
+    row = next(line for line in out.splitlines() if line.startswith("1 "))
+    flags = next(line for line in out.splitlines() if line.startswith("#1 across sites: topo train REGION "))
+    flags = flags.split(" --global-batch 288 ")[1].split()
+    assert flags[flags.index("--dp") + 1] == row.split()[5]  # the job's dp
+    again = run_cli(*base, *flags, check=True).stdout
+    dp_row = next(line for line in again.splitlines() if line.startswith("dp "))
+    assert " ".join(dp_row.split()[1:3]) in row  # the step across sites, "499.9 ms"
