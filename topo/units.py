@@ -121,6 +121,27 @@ def parse_size_bytes(text: str | int | float) -> int:
     return int(nbytes)
 
 
+_COUNT_UNITS = {"": 1.0, "k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}
+_COUNT_HELP = "a count such as 15e12, 15T, 2.5B, 400M or 10K (decimal: K 1e3, M 1e6, B or G 1e9, T 1e12)"
+
+
+def parse_count(text: str | int | float, noun: str = "count") -> float:
+    """Parse a positive, finite count such as a number of tokens, with a decimal suffix (walk26: ``--tokens 15T``
+    was refused as "invalid float value", where model sizes and token budgets are written 405B and 15T).
+
+    >>> parse_count("15T"), parse_count("2.5B"), parse_count("15e12"), parse_count(400)
+    (15000000000000.0, 2500000000.0, 15000000000000.0, 400.0)
+    """
+    m = re.fullmatch(r"\s*" + _SIGNED + r"\s*([A-Za-z]?)\s*", str(text))
+    if isinstance(text, bool) or not (m and m.group(2).lower() in _COUNT_UNITS or str(text).strip().lower()
+                                      in ("inf", "+inf", "-inf", "nan")):
+        raise UnitError(f"expected {_COUNT_HELP}, got {text!r}")
+    value = float(m.group(1)) * _COUNT_UNITS[m.group(2).lower()] if m else float(text)
+    if not 0 < value < math.inf:
+        raise UnitError(f"must be a positive, finite {noun}, got {str(text).strip()}")
+    return value
+
+
 _BW_UNITS = {
     # bits per second
     "b/s": 1 / 8, "bps": 1 / 8, "bit/s": 1 / 8,

@@ -18,7 +18,7 @@ from .estimate_args import profile_notes
 from .layout_dp import job_gpus, sized_by
 from .search_options import layout_for_search, search_options
 from .output import emit, emit_json, mfu_text, note, table
-from .train_text import (dispatcher_cell, dispatcher_searched, gpu_hours_text, memory_line, not_fit_line,
+from .train_text import (dispatcher_cell, dispatcher_searched, gpu_hours_text, memory_line, not_fit_line, row_flags,
                          recompute_cell, uncertainty_line)
 from .region import region_from_args
 
@@ -153,6 +153,11 @@ def _search(args, region, model, options: dict, say=str) -> int:
     lines += [f"not across sites by {across}: one-site #{k}: {why}" for k, why in res.skipped.items()]
     lines.append(f"DCI for 95%: the largest span's, per direction; each span's in --json, or train the layout: "
                  f"{SPAN_RULE}")
+    if res.ranked:  # walk26: the job's flags of #1, its dp the whole job's (dp x sites) as the flags take it
+        first = {**layouts[0], "dp": layouts[0]["dp"] * res.ranked[0].num_sites}
+        lines.append(f"#1 across sites: topo train REGION --model {res.model} --global-batch {res.global_batch} "
+                     f"{row_flags(first, bool(extra))}" + (f" --across {across}" if across != "dp" else "")
+                     + (f" --outer-every {args.outer_every}" if args.outer_every else ""))
     line = uncertainty_line(res.ranked[0].uncertainty, " of #1's one-site step")  # walk23: the search said none
     lines += [line] if line else []
     lines += [f"note: one site's share: {say(n)}" for n in res.notes]

@@ -9,7 +9,7 @@ import sys
 
 from ..errors import TopoError
 from ..inputs import is_input_file
-from ..units import format_count, format_in, format_size, format_time
+from ..units import UnitError, format_count, format_in, format_size, format_time, parse_count
 from ..training.flops import CONVENTIONS
 from ..training.fp8_amax import sp_amax_reduced
 from ..training.gpus import gpu_compute
@@ -32,7 +32,7 @@ from .region import is_region_args
 from .region_train import run_region_train
 from .output import emit, emit_json, mfu_text, note, table
 from .train_ops import print_op_table, print_stage_table
-from .train_text import (bias_text, dispatcher_cell, dispatcher_searched, gb, gpu_hours_text, memory_line,
+from .train_text import (bias_text, dispatcher_cell, dispatcher_searched, gb, gpu_hours_text, memory_line, row_flags,
                          not_fit_line, recompute_cell, runs_on, uncertainty_line)
 
 
@@ -169,7 +169,8 @@ def _output_arguments(p) -> None:
                         "window)")
     p.add_argument("--efficiency", type=float, default=None,
                    help="large-GEMM fraction of the BF16 peak at the sustained clock (default: the GPU's, from data/compute/kernels.toml)")
-    p.add_argument("--tokens", type=float, default=None, help="also report the time to train this many tokens")
+    p.add_argument("--tokens", default=None, help="also report the time to train this many tokens: 15T, 2.5B, "
+                   "15e12")
     p.add_argument("--search", action="store_true", help="rank every valid layout that fits by step time")
     p.add_argument("--top", type=int, default=None, help="rows of the search table (default 10)")
     p.add_argument("--rank-orders", default=None, metavar="A,B",
@@ -206,8 +207,11 @@ def _check_numbers(args) -> None:
     if args.efficiency is not None and not 0 < args.efficiency <= 1:
         raise TopoError(f"must be a fraction of the GPU's peak in (0, 1], got {args.efficiency:g}",
                         key="--efficiency")
-    if args.tokens is not None and not 0 < args.tokens < math.inf:  # inf printed "inf days"
-        raise TopoError(f"must be a positive, finite number of tokens, got {args.tokens:g}", key="--tokens")
+    if args.tokens is not None:  # inf printed "inf days"; walk26: 15T was "invalid float value"
+        try:
+            args.tokens = parse_count(args.tokens, "number of tokens")
+        except UnitError as exc:
+            raise TopoError(str(exc), key="--tokens") from None
     if args.top is not None and args.top < 1:
         raise TopoError(f"must be a whole number >= 1, got {args.top}", key="--top")
     for name in ("gpus", "tp", "cp", "pp", "dp", "ep", "etp", "vpp", "seq", "global_batch", "micro_batch",
@@ -927,7 +931,9 @@ def _print_search(res, top, held: dict, model) -> None:
         emit(f"uncertainty of each step: on {runs_on(u)} of {u['label']} models whose "
              f"family the fit never saw, half were within {u['p50']:.0%} of the measured step, nine in ten within "
              f"{u['p90']:.0%}{bias_text(u)} (#1: {format_time(u['low_s'])} - "
-             f"{format_time(u['high_s'])}); topo train "
-             f"with a row's sizes shows its breakdown")
+             f"{format_time(u['high_s'])})")
+    if res.ranked:
+        emit(f"#1's breakdown: topo train SPEC --model {res.model} --global-batch {res.global_batch} "
+             f"{row_flags(res.ranked[0].layout, bool(extra))}" + (" and the --layout fields held" if held else ""))
     for n in res.notes:
         emit(f"note: {note_flags(n)}")

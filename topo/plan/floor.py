@@ -200,7 +200,7 @@ def _racks_for(n: float, rack: SwitchRacking, units: float, power_W: float, wher
 
 def floor_plan(fabric: Fabric, catalog: Catalog, server_power_W: float, racking: list[SwitchRacking] | None = None,
                servers_per_rack: int | None = None, rack_power_W: float | None = None, rack_extra_W: float = 0.0,
-               leaf_in_rack: bool = True, server_cooling: str = "air") -> FloorPlan:
+               leaf_in_rack: bool = True, server_cooling: str = "air", rack_scale: bool | None = None) -> FloorPlan:
     """Place racks, rows, halls and the campus for ``fabric`` and measure every scale-out link.
 
     Parameters
@@ -215,6 +215,7 @@ def floor_plan(fabric: Fabric, catalog: Catalog, server_power_W: float, racking:
     rack_extra_W : the power of the rack's own switches (NVLink switch trays), which its budget must also hold.
     leaf_in_rack : False when the rack has no room for a leaf (an NVL72 rack).
     server_cooling : the least cooling the servers need (``air``, ``rear_door``, ``direct_liquid``).
+    rack_scale : units share racks as NVL72 trays do (default: ``servers_per_rack`` given; not an HGX B200's 3).
 
     Returns
     -------
@@ -239,7 +240,8 @@ def floor_plan(fabric: Fabric, catalog: Catalog, server_power_W: float, racking:
     rack_load_W = spr * server_power_W + rack_extra_W
     cooling = _cooling(catalog, rack_load_W, server_cooling)
     net = _network_racks(fabric, catalog, racking, tor, placement == "with_spines")
-    geo = _Campus(fabric, catalog, spr, net, placement, rack_scale=servers_per_rack is not None)
+    geo = _Campus(fabric, catalog, spr, net, placement,
+                  rack_scale=servers_per_rack is not None if rack_scale is None else rack_scale)
     pod_W = (L.units_per_pod * L.servers_per_unit * server_power_W
              + geo.pod_server_racks * rack_extra_W
              + sum(net.pod_switches[i] * racking[i].physical_per_logical * racking[i].power_W

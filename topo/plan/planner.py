@@ -276,7 +276,8 @@ def _floor_and_bom(fabric, cat, server, server_W, spr, plan_tables, tier_sources
         floor = floor_plan(fabric, cat, server_W, racking, servers_per_rack=spr,
                            rack_power_W=server.rack_power_W.value if server.rack_power_W is not None else None,
                            rack_extra_W=rsw.per_rack.value * rsw.power_W.value if rsw is not None else 0.0,
-                           leaf_in_rack=server.leaf_in_rack, server_cooling=_least_cooling(cat, server))
+                           leaf_in_rack=server.leaf_in_rack, server_cooling=_least_cooling(cat, server),
+                           rack_scale=server.servers_per_rack is not None)
         bom = bill_of_materials(fabric, cat, floor, plan_tables, source=origin,
                                 nic_module_ports=int(server.nic_module_ports.value), sources=tier_sources)
     except TopoError as exc:
