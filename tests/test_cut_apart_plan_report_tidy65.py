@@ -1,7 +1,6 @@
 """``topo plan`` / ``topo report`` with a failed NVLink switch that cuts a rack's GPUs apart (place64's Left 1): their
 own collectives over every GPU cannot run; the line says what the user can run instead (plan: ``--no-collectives``;
-report, which has no page without its all-reduce over every GPU: the plan of the failed fabric, or a job placed
-around it), and the way out it names works."""
+report: tidy67 writes the page with the cut named on it), and the way out it names works."""
 
 from conftest import run_cli
 
@@ -18,27 +17,37 @@ def test_plan_names_no_collectives_and_it_runs():
         "of the failed fabric" in ok.stdout
 
 
-def test_report_names_the_commands_that_run(tmp_path):
-    bad = run_cli("report", SPEC, *FAIL, "-o", str(tmp_path / "r.html"))
-    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
-    assert bad.stderr.startswith("error: --fail: GPU ") and (
-        "allowed: failed parts that leave every GPU a path (the failed fabric's degraded bisection, power and cost: "
-        "topo plan gb200-nvl72-superpod --fail nvswitch1 --no-collectives; a job placed around it: topo train "
-        "gb200-nvl72-superpod --fail nvswitch1 --model M --skip-domains N)") in bad.stderr, bad.stderr
-    assert not (tmp_path / "r.html").exists()
+def test_report_writes_the_page_with_the_cut_named(tmp_path):
+    """tidy67: a user who asked for a page gets it, the cut named on it (which GPUs, which failed part): the fabric,
+    its degraded bisection and what still runs are drawn, the all-reduce over every GPU is not (no route carries
+    it); before, the report wrote no page and named commands to run instead."""
+    out = tmp_path / "r.html"
+    ok = run_cli("report", SPEC, *FAIL, "-o", str(out), check=True)
+    cut = "GPU 143 cannot reach GPU 72: every path crosses failed parts (gpu143 -&gt; nvswitch1, nvlink; failures: " \
+          "nvswitch1)"
+    page = out.read_text()
+    assert f"<b>{cut}</b>: no route carries a collective over the GPUs it names" in page
+    # both scopes (every GPU; the first unit, whose rack 1 the failed switch cuts) are cut: no load cell, a cut cell
+    assert "all_reduce of" not in page and "<h3>gb200-nvl72-superpod: cut apart</h3>" in page
+    assert "<h3>gb200-nvl72-superpod</h3>" in page  # the summary, fabric and oversubscription cells are drawn
+    assert "note: gb200-nvl72-superpod: GPU 143 cannot reach GPU 72" in ok.stderr, ok.stderr
 
 
-def test_report_of_two_designs_names_commands_that_run_one_design_each(tmp_path):
-    """rev65: with two SPECs and a --set, the line offered 'topo train A B --fail ...' (topo train takes one SPEC:
-    'unrecognized arguments') and dropped the --set the user's fabric was built with; the plan's command keeps both
-    SPECs (topo plan compares them), the train command names one SPEC at a time, each with the overrides."""
+def test_report_of_two_designs_names_each_cut(tmp_path):
+    """Two SPECs with a --set: one page, each design's cut in its own summary and the comparison's "-" where the
+    whole cluster's all-reduce cannot run (rev65's commands are no longer needed: the page is written)."""
     specs = ["gb200-nvl72-superpod", "gb300-nvl72-superpod"]
-    bad = run_cli("report", *specs, "--set", "cluster.num_units=3", *FAIL, "-o", str(tmp_path / "r.html"))
+    out = tmp_path / "r.html"
+    ok = run_cli("report", *specs, "--set", "cluster.num_units=3", *FAIL, "-o", str(out), check=True)
+    page = out.read_text()
+    assert page.count("<th class=\"l\">cut apart</th>") == 2, ok.stderr
+    assert ok.stderr.count(": the page names the cut") == 2, ok.stderr
+
+
+def test_report_figure_of_a_cut_scope_is_one_line(tmp_path):
+    """A png/svg figure of a collective the cut stops has nothing to draw: one line naming --fail and its value."""
+    bad = run_cli("report", SPEC, *FAIL, "--format", "svg", "--figure", "curves", "-o", str(tmp_path / "c.svg"))
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1, bad.stderr
-    assert ("topo plan gb200-nvl72-superpod gb300-nvl72-superpod --set cluster.num_units=3 --fail nvswitch1 "
-            "--no-collectives; a job placed around it: topo train SPEC --set cluster.num_units=3 --fail nvswitch1 "
-            "--model M --skip-domains N, SPEC one of gb200-nvl72-superpod, gb300-nvl72-superpod)") in bad.stderr, \
-        bad.stderr
-    ok = run_cli("train", specs[1], "--set", "cluster.num_units=3", *FAIL, "--model", "llama3-8b", "--gpus", "64",
-                 "--global-batch", "64", "--skip-domains", "1", check=True)
-    assert "step" in ok.stdout
+    assert bad.stderr.startswith("error: --fail: nvswitch1 cut the cluster scope's GPUs apart (GPU 143 cannot "
+                                 "reach GPU 72"), bad.stderr
+    assert not (tmp_path / "c.svg").exists()

@@ -15,6 +15,7 @@ from ..spec.load import resolve_spec_path
 from ..units import count_noun, format_bandwidth, format_count, format_in, format_time, format_usd, in_unit
 from .bom_csv import write_bom_csv
 from .common import GivenOnce, add_spec_arguments, fabric_from_args, spec_from_args
+from .estimate_args import add_profile_argument, profile_notes
 from .layout_dp import design_dp, on_design
 from .output import emit, emit_json, note, table
 from .region_plan import is_region_file, refuse_region_flags, run_region_plan
@@ -47,6 +48,7 @@ def register(sub) -> None:
     p.add_argument("--no-collectives", action="store_true",
                    help="skip the estimates (the all-reduce and all-to-all across the top tier, over every GPU, and "
                    "the blast radius's collectives): the plan in about half the time at 100k GPUs")
+    add_profile_argument(p, "the plan's collectives (across the top tier, the blast radius's) and --model's step")
     p.add_argument("--one-site", action="store_true",
                    help="a region of several sites: also plan its GPUs as one site of its first site's design")
     p.add_argument("--json", action="store_true", help="print one JSON document on stdout")
@@ -85,7 +87,7 @@ def train_mfu(args, design: str | None = None, fabric=None) -> tuple[float, str,
         if args.layout and fabric is not None and args.model:
             training.parse_layout(args.layout)  # a field no design can take: named once, before any design's dp
             dp = design_dp(args.layout, fabric, name or DEFAULT_SPEC)
-        return training.predict_mfu(spec_from_args(args, name), args.model, args.layout, dp=dp)
+        return training.predict_mfu(spec_from_args(args, name), args.model, args.layout, dp=dp, profile=args.profile)
     except TopoError as exc:
         if exc.key not in ("model", "layout") and exc.source in ("layout", args.layout) and len(args.specs) > 1:
             raise on_design(exc, args.layout, name) from None  # which design of several the layout does not fit
@@ -108,9 +110,12 @@ def run(args) -> int:
             raise TopoError("--json and --bom-csv - both print on stdout; give --bom-csv a file", key="--bom-csv")
         check_output(args.bom_csv, inputs=_inputs(args), force=args.force, key="--bom-csv", force_option="--force")
     fabrics = [fabric_from_args(args, n) for n in names]
+    for msg in profile_notes(args.profile, fabrics):
+        note(msg)
     layers = [_layers(args, n, f) for n, f in zip(names, fabrics)]
     try:
-        results = [plan(f, layers=lay, plan_file=args.plan_file, collectives=not args.no_collectives)
+        results = [plan(f, layers=lay, plan_file=args.plan_file, collectives=not args.no_collectives,
+                        profile=args.profile)
                    for f, lay in zip(fabrics, layers)]
     except Unreachable as exc:  # place64: the plan's own collectives over every GPU, cut by a failed part
         raise TopoError(f"{exc.message}; the plan's all-reduce and all-to-all run over every GPU, which the failed "

@@ -29,7 +29,8 @@ def refuse_region_flags(args) -> None:
     Raises
     ------
     TopoError
-        For ``--model`` or ``--layout`` (why: the MFU needs the way across sites), ``--plan-file`` or ``--fail``.
+        For ``--model`` or ``--layout`` (why: the MFU needs the way across sites), ``--profile``, ``--plan-file`` or
+        ``--fail``.
     """
     given = [f for f, v in (("--model", args.model), ("--layout", args.layout)) if v]
     if given:
@@ -37,6 +38,10 @@ def refuse_region_flags(args) -> None:
                         "every H steps), which a plan does not choose; allowed: --mfu X with the figure `topo train "
                         "REGION --model M ...` gives (one site's MFU x its throughput vs one site), or --model and "
                         "--layout on one site's spec", key=given[0])
+    if args.profile:  # as a region's report: each site's collectives are priced with its own profile
+        raise TopoError(f"{args.profile}: a region's plan prices each site's collectives with the site's own profile "
+                        "(--profile is not wired for a region yet); allowed: --profile on one site's spec",
+                        key="--profile")
     given = [f for f, v in (("--plan-file", args.plan_file), ("--fail", args.failures)) if v]
     if given:
         raise TopoError(f"a region's plan takes --set, --days, --mfu, --pue, --no-collectives, --one-site, --json and "

@@ -5,14 +5,13 @@ from __future__ import annotations
 import time
 
 from ..atomic import check_output
-from ..errors import TopoError, Unreachable
+from ..errors import TopoError
 from ..units import format_in, format_time
 from ..fabric.builders import build_fabric
 from ..fabric.inventory import inventory
 from ..plan import plan, read_plan_file
 from ..spec import DEFAULT_SPEC, load_spec
 from ..spec.load import resolve_spec_path
-from ..spec.overrides import override_label
 from ..training.mfu import parse_layout
 from ..training.model import load_model
 from ..training.parallel import check_layout
@@ -75,7 +74,7 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from ..report import build_reports, write_page
+    from ..report import write_page
     from ..report.files import sign_image, write_bytes
 
     specs = args.specs or [None]
@@ -100,8 +99,11 @@ def run(args) -> int:
         read_plan_file(args.plan_file)
     job = _job(args, specs) if args.train or args.layout else None  # a bad model or layout fails before the report
     if args.format == "html":
-        reports = _cut_apart(args, build_reports, specs, args.overrides, failures=args.failures,
-                             profile=args.profile)
+        reports = _reports(specs, args)
+        for r in reports:  # tidy67: the page is written, the cut named on it (the region's report does the same)
+            if r.cut:
+                note(f"note: {r.fabric.name}: {r.cut}: the page names the cut and draws the fabric, its degraded "
+                     "bisection and the collectives that still run")
         for msg in profile_notes(args.profile, [r.fabric for r in reports]):
             note(msg)
         plans = None
@@ -111,7 +113,7 @@ def run(args) -> int:
         size = write_page(reports, out, plans=plans, trains=trains, **output)
         note(f"wrote {_where(out)} ({format_in(size, 'MB', '.1f')}) in {format_time(time.perf_counter() - start)}")
         return 0
-    fig = _cut_apart(args, _one_figure, args, specs)
+    fig = _one_figure(args, specs)
     data = sign_image(_image(fig, args.format), args.format)
     write_bytes(out, data, **output)
     note(f"wrote {_where(out)} ({format_in(len(data), 'kB', '.0f')}) in {format_time(time.perf_counter() - start)}")
@@ -175,22 +177,13 @@ def _check_figure_options(args) -> None:
                         f"{', '.join(priced)}, and the HTML report)", key="--profile")
 
 
-def _cut_apart(args, build, *a, **kw):
-    """``build(*a, **kw)``, a failed part that cuts some GPUs off the report's all-reduce over every GPU said in one
-    line with the commands the user can run instead (place64: the line named only the two GPUs)."""
+def _reports(specs, args):
+    """``build_reports`` for the CLI: an unknown ``--profile`` name said by its flag (rev66; a file's own errors name
+    the file)."""
+    from ..report import build_reports
     try:
-        return build(*a, **kw)
-    except Unreachable as exc:
-        specs = [x for x in args.specs if x] or [DEFAULT_SPEC]
-        fail = " ".join([*map(override_label, args.overrides), *(f"--fail {x}" for x in args.failures)])
-        one = specs[0] if len(specs) == 1 else "SPEC"  # rev65: topo train takes one SPEC
-        each = f", SPEC one of {', '.join(specs)}" if len(specs) > 1 else ""
-        raise TopoError(f"{exc.message}; the report's all-reduce runs over every GPU, which the failed parts cut "
-                        f"apart, so it has no page for this fabric; allowed: failed parts that leave every GPU a path "
-                        f"(the failed fabric's degraded bisection, power and cost: topo plan {' '.join(specs)} {fail} "
-                        f"--no-collectives; a job placed around it: topo train {one} {fail} --model M "
-                        f"--skip-domains N{each})", key="--fail") from None
-    except TopoError as exc:  # an unknown --profile name (a file's own errors name the file)
+        return build_reports(specs, args.overrides, failures=args.failures, profile=args.profile)
+    except TopoError as exc:
         if exc.key == "profile" and exc.source is None:
             raise TopoError(exc.message, key="--profile") from None
         raise
@@ -201,7 +194,7 @@ def _where(out: str) -> str:
 
 
 def _one_figure(args, specs):
-    from ..report import build_reports, figures
+    from ..report import figures
 
     if args.figure in PLAN_FIGURES:
         from ..report import plan_figures
@@ -216,8 +209,7 @@ def _one_figure(args, specs):
     if args.figure == "comparison":
         if len(specs) < 2:
             raise TopoError("the comparison figure needs two or more SPECs", key="--figure")
-        reports = _cut_apart(args, build_reports, specs, args.overrides, failures=args.failures,
-                             profile=args.profile)
+        reports = _reports(specs, args)
         curves = {}
         for r in reports:
             for s in r.scenarios:
@@ -232,11 +224,14 @@ def _one_figure(args, specs):
         if args.figure == "fabric":
             return figures.fabric_figure(fabric, inv)
         return figures.inventory_figure(inv) if args.figure == "inventory" else figures.oversubscription_figure(inv)
-    (report,) = build_reports(specs, args.overrides, failures=args.failures, profile=args.profile)
-    wanted = 0 if args.scenario == "cluster" else 1
-    if wanted >= len(report.scenarios):
+    (report,) = _reports(specs, args)
+    s = next((x for x in report.scenarios if (x.key == "cluster") == (args.scenario == "cluster")), None)
+    if s is None and report.cut:
+        raise TopoError(f"{', '.join(args.failures)} cut the {args.scenario} scope's GPUs apart ({report.cut}), so "
+                        f"--figure {args.figure} has no collective to draw; allowed: --format html (the page names "
+                        "the cut and draws the rest) or --figure fabric|inventory|oversubscription", key="--fail")
+    if s is None:
         raise TopoError(f"{report.inventory.name} has a single scope, no pod to show", key="--scenario")
-    s = report.scenarios[wanted]
     if args.figure == "curves":
         return figures.collective_curves(s.result, s.extra, s.label)
     fn = figures.link_load_distribution if args.figure == "loads" else figures.link_load_heatmap

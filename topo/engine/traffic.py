@@ -30,7 +30,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from ..errors import TopoError
+from ..errors import TopoError, Unreachable
 from ..fabric.fabric import Fabric
 from ..units import UnitError, parse_size_bytes
 from .collectives import normalize_collective
@@ -294,8 +294,9 @@ def _alone(fabric: Fabric, m: Member, router: Router, prof, cap: np.ndarray, *, 
         except UnitError as exc:
             raise TopoError(str(exc), key="size") from None
         ev = m.evaluation if m.evaluation is not None else evaluate(fabric, coll, opts, router=router)
-    except TopoError as exc:
-        raise TopoError(exc.message, source=exc.source, key=f"member[{m.name}].{exc.key or 'options'}") from None
+    except TopoError as exc:  # a cut stays Unreachable, which the report catches (tidy67)
+        cls = Unreachable if isinstance(exc, Unreachable) else TopoError
+        raise cls(exc.message, source=exc.source, key=f"member[{m.name}].{exc.key or 'options'}") from None
     t, algo, proto, lat, bw = ev.time(S)
     c = ev.costed[algo]
     total = c.loads.total() * S

@@ -116,14 +116,16 @@ class FailureImpact:
         return asdict(self)
 
 
-def collective_times_with_failures(fabric: Fabric, parts=("nic", "leaf", "spine")) -> list[FailureImpact]:
+def collective_times_with_failures(fabric: Fabric, parts=("nic", "leaf", "spine"), profile=None) -> list[FailureImpact]:
     """A 1 GiB all-reduce over every GPU of two pods, one communicator per GPU position (the whole cluster on a
     one-pod fabric), with the first NIC, leaf or spine failed (:meth:`topo.fabric.Fabric.with_failures`): its time,
     its slowdown and its new bottleneck. The parts are those of pod 0, so two pods show their effect at a fraction of
-    the cost of the plan's whole-cluster figures (:func:`topo.plan.network.crosspod_collectives`)."""
+    the cost of the plan's whole-cluster figures (:func:`topo.plan.network.crosspod_collectives`); ``profile``: their
+    cost profile, as :func:`topo.engine.profiles.resolve_profile` takes it (None: the fabric's own)."""
     L = fabric.layout
     pod = L.servers_per_unit * L.units_per_pod * L.gpus_per_server
     kw = dict(gpus=2 * pod, groups=pod) if L.num_pods >= 2 else dict(gpus=L.num_gpus)
+    kw["profile"] = profile
     over = "two pods (one GPU of each)" if L.num_pods >= 2 else f"every GPU ({L.num_gpus:,}: the cluster is one pod)"
     names = {"nic": "nic0.0", "leaf": f"{L.tiers[0].name}0"}
     if len(L.tiers) > 1:

@@ -11,6 +11,7 @@ from typing import Sequence
 
 from ..fabric.bisection import bisection
 from ..fabric.builders import build_fabric
+from ..engine.profiles import resolve_profile
 from ..errors import TopoError
 from ..inputs import read_toml
 from ..fabric.fabric import Fabric
@@ -128,7 +129,7 @@ def _as_fabric(spec) -> Fabric:
 def plan(spec: str | Path | Spec | Fabric | None = None, *, layers: Sequence[tuple[str, dict]] = (),
          plan_file: str | Path | None = None, days: float | None = None, mfu: float | None = None,
          pue: float | None = None, collectives: bool = True, catalog: Catalog | None = None,
-         job: tuple[float, str, float] | None = None) -> PlanResult:
+         job: tuple[float, str, float] | None = None, profile=None) -> PlanResult:
     """Plan one design.
 
     Parameters
@@ -143,6 +144,7 @@ def plan(spec: str | Path | Spec | Fabric | None = None, *, layers: Sequence[tup
         :func:`topo.engine.estimate.evaluate`'s ``at_sizes``) and the blast radius's collectives on the failed
         fabric.
     job : ``(parameters, source, share)``: a region's job, this site holding ``share`` of its checkpoint (plan_region).
+    profile : the estimates' cost profile (:func:`topo.engine.profiles.resolve_profile`'s; None: the fabric's own).
 
     >>> r = plan("dgx-h100-superpod", collectives=False)
     >>> r.bom.num_switches, round(r.power.it_power_W / 1e6, 2)
@@ -176,12 +178,11 @@ def plan(spec: str | Path | Spec | Fabric | None = None, *, layers: Sequence[tup
                              store, share)
     except TopoError as exc:
         raise _locate(exc, s, cat) from None
-    inv, net = _network(fabric, collectives)
+    inv, net, impact = _network(fabric, collectives, profile)
     notes = _notes(fabric, cat, inv, floor, bom, gpu, relia, store, pw, tco, server_name, server, server_W, spr,
                    fitted, logical)
     notes += power_notes(cat, store, pw, L.num_gpus, floor.cooling)
     notes += cooling_note(cat, floor.cooling, floor.rack_load_W, server.cooling)
-    impact = collective_times_with_failures(fabric) if collectives else []
     elec = _electrical(cat.facility, floor, pw)
     pools = _spare_pools(cat, bom, relia, L.num_servers, server_name, server.price_usd.value)
     try:
@@ -197,15 +198,18 @@ def plan(spec: str | Path | Spec | Fabric | None = None, *, layers: Sequence[tup
                       catalog_versions=dict(cat.versions), notes=notes)
 
 
-def _network(fabric: Fabric, collectives: bool):
-    """The fabric's inventory, and its network figures: the bisection (of the failed fabric when parts failed) and
-    the collectives across the top tier."""
+def _network(fabric: Fabric, collectives: bool, profile=None):
+    """The fabric's inventory, its network figures (the bisection, of the failed fabric when parts failed, and the
+    collectives across the top tier) and the blast radius's collectives (:func:`collective_times_with_failures`),
+    the collectives priced with ``profile`` resolved once."""
+    prof = resolve_profile(profile, fabric) if collectives else None
+    impact = collective_times_with_failures(fabric, profile=prof) if collectives else []
     inv = inventory(fabric)
     bis, bis_per_gpu = inv.bisection_bandwidth_Bps, inv.bisection_bandwidth_per_gpu_Bps
     if fabric.failures:  # the network figures run on the failed fabric: so does its bisection
         b = bisection(fabric)
         bis, bis_per_gpu = b.bandwidth_Bps, b.bandwidth_per_gpu_Bps
-    return inv, crosspod_collectives(fabric, bis, bis_per_gpu, collectives=collectives)
+    return inv, crosspod_collectives(fabric, bis, bis_per_gpu, collectives=collectives, profile=prof), impact
 
 
 def _electrical(fac, floor, pw):

@@ -20,7 +20,7 @@ from typing import Sequence
 from ..fabric.bisection import Bisection, bisection
 from ..fabric.builders import build_fabric
 from ..engine.collectives import ALGORITHMS, NCCL_ALGORITHMS
-from ..errors import AlgorithmUnavailable, TopoError
+from ..errors import AlgorithmUnavailable, TopoError, Unreachable
 from ..engine.estimate import estimate, size_sweep
 from ..engine.profiles import resolve_profile
 from ..fabric.fabric import Fabric
@@ -87,6 +87,8 @@ class SpecReport:
     degraded_bisection: Bisection | None = None  # with failed parts: the max flow between the halves without them
     top_tier: NetworkFigures | None = None  # the collectives across the tier above the pods (as `topo plan`'s)
     profile: str = ""  # the cost profile every collective of the page was priced with (its name)
+    cut: str = ""  # failed parts that cut GPUs apart: the router's line (which GPUs, which parts); the collectives
+    # over the GPUs it names are left out (no route carries them), the rest of the page is drawn
 
     @property
     def bisection_per_gpu_Bps(self) -> float:
@@ -158,40 +160,63 @@ def build_spec_report(spec: str | Spec | None = None, overrides: Sequence[str] =
     load_bytes = parse_size_bytes(load_size)
     if extra_algorithms is None:
         extra_algorithms = [a for a in ALGORITHMS[COLLECTIVE] if a not in NCCL_ALGORITHMS[COLLECTIVE]]
-    scenarios = [_scenario(fabric, "cluster", "whole cluster", None,
-                           sweep, load_bytes, extra_algorithms, prof)]
-    timings["cluster"] = scenarios[0].seconds
-    second = _second_scope(fabric)
-    if second:
-        key, label, n = second
-        scenarios.append(_scenario(fabric, key, label, n, sweep, load_bytes, extra_algorithms, prof))
-        timings[key] = scenarios[-1].seconds
-    mixes, note = [], ""
-    if fabric.layout.num_pods > 1:
-        for name in MIXES:
-            t = time.perf_counter()
-            settings, members = load_traffic(name)
-            mix = run_mix(fabric, members, sharing=settings["sharing"], ecmp=settings["ecmp"], name=name,
-                          profile=prof)
-            mixes.append(MixScenario(name, mix, summarize_loads(mix.link_loads(), fabric), time.perf_counter() - t))
-            timings[f"mix {name}"] = mixes[-1].seconds
-    else:
-        note = ("The traffic mixes (tensor parallelism in every NVLink domain with data parallelism and pipeline "
-                "sends across pods; an all-to-all across pods) need a fabric of several pods.")
+    scenarios, cut = _scenarios(fabric, sweep, load_bytes, extra_algorithms, prof, timings)
+    mixes, note, mix_cut = _mixes(fabric, prof, timings)
     source = _source(spec, spec_obj, overrides)
     return SpecReport(spec=spec_obj, source=source, overrides=list(overrides), fabric=fabric, inventory=inv,
                       scenarios=scenarios, timings=timings, mixes=mixes, mix_note=note,
-                      degraded_bisection=degraded_bisection, top_tier=figures, profile=prof.name)
+                      degraded_bisection=degraded_bisection, top_tier=figures, profile=prof.name,
+                      cut=cut or mix_cut)
 
 
-def _top_tier(fabric: Fabric, inv: Inventory, degraded: Bisection | None, profile) -> NetworkFigures:
+def _scenarios(fabric: Fabric, sweep, load_bytes: int, extra_algorithms, prof, timings: dict) -> tuple[list, str]:
+    """The whole cluster's all_reduce and the second scope's (:func:`_second_scope`), each kept where it runs, and
+    the line of the first that failed parts cut apart ("" when both run): the page names the cut and draws the
+    rest (tidy67: it wrote no page)."""
+    scopes = [("cluster", "whole cluster", None), *([_second_scope(fabric)] if _second_scope(fabric) else [])]
+    scenarios, cut = [], ""
+    for key, label, n in scopes:
+        try:
+            scenarios.append(_scenario(fabric, key, label, n, sweep, load_bytes, extra_algorithms, prof))
+        except Unreachable as exc:
+            cut = cut or exc.message
+            continue
+        timings[key] = scenarios[-1].seconds
+    return scenarios, cut
+
+
+def _mixes(fabric: Fabric, prof, timings: dict) -> tuple[list, str, str]:
+    """The bundled traffic mixes on a fabric of several pods, why the rest are not shown (one pod; or failed parts
+    cut a mix's GPUs apart), and the router's line for that cut ("" when none)."""
+    if fabric.layout.num_pods <= 1:
+        return [], ("The traffic mixes (tensor parallelism in every NVLink domain with data parallelism and pipeline "
+                    "sends across pods; an all-to-all across pods) need a fabric of several pods."), ""
+    mixes = []
+    for name in MIXES:
+        t = time.perf_counter()
+        settings, members = load_traffic(name)
+        try:
+            mix = run_mix(fabric, members, sharing=settings["sharing"], ecmp=settings["ecmp"], name=name,
+                          profile=prof)
+        except Unreachable as exc:
+            return mixes, f"Traffic mix {name} not drawn: {exc.message}.", exc.message
+        mixes.append(MixScenario(name, mix, summarize_loads(mix.link_loads(), fabric), time.perf_counter() - t))
+        timings[f"mix {name}"] = mixes[-1].seconds
+    return mixes, "", ""
+
+
+def _top_tier(fabric: Fabric, inv: Inventory, degraded: Bisection | None, profile) -> NetworkFigures | None:
     """The all-reduce across the top tier's blocks and the all-to-all over every GPU at 1 GiB, as ``topo plan``
     computes them (:func:`topo.plan.network.crosspod_collectives`): the figures a tier above the pods bounds when
-    the cluster's own all-reduce is bound at the NICs."""
-    if degraded is not None:
-        return crosspod_collectives(fabric, degraded.bandwidth_Bps, degraded.bandwidth_per_gpu_Bps, profile=profile)
-    return crosspod_collectives(fabric, inv.bisection_bandwidth_Bps, inv.bisection_bandwidth_per_gpu_Bps,
-                                profile=profile)
+    the cluster's own all-reduce is bound at the NICs; None where failed parts cut GPUs apart."""
+    try:
+        if degraded is not None:
+            return crosspod_collectives(fabric, degraded.bandwidth_Bps, degraded.bandwidth_per_gpu_Bps,
+                                        profile=profile)
+        return crosspod_collectives(fabric, inv.bisection_bandwidth_Bps, inv.bisection_bandwidth_per_gpu_Bps,
+                                    profile=profile)
+    except Unreachable:  # failed parts cut GPUs apart: SpecReport.cut names it, the comparison shows "-"
+        return None
 
 
 def _source(asked, spec: Spec, overrides: Sequence[str]) -> str:

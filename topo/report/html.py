@@ -119,6 +119,11 @@ def _bisection(r: SpecReport) -> str:
             f"per GPU) with the failed parts out; {text} without failures")
 
 
+# what the page leaves out when failed parts cut GPUs apart (SpecReport.cut), said where it is left out
+_CUT_LEFT_OUT = ("no route carries a collective over the GPUs it names, so their all_reduce, link loads and curves "
+                 "are not drawn; the fabric, its degraded bisection and what still runs are")
+
+
 def _summary(r: SpecReport) -> str:
     inv = r.inventory
     su = inv.scale_up
@@ -149,6 +154,8 @@ def _summary(r: SpecReport) -> str:
     if r.fabric.failures:
         rows.append(("failed parts", "<b>" + e(", ".join(r.fabric.failures)) + "</b> (every estimate below routes "
                      "around them)"))
+    if r.cut:
+        rows.append(("cut apart", f"<b>{e(r.cut)}</b>: {_CUT_LEFT_OUT} drawn"))
     out = ['<table class="summary">'] + [f'<tr><th class="l">{k}</th><td class="l">{v}</td></tr>' for k, v in rows]
     out.append("</table>")
     tiers = ['<table><tr><th class="l">tier</th><th class="l">model</th><th>switches</th><th>radix</th>'
@@ -250,15 +257,16 @@ def _comparison(reports: Sequence[SpecReport], figs: _Figures) -> str:
     curves = {}
     for r in reports:
         inv = r.inventory
-        cl = r.scenarios[0]
-        second = r.scenarios[1] if len(r.scenarios) > 1 else None
+        cl = next((s for s in r.scenarios if s.key == "cluster"), None)  # None: cut apart (SpecReport.cut)
+        second = next((s for s in r.scenarios if s.key != "cluster"), None)
         worst = max((t.oversubscription or 1 for t in inv.tiers), default=1)
         rows.append(f'<tr><td class="l">{e(inv.name)}</td><td>{format_count(inv.num_gpus)}</td>'
                     f"<td>{format_count(inv.num_switches)}</td><td>{format_count(inv.num_scale_out_links)}</td>"
                     f"<td>{format_bandwidth(r.bisection_per_gpu_Bps)}</td><td>{_ratio(worst)}</td>"
                     f"<td>{busbw(cl, 2**30)}</td><td>{busbw(cl, 16 * 2**30)}</td><td>{busbw(second, 2**30)}</td>"
                     f"{_top_tier_cells(r)}</tr>")
-        curves[f"{inv.name}, cluster"] = cl.result
+        if cl:
+            curves[f"{inv.name}, cluster"] = cl.result
         if second:
             curves[f"{inv.name}, {second.key}"] = second.result
     rows.append("</table>")
@@ -363,6 +371,12 @@ def _scenario_cells(reports: Sequence[SpecReport], names: list[str], figs) -> tu
                                                                     for k, v in s.unavailable.items()) + "</p>")
             curve_cells.append(_cell(f"{label}: {e(s.result.placement)}",
                                      figs.div(F.collective_curves(s.result, s.extra), "curves") + note))
+    for nm, r in zip(names, reports):  # a row of its own: the scopes failed parts cut apart
+        if any(x.cut for x in reports):
+            cut = _cell(f"{nm}: cut apart", f'<p class="caption">{e(r.cut)}: {_CUT_LEFT_OUT} drawn.</p>') \
+                if r.cut else '<div class="cell"></div>'
+            load_cells.append(cut)
+            curve_cells.append(cut)
     return load_cells, curve_cells
 
 

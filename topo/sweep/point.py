@@ -49,9 +49,10 @@ COMPUTES = ("estimate", "train", "plan", "describe")
 ESTIMATE_KEYS = ("collective", "size", "traffic") + tuple(
     f.name for f in dataclasses.fields(EstimateOptions) if f.name != "ranks")
 _LAYOUT_FIELDS = tuple(n for n in ParallelLayout.model_fields if n not in ESTIMATE_KEYS)
-TRAIN_KEYS = ("model", "layout", "efficiency") + _LAYOUT_FIELDS
+# "profile" is an estimate option too: a train point prices its step's collectives with it as estimate does (tidy67)
+TRAIN_KEYS = ("model", "layout", "efficiency", "profile") + _LAYOUT_FIELDS
 PLAN_KEYS = ("days", "mfu", "pue", "plan_collectives")
-POINT_KEYS = ("spec", "fail") + ESTIMATE_KEYS + TRAIN_KEYS + PLAN_KEYS
+POINT_KEYS = tuple(dict.fromkeys(("spec", "fail") + ESTIMATE_KEYS + TRAIN_KEYS + PLAN_KEYS))
 
 # figure columns per computation: name -> (arrow type, which way is worse: "high", "low" or None)
 FIGURES: dict[str, dict[str, tuple[str, str | None]]] = {
@@ -212,7 +213,7 @@ def _train(fabric, point: dict):
     lay = _layout(fabric, point)
     if isinstance(fabric, Region):
         return _train_region(fabric, model, lay, point)
-    r = estimate_step(fabric, model, lay, efficiency=point.get("efficiency"))
+    r = estimate_step(fabric, model, lay, efficiency=point.get("efficiency"), profile=point.get("profile"))
     b = r.breakdown_s
     comm = {k: v for k, v in b.items() if k not in ("compute", "bubble", "optimizer")}
     slow = max(comm, key=lambda k: comm[k]) if comm else None
@@ -224,7 +225,7 @@ def _train(fabric, point: dict):
 
 
 def _train_region(region: Region, model, lay, point: dict):
-    m = estimate_across_sites(region, model, lay, efficiency=point.get("efficiency"))
+    m = estimate_across_sites(region, model, lay, efficiency=point.get("efficiency"), profile=point.get("profile"))
     one, ratio = m.one_site, m.throughput_vs_one_site
     step = m.one_site_step_s / ratio
     figs = {"step_time_s": step, "mfu": one["mfu"] * ratio, "tflop_per_s_per_gpu": one["tflop_per_s_per_gpu"] * ratio,

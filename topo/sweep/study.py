@@ -356,10 +356,10 @@ def _check_axis_name(k: str, compute, bad) -> None:
         close = closest(k, _ALL_KEYS)
         bad(f"axes.{k}", "unknown axis; give a spec field path (e.g. fabric.tiers[1].oversubscription) or one of "
             f"{', '.join(_ALL_KEYS)}" + (f"; did you mean {close[0]!r}?" if close else ""))
-    owner = ("estimate" if k in ESTIMATE_KEYS else "train" if k in TRAIN_KEYS else "plan" if k in PLAN_KEYS
-             else None)
-    if owner is not None and owner not in compute and not (k == "mfu" and "plan" in compute):
-        bad(f"axes.{k}", f"is an input of {owner}, which the study does not compute (compute = {list(compute)})")
+    owners = [c for c, keys in (("estimate", ESTIMATE_KEYS), ("train", TRAIN_KEYS), ("plan", PLAN_KEYS)) if k in keys]
+    if owners and not set(owners) & set(compute) and not (k == "mfu" and "plan" in compute):
+        bad(f"axes.{k}", f"is an input of {' and '.join(owners)}, which the study does not compute (compute = "
+            f"{list(compute)})")
 
 
 def _read_specs(refs: list, folder: Path | None, source: str) -> dict:

@@ -313,7 +313,7 @@ def default_placement(lay: ParallelLayout, gpus_per_domain: int, num_fabric_gpus
     # rev65: the job's last GPU at ``used`` a domain, as _map places it (first_gpu + gpus > domains x used mixed an
     # id with a count: 128 GPUs from GPU 72 of three racks, which fit at 64 on racks 1 and 2, took 72 a rack)
     if lay.gpus and _placed_ids(lay.gpus - 1, used, D, lay.first_gpu, lay.skip_domains) >= num_fabric_gpus:
-        spare = (f"; at {used} of each it needs {spare_domains_text(lay.gpus, used, healthy)}"
+        spare = (_spare_text(lay, D, used, healthy, num_fabric_gpus)
                  if lay.skip_domains and -(-lay.gpus // used) > healthy else "")  # place64: the skipped made it so
         return lay.model_copy(update={"gpus_per_domain_used": D}), (
             f"placement: every GPU of the {D}-GPU NVLink domains (the job needs more than {used} of each; "
@@ -321,6 +321,18 @@ def default_placement(lay: ParallelLayout, gpus_per_domain: int, num_fabric_gpus
     return (lay.model_copy(update={"gpus_per_domain_used": used}),
             f"placement: {used} of each {D}-GPU NVLink domain, as production recipes run NVL72 racks "
             f"(power-of-two TP/EP/DP groups inside a rack); gpus_per_domain_used = {D} fills the domains")
+
+
+def _spare_text(lay: ParallelLayout, D: int, used: int, healthy: int, num_fabric_gpus: int) -> str:
+    """What a job past skipped NVLink domains that does not fit at ``used`` of each is told: the spare racks it needs
+    (:func:`spare_domains_text`), or, where its GPUs are every GPU of the domains it may use (:func:`free_gpus`: the
+    size ``topo train`` fills without dp, tidy66), that it fills them and what runs at ``used`` of each (tidy67: a
+    size the fill chose is no size the user needs racks for)."""
+    if lay.gpus == free_gpus(num_fabric_gpus, D, lay.first_gpu, lay.skip_domains):
+        return (f"; the job's {lay.gpus:,} GPUs are every GPU of the {healthy:,} NVLink domain"
+                f"{'s' if healthy > 1 else ''} past the skipped ones: at {used} of each they hold {healthy * used:,} "
+                f"(a job of {healthy * used:,} GPUs runs {used} a rack)")
+    return f"; at {used} of each it needs {spare_domains_text(lay.gpus, used, healthy)}"
 
 
 # what to do when a job needs more GPUs than the fabric has (the step's and the search's message)

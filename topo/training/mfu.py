@@ -22,16 +22,17 @@ def parse_layout(text: str, **overrides):
     return make_layout("layout", **{**layout_pairs(text), **given})
 
 
-def predict_mfu(spec, model: str, layout: str, dp: int | None = None) -> tuple[float, str, float]:
+def predict_mfu(spec, model: str, layout: str, dp: int | None = None, profile=None) -> tuple[float, str, float]:
     """``(MFU, precision, parameters)`` of ``model`` laid out as ``layout`` on the cluster of ``spec``: one
     training step through :func:`topo.training.step.estimate_step`; MFU counts 6N + attention (as Llama 3 does)
     against the GPU's peak at the layout's precision. ``dp``: a data-parallel size over the layout's (the
-    CLI fills it where the layout gives none; None: the layout's, 1 if it gives none)."""
+    CLI fills it where the layout gives none; None: the layout's, 1 if it gives none); ``profile``: the cost profile
+    of the step's collectives (:func:`~topo.training.step.estimate_step`'s; None: the fabric's own)."""
     if not model or not layout:
         raise TopoError("give both a model and a layout (e.g. tp=8,pp=16,dp=64,global_batch=2048)", key="model")
     m = load_model(model)
     lay = parse_layout(layout, dp=dp)
-    result = estimate_step(build_fabric(spec), m, lay)
+    result = estimate_step(build_fabric(spec), m, lay, profile=profile)
     if not result.fits:
         raise TopoError(f"{model} with this layout does not fit in GPU memory; the MFU of a run that cannot start "
                         "is not a planning figure", key="layout")
