@@ -75,6 +75,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
+from functools import partial
 
 from ..engine.options import EstimateOptions
 from ..engine.paths import stand_in_notes
@@ -231,17 +232,18 @@ def mamba_cp_alltoalls(model: ModelSpec, lay: ParallelLayout) -> list[tuple[floa
 
 
 def step_traffic(model: ModelSpec, lay: ParallelLayout, stage: int | None = None,
-                 parts: str = "all") -> list[dict]:
+                 parts: str = "all", only=None) -> list[dict]:
     """Every collective of one step on pipeline stage ``stage`` (default: the busiest by its blocks,
     :func:`_stage_counts`): dimension, collective, groups, size, calls, phase.
 
     A placed layout's ``gpus_per_domain_used`` sets how many nodes an expert group spans for the ``deepep``
     dispatcher (:func:`ep_copies`). ``parts``: ``all``; ``dispatcher_free``, the TP, CP, PP, DP and router
     collectives (none reads the expert dispatcher, :data:`.operators.DISPATCHER_FIELDS`); ``dispatcher``, the EP
-    collectives (the rest)."""
+    collectives (the rest). ``only``: None, or a test of a collective's name; an item whose collective fails it is
+    not built (the search's NVLS check asks for the few collectives that may run NVLS, ~1M items a search)."""
     if parts not in _PARTS:
         raise TopoError(f"step_traffic parts: {parts!r} is not one of {', '.join(_PARTS)}")
-    t = _Traffic(model, lay, stage)
+    t = _Traffic(model, lay, stage, only)
     builders = globals()
     for name in _PARTS[parts]:
         builders[name](t)
@@ -252,8 +254,8 @@ class _Traffic:
     """What every dimension's traffic reads (the busiest stage's block counts, recomputed layers, one
     micro-batch's activation bytes) and the list it adds its collectives to."""
 
-    def __init__(self, model: ModelSpec, lay: ParallelLayout, stage: int | None = None):
-        self.model, self.lay = model, lay
+    def __init__(self, model: ModelSpec, lay: ParallelLayout, stage: int | None = None, only=None):
+        self.model, self.lay, self.only = model, lay, only
         self.seq = lay.seq_len or model.seq_len
         self.s_cp = self.seq / lay.cp
         self.m = lay.microbatches
@@ -282,6 +284,8 @@ class _Traffic:
         return min(self.c[kind], self.rec_layers)
 
     def add(self, dim, coll, groups_dim, size, calls, phase, elem_bytes=ACT_BYTES, pair="", what="") -> None:
+        if self.only is not None and not self.only(coll):
+            return
         if calls > 0 and size > 0 and group_degree(self.lay, groups_dim) > 1:
             self.out.append({"dim": dim, "collective": coll, "groups": groups_dim, "size_bytes": float(size),
                              "calls": float(calls), "phase": phase, "elem_bytes": float(elem_bytes),
@@ -844,10 +848,9 @@ def nvls_communicators(model: ModelSpec, lay: ParallelLayout, algorithm: str, pa
     FP8 amax all-reduce's group where the layout reduces amaxes (:func:`.fp8_amax.amax_step`). ``parts`` as
     :func:`step_traffic`'s: ``dispatcher`` gives the EP communicators alone (no amax group), so a
     search unites a shape's dispatcher-free set, found once, with each dispatcher's."""
-    out = set()
+    out, may = set(), partial(may_run_nvls, algorithm=algorithm)
     for stage in pace_stages(model, lay):
-        out.update((comm_dim(it), it["groups"]) for it in step_traffic(model, lay, stage, parts)
-                   if may_run_nvls(it["collective"], algorithm))
+        out.update((comm_dim(it), it["groups"]) for it in step_traffic(model, lay, stage, parts, only=may))
     if parts == "dispatcher":
         return out
     if sp_amax_reduced(lay):
