@@ -108,7 +108,10 @@ def run(args) -> int:
             note(msg)
         plans = None
         if args.plan or args.plan_file:
-            plans = [plan(r.fabric, plan_file=args.plan_file) for r in reports]
+            # rev67: without the plan's own collectives (topo plan --no-collectives): the page's plan section draws
+            # none of them (its network figures are the report's, priced with --profile), and a cut fabric's plan
+            # would stop at them with the page's note already printed
+            plans = [plan(r.fabric, plan_file=args.plan_file, collectives=False) for r in reports]
         trains = _trains(job, reports, args.layout, specs, args.profile) if job else None
         size = write_page(reports, out, plans=plans, trains=trains, **output)
         note(f"wrote {_where(out)} ({format_in(size, 'MB', '.1f')}) in {format_time(time.perf_counter() - start)}")
