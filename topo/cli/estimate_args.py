@@ -18,7 +18,8 @@ from ..errors import TopoError
 from .flags import FLAGS
 
 __all__ = ["add_placement_arguments", "parse_ranks", "placement_from_args", "check_placement_flags",
-           "profile_mismatch", "PLACEMENT_FLAGS", "add_profile_argument", "profile_notes"]
+           "profile_mismatch", "PLACEMENT_FLAGS", "add_profile_argument", "profile_notes",
+           "check_profile_flag", "as_profile_flag"]
 
 # the placement options of topo.engine.options.EstimateOptions -> the flags that set them (estimate, compare,
 # calibrate), read from the one flag map; their defaults are the options object's, declared there once
@@ -164,6 +165,21 @@ def profile_notes(profile, fabrics) -> list[str]:
     """:func:`profile_mismatch`'s note for each of ``fabrics`` that has one, each note once (a region's sites, a
     report's specs)."""
     return list(dict.fromkeys(n for n in (profile_mismatch(profile, f) for f in fabrics) if n))
+
+
+def as_profile_flag(exc: TopoError) -> TopoError:
+    """An unknown profile name said by its flag, ``--profile``, as ``topo estimate`` says it (the library's key is
+    ``profile``); any other error (a file's own errors name the file) as it is."""
+    return TopoError(exc.message, key="--profile") if exc.key == "profile" and exc.source is None else exc
+
+
+def check_profile_flag(profile, fabrics) -> None:
+    """Resolve ``--profile`` on each of ``fabrics`` before any work (:func:`as_profile_flag`)."""
+    for fabric in fabrics if profile is not None else ():
+        try:
+            resolve_profile(profile, fabric)
+        except TopoError as exc:
+            raise as_profile_flag(exc) from None
 
 
 def profile_mismatch(profile, fabric) -> str | None:

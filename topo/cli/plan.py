@@ -15,7 +15,7 @@ from ..spec.load import resolve_spec_path
 from ..units import count_noun, format_bandwidth, format_count, format_in, format_time, format_usd, in_unit
 from .bom_csv import write_bom_csv
 from .common import GivenOnce, add_spec_arguments, fabric_from_args, spec_from_args
-from .estimate_args import add_profile_argument, profile_notes
+from .estimate_args import add_profile_argument, check_profile_flag, profile_notes
 from .layout_dp import design_dp, on_design
 from .output import emit, emit_json, note, table
 from .region_plan import is_region_file, refuse_region_flags, run_region_plan
@@ -110,6 +110,10 @@ def run(args) -> int:
             raise TopoError("--json and --bom-csv - both print on stdout; give --bom-csv a file", key="--bom-csv")
         check_output(args.bom_csv, inputs=_inputs(args), force=args.force, key="--bom-csv", force_option="--force")
     fabrics = [fabric_from_args(args, n) for n in names]
+    if args.profile is not None and args.no_collectives and not args.model:  # rev67: it was silently unused
+        raise TopoError("prices the plan's collectives and --model's step; --no-collectives without --model prices "
+                        "none (drop --profile, or give --model)", key="--profile")
+    check_profile_flag(args.profile, fabrics)  # rev67: an unknown name said by its flag, as train and report do
     for msg in profile_notes(args.profile, fabrics):
         note(msg)
     layers = [_layers(args, n, f) for n, f in zip(names, fabrics)]

@@ -21,7 +21,7 @@ from ..engine.region_estimate import check_region_profile, estimate_region
 from ..fabric.region_inventory import cut_apart_text, region_inventory
 from ..spec.region_load import is_region_file, site_spec_files
 from .common import GivenOnce, add_output_arguments, add_override_arguments
-from .estimate_args import add_profile_argument, profile_notes
+from .estimate_args import add_profile_argument, as_profile_flag, check_profile_flag, profile_notes
 from .layout_dp import design_dp, on_design
 from .output import note
 from .output_suffix import check_output_suffix
@@ -138,6 +138,7 @@ def run_region_report(args, out, output, start) -> int:
     output = {**output, "inputs": [*output["inputs"], *site_spec_files(region.spec)]}  # its sites' files too
     check_output(out, **output)
     inv = region_inventory(region)
+    check_profile_flag(args.profile, region.fabrics)  # rev67: an unknown name said by its flag
     check_region_profile(region, args.profile)  # a calibrated file of no site's network, before any note
     for msg in profile_notes(args.profile, region.fabrics):
         note(msg)
@@ -187,9 +188,7 @@ def _reports(specs, args):
     try:
         return build_reports(specs, args.overrides, failures=args.failures, profile=args.profile)
     except TopoError as exc:
-        if exc.key == "profile" and exc.source is None:
-            raise TopoError(exc.message, key="--profile") from None
-        raise
+        raise as_profile_flag(exc) from None
 
 
 def _where(out: str) -> str:
