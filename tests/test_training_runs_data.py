@@ -133,13 +133,21 @@ OPEN_PR_RUNS = ("mb5728_h100_qwen3_30b_fp8_blockwise", "mb5728_h100_qwen3_30b_bf
                 "mb5728_gb200_qwen3_235b_mxfp8_fullcg", "mb5728_gb200_qwen3_235b_mxfp8_partialcg",
                 "mb5728_gb300_qwen3_235b_mxfp8_fullcg", "mb5728_gb200_qwen3_30b_bf16",
                 "mb5728_gb200_qwen3_30b_mxfp8_partialcg", "mb5728_gb200_qwen3_30b_mxfp8_pagedstash")
+# runs69's rows, all of fitted families: Together AI's B200 runs of NVIDIA's v26.02 recipes
+# (togethercomputer/together-dgxc-benchmarking@d275be99 tests/b200/slurm/OFFICIAL_BASELINES.md), in batch order: its
+# consolidated table (DeepSeek V3 BF16, FP8; Qwen3 235B BF16, FP8: the 235B step times from
+# tests/b200/scripts/qwen3_235b/report_bf16_fp8_baseline_2026-04-11.md), then its Qwen3 30B section (a run of a filed
+# regression: scored, not fitted); every third held out, fixed before any was scored
+RUNS69_IN_FAMILY = ("together2602_b200_deepseekv3_bf16_256", "together2602_b200_deepseekv3_mxfp8_256",
+                    "together2602_b200_qwen3_235b_bf16_256", "together2602_b200_qwen3_235b_mxfp8_256",
+                    "together2602_b200_qwen3_30b_bf16_64")
 ONE_IN_THREE = (DATA35_IN_FAMILY + DATA44_IN_FAMILY + B30044_IN_FAMILY + DATA46_IN_FAMILY + DATA48_IN_FAMILY
-                + DATA49_IN_FAMILY)
+                + DATA49_IN_FAMILY + RUNS69_IN_FAMILY)
 
 
 @pytest.mark.parametrize("batch", [DATA35_IN_FAMILY, DATA44_IN_FAMILY, B30044_IN_FAMILY, DATA46_IN_FAMILY,
-                                   DATA48_IN_FAMILY, DATA49_IN_FAMILY],
-                         ids=["data35", "data44", "b30044", "data46", "data48", "data49"])
+                                   DATA48_IN_FAMILY, DATA49_IN_FAMILY, RUNS69_IN_FAMILY],
+                         ids=["data35", "data44", "b30044", "data46", "data48", "data49", "runs69"])
 def test_new_in_family_rows_are_held_out_one_in_three(batch):
     published, held = {r["run_id"]: r for r in _rows(PUBLISHED)}, {r["run_id"]: r for r in _rows(HOLDOUT)}
     for i, rid in enumerate(batch):
@@ -463,7 +471,9 @@ def test_runs_of_a_filed_regression_are_scored_not_fitted(monkeypatch):
     import training_accuracy
     regressed = set(training_accuracy.REGRESSED)
     published = {r["run_id"]: r for r in _rows(PUBLISHED)}
-    qwen3_30b = {"mb2511_h100_qwen3_30b", "mb2602_h100_qwen3_30b", "mb2511_b200_qwen3_30b", "mb2602_b200_qwen3_30b"}
+    qwen3_30b = {"mb2511_h100_qwen3_30b", "mb2602_h100_qwen3_30b", "mb2511_b200_qwen3_30b", "mb2602_b200_qwen3_30b",
+                 # runs69: Together AI's run of the same 26.02 recipe on 64 B200 (NeMo 26.02.00, dropless)
+                 "together2602_b200_qwen3_30b_bf16_64"}
     # audit46: Megatron-Bridge issue #1705 (Qwen3-235B MXFP8 on B200, 25.11; fixed by disabling the EP overlap,
     # PR #1760) and the B300 preset that carried the same settings into 26.02
     qwen3_235b = {"mb2511_b200_qwen3_235b", "mb2602_b300_qwen3_235b"}
