@@ -580,6 +580,41 @@ def _megatron_flops_per_token(model, seq):
     return moe + 12 * l * h * h * (1 + g / n + seq / h / 2) * q + 6 * h * model.vocab
 
 
+def test_together_b200_rows_convert_with_megatron_bridges_flop_count():
+    # runs69: Together AI's B200 runs of NVIDIA's v26.02 recipes (togethercomputer/together-dgxc-benchmarking@d275be99).
+    # Megatron-Bridge@6b3b5ba7 src/megatron/bridge/training/utils/flop_utils.py transformer_flops counts the recipe's
+    # MTP layer as one more MoE layer, plus 6 (3h + 2h^2) for its norms and projection and one more 6 h V logit
+    rows = {row["run_id"]: row for _, row in ROWS}
+    dsv3 = load_model("deepseek-v3-671b")
+    one_more = _megatron_mla_flops_per_token(dsv3, 4096) - _megatron_mla_flops_per_token(
+        dsv3.model_copy(update={"layers": dsv3.layers - 1}), 4096)  # one MoE layer (the last decoder layer is MoE)
+    h = dsv3.hidden
+    per_token = _megatron_mla_flops_per_token(dsv3, 4096) + one_more + 6 * (3 * h + 2 * h * h) + 6 * h * dsv3.vocab
+    assert per_token == pytest.approx(2.59993e11, rel=1e-5)
+    for rid, tflops in (("together2602_b200_deepseekv3_bf16_256", 500.22),
+                        ("together2602_b200_deepseekv3_mxfp8_256", 405.59)):
+        r = rows[rid]
+        assert f"| {tflops}" in r["note"] and (int(r["pp"]), int(r["ep"])) == (16, 8)
+        assert float(r["value"]) == pytest.approx(tflops * 1e12 / per_token, abs=0.06), rid
+        assert float(r["step_time_s"]) == pytest.approx(4096 * 4096 / float(r["value"]) / 256, abs=0.006), rid
+    # Qwen3 235B: the report prints step and TFLOP/s per iteration; their ratio is the same count (1.4803e11), so
+    # GPUs, GBS and step belong together
+    qwen = _megatron_flops_per_token(load_model("qwen3-235b-a22b"), 4096)
+    for rid, tflops in (("together2602_b200_qwen3_235b_bf16_256", 513.8),
+                        ("together2602_b200_qwen3_235b_mxfp8_256", 383.1)):
+        r = rows[rid]
+        tps = 8192 * 4096 / float(r["step_time_s"]) / 256
+        assert float(r["value"]) == pytest.approx(tps, abs=0.06), rid
+        assert tflops * 1e12 / tps == pytest.approx(qwen, rel=2e-3), rid
+    # Qwen3 30B on 64 B200: 204 TFLOP/s at GBS 512 / 8 x 64 (set_post_overrides scales the recipe's GBS per GPU)
+    r = rows["together2602_b200_qwen3_30b_bf16_64"]
+    per_token = _megatron_flops_per_token(load_model("qwen3-30b-a3b"), 4096)
+    assert per_token == pytest.approx(2.3006e10, rel=1e-4)
+    assert int(r["global_batch_seqs"]) == 512 // 8 * 64
+    assert float(r["value"]) == pytest.approx(204e12 / per_token, abs=0.06)
+    assert float(r["step_time_s"]) == pytest.approx(4096 * 4096 / float(r["value"]) / 64, abs=0.006)
+
+
 def test_megatron_tflops_rows_convert_with_megatrons_flop_count():
     # the Megatron-MoE-ModelZoo Mixtral 8x22B rows print model TFLOP/s per GPU (445 / 465 / 470, the note quotes
     # each): tokens/s/GPU = TFLOP/s x 1e12 / Megatron's FLOPs per token, to the stored digits
