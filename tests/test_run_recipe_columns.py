@@ -105,10 +105,11 @@ def test_every_rows_column_value_is_in_its_layout():
     # the 128 MiB buckets); runs56 Megatron-LM PR #5728's nine Qwen3 rows (router fusion and the recipes' HybridEP SMs
     # on all; FP8 weights on the H100 FP8 and the three 235B MXFP8 rows); runs57 DGX Cloud's two later Nemotron-H 56B
     # runs (performance mode: TP overlap, TE's loss, FP8 weights; the H100 one delayed scaling under TE 2.5); runs68
-    # Together AI's three B200 Nemotron-H 56B runs of Megatron-Bridge's recipe (TP overlap, TE's loss, FP8 weights)
-    assert counts == {"overlap_tp": 307, "moe_router_fusion": 133, "cross_entropy": 198, "attention_fp8": 3,
+    # Together AI's three B200 Nemotron-H 56B runs of Megatron-Bridge's recipe (TP overlap, TE's loss, FP8 weights);
+    # runs69 its five DeepSeek-V3 / Qwen3 runs (TP overlap, router fusion, TE's loss; the DeepSeek pair's 32 HybridEP SMs)
+    assert counts == {"overlap_tp": 312, "moe_router_fusion": 138, "cross_entropy": 203, "attention_fp8": 3,
                       "fp8_amax_reduction": 52, "fp8_scale_inverse_kernel": 33, "fp8_amax_pass": 12,
-                      "fp8_param_gather": 128, "ep_comm_sms": 13}
+                      "fp8_param_gather": 128, "ep_comm_sms": 15}
     assert rows["mbvc_h100_deepseekv3"]["overlap_tp"] == "0"
     # tidy53: the rows each per-source rule set (data/reference/README.md), as the rules gave them
     filled = {col: sum(bool(r[col]) for r in rows.values()) for col in LAYOUT_COLUMNS}
@@ -117,9 +118,10 @@ def test_every_rows_column_value_is_in_its_layout():
     # runs57: the two later DGX Cloud Nemotron-H runs' bf16 gradient buffer, NeMo 2's 128Mi buckets, no aligned reduce;
     # the lead (2026-12-06e): the six DGX Cloud v25.05.04 Nemotron-H rows' bf16 gradients (their notes and
     # _dgxc2505_kw said grad_reduce_in_fp32 False, the column was empty: topo priced fp32); runs68: Together AI's three
-    # B200 Nemotron-H runs' bf16 gradient buffer (set_nemotronh_common_configs) and 128Mi buckets
-    assert filled == {"grad_bytes": 15, "grad_reduce_bytes": 18, "optimizer_bytes_per_param": 9, "moe_counts_aligned": 6,
-                      "dp_bucket_params": 290, "dp_align_grad_reduce": 90, "pipeline_layout": 4,
+    # B200 Nemotron-H runs' bf16 gradient buffer (set_nemotronh_common_configs) and 128Mi buckets; runs69: its five
+    # DeepSeek-V3 / Qwen3 runs' bf16 gradient buffer and 128Mi buckets, the DeepSeek pair's PP16 layout_map entry
+    assert filled == {"grad_bytes": 20, "grad_reduce_bytes": 18, "optimizer_bytes_per_param": 9, "moe_counts_aligned": 6,
+                      "dp_bucket_params": 295, "dp_align_grad_reduce": 90, "pipeline_layout": 6,
                       "pipeline_schedule": 1, "moe_expert_rank_capacity_factor": 27}
     assert {r["dp_bucket_params"] for r in rows.values()} == {"", "134217728", "768000000"}
     assert all(r["dp_align_grad_reduce"] == "0" for r in rows.values()

@@ -133,13 +133,21 @@ OPEN_PR_RUNS = ("mb5728_h100_qwen3_30b_fp8_blockwise", "mb5728_h100_qwen3_30b_bf
                 "mb5728_gb200_qwen3_235b_mxfp8_fullcg", "mb5728_gb200_qwen3_235b_mxfp8_partialcg",
                 "mb5728_gb300_qwen3_235b_mxfp8_fullcg", "mb5728_gb200_qwen3_30b_bf16",
                 "mb5728_gb200_qwen3_30b_mxfp8_partialcg", "mb5728_gb200_qwen3_30b_mxfp8_pagedstash")
+# runs69's rows, all of fitted families: Together AI's B200 runs of NVIDIA's v26.02 recipes
+# (togethercomputer/together-dgxc-benchmarking@d275be99 tests/b200/slurm/OFFICIAL_BASELINES.md), in batch order: its
+# consolidated table (DeepSeek V3 BF16, FP8; Qwen3 235B BF16, FP8: the 235B step times from
+# tests/b200/scripts/qwen3_235b/report_bf16_fp8_baseline_2026-04-11.md), then its Qwen3 30B section (a run of a filed
+# regression: scored, not fitted); every third held out, fixed before any was scored
+RUNS69_IN_FAMILY = ("together2602_b200_deepseekv3_bf16_256", "together2602_b200_deepseekv3_mxfp8_256",
+                    "together2602_b200_qwen3_235b_bf16_256", "together2602_b200_qwen3_235b_mxfp8_256",
+                    "together2602_b200_qwen3_30b_bf16_64")
 ONE_IN_THREE = (DATA35_IN_FAMILY + DATA44_IN_FAMILY + B30044_IN_FAMILY + DATA46_IN_FAMILY + DATA48_IN_FAMILY
-                + DATA49_IN_FAMILY)
+                + DATA49_IN_FAMILY + RUNS69_IN_FAMILY)
 
 
 @pytest.mark.parametrize("batch", [DATA35_IN_FAMILY, DATA44_IN_FAMILY, B30044_IN_FAMILY, DATA46_IN_FAMILY,
-                                   DATA48_IN_FAMILY, DATA49_IN_FAMILY],
-                         ids=["data35", "data44", "b30044", "data46", "data48", "data49"])
+                                   DATA48_IN_FAMILY, DATA49_IN_FAMILY, RUNS69_IN_FAMILY],
+                         ids=["data35", "data44", "b30044", "data46", "data48", "data49", "runs69"])
 def test_new_in_family_rows_are_held_out_one_in_three(batch):
     published, held = {r["run_id"]: r for r in _rows(PUBLISHED)}, {r["run_id"]: r for r in _rows(HOLDOUT)}
     for i, rid in enumerate(batch):
@@ -463,7 +471,9 @@ def test_runs_of_a_filed_regression_are_scored_not_fitted(monkeypatch):
     import training_accuracy
     regressed = set(training_accuracy.REGRESSED)
     published = {r["run_id"]: r for r in _rows(PUBLISHED)}
-    qwen3_30b = {"mb2511_h100_qwen3_30b", "mb2602_h100_qwen3_30b", "mb2511_b200_qwen3_30b", "mb2602_b200_qwen3_30b"}
+    qwen3_30b = {"mb2511_h100_qwen3_30b", "mb2602_h100_qwen3_30b", "mb2511_b200_qwen3_30b", "mb2602_b200_qwen3_30b",
+                 # runs69: Together AI's run of the same 26.02 recipe on 64 B200 (NeMo 26.02.00, dropless)
+                 "together2602_b200_qwen3_30b_bf16_64"}
     # audit46: Megatron-Bridge issue #1705 (Qwen3-235B MXFP8 on B200, 25.11; fixed by disabling the EP overlap,
     # PR #1760) and the B300 preset that carried the same settings into 26.02
     qwen3_235b = {"mb2511_b200_qwen3_235b", "mb2602_b300_qwen3_235b"}
@@ -568,6 +578,41 @@ def _megatron_flops_per_token(model, seq):
     q = model.head_dim * n / h
     moe = 12 * l * h * model.moe.expert_ffn_hidden * model.moe.active_experts * 1.5
     return moe + 12 * l * h * h * (1 + g / n + seq / h / 2) * q + 6 * h * model.vocab
+
+
+def test_together_b200_rows_convert_with_megatron_bridges_flop_count():
+    # runs69: Together AI's B200 runs of NVIDIA's v26.02 recipes (togethercomputer/together-dgxc-benchmarking@d275be99).
+    # Megatron-Bridge@6b3b5ba7 src/megatron/bridge/training/utils/flop_utils.py transformer_flops counts the recipe's
+    # MTP layer as one more MoE layer, plus 6 (3h + 2h^2) for its norms and projection and one more 6 h V logit
+    rows = {row["run_id"]: row for _, row in ROWS}
+    dsv3 = load_model("deepseek-v3-671b")
+    one_more = _megatron_mla_flops_per_token(dsv3, 4096) - _megatron_mla_flops_per_token(
+        dsv3.model_copy(update={"layers": dsv3.layers - 1}), 4096)  # one MoE layer (the last decoder layer is MoE)
+    h = dsv3.hidden
+    per_token = _megatron_mla_flops_per_token(dsv3, 4096) + one_more + 6 * (3 * h + 2 * h * h) + 6 * h * dsv3.vocab
+    assert per_token == pytest.approx(2.59993e11, rel=1e-5)
+    for rid, tflops in (("together2602_b200_deepseekv3_bf16_256", 500.22),
+                        ("together2602_b200_deepseekv3_mxfp8_256", 405.59)):
+        r = rows[rid]
+        assert f"| {tflops}" in r["note"] and (int(r["pp"]), int(r["ep"])) == (16, 8)
+        assert float(r["value"]) == pytest.approx(tflops * 1e12 / per_token, abs=0.06), rid
+        assert float(r["step_time_s"]) == pytest.approx(4096 * 4096 / float(r["value"]) / 256, abs=0.006), rid
+    # Qwen3 235B: the report prints step and TFLOP/s per iteration; their ratio is the same count (1.4803e11), so
+    # GPUs, GBS and step belong together
+    qwen = _megatron_flops_per_token(load_model("qwen3-235b-a22b"), 4096)
+    for rid, tflops in (("together2602_b200_qwen3_235b_bf16_256", 513.8),
+                        ("together2602_b200_qwen3_235b_mxfp8_256", 383.1)):
+        r = rows[rid]
+        tps = 8192 * 4096 / float(r["step_time_s"]) / 256
+        assert float(r["value"]) == pytest.approx(tps, abs=0.06), rid
+        assert tflops * 1e12 / tps == pytest.approx(qwen, rel=2e-3), rid
+    # Qwen3 30B on 64 B200: 204 TFLOP/s at GBS 512 / 8 x 64 (set_post_overrides scales the recipe's GBS per GPU)
+    r = rows["together2602_b200_qwen3_30b_bf16_64"]
+    per_token = _megatron_flops_per_token(load_model("qwen3-30b-a3b"), 4096)
+    assert per_token == pytest.approx(2.3006e10, rel=1e-4)
+    assert int(r["global_batch_seqs"]) == 512 // 8 * 64
+    assert float(r["value"]) == pytest.approx(204e12 / per_token, abs=0.06)
+    assert float(r["step_time_s"]) == pytest.approx(4096 * 4096 / float(r["value"]) / 64, abs=0.006)
 
 
 def test_megatron_tflops_rows_convert_with_megatrons_flop_count():
