@@ -143,3 +143,23 @@ def test_side_by_side_shows_the_cost_of_work():
     p = run_cli("plan", "dgx-h100-superpod", "gb200-nvl72-superpod", "--no-collectives")
     assert p.returncode == 0, p.stderr
     assert "cost per delivered PFLOP-hour" in p.stdout and "cost per million tokens (--model)" in p.stdout
+
+
+# ---- 5. the one-wave DCI default ---------------------------------------------------------------------------------
+
+ONE_WAVE = ('name = "one-wave"\n[[sites]]\nname = "a"\nspec = "dgx-h100-superpod"\n[[sites]]\nname = "b"\n'
+            'spec = "dgx-h100-superpod"\n[interconnect]\ndistance_km = 40\n')
+
+
+def test_a_region_on_the_default_wave_count_says_so_where_it_is_used(tmp_path):
+    f = tmp_path / "one-wave.toml"
+    f.write_text(ONE_WAVE)
+    # 1 x 800ZR = 100 GB/s a direction (sites.py: wave_rate default "800 Gb/s")
+    line = ("note: the DCI takes the default interconnect.waves = 1 (1 x 800 Gb/s, 100 GB/s a direction between a "
+            "site pair, for 1,024 GPUs a site): set interconnect.waves")
+    for args in (("describe", str(f)), ("plan", str(f), "--no-collectives"),
+                 ("train", str(f), "--model", "llama3-8b", "--tp", "8", "--global-batch", "256")):
+        p = run_cli(*args)
+        assert p.returncode == 0 and line in p.stderr, (args, p.stderr)
+    p = run_cli("describe", str(f), "--set", "interconnect.waves=1")  # chosen, not left in
+    assert p.returncode == 0 and "default interconnect.waves" not in p.stderr

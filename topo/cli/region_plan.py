@@ -58,6 +58,8 @@ def run_region_plan(args, name: str, layers) -> int:
         if bom == "-" and args.json:
             raise TopoError("--json and --bom-csv - both print on stdout; give --bom-csv a file", key="--bom-csv")
         check_output(bom, inputs=region_inputs(name, region), force=args.force, key="--bom-csv", force_option="--force")
+    if region.default_waves_note():
+        note(f"note: {region.default_waves_note()}")
     r = plan_region(region, one_site=args.one_site, layers=layers, collectives=not args.no_collectives)
     if bom is not None:
         with open_output(bom, inputs=region_inputs(name, region), force=args.force, key="--bom-csv",
