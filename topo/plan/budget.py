@@ -33,7 +33,7 @@ class PowerFit:
     units_per_step: int  # scalable units in one of them (1 but for pods)
     count: int  # the largest that fits
     gpus: int  # at that count
-    it_power_W: float  # at that count
+    it_power_W: float  # at that count (the final plan's: its job may size storage otherwise)
     next_it_power_W: float | None  # at one more (None: the fabric cannot grow to it)
     spec_count: int  # the spec's own count, before sizing
     fabric_bound: str | None = None  # the builder's refusal of one more unit, when the fabric (not power) binds
@@ -50,7 +50,10 @@ class PowerFit:
         head = (f"sized to {format_in(self.it_power_limit_W, 'MW', ',.2f')} of IT power (--it-power): "
                 f"{format_count(self.count)} {self.unit}s{of} ({format_count(self.gpus)} GPUs) draw "
                 f"{format_in(self.it_power_W, 'MW', ',.2f')} at nameplate (the spec gives "
-                f"{format_count(self.spec_count)}), {format_in(self.headroom_W, 'MW', ',.2f')} left; ")
+                f"{format_count(self.spec_count)}), " + (
+                    f"{format_in(self.headroom_W, 'MW', ',.2f')} left; " if self.headroom_W >= 0 else
+                    f"{format_in(-self.headroom_W, 'MW', ',.2f')} over: the job's checkpoint and FLOP (--model) size "
+                    "the storage past what the sizing's catalog workload did, a count one fewer fits; "))
         if self.fabric_bound is not None:
             return head + (f"the fabric binds, not the budget: {format_count(self.count + 1)} cannot be built "
                            f"({self.fabric_bound})")

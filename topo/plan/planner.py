@@ -137,27 +137,22 @@ def plan(spec: str | Path | Spec | Fabric | None = None, *, layers: Sequence[tup
 
     Parameters
     ----------
-    spec : a bundled name, a spec file, a :class:`~topo.spec.Spec` or a built :class:`~topo.fabric.fabric.Fabric`
-        (default: the bundled 100k-GPU cluster).
+    spec : a bundled name, a spec file, a Spec or a built Fabric (default: the bundled 100k-GPU cluster).
     layers : ``(origin, plan table)`` overrides applied after the spec's ``[plan]`` and the plan file.
     plan_file : a TOML file of overrides (the same keys as a spec's ``[plan]`` table).
     days, mfu, pue : shortcuts for ``workload.days``, ``workload.mfu``, ``facility.pue``.
-    collectives : run the estimates: the 1 GiB all-reduce and all-to-all across the top tier over every GPU (about
-        0.5 s together at 100k GPUs: the all-reduce's tree is not routed where a bound shows the ring is faster,
-        :func:`topo.engine.estimate.evaluate`'s ``at_sizes``) and the blast radius's collectives on the failed
-        fabric.
+    collectives : run the estimates (the 1 GiB all-reduce and all-to-all across the top tier over every GPU, about
+        0.5 s together at 100k GPUs, and the blast radius's collectives on the failed fabric).
     job : ``(parameters, source, share)``: a region's job, this site holding ``share`` of its checkpoint (plan_region).
     profile : the estimates' cost profile (:func:`topo.engine.profiles.resolve_profile`'s; None: the fabric's own).
-    training : a named job's step on this design (:class:`~topo.plan.train_time.TrainingJob`): its GPUs bound the
-        hot spares (the servers it leaves free), and its token budget gets a time to train with the plan's goodput.
-    power_fit : how the design was sized to an IT power budget (:func:`topo.plan.budget.fit_it_power`), reported.
+    training, power_fit : a job's step (:class:`~topo.plan.train_time.TrainingJob`: its GPUs bound the hot spares,
+        its tokens get a time to train) and an IT power fit (:func:`topo.plan.budget.fit_it_power`), reported.
 
-    >>> r = plan("dgx-h100-superpod", collectives=False)
-    >>> r.bom.num_switches, round(r.power.it_power_W / 1e6, 2)
+    >>> r = plan("dgx-h100-superpod", collectives=False); r.bom.num_switches, round(r.power.it_power_W / 1e6, 2)
     (48, 1.64)
     """
     fabric = _as_fabric(spec)
-    s = fabric.spec
+    s, job_gpus = fabric.spec, training.gpus if training is not None else None
     all_layers = _layers(s, plan_file, layers, days=days, mfu=mfu, pue=pue)
     try:
         cat = catalog or load_catalog(all_layers)
@@ -181,7 +176,7 @@ def plan(spec: str | Path | Spec | Fabric | None = None, *, layers: Sequence[tup
     costs, tornado = _cost_ends(cat, server_name, server, bom, gpu, L, floor, store, pw, capex, tco)
     try:
         relia = _reliability(L, cat.reliability, cat.reliability.checkpoint, bom, params, params_source, comp.flop,
-                             store, share, job_gpus=training.gpus if training is not None else None)
+                             store, share, job_gpus)
     except TopoError as exc:
         raise _locate(exc, s, cat) from None
     inv, net, impact = _network(fabric, collectives, profile)
@@ -201,8 +196,8 @@ def plan(spec: str | Path | Spec | Fabric | None = None, *, layers: Sequence[tup
                       costs=costs, compute=comp, reliability=relia, blast_radius=blast_radius(fabric), network=net,
                       failure_impact=impact, inputs=inputs_used(cat, fabric, server_name, floor.cooling),
                       assumptions=used_assumptions(cat.assumptions(), _items_used(s, cat, server, server_name, bom)),
-                      catalog_versions=dict(cat.versions), notes=([power_fit.note()] if power_fit else []) + notes + _job_notes(training, relia, L),
-                      training=training, power_fit=power_fit)
+                      catalog_versions=dict(cat.versions), notes=_job_notes(training, relia, L, notes, fit := _refit(power_fit, pw)),
+                      training=training, power_fit=fit)
 
 
 def _network(fabric: Fabric, collectives: bool, profile=None):
@@ -413,15 +408,23 @@ def _notes(fabric, cat, inv, floor, bom, gpu, relia, store, pw, tco, server_name
     return notes
 
 
-def _job_notes(training: TrainingJob | None, relia, L) -> list[str]:
-    """What a named job leaves for hot spares: none when it holds every GPU (walk26 Left 2)."""
+def _refit(power_fit: PowerFit | None, pw) -> PowerFit | None:
+    """The power fit at this plan's own IT power: a job's checkpoint and FLOP (``--model``) size the storage
+    otherwise than the sizing's catalog workload did."""
+    return replace(power_fit, it_power_W=pw.it_power_W) if power_fit is not None else None
+
+
+def _job_notes(training: TrainingJob | None, relia, L, notes: list[str], fit: PowerFit | None) -> list[str]:
+    """``notes`` after the power fit's, then what a named job leaves for hot spares: none when it holds every GPU
+    (walk26 Left 2)."""
+    notes = ([fit.note()] if fit is not None else []) + notes
     if training is None:
-        return []
+        return notes
     if relia.hot_spare_servers == 0:
-        return [f"{training.model}'s job holds {training.gpus:,} of the {L.num_gpus:,} GPUs: no whole server is left "
+        return notes + [f"{training.model}'s job holds {training.gpus:,} of the {L.num_gpus:,} GPUs: no whole server is left "
                 "as a hot spare, so each hardware failure waits for its repair "
                 "(reliability.checkpoint.repair_s, in the restart); a job a few servers smaller keeps spares"]
-    return [f"{training.model}'s job holds {training.gpus:,} of the {L.num_gpus:,} GPUs; "
+    return notes + [f"{training.model}'s job holds {training.gpus:,} of the {L.num_gpus:,} GPUs; "
             f"{relia.hot_spare_servers:,} of the servers it leaves are hot spares"]
 
 
