@@ -58,8 +58,9 @@ def test_the_time_to_train_line_is_the_json_figure_in_days():
                                                           rel=1e-12)
     assert line == (f"time to train 1.5e+13 tokens: {t / 86400:.1f} days, {d['gpu_hours_to_train'] / 1e6:.3g}M "
                     f"GPU-hours on {d['gpus']:,} GPUs; {t * lo / d['step_time_s'] / 86400:.1f} days - "
-                    f"{t * hi / d['step_time_s'] / 86400:.1f} days at the uncertainty's ends (no failures or "
-                    f"restarts: topo plan --model --layout gives the goodput)")
+                    f"{t * hi / d['step_time_s'] / 86400:.1f} days at the uncertainty's ends (at the step, no "
+                    f"failures or restarts: topo plan --model --layout --tokens gives the time with the plan's "
+                    f"goodput)")
 
 
 def test_a_small_jobs_gpu_hours_are_whole_hours_not_a_fraction_of_a_million():

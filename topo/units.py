@@ -23,12 +23,14 @@ __all__ = [
     "parse_size_bytes",
     "parse_bandwidth_Bps",
     "parse_time_s",
+    "parse_power_W",
     "format_size",
     "format_bandwidth",
     "format_rate",
     "format_time",
     "format_usd",
     "format_count",
+    "format_gpu_hours",
     "in_unit",
     "format_in",
     "GB",
@@ -205,6 +207,27 @@ def parse_time_s(text: str) -> float:
     value = float(m.group(1)) * _TIME_UNITS[m.group(2)]
     if not math.isfinite(value) or value < 0:
         raise UnitError(f"a time must be >= 0, got {text!r}")
+    return value
+
+
+_POWER_UNITS = {"W": 1.0, "kW": 1e3, "MW": 1e6, "GW": 1e9}
+_POWER_HELP = "a power with its unit, such as '50MW', '50 MW', '800 kW' or '1.2GW'"
+
+
+def parse_power_W(text: str) -> float:
+    """Parse an electrical power into watts (a budget such as ``50MW``); the unit is required, its case as written
+    (``mW`` is not ``MW``).
+
+    >>> parse_power_W("50MW"), parse_power_W("800 kW"), parse_power_W("1.2GW")
+    (50000000.0, 800000.0, 1200000000.0)
+    """
+    m = re.fullmatch(r"\s*" + _SIGNED + r"\s*([A-Za-z]+)\s*", str(text))
+    if not m or m.group(2) not in _POWER_UNITS:
+        bare = " (a bare number has no unit)" if re.fullmatch(r"\s*" + _SIGNED + r"\s*", str(text)) else ""
+        raise UnitError(f"expected {_POWER_HELP}, got {text!r}{bare}")
+    value = float(m.group(1)) * _POWER_UNITS[m.group(2)]
+    if not 0 < value < math.inf:
+        raise UnitError(f"a power must be positive and finite, got {str(text).strip()!r}")
     return value
 
 
@@ -387,6 +410,15 @@ def format_in(value: float, unit: str, spec: str = ",.3g") -> str:
 def format_count(n: int) -> str:
     """Integer with thousands separators: ``98,304``."""
     return f"{int(n):,}"
+
+
+def format_gpu_hours(hours: float) -> str:
+    """GPU-hours as a budget reads them: millions (3.06M), else whole hours (29, not 2.86e-05M).
+
+    >>> format_gpu_hours(3.06e6), format_gpu_hours(29.4)
+    ('3.06M', '29')
+    """
+    return f"{hours / 1e6:.3g}M" if hours >= 1e6 else format_count(round(hours))
 
 
 def count_noun(n: int, noun: str, plural: str | None = None) -> str:

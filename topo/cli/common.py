@@ -82,10 +82,11 @@ def spec_from_args(args, name=None):
                         f"{' and '.join(mine)} you set", source=exc.source, key=exc.key) from None
 
 
-def fabric_from_args(args, name=None):
-    """The fabric the arguments describe, with the parts ``--fail`` names failed. A design the overrides made
-    impossible names them (``server.nics=1000``), as a spec error names the override it is about."""
-    spec = spec_from_args(args, name)
+def fabric_from_args(args, name=None, spec=None):
+    """The fabric the arguments describe (``spec``: the spec to build in place of the one they name, e.g. sized
+    to a power budget), with the parts ``--fail`` names failed. A design the overrides made impossible names them
+    (``server.nics=1000``), as a spec error names the override it is about."""
+    spec = spec if spec is not None else spec_from_args(args, name)
     try:
         fabric = build_fabric(spec)
     except TopoError as exc:

@@ -9,10 +9,13 @@ from .. import training
 from ..atomic import check_output, open_output
 from ..errors import TopoError, Unreachable
 from ..plan import LOST_PART_LABELS, DesignComparison, PlanResult, plan
+from ..plan.budget import fit_it_power
+from ..plan.train_time import TrainingJob
 from ..plan.result import RANGED
 from ..spec import DEFAULT_SPEC
 from ..spec.load import resolve_spec_path
-from ..units import count_noun, format_bandwidth, format_count, format_in, format_time, format_usd, in_unit
+from ..units import (UnitError, count_noun, format_bandwidth, format_count, format_gpu_hours, format_in, format_time,
+                     format_usd, in_unit, parse_count, parse_power_W)
 from .bom_csv import write_bom_csv
 from .common import GivenOnce, add_spec_arguments, fabric_from_args, spec_from_args
 from .estimate_args import add_profile_argument, check_profile_flag, profile_notes
@@ -45,6 +48,12 @@ def register(sub) -> None:
                    "fills the fabric); placement fields too: first_gpu=N, skip_domains=[5,17] (NVLink domains passed "
                    "over, as topo train --skip-domains; "
                    "the step runs on the fabric as installed)")
+    p.add_argument("--it-power", metavar="POWER",
+                   help="an IT power budget (50MW, 800kW): size each SPEC to the most whole pods (scalable units "
+                   "where it has no pods) whose IT power at nameplate fits it, and say what bounds it")
+    p.add_argument("--tokens", metavar="N", help="with --model and --layout: the time to train N tokens (15T, 2.5B, "
+                   "15e12) at the step and with the plan's goodput (failures, restarts, checkpoints), the job's "
+                   "GPU-hours; topo train --tokens gives the time at the step alone")
     p.add_argument("--no-collectives", action="store_true",
                    help="skip the estimates (the all-reduce and all-to-all across the top tier, over every GPU, and "
                    "the blast radius's collectives): the plan in about half the time at 100k GPUs")
@@ -62,13 +71,22 @@ def register(sub) -> None:
     p.set_defaults(func=run)
 
 
-def _layers(args, design: str | None = None, fabric=None) -> list[tuple[str, dict]]:
-    """The catalog layers of the flags; with ``--model``, the MFU of its step on ``design`` (a SPEC as given) built
-    as ``fabric``, each design its own."""
-    layers = []
+def _layers(args, design: str | None = None, fabric=None) -> tuple[list[tuple[str, dict]], TrainingJob | None]:
+    """The catalog layers of the flags and ``--model``'s job; with ``--model``, the MFU of its step on ``design`` (a
+    SPEC as given) built as ``fabric``, each design its own."""
+    layers, job = _flag_layers(args), None
     if args.model or args.layout:
-        mfu, precision, params = train_mfu(args, design, fabric)
-        layers.append(("--model", {"workload": {"mfu": mfu, "precision": precision, "params": params}}))
+        step, precision, params = train_step(args, design, fabric)
+        layers.insert(0, ("--model", {"workload": {"mfu": float(step.mfu), "precision": precision,
+                                                    "params": params}}))
+        job = TrainingJob(model=args.model, gpus=int(step.gpus), step_time_s=float(step.step_time_s),
+                          tokens_per_step=int(step.tokens_per_step), tokens=args.tokens)
+    return layers, job
+
+
+def _flag_layers(args) -> list[tuple[str, dict]]:
+    """The catalog layers of ``--days``, ``--mfu`` and ``--pue``."""
+    layers = []
     for flag, kind, key in (("days", "workload", "days"), ("mfu", "workload", "mfu"), ("pue", "facility", "pue")):
         value = getattr(args, flag)
         if value is not None:
@@ -76,8 +94,8 @@ def _layers(args, design: str | None = None, fabric=None) -> list[tuple[str, dic
     return layers
 
 
-def train_mfu(args, design: str | None = None, fabric=None) -> tuple[float, str, float]:
-    """The MFU `topo train` predicts for ``--model`` laid out as ``--layout`` on ``design`` (a SPEC as given; None:
+def train_step(args, design: str | None = None, fabric=None):
+    """``(step, precision, parameters)``: the step `topo train` predicts for ``--model`` laid out as ``--layout`` on ``design`` (a SPEC as given; None:
     the first) built as ``fabric``: a layout without dp fills its GPUs from the layout's first GPU past its skipped
     domains (:func:`~topo.cli.layout_dp.design_dp`), as `topo train` fills the fabric; an error names ``--layout``
     and, of several designs, the design."""
@@ -87,7 +105,8 @@ def train_mfu(args, design: str | None = None, fabric=None) -> tuple[float, str,
         if args.layout and fabric is not None and args.model:
             training.parse_layout(args.layout)  # a field no design can take: named once, before any design's dp
             dp = design_dp(args.layout, fabric, name or DEFAULT_SPEC)
-        return training.predict_mfu(spec_from_args(args, name), args.model, args.layout, dp=dp, profile=args.profile)
+        spec = fabric.spec if fabric is not None else spec_from_args(args, name)  # sized to --it-power, if given
+        return training.predict_step(spec, args.model, args.layout, dp=dp, profile=args.profile)
     except TopoError as exc:
         if exc.key not in ("model", "layout") and exc.source in ("layout", args.layout) and len(args.specs) > 1:
             raise on_design(exc, args.layout, name) from None  # which design of several the layout does not fit
@@ -99,9 +118,10 @@ def train_mfu(args, design: str | None = None, fabric=None) -> tuple[float, str,
 
 def run(args) -> int:
     names = args.specs or [None]
+    _check_numbers(args)
     if len(names) == 1 and is_region_file(names[0]):
         refuse_region_flags(args)
-        return run_region_plan(args, names[0], _layers(args))
+        return run_region_plan(args, names[0], _layers(args)[0])
     if args.one_site:
         raise TopoError("applies to a region of several sites (a spec with [[sites]], e.g. two-site-h100)",
                         key="--one-site")
@@ -109,18 +129,19 @@ def run(args) -> int:
         if args.bom_csv == "-" and args.json:
             raise TopoError("--json and --bom-csv - both print on stdout; give --bom-csv a file", key="--bom-csv")
         check_output(args.bom_csv, inputs=_inputs(args), force=args.force, key="--bom-csv", force_option="--force")
-    fabrics = [fabric_from_args(args, n) for n in names]
     if args.profile is not None and args.no_collectives and not args.model:  # rev67: it was silently unused
         raise TopoError("prices the plan's collectives and --model's step; --no-collectives without --model prices "
                         "none (drop --profile, or give --model)", key="--profile")
+    sized = [_sized(args, n) for n in names]
+    fabrics = [fabric_from_args(args, n, spec) for n, (spec, _) in zip(names, sized)]
     check_profile_flag(args.profile, fabrics)  # rev67: an unknown name said by its flag, as train and report do
     for msg in profile_notes(args.profile, fabrics):
         note(msg)
     layers = [_layers(args, n, f) for n, f in zip(names, fabrics)]
     try:
         results = [plan(f, layers=lay, plan_file=args.plan_file, collectives=not args.no_collectives,
-                        profile=args.profile)
-                   for f, lay in zip(fabrics, layers)]
+                        profile=args.profile, training=job, power_fit=fit)
+                   for f, (lay, job), (_, fit) in zip(fabrics, layers, sized)]
     except Unreachable as exc:  # place64: the plan's own collectives over every GPU, cut by a failed part
         raise TopoError(f"{exc.message}; the plan's all-reduce and all-to-all run over every GPU, which the failed "
                         f"parts cut apart; allowed: --no-collectives (the plan of the failed fabric without them: its "
@@ -144,9 +165,39 @@ def run(args) -> int:
         emit(render(results[0]))
     else:
         emit(render_comparison(results))
-        for text in train_notes:  # the table has no row of each design's notes
+        for text in [r.power_fit.note() for r in results if r.power_fit] + train_notes:  # no row of notes
             emit(f"note: {text}")
     return 0
+
+
+def _check_numbers(args) -> None:
+    """``--it-power`` and ``--tokens`` read, or one line naming the flag; ``--tokens`` needs ``--model``."""
+    for flag, parse in (("it_power", parse_power_W), ("tokens", lambda t: parse_count(t, "number of tokens"))):
+        value = getattr(args, flag)
+        if value is not None:
+            try:
+                setattr(args, flag, parse(value))
+            except UnitError as exc:
+                raise TopoError(str(exc), key=f"--{flag.replace('_', '-')}") from None
+    if args.tokens is not None and not (args.model and args.layout):
+        raise TopoError("the time to train is that of a named job's step; allowed: --tokens with --model M and "
+                        "--layout L", key="--tokens")
+    if args.it_power is not None and args.one_site:
+        raise TopoError("sizes one design; allowed: --it-power on a spec, not with --one-site", key="--it-power")
+
+
+def _sized(args, name: str | None):
+    """``(spec, power fit)``: the design ``name`` sized to ``--it-power`` (:func:`topo.plan.budget.fit_it_power`,
+    the IT power the planner computes with the flags' and plan file's overrides, the catalog's workload), or
+    ``(None, None)`` without a budget."""
+    if args.it_power is None:
+        return None, None
+    layers = _flag_layers(args)
+
+    def it_power_W(spec) -> float:
+        return plan(spec, layers=layers, plan_file=args.plan_file, collectives=False).power.it_power_W
+
+    return fit_it_power(spec_from_args(args, name), args.it_power, it_power_W)
 
 
 def _train_mfu_note(args, r: PlanResult, name: str | None, fabric) -> str:
@@ -439,6 +490,7 @@ def _goodput_lines(r: PlanResult, mark) -> list[str]:
            "          sensitivity (goodput when halved / doubled): " + "; ".join(
                f"{x['input']} {100 * x['goodput_half']:.1f}% / {100 * x['goodput_double']:.1f}%"
                for x in rel.sensitivity)]
+    out += _work_lines(r)
     if r.storage is not None:
         out += _storage_lines(r.storage, mark)
     if r.spares:
@@ -446,6 +498,27 @@ def _goodput_lines(r: PlanResult, mark) -> list[str]:
                    + f" ({_usd(sum(x.price_usd for x in r.spares))}, not in capex): each pool lasts a restock lead "
                    "time with the catalog's probability (reliability.spares)"
                    + mark("reliability.spares.lead_time_days", "reliability.spares.service_level"))
+    return out
+
+
+def _work_lines(r: PlanResult) -> list[str]:
+    """The cost of the work done (per delivered PFLOP-hour; per million tokens of --model's job) and the time to
+    train --tokens at the step and with the goodput."""
+    k = r.compute
+    out = [f"work      ${r.cost_per_pflop_hour_usd:,.2f} per delivered PFLOP-hour (3.6e18 model FLOP at {k.precision}, "
+           f"MFU {k.mfu:.3g}): the cost per effective GPU-hour x 1e15 / (peak per GPU x MFU)"]
+    job = r.training
+    if job is not None:
+        out.append(f"          {job.model}: ${r.cost_per_million_tokens_usd:,.3f} per million tokens ("
+                   f"{format_count(job.gpus)} GPUs at the cost per effective GPU-hour, "
+                   f"{job.tokens_per_s:,.0f} tokens/s at the step)")
+    t = r.time_to_train
+    if t is not None:
+        out.append(f"          time to train {t['tokens']:.3g} tokens: {format_in(t['time_to_train_s'], 'days', ',.1f')} "
+                   f"with goodput {100 * t['goodput']:.1f}% ({format_in(t['time_at_step_s'], 'days', ',.1f')} at "
+                   f"the step, as topo train --tokens gives it), "
+                   f"{format_gpu_hours(t['gpu_hours_to_train'])} GPU-hours on "
+                   f"{format_count(job.gpus)} GPUs")
     return out
 
 
@@ -552,6 +625,10 @@ _ROWS = [
     ("goodput", "goodput", lambda v: f"{100 * v:.1f}%"),
     ("effective FLOP (goodput, hot spares idle)", "effective_flop", lambda v: f"{v:.3g}"),
     ("cost per effective GPU-hour", "cost_per_effective_gpu_hour_usd", lambda v: f"${v:,.2f}"),
+    ("cost per delivered PFLOP-hour", "cost_per_pflop_hour_usd", lambda v: f"${v:,.2f}"),
+    ("cost per million tokens (--model)", "cost_per_million_tokens_usd", lambda v: "-" if v is None else f"${v:,.3f}"),
+    ("time to train --tokens (with goodput)", "time_to_train_s",
+     lambda v: "-" if v is None else format_in(v, "days", ",.1f")),
     ("generator capacity", "generator_capacity_W", lambda v: "-" if v is None else _mw(v)),
     ("spare pools", "spares_usd", _usd),
 ]

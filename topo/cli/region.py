@@ -10,7 +10,7 @@ from ..spec.load import resolve_spec_path
 from ..spec.region_load import is_region_file, site_spec_files
 from ..units import format_bandwidth, format_count, format_in, format_time
 from .common import own_text, with_overrides
-from .output import emit, emit_json, table
+from .output import emit, emit_json, note, table
 
 __all__ = ["is_region_args", "region_from_args", "region_inputs", "run_describe", "render_region"]
 
@@ -51,7 +51,10 @@ def region_inputs(name: str, region: Region) -> list[str]:
 
 
 def run_describe(args) -> int:
-    inv = region_inventory(region_from_args(args))
+    region = region_from_args(args)
+    if region.default_waves_note():
+        note(f"note: {region.default_waves_note()}")
+    inv = region_inventory(region)
     if args.json:
         emit_json(inv.to_dict())
     else:

@@ -29,7 +29,7 @@ def refuse_region_flags(args) -> None:
     Raises
     ------
     TopoError
-        For ``--model`` or ``--layout`` (why: the MFU needs the way across sites), ``--profile``, ``--plan-file`` or
+        For ``--model`` or ``--layout`` (why: the MFU needs the way across sites), ``--it-power``, ``--profile``, ``--plan-file`` or
         ``--fail``.
     """
     given = [f for f, v in (("--model", args.model), ("--layout", args.layout)) if v]
@@ -38,6 +38,9 @@ def refuse_region_flags(args) -> None:
                         "every H steps), which a plan does not choose; allowed: --mfu X with the figure `topo train "
                         "REGION --model M ...` gives (one site's MFU x its throughput vs one site), or --model and "
                         "--layout on one site's spec", key=given[0])
+    if getattr(args, "it_power", None) is not None:  # each site has its own power_limit_MW
+        raise TopoError("sizes one site's design; a region's sites are sized by their specs and checked against "
+                        "their own power_limit_MW; allowed: --it-power on one site's spec", key="--it-power")
     if args.profile:  # as a region's report: each site's collectives are priced with its own profile
         raise TopoError(f"{args.profile}: a region's plan prices each site's collectives with the site's own profile "
                         "(--profile is not wired for a region yet); allowed: --profile on one site's spec",
@@ -55,6 +58,8 @@ def run_region_plan(args, name: str, layers) -> int:
         if bom == "-" and args.json:
             raise TopoError("--json and --bom-csv - both print on stdout; give --bom-csv a file", key="--bom-csv")
         check_output(bom, inputs=region_inputs(name, region), force=args.force, key="--bom-csv", force_option="--force")
+    if region.default_waves_note():
+        note(f"note: {region.default_waves_note()}")
     r = plan_region(region, one_site=args.one_site, layers=layers, collectives=not args.no_collectives)
     if bom is not None:
         with open_output(bom, inputs=region_inputs(name, region), force=args.force, key="--bom-csv",

@@ -45,6 +45,8 @@ def run_region_train(args, options: dict, say=str) -> int:
     check_region_profile(region, args.profile)  # a calibrated file of no site's network, before any note
     for msg in profile_notes(args.profile, region.fabrics):
         note(msg)
+    if region.default_waves_note():  # walk26: one wave between two big sites, left in by omission
+        note(f"note: {region.default_waves_note()}")
     model = load_model(args.model)
     if args.search:
         return _search(args, region, model, options, say)

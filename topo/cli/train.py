@@ -170,7 +170,8 @@ def _output_arguments(p) -> None:
     p.add_argument("--efficiency", type=float, default=None,
                    help="large-GEMM fraction of the BF16 peak at the sustained clock (default: the GPU's, from data/compute/kernels.toml)")
     p.add_argument("--tokens", default=None, help="also report the time to train this many tokens: 15T, 2.5B, "
-                   "15e12")
+                   "15e12, at the step without failures or restarts (topo plan --model --layout --tokens: with the "
+                   "plan's goodput)")
     p.add_argument("--search", action="store_true", help="rank every valid layout that fits by step time")
     p.add_argument("--top", type=int, default=None, help="rows of the search table (default 10)")
     p.add_argument("--rank-orders", default=None, metavar="A,B",
@@ -854,7 +855,8 @@ def _time_to_train_line(r, tokens: float) -> str:
               f"ends" if span else "")
     return (f"time to train {tokens:.3g} tokens: {days}, {gpu_hours_text(b['gpu_hours_to_train'])} GPU-hours on "
             f"{format_count(r.gpus)} "
-            f"GPUs{within} (no failures or restarts: topo plan --model --layout gives the goodput)")
+            f"GPUs{within} (at the step, no failures or restarts: topo plan --model --layout --tokens gives the "
+            "time with the plan's goodput)")
 
 
 def _components_legend(L: dict, host_wait: bool, amax: bool = False) -> str:

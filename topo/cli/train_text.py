@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from ..training.memory import state_convention
 from ..training.parallel import DEFAULT_ORDER
-from ..units import format_count, format_in, format_time
+from ..units import format_gpu_hours, format_in, format_time
 
 __all__ = ["gb", "gpu_hours_text", "memory_line", "not_fit_line", "uncertainty_line", "runs_on", "bias_text", "dispatcher_searched",
            "dispatcher_cell", "row_flags"]
@@ -115,6 +115,4 @@ def recompute_cell(L: dict) -> str:
     return f"selective+{mods}" if L["recompute"] == "selective" else mods
 
 
-def gpu_hours_text(hours: float) -> str:
-    """GPU-hours as a budget reads them: millions (3.06M), else whole hours (29, not 2.86e-05M)."""
-    return f"{hours / 1e6:.3g}M" if hours >= 1e6 else format_count(round(hours))
+gpu_hours_text = format_gpu_hours  # one formula, in topo.units (topo plan --tokens prints it too)

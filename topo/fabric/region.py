@@ -44,6 +44,21 @@ class Region:
     failures: tuple[str, ...] = ()
     _cache: dict = field(default_factory=dict, repr=False)
 
+    def default_waves_note(self) -> str | None:
+        """A line for a region whose DCI spans take the default wave count (``interconnect.waves`` given neither in
+        ``[interconnect]`` nor on a span): one wave a site pair, easy to leave in by omission (walk26 Left 5: one
+        800G wave, 100 GB/s, between two 32k-GPU sites trained across them at 17% of one site); None otherwise."""
+        ic = self.spec.interconnect
+        if "waves" in ic.model_fields_set or not len(self.spans["waves"]):
+            return None
+        if sum(s.waves is not None for s in ic.spans) >= self.num_spans:  # every span gives its own
+            return None
+        rate = float(ic.wave_rate_Bps)
+        return (f"the DCI takes the default interconnect.waves = {ic.waves} ({ic.waves} x {rate * 8 / 1e9:g} Gb/s, "
+                f"{rate * ic.waves / 1e9:g} GB/s a direction between a site pair, for {int(self.gpus_per_site.max()):,} "
+                "GPUs a site): set interconnect.waves (e.g. --set interconnect.waves=16) for the DCI you mean to "
+                "build; topo train REGION --model M gives the DCI a job needs")
+
     # --- sizes ---------------------------------------------------------------------------------------------
     @property
     def name(self) -> str:

@@ -38,6 +38,8 @@ from .power import power_breakdown
 from .power_notes import cooling_note, power_notes
 from .reliability import HARDWARE_CAUSES, reliability
 from .result import DesignComparison, PlanResult
+from .budget import PowerFit
+from .train_time import TrainingJob
 
 __all__ = ["plan", "compare_designs", "read_plan_file", "workload_of"]
 
@@ -129,29 +131,28 @@ def _as_fabric(spec) -> Fabric:
 def plan(spec: str | Path | Spec | Fabric | None = None, *, layers: Sequence[tuple[str, dict]] = (),
          plan_file: str | Path | None = None, days: float | None = None, mfu: float | None = None,
          pue: float | None = None, collectives: bool = True, catalog: Catalog | None = None,
-         job: tuple[float, str, float] | None = None, profile=None) -> PlanResult:
+         job: tuple[float, str, float] | None = None, profile=None, training: TrainingJob | None = None,
+         power_fit: PowerFit | None = None) -> PlanResult:
     """Plan one design.
 
     Parameters
     ----------
-    spec : a bundled name, a spec file, a :class:`~topo.spec.Spec` or a built :class:`~topo.fabric.fabric.Fabric`
-        (default: the bundled 100k-GPU cluster).
+    spec : a bundled name, a spec file, a Spec or a built Fabric (default: the bundled 100k-GPU cluster).
     layers : ``(origin, plan table)`` overrides applied after the spec's ``[plan]`` and the plan file.
     plan_file : a TOML file of overrides (the same keys as a spec's ``[plan]`` table).
     days, mfu, pue : shortcuts for ``workload.days``, ``workload.mfu``, ``facility.pue``.
-    collectives : run the estimates: the 1 GiB all-reduce and all-to-all across the top tier over every GPU (about
-        0.5 s together at 100k GPUs: the all-reduce's tree is not routed where a bound shows the ring is faster,
-        :func:`topo.engine.estimate.evaluate`'s ``at_sizes``) and the blast radius's collectives on the failed
-        fabric.
+    collectives : run the estimates (the 1 GiB all-reduce and all-to-all across the top tier over every GPU, about
+        0.5 s together at 100k GPUs, and the blast radius's collectives on the failed fabric).
     job : ``(parameters, source, share)``: a region's job, this site holding ``share`` of its checkpoint (plan_region).
     profile : the estimates' cost profile (:func:`topo.engine.profiles.resolve_profile`'s; None: the fabric's own).
+    training, power_fit : a job's step (:class:`~topo.plan.train_time.TrainingJob`: its GPUs bound the hot spares,
+        its tokens get a time to train) and an IT power fit (:func:`topo.plan.budget.fit_it_power`), reported.
 
-    >>> r = plan("dgx-h100-superpod", collectives=False)
-    >>> r.bom.num_switches, round(r.power.it_power_W / 1e6, 2)
+    >>> r = plan("dgx-h100-superpod", collectives=False); r.bom.num_switches, round(r.power.it_power_W / 1e6, 2)
     (48, 1.64)
     """
     fabric = _as_fabric(spec)
-    s = fabric.spec
+    s, job_gpus = fabric.spec, training.gpus if training is not None else None
     all_layers = _layers(s, plan_file, layers, days=days, mfu=mfu, pue=pue)
     try:
         cat = catalog or load_catalog(all_layers)
@@ -175,7 +176,7 @@ def plan(spec: str | Path | Spec | Fabric | None = None, *, layers: Sequence[tup
     costs, tornado = _cost_ends(cat, server_name, server, bom, gpu, L, floor, store, pw, capex, tco)
     try:
         relia = _reliability(L, cat.reliability, cat.reliability.checkpoint, bom, params, params_source, comp.flop,
-                             store, share)
+                             store, share, job_gpus)
     except TopoError as exc:
         raise _locate(exc, s, cat) from None
     inv, net, impact = _network(fabric, collectives, profile)
@@ -195,7 +196,8 @@ def plan(spec: str | Path | Spec | Fabric | None = None, *, layers: Sequence[tup
                       costs=costs, compute=comp, reliability=relia, blast_radius=blast_radius(fabric), network=net,
                       failure_impact=impact, inputs=inputs_used(cat, fabric, server_name, floor.cooling),
                       assumptions=used_assumptions(cat.assumptions(), _items_used(s, cat, server, server_name, bom)),
-                      catalog_versions=dict(cat.versions), notes=notes)
+                      catalog_versions=dict(cat.versions), notes=_job_notes(training, relia, L, notes, fit := _refit(power_fit, pw)),
+                      training=training, power_fit=fit)
 
 
 def _network(fabric: Fabric, collectives: bool, profile=None):
@@ -406,8 +408,28 @@ def _notes(fabric, cat, inv, floor, bom, gpu, relia, store, pw, tco, server_name
     return notes
 
 
+def _refit(power_fit: PowerFit | None, pw) -> PowerFit | None:
+    """The power fit at this plan's own IT power: a job's checkpoint and FLOP (``--model``) size the storage
+    otherwise than the sizing's catalog workload did."""
+    return replace(power_fit, it_power_W=pw.it_power_W) if power_fit is not None else None
+
+
+def _job_notes(training: TrainingJob | None, relia, L, notes: list[str], fit: PowerFit | None) -> list[str]:
+    """``notes`` after the power fit's, then what a named job leaves for hot spares: none when it holds every GPU
+    (walk26 Left 2)."""
+    notes = ([fit.note()] if fit is not None else []) + notes
+    if training is None:
+        return notes
+    if relia.hot_spare_servers == 0:
+        return notes + [f"{training.model}'s job holds {training.gpus:,} of the {L.num_gpus:,} GPUs: no whole server is left "
+                "as a hot spare, so each hardware failure waits for its repair "
+                "(reliability.checkpoint.repair_s, in the restart); a job a few servers smaller keeps spares"]
+    return notes + [f"{training.model}'s job holds {training.gpus:,} of the {L.num_gpus:,} GPUs; "
+            f"{relia.hot_spare_servers:,} of the servers it leaves are hot spares"]
+
+
 def _reliability(L, rel, ck, bom, params: float, params_source: str, flop: float, store: StoragePlan,
-                 share: float = 1.0):
+                 share: float = 1.0, job_gpus: int | None = None):
     """The reliability model on this plan's failure table, optics and checkpoint (:mod:`topo.plan.reliability`):
     the checkpoint is written and read back at the plan's storage servers' aggregate rates, the ones its storage
     lines report, however the servers are counted (one rate source: storage.toml's per-server rates); a site
@@ -422,7 +444,7 @@ def _reliability(L, rel, ck, bom, params: float, params_source: str, flop: float
         optics=rel.optics, params=params, params_source=params_source, bytes_per_param=ck.bytes_per_param.value,
         write_Bps=store.write_Bps / share, detection_s=ck.detection_s.value, restart_s=ck.restart_s.value,
         repair_s=ck.repair_s.value, hot_spare_fraction=ck.hot_spare_fraction.value, flop=flop, mode=ck.mode,
-        snapshot_Bps=ck.snapshot_Bps.value, reload_Bps=store.read_Bps / share)
+        snapshot_Bps=ck.snapshot_Bps.value, reload_Bps=store.read_Bps / share, job_gpus=job_gpus)
 
 
 def _storage(cat: Catalog, params: float, flop: float, num_gpus: int, share: float = 1.0) -> StoragePlan:

@@ -185,7 +185,8 @@ def reliability(num_gpus: int, gpus_per_server: int, *, causes: dict[str, float]
                 job_modules: list[tuple[int, float]] | None = None, optics: str = "table", params: float,
                 params_source: str = "", bytes_per_param: float, write_Bps: float, detection_s: float = 0.0,
                 restart_s: float, repair_s: float, hot_spare_fraction: float, flop: float, mode: str = "sync",
-                snapshot_Bps: float = math.inf, reload_Bps: float = math.inf) -> Reliability:
+                snapshot_Bps: float = math.inf, reload_Bps: float = math.inf,
+                job_gpus: int | None = None) -> Reliability:
     """Failures, checkpoint and goodput of a cluster of ``num_gpus`` (see the module doc for every formula).
 
     Parameters
@@ -198,6 +199,9 @@ def reliability(num_gpus: int, gpus_per_server: int, *, causes: dict[str, float]
     write_Bps, reload_Bps, snapshot_Bps : storage write and read, device-to-host copy per GPU.
     detection_s, restart_s, repair_s : per interruption; repair only when spares run short.
     mode : ``"sync"``, ``"async"`` or ``"in_memory"`` checkpoints.
+    job_gpus : the GPUs a named job holds (None: no job). Hot spares are whole servers the job leaves free:
+        ``min(floor(hot_spare_fraction x servers), (num_gpus - job_gpus) // gpus_per_server)``, so a job that fills
+        every GPU has none, and each hardware failure then waits for its repair (``restart_s + repair_s``).
 
     Raises
     ------
@@ -217,6 +221,8 @@ def reliability(num_gpus: int, gpus_per_server: int, *, causes: dict[str, float]
     ckpt = params * bytes_per_param
     write_s, stall_s, min_T, reload_s = _checkpoint_s(ckpt, num_gpus, mode, write_Bps, snapshot_Bps, reload_Bps)
     spares = int(math.floor(hot_spare_fraction * (num_gpus // gpus_per_server)))
+    if job_gpus is not None:  # walk26: a job of every GPU held 320 of them as spares; the spares are what it leaves
+        spares = min(spares, max(0, num_gpus - job_gpus) // gpus_per_server)
     in_repair = sum(per_h.get(k, 0.0) for k in HARDWARE_CAUSES) / 3600 * repair_s
     enough = spares >= in_repair
     restart = restart_s if enough else restart_s + repair_s

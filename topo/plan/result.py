@@ -18,6 +18,8 @@ from .power import PowerBreakdown
 from .reliability import Reliability
 from .storage import StoragePlan
 from .tco import OwnershipCost
+from .budget import PowerFit
+from .train_time import TrainingJob, cost_per_million_tokens_usd, time_to_train_s
 
 __all__ = ["PlanResult", "DesignComparison", "RANGED"]
 
@@ -56,6 +58,8 @@ class PlanResult:
     price_sensitivity: list = field(default_factory=list)  # cost per GPU-hour, each price alone at its ends
     storage: StoragePlan | None = None  # storage servers sized from checkpoints and the dataset (topo.plan.storage)
     deployment: Phasing | None = None  # capex, GPUs and power by quarter as the halls come online (topo.plan.phasing)
+    training: TrainingJob | None = None  # --model's job on this design (topo.plan.train_time)
+    power_fit: PowerFit | None = None  # the design sized to an IT power budget (topo.plan.budget)
 
     @property
     def nic_modules(self) -> int:
@@ -78,6 +82,35 @@ class PlanResult:
         """TCO per GPU-hour that trains (after goodput and hot spares): cost per GPU-hour / effective fraction."""
         f = self.effective_fraction
         return self.ownership.cost_per_gpu_hour_usd / f if f > 0 else float("inf")
+
+    @property
+    def cost_per_pflop_hour_usd(self) -> float:
+        """TCO per delivered PFLOP/s-hour (3.6e18 model FLOP): the cost per effective GPU-hour over the model FLOP a
+        GPU delivers in an hour, ``cost per effective GPU-hour x 1e15 / (peak per GPU x MFU)``, at the compute
+        budget's precision and MFU. Unlike the cost per GPU-hour it compares GPU generations by the work done."""
+        k = self.compute
+        per_gpu = k.peak_flop_per_s[k.precision] / self.num_gpus * k.mfu
+        return self.cost_per_effective_gpu_hour_usd * 1e15 / per_gpu if per_gpu > 0 else float("inf")
+
+    @property
+    def cost_per_million_tokens_usd(self) -> float | None:
+        """With ``training``: its GPUs at the cost per effective GPU-hour per million tokens trained
+        (:func:`~topo.plan.train_time.cost_per_million_tokens_usd`); None without a job."""
+        t = self.training
+        if t is None:
+            return None
+        return cost_per_million_tokens_usd(self.cost_per_effective_gpu_hour_usd, t.gpus, t.tokens_per_s)
+
+    @property
+    def time_to_train(self) -> dict | None:
+        """With a job and its token budget: the time at the step, the time with the plan's goodput
+        (:func:`~topo.plan.train_time.time_to_train_s`) and the job's GPU-hours at the latter; None otherwise."""
+        t = self.training
+        if t is None or t.tokens is None:
+            return None
+        at_step, wall = time_to_train_s(t.tokens, t.tokens_per_s, self.reliability.goodput)
+        return {"tokens": t.tokens, "time_at_step_s": at_step, "time_to_train_s": wall,
+                "goodput": self.reliability.goodput, "gpu_hours_to_train": t.gpus * wall / 3600.0}
 
     def headline(self) -> dict:
         """The figures designs are compared on (flat, JSON-ready)."""
@@ -106,6 +139,9 @@ class PlanResult:
             "first_nic_optics_failure_s": r.first_nic_optics_failure_s,
             "interruptions_per_day": r.interruptions_per_day, "goodput": r.goodput,
             "cost_per_effective_gpu_hour_usd": self.cost_per_effective_gpu_hour_usd,
+            "cost_per_pflop_hour_usd": self.cost_per_pflop_hour_usd,
+            "cost_per_million_tokens_usd": self.cost_per_million_tokens_usd,
+            "time_to_train_s": (self.time_to_train or {}).get("time_to_train_s"),
             "generator_capacity_W": self.electrical.generator_capacity_W if self.electrical else None,
             "spares_usd": sum(x.price_usd for x in self.spares),
             "effective_flop": r.effective_flop,
@@ -132,6 +168,11 @@ class PlanResult:
             "tco_usd": h["tco_usd"], "cost_per_gpu_hour_usd": h["cost_per_gpu_hour_usd"],
             "cost_per_effective_gpu_hour_usd": h["cost_per_effective_gpu_hour_usd"],
             "co2_per_year_kg": h["co2_per_year_kg"],
+            "cost_per_pflop_hour_usd": h["cost_per_pflop_hour_usd"],
+            "cost_per_million_tokens_usd": h["cost_per_million_tokens_usd"],
+            "training": self.training.to_dict() if self.training else None,
+            "time_to_train": self.time_to_train,
+            "power_fit": self.power_fit.to_dict() if self.power_fit else None,
             "floor": self.floor.to_dict(), "bom": self.bom.to_dict(), "power": self.power.to_dict(),
             "capex": self.capex.to_dict(), "ownership": self.ownership.to_dict(), "cost_range": self.costs.to_dict(), "compute": self.compute.to_dict(),
             "reliability": self.reliability.to_dict(),

@@ -1,0 +1,139 @@
+"""Sizing a design to an IT power budget: the largest whole count of its growth unit whose IT power at nameplate
+(:class:`~topo.plan.power.PowerBreakdown`'s ``it_power_W``: servers, switches, optics, storage, front-end) fits.
+
+The growth unit is the pod where the fabric has more than one (past one pod the builder takes whole pods only),
+else the fabric's scalable unit (a leaf's servers, a rack of an NVL72 superpod); a one-pod design that fills its pod
+grows on by whole pods. IT power grows with the count; the search starts at the count the spec's own IT power per
+unit scales to, ``floor(limit / (IT power / count))``, doubles while that fits, then bisects between the largest
+count that fits and the smallest that does not, so the answer does not rest on power being linear (storage and the
+floor's network racks are not). A count the builder refuses (a tier's radix) does not fit, and the note says so.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Callable
+
+from ..errors import TopoError
+from ..fabric.builders import build_fabric
+from ..spec import Spec
+from ..spec.model import ClusterSpec
+from ..units import format_count, format_in
+
+__all__ = ["PowerFit", "growth_unit", "fit_it_power"]
+
+
+@dataclass(frozen=True)
+class PowerFit:
+    """A design sized to an IT power budget."""
+
+    it_power_limit_W: float
+    unit: str  # what the count counts: "pod", or the fabric's unit ("scalable unit", "rack")
+    units_per_step: int  # scalable units in one of them (1 but for pods)
+    count: int  # the largest that fits
+    gpus: int  # at that count
+    it_power_W: float  # at that count (the final plan's: its job may size storage otherwise)
+    next_it_power_W: float | None  # at one more (None: the fabric cannot grow to it)
+    spec_count: int  # the spec's own count, before sizing
+    fabric_bound: str | None = None  # the builder's refusal of one more unit, when the fabric (not power) binds
+
+    @property
+    def headroom_W(self) -> float:
+        """The budget left at the fitted count."""
+        return self.it_power_limit_W - self.it_power_W
+
+    def note(self) -> str:
+        """What sized the design and what bounds it: the budget (one more would draw past it) or the fabric (the
+        builder refuses one more: its words)."""
+        of = f" of {self.units_per_step} scalable units" if self.units_per_step > 1 else ""
+        head = (f"sized to {format_in(self.it_power_limit_W, 'MW', ',.2f')} of IT power (--it-power): "
+                f"{format_count(self.count)} {self.unit}s{of} ({format_count(self.gpus)} GPUs) draw "
+                f"{format_in(self.it_power_W, 'MW', ',.2f')} at nameplate (the spec gives "
+                f"{format_count(self.spec_count)}), " + (
+                    f"{format_in(self.headroom_W, 'MW', ',.2f')} left; " if self.headroom_W >= 0 else
+                    f"{format_in(-self.headroom_W, 'MW', ',.2f')} over: the job's checkpoint and FLOP (--model) size "
+                    "the storage past what the sizing's catalog workload did, a count one fewer fits; "))
+        if self.fabric_bound is not None:
+            return head + (f"the fabric binds, not the budget: {format_count(self.count + 1)} cannot be built "
+                           f"({self.fabric_bound})")
+        return head + (f"the budget binds: {format_count(self.count + 1)} would draw "
+                       f"{format_in(self.next_it_power_W, 'MW', ',.2f')}")
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "headroom_W": self.headroom_W}
+
+
+def growth_unit(spec: Spec) -> tuple[str, int, int]:
+    """``(noun, units per step, steps)``: what ``spec`` grows by, a pod of units where its fabric has more than one
+    pod (the builder takes only whole pods then), else a unit, and how many of them the spec gives."""
+    L = build_fabric(spec).layout
+    if L.num_pods > 1:
+        return "pod", int(L.units_per_pod), int(L.num_pods)
+    return str(L.unit_name), 1, int(L.num_units)
+
+
+def _at(spec: Spec, units: int) -> Spec:
+    """``spec`` at ``units`` scalable units (the other cluster sizes dropped)."""
+    return spec.model_copy(update={"cluster": ClusterSpec(num_units=units)})
+
+
+def fit_it_power(spec: Spec, limit_W: float, it_power_of: Callable[[Spec], float]) -> tuple[Spec, PowerFit]:
+    """``spec`` at the largest whole count of its growth unit whose IT power fits ``limit_W``.
+
+    Parameters
+    ----------
+    spec : the design as given (its count is the search's start).
+    limit_W : the IT power budget, W (> 0).
+    it_power_of : the IT power at nameplate of a spec, W (the planner's, with the plan's overrides).
+
+    Returns
+    -------
+    (Spec, PowerFit)
+        The sized spec, and the count, its IT power and one more unit's (or the builder's refusal of one more).
+
+    Raises
+    ------
+    TopoError
+        (key ``--it-power``) when one unit alone draws more than the budget.
+    """
+    noun, step, own = growth_unit(spec)
+    fit = _search(spec, limit_W, it_power_of, noun, step, own)
+    if step == 1 and fit.fabric_bound is not None and fit.count > 1:
+        again = growth_unit(_at(spec, fit.count))  # one pod full: past it the fabric grows by whole pods
+        if again[1] > 1 and fit.count % again[1] == 0:
+            fit = _search(spec, limit_W, it_power_of, "pod", again[1], fit.count // again[1], own)
+    return _at(spec, fit.count * fit.units_per_step), fit
+
+
+def _search(spec, limit_W, it_power_of, noun: str, step: int, start: int, spec_count: int | None = None) -> PowerFit:
+    """The largest count of ``step`` units that fits ``limit_W``: from the count the IT power at ``start`` scales
+    to, up by doubling while it fits, then by bisection (a count the builder refuses does not fit)."""
+    power: dict[int, float] = {}
+    refused: dict[int, str] = {}
+
+    def fits(n: int) -> bool:
+        if n not in power:
+            try:
+                power[n] = it_power_of(_at(spec, n * step))
+            except TopoError as exc:  # the fabric cannot grow to n (a tier's radix): n does not fit either
+                power[n], refused[n] = math.inf, exc.message
+        return power[n] <= limit_W
+
+    fits(start)
+    lo, hi = 0, max(1, math.floor(limit_W / power[start] * start))
+    if fits(hi):
+        lo, hi = hi, hi + 1
+        while fits(hi):
+            lo, hi = hi, 2 * hi
+    while hi - lo > 1:  # lo fits (0: none known), hi does not
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
+    if lo == 0:
+        raise TopoError(f"{format_in(limit_W, 'MW', ',.3g')} is less than one {noun} of {spec.name} draws "
+                        f"({format_in(power[1], 'MW', ',.3g')} of IT power at nameplate); allowed: a budget of at "
+                        "least that", key="--it-power")
+    gpus = build_fabric(_at(spec, lo * step)).layout.num_gpus
+    return PowerFit(it_power_limit_W=limit_W, unit=noun, units_per_step=step, count=lo, gpus=int(gpus),
+                    it_power_W=power[lo], next_it_power_W=None if hi in refused else power[hi],
+                    spec_count=start if spec_count is None else spec_count, fabric_bound=refused.get(lo + 1))

@@ -1,0 +1,59 @@
+"""A named job on a planned design (``topo plan --model M --layout L``): its step, the GPUs it holds, the time to
+train a token budget with the plan's goodput, and the cost of its work.
+
+    time at the step      t_step = tokens x step_time / tokens_per_step        (topo train --tokens: no failures)
+    time to train         t_wall = t_step / goodput                             (failures, restarts, checkpoints)
+    GPU-hours             job GPUs x t_wall / 3,600 s
+    cost per 1M tokens    cost per effective GPU-hour x job GPUs x step_time / tokens_per_step / 3,600 s x 1e6
+
+The goodput is the plan's (:mod:`topo.plan.reliability`: the renewal process on the design's interruption rate,
+checkpoint stall and recovery); the cost per effective GPU-hour is TCO over the GPU-hours that train (after goodput
+and hot spares), so the cost per token carries the same losses as the wall time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+__all__ = ["TrainingJob", "time_to_train_s", "cost_per_million_tokens_usd"]
+
+SECONDS_PER_HOUR = 3600.0
+
+
+@dataclass(frozen=True)
+class TrainingJob:
+    """A job of ``topo train``'s step on the design: what the planner needs of it."""
+
+    model: str
+    gpus: int  # the GPUs the job holds
+    step_time_s: float
+    tokens_per_step: int
+    tokens: float | None = None  # a token budget to train (None: no time to train)
+
+    @property
+    def tokens_per_s(self) -> float:
+        """Tokens a second at the step (no failures)."""
+        return self.tokens_per_step / self.step_time_s
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "tokens_per_s": self.tokens_per_s}
+
+
+def time_to_train_s(tokens: float, tokens_per_s: float, goodput: float) -> tuple[float, float]:
+    """``(at the step, with goodput)``: ``tokens / tokens_per_s`` and that over ``goodput``, seconds.
+
+    >>> time_to_train_s(15e12, 5e6, 0.8)
+    (3000000.0, 3750000.0)
+    """
+    at_step = tokens / tokens_per_s
+    return at_step, at_step / goodput
+
+
+def cost_per_million_tokens_usd(cost_per_effective_gpu_hour_usd: float, gpus: int, tokens_per_s: float) -> float:
+    """The job's GPUs at the cost per effective GPU-hour over the tokens it trains in an hour at the step, per
+    million tokens.
+
+    >>> round(cost_per_million_tokens_usd(2.0, 1000, 1e6), 4)
+    0.5556
+    """
+    return cost_per_effective_gpu_hour_usd * gpus / (tokens_per_s * SECONDS_PER_HOUR) * 1e6
