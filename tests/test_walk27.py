@@ -24,3 +24,23 @@ def test_a_sweeps_plan_after_train_gives_topo_plan_models_figures():
     assert df["effective_flop"].iat[0] == pytest.approx(cli["reliability"]["effective_flop"], rel=1e-12)
     for k in ("goodput", "capex_usd", "it_power_W"):
         assert df[k].iat[0] == pytest.approx(cli[k], rel=1e-12), k
+
+
+_JOB = ("train", "meta-llama3-24k", "--model", "llama3-8b", "--tp", "8", "--dp", "8", "--global-batch", "64")
+
+
+def test_a_job_on_a_rack_cut_off_by_its_leaf_is_told_the_racks_to_skip():
+    """walk27: on meta-llama3-24k a rack is 2 servers under one ToR (rtsw); `--fail rtsw0` under a job on GPUs 0-63
+    said "GPU 0 is cut off: every NIC of server 0 failed" (the NICs work; their switch failed) and offered no way
+    round the rack, where a failed GPU's line offers --skip-domains and --first-gpu. The line now names the job's
+    domains the leaf cuts off (servers 0 and 1: NVLink domains 0 and 1), and the job placed past them runs as the
+    same job on a healthy rack (GPUs 16-79, the racks alike)."""
+    p = run_cli(*_JOB, "--fail", "rtsw0")
+    assert p.returncode == 2 and p.stderr.count("\n") == 1 and "Traceback" not in p.stderr
+    assert "GPU 0 is cut off: no NIC of server 0 reaches a switch (failures: rtsw0)" in p.stderr
+    assert "--skip-domains [0,1]" in p.stderr and "--first-gpu 16 or past it" in p.stderr
+    skipped = json.loads(run_cli(*_JOB, "--fail", "rtsw0", "--skip-domains", "0,1", "--json", check=True).stdout)
+    moved = json.loads(run_cli(*_JOB, "--first-gpu", "16", "--json", check=True).stdout)
+    assert skipped["step_time_s"] == moved["step_time_s"]
+    # a leaf outside the job cuts nothing of it
+    assert run_cli(*_JOB, "--fail", "rtsw5", check=True).returncode == 0
