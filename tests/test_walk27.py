@@ -44,3 +44,14 @@ def test_a_job_on_a_rack_cut_off_by_its_leaf_is_told_the_racks_to_skip():
     assert skipped["step_time_s"] == moved["step_time_s"]
     # a leaf outside the job cuts nothing of it
     assert run_cli(*_JOB, "--fail", "rtsw5", check=True).returncode == 0
+
+
+def test_a_report_with_its_plan_of_a_cut_fabric_writes_its_page(tmp_path):
+    """walk27: `topo report meta-llama3-24k --fail rtsw0 --plan` stopped at "GPU 0 is cut off" (the plan's all-reduce
+    and all-to-all run over every GPU) where the report without --plan writes its page naming the cut (tidy67) and
+    `topo plan --fail rtsw0` offers --no-collectives: the page now carries the failed fabric's plan without them."""
+    out = tmp_path / "cut.html"
+    p = run_cli("report", "dgx-h100-superpod", "--fail", "random:spine:1.0", "--plan", "-o", str(out))
+    assert p.returncode == 0, p.stderr
+    assert "its plan without the all-reduce and all-to-all over every GPU" in p.stderr
+    assert "goodput" in out.read_text().lower()

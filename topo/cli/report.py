@@ -102,13 +102,17 @@ def run(args) -> int:
         reports = _reports(specs, args)
         for r in reports:  # tidy67: the page is written, the cut named on it (the region's report does the same)
             if r.cut:
+                plan_too = ("; its plan without the all-reduce and all-to-all over every GPU (as topo plan "
+                            "--no-collectives)") if args.plan or args.plan_file else ""
                 note(f"note: {r.fabric.name}: {r.cut}: the page names the cut and draws the fabric, its degraded "
-                     "bisection and the collectives that still run")
+                     f"bisection and the collectives that still run{plan_too}")
         for msg in profile_notes(args.profile, [r.fabric for r in reports]):
             note(msg)
         plans = None
         if args.plan or args.plan_file:
-            plans = [plan(r.fabric, plan_file=args.plan_file) for r in reports]
+            # walk27: a cut fabric's plan stopped the page (its top-tier collectives run over every GPU); the plan
+            # of the failed fabric without them, as `topo plan --no-collectives` offers
+            plans = [plan(r.fabric, plan_file=args.plan_file, collectives=not r.cut) for r in reports]
         trains = _trains(job, reports, args.layout, specs, args.profile) if job else None
         size = write_page(reports, out, plans=plans, trains=trains, **output)
         note(f"wrote {_where(out)} ({format_in(size, 'MB', '.1f')}) in {format_time(time.perf_counter() - start)}")
