@@ -55,3 +55,17 @@ def test_a_report_with_its_plan_of_a_cut_fabric_writes_its_page(tmp_path):
     assert p.returncode == 0, p.stderr
     assert "its plan without the all-reduce and all-to-all over every GPU" in p.stderr
     assert "goodput" in out.read_text().lower()
+
+
+def test_the_one_part_failed_row_fails_a_part_that_is_still_working():
+    """walk27: `topo plan meta-llama3-24k --fail ctsw0` said "ctsw0 1.00x" beside "ctsw0 1.14x" without --fail: the
+    row failed the part --fail had already taken out. It now fails the next of the kind in pod 0, ctsw1: pod 0's
+    uplinks to the atsw tier go from 7 of 8 cluster switches to 6, 7/6 of the time on the bound tier (ctsw-atsw,
+    an all-reduce between two pods; 384 down / 55 up per ctsw, meta-llama3-24k.toml), the latency part aside."""
+    import topo
+    from topo.plan.blast import collective_times_with_failures
+
+    fabric = topo.build_fabric(topo.load_spec("meta-llama3-24k")).with_failures("ctsw0", "nic0.0")
+    impact = {x.part: x for x in collective_times_with_failures(fabric, parts=("nic", "spine"))}
+    assert impact["spine"].name == "ctsw1" and impact["nic"].name == "nic0.1"
+    assert impact["spine"].slowdown == pytest.approx(7 / 6, rel=0.01)
