@@ -135,7 +135,13 @@ def test_train_and_plan_are_the_library_figures_and_plan_takes_train_mfu():
     fabric = topo.build_fabric(topo.load_spec("dgx-h100-superpod"))
     r = estimate_step(fabric, load_model("llama3-8b"), make_layout(tp=4, pp=2, dp=128, global_batch=1024))
     assert df["step_time_s"].iat[1] == r.step_time_s and df["mfu"].iat[1] == r.mfu
-    with_mfu = plan(fabric, mfu=r.mfu, collectives=False).headline()
-    assert df["effective_flop"].iat[1] == with_mfu["effective_flop"]
-    assert with_mfu["effective_flop"] != plan(fabric, collectives=False).headline()["effective_flop"]
-    assert df["capex_usd"].iat[1] == with_mfu["capex_usd"]
+    # as `topo plan --model llama3-8b --layout ...` prices it: the step's MFU, precision (bf16: the catalog's default
+    # is fp8) and parameters (the checkpoint, the storage it sizes); walk27: the sweep took the MFU alone and
+    # applied a bf16 MFU to the fp8 peak, twice the FLOP, on storage sized for the Chinchilla-sized model
+    job = {"workload": {"mfu": r.mfu, "precision": r.precision, "params": float(load_model("llama3-8b").total_params)}}
+    with_job = plan(fabric, layers=[("--model", job)], collectives=False).headline()
+    assert df["effective_flop"].iat[1] == with_job["effective_flop"]
+    assert df["goodput"].iat[1] == with_job["goodput"]
+    assert df["capex_usd"].iat[1] == with_job["capex_usd"]
+    assert with_job["effective_flop"] != plan(fabric, mfu=r.mfu, collectives=False).headline()["effective_flop"]
+

@@ -102,8 +102,10 @@ def run(args) -> int:
         reports = _reports(specs, args)
         for r in reports:  # tidy67: the page is written, the cut named on it (the region's report does the same)
             if r.cut:
+                plan_too = ("; its plan without the all-reduce and all-to-all over every GPU (as topo plan "
+                            "--no-collectives)") if args.plan or args.plan_file else ""
                 note(f"note: {r.fabric.name}: {r.cut}: the page names the cut and draws the fabric, its degraded "
-                     "bisection and the collectives that still run")
+                     f"bisection and the collectives that still run{plan_too}")
         for msg in profile_notes(args.profile, [r.fabric for r in reports]):
             note(msg)
         plans = None

@@ -275,7 +275,7 @@ class Paths:
         Raises
         ------
         Unreachable
-            Every NIC of a server failed.
+            No NIC of a server reaches a switch (its NICs, their cables or its leaf failed).
         """
         f = self.fabric
         N = f.layout.nics_per_server
@@ -288,7 +288,7 @@ class Paths:
         good = self.nic_ok(cand)
         if not good.any(axis=1).all():
             k = int(np.flatnonzero(~good.any(axis=1))[0])
-            raise Unreachable(f"GPU {int(gpu[bad[k]])} is cut off: every NIC of server {int(server[k])} failed "
+            raise Unreachable(f"GPU {int(gpu[bad[k]])} is cut off: no NIC of server {int(server[k])} reaches a switch "
                             f"(failures: {', '.join(f.failures)})", key="fail")
         out = nic.copy()
         out[bad] = cand[np.arange(bad.size), np.argmax(good, axis=1)]

@@ -116,6 +116,11 @@ class FailureImpact:
         return asdict(self)
 
 
+def _first_left(prefix: str, failures, count: int) -> str:
+    """``prefix`` + the first index below ``count`` that ``failures`` does not name (0 when every one is named)."""
+    return prefix + str(next((k for k in range(count) if f"{prefix}{k}" not in failures), 0))
+
+
 def collective_times_with_failures(fabric: Fabric, parts=("nic", "leaf", "spine"), profile=None) -> list[FailureImpact]:
     """A 1 GiB all-reduce over every GPU of two pods, one communicator per GPU position (the whole cluster on a
     one-pod fabric), with the first NIC, leaf or spine failed (:meth:`topo.fabric.Fabric.with_failures`): its time,
@@ -127,9 +132,11 @@ def collective_times_with_failures(fabric: Fabric, parts=("nic", "leaf", "spine"
     kw = dict(gpus=2 * pod, groups=pod) if L.num_pods >= 2 else dict(gpus=L.num_gpus)
     kw["profile"] = profile
     over = "two pods (one GPU of each)" if L.num_pods >= 2 else f"every GPU ({L.num_gpus:,}: the cluster is one pod)"
-    names = {"nic": "nic0.0", "leaf": f"{L.tiers[0].name}0"}
+    # the first of each kind that --fail left working (walk27: with --fail ctsw0 the row failed ctsw0 again, 1.00x)
+    names = {"nic": _first_left("nic0.", fabric.failures, L.nics_per_server),
+             "leaf": _first_left(L.tiers[0].name, fabric.failures, pod)}
     if len(L.tiers) > 1:
-        names["spine"] = f"{L.tiers[1].name}0"
+        names["spine"] = _first_left(L.tiers[1].name, fabric.failures, pod)
     size = parse_size_bytes(COLLECTIVE_SIZE)
     healthy = size_result(evaluate(fabric, "all_reduce", at_sizes=[size], **kw), size).time_s
     out = []

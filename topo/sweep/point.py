@@ -16,7 +16,6 @@ import dataclasses
 import hashlib
 import time
 import tomllib
-import types
 from collections import OrderedDict
 from pathlib import Path
 
@@ -204,6 +203,12 @@ def _layout(fabric, point: dict) -> ParallelLayout:
     return make_layout("layout", **kw)
 
 
+def _job(mfu: float, precision: str, model) -> dict:
+    """The plan's ``workload`` of a train point, as ``topo plan --model M --layout L`` takes it from the step (its
+    MFU, its precision, whose peak that MFU is of, and the model's parameters, the checkpoint)."""
+    return {"mfu": mfu, "precision": precision, "params": float(model.total_params)}
+
+
 def _train(fabric, point: dict):
     name = point["model"]
     key = (name, file_digest(name))  # a model file is cached by its content: an edited file is read again
@@ -218,10 +223,11 @@ def _train(fabric, point: dict):
     comm = {k: v for k, v in b.items() if k not in ("compute", "bubble", "optimizer")}
     slow = max(comm, key=lambda k: comm[k]) if comm else None
     bound = r.bound_by().get(slow, {}) if slow else {}
-    return r, {"step_time_s": r.step_time_s, "mfu": r.mfu, "tflop_per_s_per_gpu": r.tflop_per_s_per_gpu,
-               "tokens_per_s": r.tokens_per_s, "exposed_comm_s": float(sum(comm.values())),
-               "memory_per_gpu_bytes": r.memory_per_gpu_bytes, "fits": r.fits, "train_gpus": r.gpus,
-               "slowest_dim": slow, "slowest_dim_level": bound.get("level")}
+    return _job(r.mfu, r.precision, model), {
+        "step_time_s": r.step_time_s, "mfu": r.mfu, "tflop_per_s_per_gpu": r.tflop_per_s_per_gpu,
+        "tokens_per_s": r.tokens_per_s, "exposed_comm_s": float(sum(comm.values())),
+        "memory_per_gpu_bytes": r.memory_per_gpu_bytes, "fits": r.fits, "train_gpus": r.gpus,
+        "slowest_dim": slow, "slowest_dim_level": bound.get("level")}
 
 
 def _train_region(region: Region, model, lay, point: dict):
@@ -232,11 +238,14 @@ def _train_region(region: Region, model, lay, point: dict):
             "tokens_per_s": lay.global_batch * (lay.seq_len or model.seq_len) / step,
             "memory_per_gpu_bytes": one["memory_per_gpu_bytes"], "fits": one["fits"], "train_gpus": m.gpus,
             "slowest_dim": "dci" if ratio < 1 else None, "throughput_vs_one_site": ratio}
-    return types.SimpleNamespace(mfu=figs["mfu"]), figs
+    return _job(figs["mfu"], lay.precision, model), figs
 
 
-def _plan(fabric, point: dict, mfu: float | None) -> dict:
-    r = plan(fabric, days=point.get("days"), mfu=point.get("mfu", mfu), pue=point.get("pue"),
+def _plan(fabric, point: dict, job: dict | None) -> dict:
+    """A plan point: after a train point, with its step's workload (:func:`_job`) as ``topo plan --model`` takes it;
+    an ``mfu`` axis wins over the step's."""
+    layers = [("--model", {"workload": job})] if job else []
+    r = plan(fabric, layers=layers, days=point.get("days"), mfu=point.get("mfu"), pue=point.get("pue"),
              collectives=bool(point.get("plan_collectives", False)))
     h = r.headline()
     return {"capex_usd": h["capex_usd"], "network_capex_usd": h["network_capex_usd"],
@@ -283,19 +292,18 @@ def run_point(point: dict, compute, specs: dict) -> dict:
     row: dict = {"error": None, "error_kind": None}
     try:
         fabric = _fabric(point, specs)
-        train_mfu = None
+        job = None
         for what in compute:
             if what == "estimate":
                 row.update(_estimate(fabric, point))
             elif what == "train":
-                r, figs = _train(fabric, point)
+                job, figs = _train(fabric, point)
                 row.update(figs)
-                train_mfu = r.mfu
             elif what in ("plan", "describe") and isinstance(fabric, Region):
                 raise TopoError(f"a sweep over a region computes estimate and train; {what} of a region is "
                                 f"topo {what} REGION", key="compute")
             elif what == "plan":
-                row.update(_plan(fabric, point, train_mfu))
+                row.update(_plan(fabric, point, job))
             elif what == "describe":
                 row.update(_describe(fabric))
     except TopoError as exc:

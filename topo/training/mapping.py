@@ -29,11 +29,12 @@ from functools import lru_cache
 
 import numpy as np
 
+from ..engine.paths import Paths
 from ..errors import TopoError
 from .parallel import ParallelLayout
 
 __all__ = ["EXPERT_DP_GROUPS", "FEWER_GPUS", "Mapping", "default_placement", "first_group_offsets",
-           "first_group_reach", "free_gpus", "map_layout", "recipe_gpus_used", "refuse_failed_gpus",
+           "first_group_reach", "free_gpus", "map_layout", "recipe_gpus_used", "refuse_failed_gpus", "refuse_cut_off_servers",
            "spare_domains_text"]
 
 _DENSE = ("tp", "cp", "dp", "pp")
@@ -371,16 +372,46 @@ def refuse_failed_gpus(lay: ParallelLayout, gpus_per_domain: int, failures: tupl
                         f"failures", key="fail")
 
 
-def _past_failed(lay: ParallelLayout, gpus_per_domain: int, after: int, num_fabric_gpus: int | None) -> str:
-    """The ways past a failed NVLink domain (ending at GPU ``after - 1``) a refusal offers: where the domains from
-    the job's first one, less the failed one and those it skips already, hold the job at its GPUs per domain,
-    ``skip_domains`` with the failed one added (place61: the job placed on the healthy racks, as a scheduler does);
-    then :func:`_past_by_first_gpu`'s."""
+def refuse_cut_off_servers(lay: ParallelLayout, fabric) -> None:
+    """Refuse a job placed on a server none of whose NICs reaches a switch (its NICs, their cables or its leaf
+    failed), before any routing, with the ways past it that :func:`refuse_failed_gpus` offers (walk27: a rack's
+    leaf failed under Llama 3 405B on meta-llama3-24k; the router's line named GPU 0 and no way round the rack).
+
+    Raises
+    ------
+    TopoError
+        Keyed ``fail``: the first cut-off GPU among the job's, its server, the failures and what is allowed.
+    """
+    if not fabric.failures:
+        return
+    L, D = fabric.layout, fabric.spec.gpus_per_domain
+    nic = np.arange(L.num_nics)
+    reaching = np.bincount(nic // L.nics_per_server, weights=Paths(fabric, pxn=False).nic_ok(nic),
+                           minlength=L.num_servers)
+    used = lay.gpus_per_domain_used or D
+    ids = _placed_ids(np.arange(lay.gpus), used, D, lay.first_gpu, lay.skip_domains)
+    cut = ids[reaching[ids // L.gpus_per_server] == 0]
+    if not cut.size:
+        return
+    g, domains = int(cut[0]), {int(d) for d in np.unique(cut // D)}
+    after = (max(domains) + 1) * D
+    raise TopoError(f"GPU {g} is cut off: no NIC of server {g // L.gpus_per_server} reaches a switch (failures: "
+                    f"{', '.join(fabric.failures)}), and it is one of the job's GPUs ({lay.first_gpu:,} to "
+                    f"{int(ids[-1]):,}); allowed: {_past_failed(lay, D, after, L.num_gpus, domains)}, or the parts "
+                    f"that cut it off left out of the failures", key="fail")
+
+
+def _past_failed(lay: ParallelLayout, gpus_per_domain: int, after: int, num_fabric_gpus: int | None,
+                 failed: set[int] | None = None) -> str:
+    """The ways past failed NVLink domains (``failed``; default the one ending at GPU ``after - 1``, the last) a
+    refusal offers: where the domains from the job's first one, less the failed ones and those it skips already,
+    hold the job at its GPUs per domain, ``skip_domains`` with the failed ones added (place61: the job placed on the
+    healthy racks, as a scheduler does); then :func:`_past_by_first_gpu`'s."""
     rest = _past_by_first_gpu(lay, gpus_per_domain, after, num_fabric_gpus)
     if num_fabric_gpus is None:
         return rest
     D, used = gpus_per_domain, lay.gpus_per_domain_used or gpus_per_domain
-    skip = sorted({*lay.skip_domains, after // D - 1})
+    skip = sorted({*lay.skip_domains, *(failed or {after // D - 1})})
     healthy = _domains_from(lay.first_gpu, D, num_fabric_gpus, skip)
     if not _skip_fits(lay.first_gpu, used, D):  # a skip it would then refuse (rev64)
         return rest
