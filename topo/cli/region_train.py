@@ -150,7 +150,7 @@ def _search(args, region, model, options: dict, say=str) -> int:
     lines.append(table(rows, ["#", "tp", "cp", "pp", "vpp", "dp (job)", "ep", "mb", "recompute", "sharding", *extra,
                               "one site", "across sites", "vs one site", "DCI for 95%"],
                        right=[True] * 8 + [False] * (2 + len(extra)) + [True] * 4))
-    lines += [f"not across sites by {across}: one-site #{k}: {why}" for k, why in res.skipped.items()]
+    lines += [f"not across sites by {across}: the search's #{k}: {why}" for k, why in res.skipped.items()]
     lines.append(f"DCI for 95%: the largest span's, per direction; each span's in --json, or train the layout: "
                  f"{SPAN_RULE}")
     if res.ranked:  # walk26: the job's flags of #1, its dp the whole job's (dp x sites) as the flags take it
