@@ -132,8 +132,7 @@ def _search(args, region, model, options: dict, say=str) -> int:
     s = res.search
     lines = [f"{res.model} on {res.region}: {res.num_sites} sites, global batch {res.global_batch:,} "
              f"({res.global_batch // res.num_sites:,} per site); one site's share searched: {s['considered']:,} "
-             f"layouts considered, {s['evaluated']} evaluated; its best {len(res.ranked) + len(res.skipped)} ranked "
-             f"again across the sites ({across})", ""]
+             f"layouts considered, {s['evaluated']} evaluated; ranked by the step across the sites ({across})", ""]
     rows = []
     for i, r in enumerate(res.ranked, 1):
         L, pick = r.one_site["layout"], next(x for x in r.strategies if x.strategy == r.chosen)

@@ -106,40 +106,17 @@ def search_across_sites(region: Region, model: ModelSpec, global_batch: int, *, 
     step_kw = dict(convention=convention, efficiency=efficiency, contention=contention, profile=profile)
     if across == "pp":  # walk16: the share's best had pp 1 and none could span the sites; stages split at them
         options = {**options, "pp_multiple": K}
-    # each site places the share as its own step does (64 or 72 of an NVL72 rack by the site's size), as the search
-    # placed it on each: the placement the slowest site's step chose is not every site's (regsearch66's Left)
-    fields = [k for k in ParallelLayout.model_fields if k != "gpus_per_domain_used" or k in options]
-    made: dict = {}  # id(the share's step) -> (it, its step across the sites or why it cannot span them)
-
-    def timed(one, steps) -> MultisiteStep | TopoError:
-        """The share's layout of ``one`` across the sites, from its step on each group's fabric (``steps``)."""
-        got = made.get(id(one))
-        if got is None:
-            site_lay = ParallelLayout.model_validate({k: v for k, v in one.layout.items() if k in fields})
-            lay = site_lay.model_copy(update={"dp": site_lay.dp * K, "global_batch": global_batch})
-            try:
-                got = (one, estimate_across_sites(region, model, lay, across=across, outer_every=outer_every,
-                                                  one_site=steps, **step_kw))
-            except TopoError as exc:
-                if exc.key != "pp":
-                    raise
-                got = (one, exc)
-            made[id(one)] = got
-        return got[1]
-
-    def figure(one, steps) -> float:  # at or above the slowest site's step (_search_groups): the search stays exact
-        got = timed(one, steps)
-        return math.inf if isinstance(got, TopoError) else got.step_time_s
-
+    timed = _Timed(region, model, global_batch, across, outer_every, step_kw,
+                   [k for k in ParallelLayout.model_fields if k != "gpus_per_domain_used" or k in options])
     res, group_steps = _search_groups(region, fabric, model, share, global_batch // K, top, {**step_kw, **options},
-                                      figure)
+                                      timed.figure)
     out = MultisiteSearch(region=region.name, model=model.name, num_sites=K, gpus=share * K,
                           global_batch=global_batch, across=across,
                           search={k: getattr(res, k) for k in ("considered", "rejected_invalid", "rejected_memory",
                                                                "evaluated", "pruned", "engine_calls")},
                            notes=list(res.notes))  # walk23: a share at 72 of each rack's GPUs went unsaid
     for i, (one, steps) in enumerate(zip(res.ranked, group_steps), 1):
-        got = timed(one, steps)
+        got = timed.across(one, steps)
         if isinstance(got, TopoError):
             out.skipped[i] = got.message
         else:
@@ -150,6 +127,41 @@ def search_across_sites(region: Region, model: ModelSpec, global_batch: int, *, 
     out.ranked.sort(key=out.step_time_s)
     return out
 
+
+
+class _Timed:
+    """Each searched layout of the share timed across the sites once (:func:`estimate_across_sites` from its step on
+    each group's fabric), kept for the result. ``fields``: the layout fields the share keeps; each site places the
+    share as its own step does (64 or 72 of an NVL72 rack by the site's size), as the search placed it on each, so
+    ``gpus_per_domain_used`` only where the options fix it (regsearch66's Left)."""
+
+    def __init__(self, region, model, global_batch, across, outer_every, step_kw, fields):
+        self.region, self.model, self.global_batch, self.fields = region, model, global_batch, fields
+        self.kw = dict(across=across, outer_every=outer_every, **step_kw)
+        self.made: dict = {}  # id(the share's step) -> (it, its step across the sites or why it cannot span them)
+
+    def across(self, one, steps) -> MultisiteStep | TopoError:
+        """The share's layout of step ``one`` across the sites, from its step on each group's fabric (``steps``);
+        the error (key ``pp``) where it cannot span the sites the way asked."""
+        got = self.made.get(id(one))
+        if got is None:
+            K = self.region.num_sites
+            site_lay = ParallelLayout.model_validate({k: v for k, v in one.layout.items() if k in self.fields})
+            lay = site_lay.model_copy(update={"dp": site_lay.dp * K, "global_batch": self.global_batch})
+            try:
+                got = (one, estimate_across_sites(self.region, self.model, lay, one_site=steps, **self.kw))
+            except TopoError as exc:
+                if exc.key != "pp":
+                    raise
+                got = (one, exc)
+            self.made[id(one)] = got
+        return got[1]
+
+    def figure(self, one, steps) -> float:
+        """The step across the sites the search ranks by (inf where the layout cannot span them), at or above the
+        slowest site's step (:func:`_search_groups`)."""
+        got = self.across(one, steps)
+        return math.inf if isinstance(got, TopoError) else got.step_time_s
 
 def _search_groups(region: Region, fabric, model: ModelSpec, share: int, batch: int, top: int, options: dict,
                    figure):

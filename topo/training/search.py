@@ -319,11 +319,9 @@ def search_layouts(fabric: Fabric, model: ModelSpec, gpus: int, global_batch: in
         The cost profile of every layout's collectives (:class:`~topo.training.comm.CommEngine`'s; None: each
         fabric's own); not with ``engine``, which carries its own. The fabrics of ``also_on`` take the same.
     rank_by : callable, optional
-        ``rank_by(step, steps)``: the figure a layout is ranked by, from its step (the slowest fabric's, mixed with
-        ``contention``) and its step on each fabric (``fabric``'s, then ``also_on``'s); it must be at or above that
-        step (a region's step across its sites, :func:`~topo.training.multisite_search.search_across_sites`). The
-        re-ranking and the widening of step 4 (module doc) then compare that figure where they compare the mixed
-        time: a layout's step, at or below its figure, bounds it, so the ranking stays exact. None: the step.
+        ``rank_by(step, steps)``: the figure layouts are ranked by, from a step (the slowest fabric's, mixed with
+        ``contention``) and its step on each fabric (``fabric``'s, then ``also_on``'s), at or above that step (a
+        region's step across its sites): step 4 (module doc) compares it for the mixed time, exact. None: the step.
     **options
         Enumeration choices and fixed layout fields (see :func:`candidate_layouts`).
 
@@ -354,8 +352,7 @@ def search_layouts(fabric: Fabric, model: ModelSpec, gpus: int, global_batch: in
     s.passes(candidates, batch)
     s.raise_if_none_fits(gpus, global_batch)
     results = s.ranked(top, contention)
-    while (contention or rank_by is not None) and s.widen(results, top):  # walk23: a layout the pool left out
-        # beat the mixed top; regsearch67: or the top by rank_by's figure
+    while (contention or rank_by is not None) and s.widen(results, top):  # walk23, regsearch67
         s.passes(candidates, batch, count=False)
         results = s.ranked(top, contention)
     return _search_result(s, results[:top], gpus, global_batch, time.perf_counter() - t0)
