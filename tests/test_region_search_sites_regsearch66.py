@@ -97,10 +97,17 @@ def test_the_ranked_layouts_are_the_best_by_the_slowest_site(model, failed):
 
 
 def test_a_healthy_region_searches_one_site_as_before(region, model, healthy):
-    """Alike healthy sites are one fabric: the search is the one-site search of a site's share, to the last bit
-    (the same layouts evaluated, the same engine calls), and each site's share steps as the one site's."""
+    """Alike healthy sites are one fabric: the search is the one-site search of a site's share, ranked by the step
+    across the sites (regsearch67), to the last bit (the same layouts evaluated, the same engine calls), and each
+    site's share steps as the one site's."""
     fabric = build_fabric(load_spec("dgx-h100-superpod", ["cluster.num_units=2"]))
-    one = search_layouts(fabric, model, 512, 256, top=3)
+
+    def across(r, steps):
+        share = _share(r)
+        lay = share.model_copy(update={"dp": share.dp * 2, "global_batch": 512})
+        return estimate_across_sites(region, model, lay, one_site=steps).step_time_s
+
+    one = search_layouts(fabric, model, 512, 256, top=3, rank_by=across)
     assert [len(s) for s in one.site_steps] == [1, 1, 1]
     assert healthy.search == {k: getattr(one, k) for k in healthy.search}
     assert sorted(x.one_site_step_s for x in healthy.ranked) == sorted(r.step_time_s for r in one.ranked)

@@ -134,8 +134,7 @@ def _search(args, region, model, options: dict, say=str) -> int:
     s = res.search
     lines = [f"{res.model} on {res.region}: {res.num_sites} sites, global batch {res.global_batch:,} "
              f"({res.global_batch // res.num_sites:,} per site); one site's share searched: {s['considered']:,} "
-             f"layouts considered, {s['evaluated']} evaluated; its best {len(res.ranked) + len(res.skipped)} ranked "
-             f"again across the sites ({across})", ""]
+             f"layouts considered, {s['evaluated']} evaluated; ranked by the step across the sites ({across})", ""]
     rows = []
     for i, r in enumerate(res.ranked, 1):
         L, pick = r.one_site["layout"], next(x for x in r.strategies if x.strategy == r.chosen)
@@ -152,7 +151,7 @@ def _search(args, region, model, options: dict, say=str) -> int:
     lines.append(table(rows, ["#", "tp", "cp", "pp", "vpp", "dp (job)", "ep", "mb", "recompute", "sharding", *extra,
                               "one site", "across sites", "vs one site", "DCI for 95%"],
                        right=[True] * 8 + [False] * (2 + len(extra)) + [True] * 4))
-    lines += [f"not across sites by {across}: one-site #{k}: {why}" for k, why in res.skipped.items()]
+    lines += [f"not across sites by {across}: the search's #{k}: {why}" for k, why in res.skipped.items()]
     lines.append(f"DCI for 95%: the largest span's, per direction; each span's in --json, or train the layout: "
                  f"{SPAN_RULE}")
     if res.ranked:  # walk26: the job's flags of #1, its dp the whole job's (dp x sites) as the flags take it

@@ -1,21 +1,22 @@
-"""``topo train REGION --search``: the best layouts of one site's share of the job, ranked again across the sites.
+"""``topo train REGION --search``: the layouts of one site's share of the job, ranked by their step across the sites.
 
 The job's ``K`` sites each run ``global_batch / K`` sequences on their share of the GPUs (as
 :func:`topo.training.multisite.estimate_across_sites` times one layout). The sites step in lockstep, so the search
-ranks every layout of that share by its slowest site's step (:func:`topo.training.search.search_layouts`, with its
-traffic mix, on every distinct site fabric, :meth:`~topo.fabric.region.Region.site_groups`: alike healthy sites are
-one fabric, searched once as one site; a site with failed parts is its own, and a layout's bound is the largest of
-its bounds on each, so only layouts that could win are timed on every one), then times its best ``top`` across the
-sites (data parallelism across them, pipeline stages across them, or the outer
-synchronisation) and ranks those by the step across sites (pipeline stages across the sites: only layouts of pp a
+times every layout of that share on every distinct site fabric (:func:`topo.training.search.search_layouts`, with
+its traffic mix, :meth:`~topo.fabric.region.Region.site_groups`: alike healthy sites are one fabric, searched once
+as one site; a site with failed parts is its own, and a layout's bound is the largest of its bounds on each, so only
+layouts that could win are timed on every one) and ranks them by their step across the sites (data parallelism
+across them, pipeline stages across them, or the outer synchronisation), which is at or above the slowest site's
+step: the search's bounds bound it too, and its re-ranking walks the layouts until none left can step faster across
+the sites (regsearch67: ranked by the slowest site's step, then its best ``top`` again, a layout outside them with
+a wider window for the DCI phase could step faster across). Pipeline stages across the sites: only layouts of pp a
 multiple of the sites are searched, their stages split at the sites as
-:func:`~topo.training.multisite.estimate_across_sites` splits them): a layout with fewer gradient bytes per site (more
-pipeline stages, expert sharding) may overtake a faster one-site layout once the DCI is added. Only the ``top``
-best one-site layouts are ranked again, not every layout.
+:func:`~topo.training.multisite.estimate_across_sites` splits them.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from ..engine.region_estimate import check_region_profile
@@ -33,7 +34,7 @@ __all__ = ["MultisiteSearch", "search_across_sites"]
 class MultisiteSearch:
     """The best layouts of a site's share, each timed across the sites (:class:`MultisiteStep`), fastest across the
     sites first; ``search`` holds the one-site search's counts, ``skipped`` the layouts that cannot span the sites
-    the way asked (by their one-site rank), ``notes`` what the one-site search said of its layouts (their placement
+    the way asked (by their rank in the search), ``notes`` what the one-site search said of its layouts (their placement
     in each NVLink domain, a GPU count and batch with few factors in common, failed parts)."""
 
     region: str
@@ -63,7 +64,7 @@ def search_across_sites(region: Region, model: ModelSpec, global_batch: int, *, 
                         top: int = 5, across: str = "dp", outer_every: int | None = None, convention: str = "6n",
                         efficiency: float | None = None, contention: bool = True, profile=None,
                         **options) -> MultisiteSearch:
-    """Search the layouts of one site's share, then rank the best ``top`` by their step across the sites.
+    """Search the layouts of one site's share by their step across the sites: its best ``top``.
 
     Parameters
     ----------
@@ -74,7 +75,7 @@ def search_across_sites(region: Region, model: ModelSpec, global_batch: int, *, 
     gpus : int, optional
         The whole job's GPUs (default: every GPU of the smallest site, on every site); must divide by the sites.
     top : int
-        One-site layouts timed across the sites.
+        Layouts returned, the fastest across the sites.
     across, outer_every
         As :func:`topo.training.multisite.estimate_across_sites` takes them.
     convention, efficiency, contention, profile
@@ -105,25 +106,21 @@ def search_across_sites(region: Region, model: ModelSpec, global_batch: int, *, 
     step_kw = dict(convention=convention, efficiency=efficiency, contention=contention, profile=profile)
     if across == "pp":  # walk16: the share's best had pp 1 and none could span the sites; stages split at them
         options = {**options, "pp_multiple": K}
-    res, group_steps = _search_groups(region, fabric, model, share, global_batch // K, top, {**step_kw, **options})
+    timed = _Timed(region, model, global_batch, across, outer_every, step_kw,
+                   [k for k in ParallelLayout.model_fields if k != "gpus_per_domain_used" or k in options])
+    res, group_steps = _search_groups(region, fabric, model, share, global_batch // K, top, {**step_kw, **options},
+                                      timed.figure)
     out = MultisiteSearch(region=region.name, model=model.name, num_sites=K, gpus=share * K,
                           global_batch=global_batch, across=across,
                           search={k: getattr(res, k) for k in ("considered", "rejected_invalid", "rejected_memory",
                                                                "evaluated", "pruned", "engine_calls")},
                            notes=list(res.notes))  # walk23: a share at 72 of each rack's GPUs went unsaid
-    # each site places the share as its own step does (64 or 72 of an NVL72 rack by the site's size), as the search
-    # placed it on each: the placement the slowest site's step chose is not every site's (regsearch66's Left)
-    fields = [k for k in ParallelLayout.model_fields if k != "gpus_per_domain_used" or k in options]
     for i, (one, steps) in enumerate(zip(res.ranked, group_steps), 1):
-        site_lay = ParallelLayout.model_validate({k: v for k, v in one.layout.items() if k in fields})
-        lay = site_lay.model_copy(update={"dp": site_lay.dp * K, "global_batch": global_batch})
-        try:
-            out.ranked.append(estimate_across_sites(region, model, lay, across=across, outer_every=outer_every,
-                                                    one_site=steps, **step_kw))
-        except TopoError as exc:
-            if exc.key != "pp":
-                raise
-            out.skipped[i] = exc.message
+        got = timed.across(one, steps)
+        if isinstance(got, TopoError):
+            out.skipped[i] = got.message
+        else:
+            out.ranked.append(got)
     if not out.ranked:
         raise TopoError(f"none of the {len(res.ranked)} best layouts of a site's share spans the sites by {across}: "
                         f"{next(iter(out.skipped.values()))}", key="across")
@@ -131,16 +128,66 @@ def search_across_sites(region: Region, model: ModelSpec, global_batch: int, *, 
     return out
 
 
-def _search_groups(region: Region, fabric, model: ModelSpec, share: int, batch: int, top: int, options: dict):
-    """The share's layouts searched on every site group's fabric (:meth:`~topo.fabric.region.Region.site_groups`),
+
+class _Timed:
+    """Each searched layout of the share timed across the sites once (:func:`estimate_across_sites` from its step on
+    each group's fabric), kept for the result. ``fields``: the layout fields the share keeps; each site places the
+    share as its own step does (64 or 72 of an NVL72 rack by the site's size), as the search placed it on each, so
+    ``gpus_per_domain_used`` only where the options fix it (regsearch66's Left)."""
+
+    def __init__(self, region, model, global_batch, across, outer_every, step_kw, fields):
+        self.region, self.model, self.global_batch, self.fields = region, model, global_batch, fields
+        self.kw = dict(across=across, outer_every=outer_every, **step_kw)
+        self.made: dict = {}  # id(the share's step) -> (it, its step across the sites or why it cannot span them)
+
+    def across(self, one, steps) -> MultisiteStep | TopoError:
+        """The share's layout of step ``one`` across the sites, from its step on each group's fabric (``steps``);
+        the error (key ``pp``) where it cannot span the sites the way asked."""
+        got = self.made.get(id(one))
+        if got is None:
+            K = self.region.num_sites
+            site_lay = ParallelLayout.model_validate({k: v for k, v in one.layout.items() if k in self.fields})
+            lay = site_lay.model_copy(update={"dp": site_lay.dp * K, "global_batch": self.global_batch})
+            try:
+                got = (one, estimate_across_sites(self.region, self.model, lay, one_site=steps, **self.kw))
+            except TopoError as exc:
+                if exc.key != "pp":
+                    raise
+                got = (one, exc)
+            self.made[id(one)] = got
+        return got[1]
+
+    def figure(self, one, steps) -> float:
+        """The step across the sites the search ranks by (inf where the layout cannot span them), at or above the
+        slowest site's step (:func:`_search_groups`)."""
+        got = self.across(one, steps)
+        return math.inf if isinstance(got, TopoError) else got.step_time_s
+
+def _search_groups(region: Region, fabric, model: ModelSpec, share: int, batch: int, top: int, options: dict,
+                   figure):
+    r"""The share's layouts searched on every site group's fabric (:meth:`~topo.fabric.region.Region.site_groups`),
     each layout's step its slowest group's (:func:`~topo.training.search.search_layouts`' ``also_on``), ``fabric``'s
-    group first: ``(the search, each ranked layout's steps in the groups' order)``."""
+    group first, ranked by ``figure(step, its steps in the groups' order)``, its step across the sites:
+    ``(the search, each ranked layout's steps in the groups' order)``.
+
+    The figure is at or above the slowest group's step, which the search bounds (``rank_by``), in each way across
+    the sites (:func:`~topo.training.multisite.estimate_across_sites`): ``dp`` is
+    :math:`\max_i (T_i + \max(e, D - w_i)) + a` with the last bucket's crossing :math:`e`, the phase :math:`D`
+    and the amax crossings :math:`a` at least 0; ``pp`` a site's :math:`T_i` plus the fill's and drain's latency and
+    what of the crossings' bandwidth time its compute does not hide; ``outer`` :math:`T_i + D / H`; each the
+    largest over the sites. So the ranking by the step across the sites is exact (regsearch67: ranked by the
+    slowest site's step and then again by its best ``top``, a layout outside them could step faster across)."""
     groups = region.site_groups()
     first = next(g for g, (_, sites) in enumerate(groups) if any(region.fabrics[i] is fabric for i in sites))
     order = [first] + [g for g in range(len(groups)) if g != first]  # the share's fabric searched first
+
+    def in_groups(steps) -> tuple:
+        return tuple(steps[order.index(g)] for g in range(len(groups)))
+
     try:
         res = search_layouts(groups[first][0], model, share, batch, top=top,
-                             also_on=tuple(groups[g][0] for g in order[1:]), **options)
+                             also_on=tuple(groups[g][0] for g in order[1:]),
+                             rank_by=lambda one, steps: figure(one, in_groups(steps)), **options)
     except TopoError as exc:  # a failed part under the share: its site named, as estimate_across_sites names it
         raise site_failure(region, getattr(exc, "fabric", fabric), exc) from None
-    return res, [tuple(steps[order.index(g)] for g in range(len(groups))) for steps in res.site_steps]
+    return res, [in_groups(steps) for steps in res.site_steps]

@@ -51,7 +51,9 @@ How it stays fast and bounded at 100k GPUs:
    a layout left out of the pool is at or above the ``keep``-th best time alone, so where the ``top``-th mixed
    time is above that, the threshold becomes that mixed time and the candidates are walked again, each layout
    evaluated once and mixed where it is below the threshold, which falls as they come (:meth:`_Search.widen`: the
-   evaluated layouts that left the pool are held for it, a few hundred at most): exact with the mix too.
+   evaluated layouts that left the pool are held for it, a few hundred at most): exact with the mix too. A
+   ranking by another figure at or above the mixed step (``rank_by``: a region's step across its sites, which adds
+   the DCI to the slowest site's) walks and widens the same way with that figure for the mixed time: exact by it.
 """
 
 from __future__ import annotations
@@ -288,7 +290,7 @@ def _keys(lay: ParallelLayout) -> tuple[int, int, int]:
 def search_layouts(fabric: Fabric, model: ModelSpec, gpus: int, global_batch: int, *, top: int | None = None,
                    convention: str = "6n", efficiency: float | None = None, engine: CommEngine | None = None,
                    max_layouts: int | None = None, progress=None, contention: bool = True, batch: int = 2048,
-                   keep: int | None = None, also_on: tuple[Fabric, ...] = (), profile=None,
+                   keep: int | None = None, also_on: tuple[Fabric, ...] = (), profile=None, rank_by=None,
                    **options) -> SearchResult:
     """Rank every valid layout that fits by step time (fastest first); see the module doc.
 
@@ -316,6 +318,10 @@ def search_layouts(fabric: Fabric, model: ModelSpec, gpus: int, global_batch: in
     profile : optional
         The cost profile of every layout's collectives (:class:`~topo.training.comm.CommEngine`'s; None: each
         fabric's own); not with ``engine``, which carries its own. The fabrics of ``also_on`` take the same.
+    rank_by : callable, optional
+        ``rank_by(step, steps)``: the figure layouts are ranked by, from a step (the slowest fabric's, mixed with
+        ``contention``) and its step on each fabric (``fabric``'s, then ``also_on``'s), at or above that step (a
+        region's step across its sites): step 4 (module doc) compares it for the mixed time, exact. None: the step.
     **options
         Enumeration choices and fixed layout fields (see :func:`candidate_layouts`).
 
@@ -336,6 +342,7 @@ def search_layouts(fabric: Fabric, model: ModelSpec, gpus: int, global_batch: in
     s = _Search(fabric, model, engine_for(fabric, engine, profile), gpu,
                 keep or max(top + 2, 5), dict(convention=convention, efficiency=efficiency), progress, max_layouts)
     s.others = [s.peer(f, efficiency) for f in also_on]
+    s.rank_by, s.mix = rank_by, contention
     if "gpus_per_domain_used" not in options and any(_places_apart(fabric, f) for f in also_on):
         for x in s.sites():  # regsearch66: each fabric places the layout as its own step does (64 or 72 a rack)
             x.own_placement = True
@@ -345,7 +352,7 @@ def search_layouts(fabric: Fabric, model: ModelSpec, gpus: int, global_batch: in
     s.passes(candidates, batch)
     s.raise_if_none_fits(gpus, global_batch)
     results = s.ranked(top, contention)
-    while contention and s.widen(results, top):  # walk23: a layout the pool left out beat the mixed top
+    while (contention or rank_by is not None) and s.widen(results, top):  # walk23, regsearch67
         s.passes(candidates, batch, count=False)
         results = s.ranked(top, contention)
     return _search_result(s, results[:top], gpus, global_batch, time.perf_counter() - t0)
@@ -412,6 +419,9 @@ class _Search:
         self.others: list[_Search] = []  # the other fabrics each layout runs on in lockstep (search_layouts' also_on)
         self.per_site: dict = {}  # with others: id(step) -> the layout's step on each fabric (this one first)
         self.own_placement = False  # a layout placed for another fabric is placed again for this one (placed)
+        self.rank_by = None  # search_layouts' rank_by: the figure a ranked layout is ordered by (None: its step)
+        self.mix = True  # whether the ranked layouts are mixed (search_layouts' contention)
+        self.figures: dict = {}  # with rank_by: id(step) -> (step, its figure), the step held so its id stays its own
 
     def peer(self, fabric, efficiency):
         """A search of the same model on ``fabric``, another fabric the layouts run on in lockstep (its own engine
@@ -776,48 +786,61 @@ class _Search:
                         f"({format_in(cap, 'GiB', '.1f')})", key="model")
 
     def widen(self, mixed: list, top: int) -> bool:
-        """Whether a layout left out of the ``keep`` best alone could still enter the ``top`` once mixed; if so
-        the threshold becomes the ``top``-th mixed time (:meth:`mix_in`), the evaluated layouts that left the pool
-        are mixed where they are below it, and the candidates are walked again (each layout evaluated once), each
-        new one below the threshold mixed as it comes. A layout left out is at or above the ``keep``-th best time
-        alone (:meth:`threshold`), and a mix only slows, so none can enter when the ``top``-th mixed time is at or
-        below it. Above it, one can (walk23: DeepSeek-V3 on 7,168 GB200 with DeepEP: ZeRO-3 layouts fastest alone
-        took the pool of 6 and slowed 13% mixed, to 2.789 s, while a ZeRO-2 layout outside it stepped in 2.686 s).
-        Once widened, every layout below the threshold is mixed: exact."""
+        """Whether a layout left out of the ``keep`` best alone could still enter the ``top`` once mixed (and
+        figured, :meth:`rank_of`); if so the threshold becomes the ``top``-th figure (:meth:`mix_in`), the
+        evaluated layouts that left the pool are mixed where they are below it, and the candidates are walked again
+        (each layout evaluated once), each new one below the threshold mixed as it comes. A layout left out is at
+        or above the ``keep``-th best time alone (:meth:`threshold`), and a mix only slows (a figure is at or above
+        the mixed step), so none can enter when the ``top``-th figure is at or below it. Above it, one can (walk23:
+        DeepSeek-V3 on 7,168 GB200 with DeepEP: ZeRO-3 layouts fastest alone took the pool of 6 and slowed 13%
+        mixed, to 2.789 s, while a ZeRO-2 layout outside it stepped in 2.686 s; regsearch67: a region's DCI
+        exposes more of one layout's gradients than another's). Once widened, every layout below the threshold is
+        mixed: exact."""
         if self.cap is not None or len(self.best) < self.keep or not mixed or self._full():
             return False  # widened already, or every layout that fits was kept (nothing pruned)
-        cap = _rank(mixed[min(top, len(mixed)) - 1])[0]
+        cap = self.rank_of(mixed[min(top, len(mixed)) - 1])[0]
         if len(mixed) < top or cap <= round(self.threshold(), 9):
             return False
-        self.cap, self.top, self.mixed = cap, top, sorted(mixed, key=_rank)
+        self.cap, self.top, self.mixed = cap, top, sorted(mixed, key=self.rank_of)
         for _, _, r in sorted(self.spill, reverse=True):
             self.mix_in(r)
         self.spill = []
         return True
 
     def mix_in(self, r) -> None:
-        """Once widened: ``r`` (evaluated alone) mixed when its time alone is below the threshold, which falls to
-        the ``top``-th mixed time."""
+        """Once widened: ``r`` (evaluated alone) mixed (:attr:`mix`) when its time alone is below the threshold,
+        which falls to the ``top``-th figure (:meth:`rank_of`)."""
         if self.cap is None or round(r.step_time_s, 9) >= self.cap:
             return
-        self.mixed.append(self.step_of(_layout_of(r, self.model), contention=True))
-        self.mixed.sort(key=_rank)
-        self.cap = min(self.cap, _rank(self.mixed[self.top - 1])[0])
+        self.mixed.append(self.step_of(_layout_of(r, self.model), contention=True) if self.mix else r)
+        self.mixed.sort(key=self.rank_of)
+        self.cap = min(self.cap, self.rank_of(self.mixed[self.top - 1])[0])
+
+    def rank_of(self, r) -> tuple:
+        """The place of step ``r`` among the ranked: its :attr:`rank_by` figure (its step without one), to 1e-9,
+        less memory first among equals; each step's figure found once."""
+        if self.rank_by is None:
+            return _rank(r)
+        got = self.figures.get(id(r))
+        if got is None:
+            got = self.figures[id(r)] = (r, self.rank_by(r, self.per_site.get(id(r), (r,))))
+        return round(got[1], 9), r.memory_per_gpu_bytes
 
     def ranked(self, top: int, contention: bool) -> list:
-        """The best, re-evaluated with the traffic mix (``contention``): a mix only slows (every slowdown >= 1), so
-        the walk stops when the next one alone cannot enter the top."""
+        """The best, re-evaluated with the traffic mix (``contention``) and ordered by their figures
+        (:meth:`rank_of`): a mix only slows (every slowdown >= 1) and a figure is at or above the mixed step, so the
+        walk stops when the next one alone cannot enter the top."""
         if self.cap is not None:  # widened: every layout below the threshold was mixed as it came
             return list(self.mixed)
         results = sorted((r for _, _, r in self.best), key=_rank)
-        if contention:
+        if contention or self.rank_by is not None:
             mixed: list = []
             for r in results:
-                if len(mixed) >= top and round(r.step_time_s, 9) > _rank(sorted(mixed, key=_rank)[top - 1])[0]:
+                if len(mixed) >= top and round(r.step_time_s, 9) > sorted(map(self.rank_of, mixed))[top - 1][0]:
                     break
-                mixed.append(self.step_of(_layout_of(r, self.model), contention=True))
+                mixed.append(self.step_of(_layout_of(r, self.model), contention=True) if contention else r)
             results = mixed
-        return sorted(results, key=_rank)
+        return sorted(results, key=self.rank_of)
 
 
 def _layout_of(r, model) -> ParallelLayout:
