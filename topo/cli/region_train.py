@@ -160,7 +160,10 @@ def _search(args, region, model, options: dict, say=str) -> int:
                      + (f" --outer-every {args.outer_every}" if args.outer_every else ""))
     line = uncertainty_line(res.ranked[0].uncertainty, " of #1's one-site step")  # walk23: the search said none
     lines += [line] if line else []
-    lines += [f"note: one site's share: {say(n)}" for n in res.notes]
+    sites = res.notes_sites  # rev66: a failed site's notes named no site; the step's say "west's paces the job"
+    whose = "" if len(sites) == res.num_sites else f" ({sites[0]}'s)" if len(sites) == 1 else \
+        f" (that of {', '.join(sites)}, alike)"
+    lines += [f"note: one site's share{whose}: {say(n)}" for n in res.notes]
     emit("\n".join(lines))
     return 0
 

@@ -34,7 +34,8 @@ class MultisiteSearch:
     """The best layouts of a site's share, each timed across the sites (:class:`MultisiteStep`), fastest across the
     sites first; ``search`` holds the one-site search's counts, ``skipped`` the layouts that cannot span the sites
     the way asked (by their one-site rank), ``notes`` what the one-site search said of its layouts (their placement
-    in each NVLink domain, a GPU count and batch with few factors in common, failed parts)."""
+    in each NVLink domain, a GPU count and batch with few factors in common, failed parts) and ``notes_sites`` the
+    sites whose fabric they describe (the share was searched on their fabric first: a failed site's alone)."""
 
     region: str
     model: str
@@ -46,6 +47,7 @@ class MultisiteSearch:
     skipped: dict = field(default_factory=dict)  # one-site rank -> why it cannot span the sites that way
     search: dict = field(default_factory=dict)  # the one-site search's counts (considered, evaluated, ...)
     notes: list[str] = field(default_factory=list)  # the one-site search's notes (placement, common factor, failures)
+    notes_sites: list[str] = field(default_factory=list)  # the sites of the fabric the notes are of (rev66)
 
     def step_time_s(self, r: MultisiteStep) -> float:
         """The step across sites of ``r`` the way this search spans them."""
@@ -56,6 +58,7 @@ class MultisiteSearch:
         return {"region": self.region, "model": self.model, "num_sites": self.num_sites, "gpus": self.gpus,
                 "global_batch": self.global_batch, "across": self.across, "search": dict(self.search),
                 "skipped": dict(self.skipped), "notes": list(self.notes),
+                "notes_sites": list(self.notes_sites),
                 "ranked": [{"step_time_s": self.step_time_s(r), **r.to_dict()} for r in self.ranked]}
 
 
@@ -105,12 +108,14 @@ def search_across_sites(region: Region, model: ModelSpec, global_batch: int, *, 
     step_kw = dict(convention=convention, efficiency=efficiency, contention=contention, profile=profile)
     if across == "pp":  # walk16: the share's best had pp 1 and none could span the sites; stages split at them
         options = {**options, "pp_multiple": K}
-    res, group_steps = _search_groups(region, fabric, model, share, global_batch // K, top, {**step_kw, **options})
+    res, group_steps, searched = _search_groups(region, fabric, model, share, global_batch // K, top,
+                                                {**step_kw, **options})
     out = MultisiteSearch(region=region.name, model=model.name, num_sites=K, gpus=share * K,
                           global_batch=global_batch, across=across,
                           search={k: getattr(res, k) for k in ("considered", "rejected_invalid", "rejected_memory",
                                                                "evaluated", "pruned", "engine_calls")},
-                           notes=list(res.notes))  # walk23: a share at 72 of each rack's GPUs went unsaid
+                          notes=list(res.notes),  # walk23: a share at 72 of each rack's GPUs went unsaid
+                          notes_sites=[region.site_names[i] for i in searched])
     # each site places the share as its own step does (64 or 72 of an NVL72 rack by the site's size), as the search
     # placed it on each: the placement the slowest site's step chose is not every site's (regsearch66's Left)
     fields = [k for k in ParallelLayout.model_fields if k != "gpus_per_domain_used" or k in options]
@@ -134,7 +139,7 @@ def search_across_sites(region: Region, model: ModelSpec, global_batch: int, *, 
 def _search_groups(region: Region, fabric, model: ModelSpec, share: int, batch: int, top: int, options: dict):
     """The share's layouts searched on every site group's fabric (:meth:`~topo.fabric.region.Region.site_groups`),
     each layout's step its slowest group's (:func:`~topo.training.search.search_layouts`' ``also_on``), ``fabric``'s
-    group first: ``(the search, each ranked layout's steps in the groups' order)``."""
+    group first: ``(the search, each ranked layout's steps in the groups' order, the sites of fabric's group)``."""
     groups = region.site_groups()
     first = next(g for g, (_, sites) in enumerate(groups) if any(region.fabrics[i] is fabric for i in sites))
     order = [first] + [g for g in range(len(groups)) if g != first]  # the share's fabric searched first
@@ -143,4 +148,5 @@ def _search_groups(region: Region, fabric, model: ModelSpec, share: int, batch: 
                              also_on=tuple(groups[g][0] for g in order[1:]), **options)
     except TopoError as exc:  # a failed part under the share: its site named, as estimate_across_sites names it
         raise site_failure(region, getattr(exc, "fabric", fabric), exc) from None
-    return res, [tuple(steps[order.index(g)] for g in range(len(groups))) for steps in res.site_steps]
+    return (res, [tuple(steps[order.index(g)] for g in range(len(groups))) for steps in res.site_steps],
+            groups[first][1])

@@ -1,0 +1,28 @@
+"""tidy68: the first wave's leftovers (rev66, tidy67), each with a test seen failing before its fix."""
+
+import json
+
+import pytest
+
+from conftest import run_cli
+from small_regions import two_sites
+
+
+@pytest.fixture(scope="module")
+def one_su(tmp_path_factory):
+    """Two sites (east, west) of one DGX H100 SU each (tests/small_regions.py)."""
+    path = tmp_path_factory.mktemp("tidy68") / "one-su.toml"
+    path.write_text(two_sites("one-su", "two sites of one DGX H100 SU", "dgx-h100-superpod", 1))
+    return str(path)
+
+
+def test_a_region_searchs_failure_notes_name_the_failed_site(one_su):
+    """rev66: --fail 1:leaf0 (west's leaf) gave "note: one site's share: with failures: leaf0" without the site;
+    the step's path says west's share paces the job. The search's notes are of the share searched on west."""
+    proc = run_cli("train", one_su, "--model", "llama3-8b", "--global-batch", "256", "--search", "--top", "1",
+                   "--fail", "1:leaf0", check=True)
+    notes = [n for n in proc.stdout.splitlines() + proc.stderr.splitlines() if "with failures: leaf0" in n]
+    assert notes and all(n.startswith("note: one site's share (west's): ") for n in notes), notes
+    got = json.loads(run_cli("train", one_su, "--model", "llama3-8b", "--global-batch", "256", "--search", "--top",
+                             "1", "--fail", "1:leaf0", "--json", check=True).stdout)
+    assert got["notes_sites"] == ["west"]
