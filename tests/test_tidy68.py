@@ -26,3 +26,20 @@ def test_a_region_searchs_failure_notes_name_the_failed_site(one_su):
     got = json.loads(run_cli("train", one_su, "--model", "llama3-8b", "--global-batch", "256", "--search", "--top",
                              "1", "--fail", "1:leaf0", "--json", check=True).stdout)
     assert got["notes_sites"] == ["west"]
+
+
+@pytest.mark.parametrize("where, flags, named", [
+    ("dgx-h100-superpod", ("--set", "cluster.num_units=1", "--global-batch", "7", "--first-gpu", "3"), "--first-gpu"),
+    ("REGION", ("--global-batch", "14", "--first-gpu", "3"), "--first-gpu"),
+    ("dgx-h100-superpod", ("--set", "cluster.num_units=1", "--global-batch", "7", "--first-gpu", "3",
+                           "--skip-domains", "5"), "--first-gpu and --skip-domains"),
+])
+def test_a_search_sized_by_its_placement_names_that_flag(one_su, where, flags, named):
+    """rev66: a search whose GPUs --first-gpu (or --skip-domains) sized (253 = 256 - 3: 11 x 23, no tp x cp x pp
+    of llama3-8b divides it with a batch of 7) said "error: --gpus: no layout ... satisfies the divisibility
+    rules", a flag the user never gave."""
+    proc = run_cli("train", one_su if where == "REGION" else where, "--model", "llama3-8b", "--search", *flags)
+    err = proc.stderr.strip()
+    assert proc.returncode == 2 and len(err.splitlines()) == 1, err
+    assert err.startswith(f"error: {named}: no layout of llama3-8b on "), err
+    assert "--gpus" not in err
