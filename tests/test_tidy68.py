@@ -43,3 +43,33 @@ def test_a_search_sized_by_its_placement_names_that_flag(one_su, where, flags, n
     assert proc.returncode == 2 and len(err.splitlines()) == 1, err
     assert err.startswith(f"error: {named}: no layout of llama3-8b on "), err
     assert "--gpus" not in err
+
+
+def _sharp_spec(folder) -> str:
+    """dgx-h100-superpod (topologies/, InfiniBand NDR QM9700) with sharp = true on its leaf tier."""
+    from topo.spec.load import resolve_spec_path
+    text = resolve_spec_path("dgx-h100-superpod").read_text().replace('name = "leaf"\n', 'name = "leaf"\nsharp = true\n',
+                                                                       1)
+    (folder / "sharp.toml").write_text(text)
+    return "sharp.toml"
+
+
+def test_a_technology_axis_that_cannot_reduce_under_sharp_is_refused_before_the_sweep(tmp_path):
+    """rev66: a fabric.technology axis over a spec with sharp = true gave an error row at the RoCE point after the
+    others ran. The spec's own rule (spec.load: in_network_reduction, NVIDIA SHARP's device list) refuses it first,
+    one line naming the axis, the value and the spec."""
+    from topo.errors import TopoError
+    from topo.sweep import study_from_dict
+    spec = _sharp_spec(tmp_path)
+    study = {"name": "t", "specs": [spec], "compute": ["estimate"],
+             "axes": {"collective": ["all_reduce"], "size": ["1G"], "fabric.technology": ["infiniband_ndr", "roce"]}}
+    with pytest.raises(TopoError) as got:
+        study_from_dict(study, source="t.toml", folder=tmp_path)
+    exc = got.value
+    assert (exc.source, exc.key) == ("t.toml", "axes.fabric.technology"), (exc.source, exc.key)
+    assert exc.message.startswith("'roce': fabric.tiers[0].sharp: true on the 'leaf' tier, but fabric.technology = "
+                                  "roce, whose switches cannot reduce in the network"), exc.message
+    assert "(in spec sharp.toml)" in exc.message
+    ok = {**study, "axes": {**study["axes"], "fabric.technology": ["infiniband_ndr", "infiniband_xdr"]}}
+    assert study_from_dict(ok, source="t.toml", folder=tmp_path).axes["fabric.technology"] == ["infiniband_ndr",
+                                                                                                 "infiniband_xdr"]
