@@ -73,3 +73,26 @@ def test_a_technology_axis_that_cannot_reduce_under_sharp_is_refused_before_the_
     ok = {**study, "axes": {**study["axes"], "fabric.technology": ["infiniband_ndr", "infiniband_xdr"]}}
     assert study_from_dict(ok, source="t.toml", folder=tmp_path).axes["fabric.technology"] == ["infiniband_ndr",
                                                                                                  "infiniband_xdr"]
+
+
+def _half_profile(tmp_path) -> str:
+    """A profile file as ``topo calibrate`` writes it (tests/test_plan_profile_tidy67.py's): half the network
+    efficiency over the nccl base."""
+    path = tmp_path / "half-net.toml"
+    path.write_text('[profile]\nkind = "user"\nname = "half-net"\nbase = "nccl"\n[network_efficiency]\nvalue = 0.5\n'
+                    'source = "a test"\nfitted = true\nfitted_on = "a test log"\n')
+    return str(path)
+
+
+def test_the_plans_text_names_the_profile_it_priced_with(tmp_path):
+    """tidy67: topo plan --profile priced its collectives with the file but its text said nothing of it (train's
+    says "collectives priced with profile NAME (--profile to change)"); --json network.profile names it too."""
+    spec = ("dgx-h100-superpod", "--set", "cluster.num_units=1")
+    plain = run_cli("plan", *spec, check=True).stdout
+    assert "collectives priced with profile hopper+infiniband_ndr (--profile to change)" in plain, plain[-800:]
+    half = run_cli("plan", *spec, "--profile", _half_profile(tmp_path), check=True).stdout
+    assert "collectives priced with profile half-net (--profile to change)" in half
+    got = json.loads(run_cli("plan", *spec, "--json", "--profile", _half_profile(tmp_path), check=True).stdout)
+    assert got["network"]["profile"] == "half-net"
+    bare = run_cli("plan", *spec, "--no-collectives", check=True).stdout
+    assert "priced with profile" not in bare
