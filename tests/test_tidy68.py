@@ -96,3 +96,18 @@ def test_the_plans_text_names_the_profile_it_priced_with(tmp_path):
     assert got["network"]["profile"] == "half-net"
     bare = run_cli("plan", *spec, "--no-collectives", check=True).stdout
     assert "priced with profile" not in bare
+
+
+def test_the_reports_cut_names_every_gpu_the_failed_switch_cuts_off(tmp_path):
+    """tidy67: the report's cut named the two GPUs the router found (GPU 143, GPU 72), where train's refusal names
+    the failed NVLink switch's whole domain ("GPUs 72 to 143": gb200-nvl72-superpod, 72 GPUs a rack, nvswitch1 is
+    rack 1's). One rule for both (topo.fabric.failures.nvswitch_domain_words)."""
+    domain = "nvswitch1 failed: its NVLink domain (GPUs 72 to 143)"
+    bad = run_cli("report", "gb200-nvl72-superpod", "--fail", "nvswitch1", "--format", "svg", "--figure", "curves",
+                  "-o", str(tmp_path / "c.svg"))
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1, bad.stderr
+    assert (f"cut the cluster scope's GPUs apart ({domain}, whose GPUs reach each other only through it: GPU 143 "
+            "cannot reach GPU 72") in bad.stderr, bad.stderr
+    train = run_cli("train", "gb200-nvl72-superpod", "--model", "llama3-8b", "--tp", "8", "--global-batch", "144",
+                    "--gpus", "144", "--fail", "nvswitch1")
+    assert train.returncode == 2 and domain in train.stderr, train.stderr
