@@ -111,3 +111,38 @@ def test_the_reports_cut_names_every_gpu_the_failed_switch_cuts_off(tmp_path):
     train = run_cli("train", "gb200-nvl72-superpod", "--model", "llama3-8b", "--tp", "8", "--global-batch", "144",
                     "--gpus", "144", "--fail", "nvswitch1")
     assert train.returncode == 2 and domain in train.stderr, train.stderr
+
+
+def test_a_region_estimate_point_is_priced_with_its_profile(tmp_path, one_su):
+    """tidy67: a region's estimate point refused the profile axis ("across sites, a point takes collective, size and
+    algorithm; not profile") though its train point takes it. regprof68's rule: the profile prices each site's
+    in-site collectives, never the DCI: the point equals estimate_region(..., profile=)."""
+    from pathlib import Path
+
+    from topo.engine.region_estimate import estimate_region
+    from topo.fabric.region import build_region
+    from topo.sweep.point import clear_cache, run_point
+    half = _half_profile(tmp_path)
+    specs = {"one-su": ("one-su.toml", Path(one_su).read_text())}
+    clear_cache()
+    rows = {p: run_point({"spec": "one-su", "collective": "all_reduce", "size": "1G", **({"profile": p} if p else {})},
+                         ["estimate"], specs) for p in (None, half)}
+    assert all(r["error"] is None for r in rows.values()), rows
+    region = build_region(one_su, [])
+    for p in (None, half):
+        assert rows[p]["time_s"] == pytest.approx(estimate_region(region, "all_reduce", ["1G"], profile=p)
+                                                  .results[0].time_s, rel=1e-12)
+    assert rows[half]["time_s"] > rows[None]["time_s"] * 1.2  # half the network efficiency in each site
+
+
+def test_a_regions_plan_refuses_the_profile_saying_it_prices_nothing(tmp_path, one_su):
+    """tidy67: a region's plan refused --profile as "not wired for a region yet"; it prices no collective (its text
+    and --json are the same with --no-collectives: the sites' power, capex and TCO and the DCI's bill), so a
+    profile has nothing to price there: one line that says so and where a profile prices a region."""
+    proc = run_cli("plan", one_su, "--profile", _half_profile(tmp_path))
+    err = proc.stderr.strip()
+    assert proc.returncode == 2 and len(err.splitlines()) == 1, err
+    assert err.startswith("error: --profile: ") and "prices no collective" in err, err
+    assert "not wired" not in err
+    same = [run_cli("plan", one_su, "--json", *extra, check=True).stdout for extra in ((), ("--no-collectives",))]
+    assert same[0] == same[1]  # what the refusal says: nothing the plan shows depends on its collectives

@@ -38,10 +38,11 @@ def refuse_region_flags(args) -> None:
                         "every H steps), which a plan does not choose; allowed: --mfu X with the figure `topo train "
                         "REGION --model M ...` gives (one site's MFU x its throughput vs one site), or --model and "
                         "--layout on one site's spec", key=given[0])
-    if args.profile:  # as a region's report: each site's collectives are priced with its own profile
-        raise TopoError(f"{args.profile}: a region's plan prices each site's collectives with the site's own profile "
-                        "(--profile is not wired for a region yet); allowed: --profile on one site's spec",
-                        key="--profile")
+    if args.profile:  # tidy68: nothing it shows depends on a collective (the same with --no-collectives)
+        raise TopoError(f"{args.profile}: a region's plan prices no collective (its sites' power, capex and TCO and the "
+                        "DCI's bill; the MFU is --mfu's or the catalog's), so a profile has nothing to price; allowed: "
+                        "--profile on topo estimate, train or report of the region (each site's own collectives), or "
+                        "on one site's plan", key="--profile")
     given = [f for f, v in (("--plan-file", args.plan_file), ("--fail", args.failures)) if v]
     if given:
         raise TopoError(f"a region's plan takes --set, --days, --mfu, --pue, --no-collectives, --one-site, --json and "
