@@ -106,16 +106,14 @@ def search_across_sites(region: Region, model: ModelSpec, global_batch: int, *, 
         raise TopoError(f"{gpus:,} GPUs do not split over the {K} sites into shares of at most {fabric.num_gpus:,} "
                         f"(the smallest site); allowed: a multiple of {K} up to {K * fabric.num_gpus:,}", key="gpus")
     step_kw = dict(convention=convention, efficiency=efficiency, contention=contention, profile=profile)
-    if across == "pp":  # walk16: the share's best had pp 1 and none could span the sites; stages split at them
-        options = {**options, "pp_multiple": K}
+    options = {**options, "pp_multiple": K} if across == "pp" else options  # walk16: pp 1 could not span the sites
     res, group_steps, searched = _search_groups(region, fabric, model, share, global_batch // K, top,
-                                                {**step_kw, **options})
+                                                {**step_kw, **options})  # searched: the sites the notes are of
     out = MultisiteSearch(region=region.name, model=model.name, num_sites=K, gpus=share * K,
                           global_batch=global_batch, across=across,
                           search={k: getattr(res, k) for k in ("considered", "rejected_invalid", "rejected_memory",
                                                                "evaluated", "pruned", "engine_calls")},
-                          notes=list(res.notes),  # walk23: a share at 72 of each rack's GPUs went unsaid
-                          notes_sites=[region.site_names[i] for i in searched])
+                          notes=list(res.notes), notes_sites=searched)  # walk23: a 72-a-rack share went unsaid
     # each site places the share as its own step does (64 or 72 of an NVL72 rack by the site's size), as the search
     # placed it on each: the placement the slowest site's step chose is not every site's (regsearch66's Left)
     fields = [k for k in ParallelLayout.model_fields if k != "gpus_per_domain_used" or k in options]
@@ -139,7 +137,8 @@ def search_across_sites(region: Region, model: ModelSpec, global_batch: int, *, 
 def _search_groups(region: Region, fabric, model: ModelSpec, share: int, batch: int, top: int, options: dict):
     """The share's layouts searched on every site group's fabric (:meth:`~topo.fabric.region.Region.site_groups`),
     each layout's step its slowest group's (:func:`~topo.training.search.search_layouts`' ``also_on``), ``fabric``'s
-    group first: ``(the search, each ranked layout's steps in the groups' order, the sites of fabric's group)``."""
+    group first: ``(the search, each ranked layout's steps in the groups' order, the names of fabric's group's
+    sites)``."""
     groups = region.site_groups()
     first = next(g for g, (_, sites) in enumerate(groups) if any(region.fabrics[i] is fabric for i in sites))
     order = [first] + [g for g in range(len(groups)) if g != first]  # the share's fabric searched first
@@ -149,4 +148,4 @@ def _search_groups(region: Region, fabric, model: ModelSpec, share: int, batch: 
     except TopoError as exc:  # a failed part under the share: its site named, as estimate_across_sites names it
         raise site_failure(region, getattr(exc, "fabric", fabric), exc) from None
     return (res, [tuple(steps[order.index(g)] for g in range(len(groups))) for steps in res.site_steps],
-            groups[first][1])
+            [region.site_names[i] for i in groups[first][1]])
