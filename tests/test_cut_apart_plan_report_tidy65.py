@@ -23,14 +23,15 @@ def test_report_writes_the_page_with_the_cut_named(tmp_path):
     it); before, the report wrote no page and named commands to run instead."""
     out = tmp_path / "r.html"
     ok = run_cli("report", SPEC, *FAIL, "-o", str(out), check=True)
-    cut = "GPU 143 cannot reach GPU 72: every path crosses failed parts (gpu143 -&gt; nvswitch1, nvlink; failures: " \
-          "nvswitch1)"
+    cut = "nvswitch1 failed: its NVLink domain (GPUs 72 to 143), whose GPUs reach each other only through it: " \
+          "GPU 143 cannot reach GPU 72: every path crosses failed parts (gpu143 -&gt; nvswitch1, nvlink; failures: " \
+          "nvswitch1)"  # tidy68: the failed switch's whole domain, as train's refusal names it
     page = out.read_text()
     assert f"<b>{cut}</b>: no route carries a collective over the GPUs it names" in page
     # both scopes (every GPU; the first unit, whose rack 1 the failed switch cuts) are cut: no load cell, a cut cell
     assert "all_reduce of" not in page and "<h3>gb200-nvl72-superpod: cut apart</h3>" in page
     assert "<h3>gb200-nvl72-superpod</h3>" in page  # the summary, fabric and oversubscription cells are drawn
-    assert "note: gb200-nvl72-superpod: GPU 143 cannot reach GPU 72" in ok.stderr, ok.stderr
+    assert "note: gb200-nvl72-superpod: nvswitch1 failed: its NVLink domain (GPUs 72 to 143)" in ok.stderr, ok.stderr
 
 
 def test_report_of_two_designs_names_each_cut(tmp_path):
@@ -48,6 +49,6 @@ def test_report_figure_of_a_cut_scope_is_one_line(tmp_path):
     """A png/svg figure of a collective the cut stops has nothing to draw: one line naming --fail and its value."""
     bad = run_cli("report", SPEC, *FAIL, "--format", "svg", "--figure", "curves", "-o", str(tmp_path / "c.svg"))
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1, bad.stderr
-    assert bad.stderr.startswith("error: --fail: nvswitch1 cut the cluster scope's GPUs apart (GPU 143 cannot "
-                                 "reach GPU 72"), bad.stderr
+    assert bad.stderr.startswith("error: --fail: nvswitch1 cut the cluster scope's GPUs apart (nvswitch1 failed: "
+                                 "its NVLink domain (GPUs 72 to 143)"), bad.stderr
     assert not (tmp_path / "c.svg").exists()

@@ -1,7 +1,7 @@
 """``topo plan --profile`` (tidy67; prof66's Left): the plan's own collectives (the blast radius's all-reduce with a
 part failed, the all-reduce and all-to-all across the top tier) and ``--model``'s step are priced with the profile
 as ``topo estimate --profile`` and ``topo train --profile`` price them; a profile fitted on another network gets
-their note; a bad profile is one line; a region's plan refuses the flag in one line (not wired)."""
+their note; a bad profile is one line; a region's plan refuses the flag in one line (it prices no collective, tidy68)."""
 
 import json
 

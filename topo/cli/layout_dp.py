@@ -10,7 +10,7 @@ from ..errors import TopoError
 from .. import training  # lazy (PEP 562): topo plan without --model imports no step model (test_startup)
 from .common import UndividedGpus, data_parallel
 
-__all__ = ["layout_dp", "design_dp", "layout_source", "on_design", "job_gpus", "filled_dp", "sized_by"]
+__all__ = ["layout_dp", "design_dp", "layout_source", "on_design", "job_gpus", "filled_dp", "sized_by", "placed_by"]
 
 
 def job_gpus(fabric, first_gpu=None, skip_domains=None) -> tuple[int, str]:
@@ -41,14 +41,25 @@ def job_gpus(fabric, first_gpu=None, skip_domains=None) -> tuple[int, str]:
     return gpus, " ".join(words + ["to the fabric's last"])
 
 
-def sized_by(exc: TopoError, gpus: int | None, dp: int | None) -> TopoError:
-    """A job larger than its fabric (the placement's error, source ``layout``, key ``gpus``) named by the flag that
-    sized it: ``--gpus``, else ``--dp`` (rev65: a region's share refused at the site's size named ``--gpus`` when the
-    user gave ``--dp``); any other error, or a job neither sized, as it is."""
-    flag = "--gpus" if gpus else "--dp" if dp else None
-    if exc.source == "layout" and exc.key == "gpus" and flag:
+def sized_by(exc: TopoError, gpus: int | None, dp: int | None, placed: str | None = None) -> TopoError:
+    """An error about the job's GPUs (key ``gpus``: the placement's, a job larger than its fabric; a search's, no
+    layout divides them) named by the flag that sized it: ``--gpus``, else ``--dp`` (rev65: a region's share refused
+    at the site's size named ``--gpus`` when the user gave ``--dp``), else ``placed`` (:func:`placed_by`: rev66, a
+    search filled from ``--first-gpu`` named ``--gpus``); any other error, or a job none sized, as it is."""
+    flag = "--gpus" if gpus else "--dp" if dp else placed
+    if exc.source in (None, "layout") and exc.key == "gpus" and flag:
         return TopoError(exc.message, key=flag)
     return exc
+
+
+def placed_by(args, filled: str) -> str | None:
+    """The flags that sized a job filled from its first GPU past its skipped domains (``filled``: :func:`job_gpus`'
+    words, "" where the job is the whole fabric and no flag sized it): ``--first-gpu``, ``--skip-domains`` as given,
+    else the layout that gave them."""
+    if not filled:
+        return None
+    flags = [f"--{k.replace('_', '-')}" for k in ("first_gpu", "skip_domains") if getattr(args, k, None) is not None]
+    return " and ".join(flags) or (layout_source(args.layout) if getattr(args, "layout", None) else None)
 
 
 def _whole(v) -> bool:

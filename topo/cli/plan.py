@@ -167,6 +167,9 @@ def run(args) -> int:
         emit(render_comparison(results))
         for text in [r.power_fit.note() for r in results if r.power_fit] + train_notes:  # no row of notes
             emit(f"note: {text}")
+        priced = [f"{n or DEFAULT_SPEC} {r.network.profile}" for n, r in zip(names, results) if r.network.profile]
+        if priced:  # tidy67: as one design's text says it
+            emit(f"collectives priced with profile (--profile to change): {', '.join(priced)}")
     return 0
 
 
@@ -547,6 +550,9 @@ def _network_lines(r: PlanResult) -> list[str]:
                    f"in communicators of one GPU per {n.block_name}: {_t(n.all_reduce_s)} (bottleneck "
                    f"{n.all_reduce_bottleneck}); 1 GiB alltoall, all {format_count(n.alltoall_gpus)} GPUs: "
                    f"{_t(n.alltoall_s)} (bottleneck {n.alltoall_bottleneck})")
+    what = ["the top tier's"] * (n.all_reduce_s is not None) + ["the blast radius's"] * bool(r.failure_impact)
+    if n.profile is not None and what:  # tidy67: --profile priced them, unsaid; train's line
+        out.append(f"          collectives priced with profile {n.profile} (--profile to change): {', '.join(what)}")
     out += [f"note: {text}" for text in r.notes]
     out.append(f"note: {len(r.assumptions)} values this plan uses are assumptions or overrides (see --json "
                "'assumptions'); a figure marked * rests on a placeholder (status assumption); the floor, economics "

@@ -41,10 +41,11 @@ def refuse_region_flags(args) -> None:
     if getattr(args, "it_power", None) is not None:  # each site has its own power_limit_MW
         raise TopoError("sizes one site's design; a region's sites are sized by their specs and checked against "
                         "their own power_limit_MW; allowed: --it-power on one site's spec", key="--it-power")
-    if args.profile:  # as a region's report: each site's collectives are priced with its own profile
-        raise TopoError(f"{args.profile}: a region's plan prices each site's collectives with the site's own profile "
-                        "(--profile is not wired for a region yet); allowed: --profile on one site's spec",
-                        key="--profile")
+    if args.profile:  # tidy68: nothing it shows depends on a collective (the same with --no-collectives)
+        raise TopoError(f"{args.profile}: a region's plan prices no collective (its sites' power, capex and TCO and the "
+                        "DCI's bill; the MFU is --mfu's or the catalog's), so a profile has nothing to price; allowed: "
+                        "--profile on topo estimate, train or report of the region (each site's own collectives), or "
+                        "on one site's plan", key="--profile")
     given = [f for f, v in (("--plan-file", args.plan_file), ("--fail", args.failures)) if v]
     if given:
         raise TopoError(f"a region's plan takes --set, --days, --mfu, --pue, --no-collectives, --one-site, --json and "

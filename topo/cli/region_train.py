@@ -15,7 +15,7 @@ from ..training.parallel import layout_fields, make_layout
 from ..units import format_bandwidth, format_in, format_size, format_time
 from .common import data_parallel
 from .estimate_args import profile_notes
-from .layout_dp import job_gpus, sized_by
+from .layout_dp import job_gpus, placed_by, sized_by
 from .search_options import layout_for_search, search_options
 from .output import emit, emit_json, mfu_text, note, table
 from .train_text import (dispatcher_cell, dispatcher_searched, gpu_hours_text, memory_line, not_fit_line, row_flags,
@@ -121,13 +121,17 @@ def _share_gpus(region, placement: dict) -> tuple[int, str]:
 
 def _search(args, region, model, options: dict, say=str) -> int:
     across = args.across or ("outer" if args.outer_every else "dp")
-    gpus = args.gpus
+    gpus, filled = args.gpus, ""
     if gpus is None:  # a share from its first GPU past its skipped domains, as one site's search and step fill it
         share, filled = _share_gpus(region, options)
         gpus = share * region.num_sites if filled else None
-    res = search_across_sites(region, model, args.global_batch, gpus=gpus, top=args.top or 5, across=across,
-                              outer_every=args.outer_every, convention=args.flops, efficiency=args.efficiency,
-                              contention=not args.no_contention, profile=args.profile, **search_options(args, options))
+    try:
+        res = search_across_sites(region, model, args.global_batch, gpus=gpus, top=args.top or 5, across=across,
+                                  outer_every=args.outer_every, convention=args.flops, efficiency=args.efficiency,
+                                  contention=not args.no_contention, profile=args.profile,
+                                  **search_options(args, options))
+    except TopoError as exc:  # GPUs the placement sized: named by its flag, not --gpus (rev66)
+        raise sized_by(exc, args.gpus, None, placed_by(args, filled)) from None
     if args.json:
         emit_json(res.to_dict())
         return 0
@@ -161,7 +165,10 @@ def _search(args, region, model, options: dict, say=str) -> int:
                      + (f" --outer-every {args.outer_every}" if args.outer_every else ""))
     line = uncertainty_line(res.ranked[0].uncertainty, " of #1's one-site step")  # walk23: the search said none
     lines += [line] if line else []
-    lines += [f"note: one site's share: {say(n)}" for n in res.notes]
+    sites = res.notes_sites  # rev66: a failed site's notes named no site; the step's say "west's paces the job"
+    whose = "" if len(sites) == res.num_sites else f" ({sites[0]}'s)" if len(sites) == 1 else \
+        f" (that of {', '.join(sites)}, alike)"
+    lines += [f"note: one site's share{whose}: {say(n)}" for n in res.notes]
     emit("\n".join(lines))
     return 0
 

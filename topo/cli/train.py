@@ -26,7 +26,7 @@ from ..training.comm import CommEngine
 from ..training.step import estimate_step
 from .common import GivenOnce, add_spec_arguments, fabric_from_args
 from .estimate_args import add_profile_argument, profile_notes
-from .layout_dp import filled_dp, job_gpus, layout_dp, sized_by
+from .layout_dp import filled_dp, job_gpus, layout_dp, placed_by, sized_by
 from .search_options import layout_for_search, search_options
 from .region import is_region_args
 from .region_train import run_region_train
@@ -391,15 +391,16 @@ def _run_layout(args, fabric, model, common: dict, engine: CommEngine) -> int:
 
 def _run_search(args, fabric, model, common: dict, held: dict, engine: CommEngine) -> int:
     """``--search``: rank the layouts that fit, with progress on a terminal; ``held``: the layout's fixed fields."""
-    gpus = args.gpus or job_gpus(fabric, common.get("first_gpu"), common.get("skip_domains"))[0]  # as a step fills
+    filled, words = job_gpus(fabric, common.get("first_gpu"), common.get("skip_domains"))  # as a step fills them
+    gpus = args.gpus or filled
     opts = search_options(args, common)
     progress = _progress() if sys.stderr.isatty() and not args.json else None
     try:
         res = search_layouts(fabric, model, gpus, args.global_batch, convention=args.flops,
                              efficiency=args.efficiency, top=args.top, progress=progress,
                              contention=not args.no_contention, engine=engine, **opts)
-    except TopoError as exc:
-        raise _as_flags(args, exc) from None
+    except TopoError as exc:  # GPUs the placement sized: named by its flag, not --gpus (rev66)
+        raise _as_flags(args, sized_by(exc, args.gpus, None, placed_by(args, words))) from None
     if progress is not None:
         sys.stderr.write("\n")
     if args.json:

@@ -30,7 +30,7 @@ from ..units import format_count
 from .bisection import bisection
 from .levels import Level
 
-__all__ = ["check_failure", "failed_links", "failures_summary", "node_id", "degraded", "Degraded", "DegradedTier", "DegradedLevel"]
+__all__ = ["check_failure", "failed_links", "failures_summary", "node_id", "nvswitch_domains", "degraded", "Degraded", "DegradedTier", "DegradedLevel"]
 
 _NAME = re.compile(r"^([A-Za-z_][A-Za-z_\-]*?)(\d+)(?:\.(\d+))?$")
 
@@ -67,6 +67,18 @@ def node_id(fabric, name: str) -> int:
             return fabric.tier_start(t.index) + a
     known = ["gpu", "nvswitch", "nic"] + [t.name for t in L.tiers]
     raise TopoError(f"no such node {name!r}; names start with {', '.join(known)}", key="fail")
+
+
+def nvswitch_domains(failures, gpus_per_domain: int) -> list[tuple[int, int, str]]:
+    """Each failed NVLink switch (``nvswitchN``: the switch of NVLink domain N) in ``failures``, in domain order:
+    ``(N, its domain's last GPU, the words naming it and the GPUs it cuts off from each other)``, e.g. "nvswitch1
+    failed: its NVLink domain (GPUs 72 to 143)". One rule for ``train``'s refusal of a job in the domain and the
+    report's cut (tidy67: it named the two GPUs the router found)."""
+    out = []
+    for d in sorted({int(f[8:]) for f in failures if re.fullmatch(r"nvswitch\d+", f)}):
+        lo, hi = d * gpus_per_domain, (d + 1) * gpus_per_domain - 1
+        out.append((d, hi, f"nvswitch{d} failed: its NVLink domain (GPUs {lo:,} to {hi:,})"))
+    return out
 
 
 def _check(i: int, n: int, name: str, what: str) -> None:

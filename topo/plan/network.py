@@ -44,6 +44,7 @@ class NetworkFigures:
     block_name: str | None = None  # what one of the blocks it joins is called ("pod", "island")
     num_blocks: int | None = None  # blocks under the top tier (ranks per all-reduce communicator)
     gpus_per_block: int | None = None
+    profile: str | None = None  # the cost profile that priced the plan's collectives (None: none priced)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -87,8 +88,9 @@ def crosspod_collectives(fabric: Fabric, bisection_Bps: float, bisection_per_gpu
         Its bisection bandwidth, whole and per GPU.
     collectives : bool
         Run the two estimates (else only the bisection is filled in).
-    profile : optional
-        Their cost profile, as :func:`topo.engine.profiles.resolve_profile` takes it (None: the fabric's own).
+    profile : Profile, optional
+        Their cost profile, resolved (:func:`topo.engine.profiles.resolve_profile`; None: the fabric's own); its
+        name is the figures' ``profile`` (None where none was given or no collective ran).
 
     Returns
     -------
@@ -111,4 +113,5 @@ def crosspod_collectives(fabric: Fabric, bisection_Bps: float, bisection_per_gpu
                           all_reduce_busbw_GBps=ar and ar[2], all_reduce_bottleneck=ar and ar[3],
                           alltoall_gpus=a2a and a2a[0], alltoall_s=a2a and a2a[1],
                           alltoall_busbw_GBps=a2a and a2a[2], alltoall_bottleneck=a2a and a2a[3], top_tier=top and L.tiers[-1].name,
-                          block_name=top and top[2], num_blocks=top and top[0], gpus_per_block=top and top[1])
+                          block_name=top and top[2], num_blocks=top and top[0], gpus_per_block=top and top[1],
+                          profile=profile.name if collectives and profile is not None else None)

@@ -24,6 +24,7 @@ from ..errors import AlgorithmUnavailable, TopoError, Unreachable
 from ..engine.estimate import estimate, size_sweep
 from ..engine.profiles import resolve_profile
 from ..fabric.fabric import Fabric
+from ..fabric.failures import nvswitch_domains
 from ..fabric.inventory import Inventory, inventory
 from ..engine.result import EstimateResult
 from ..spec import load_spec
@@ -179,10 +180,19 @@ def _scenarios(fabric: Fabric, sweep, load_bytes: int, extra_algorithms, prof, t
         try:
             scenarios.append(_scenario(fabric, key, label, n, sweep, load_bytes, extra_algorithms, prof))
         except Unreachable as exc:
-            cut = cut or exc.message
+            cut = cut or _cut_words(fabric, exc)
             continue
         timings[key] = scenarios[-1].seconds
     return scenarios, cut
+
+
+def _cut_words(fabric: Fabric, exc: Unreachable) -> str:
+    """The router's line for a cut, after the GPUs each failed NVLink switch cuts off from each other, as train's
+    refusal names them (:func:`~topo.fabric.failures.nvswitch_domains`; tidy67: only the two GPUs the router
+    found)."""
+    words = "; ".join(f"{w}, whose GPUs reach each other only through it"
+                      for _, _, w in nvswitch_domains(fabric.failures, fabric.spec.gpus_per_domain))
+    return f"{words}: {exc.message}" if words else exc.message
 
 
 def _mixes(fabric: Fabric, prof, timings: dict) -> tuple[list, str, str]:
@@ -199,7 +209,7 @@ def _mixes(fabric: Fabric, prof, timings: dict) -> tuple[list, str, str]:
             mix = run_mix(fabric, members, sharing=settings["sharing"], ecmp=settings["ecmp"], name=name,
                           profile=prof)
         except Unreachable as exc:
-            return mixes, f"Traffic mix {name} not drawn: {exc.message}.", exc.message
+            return mixes, f"Traffic mix {name} not drawn: {exc.message}.", _cut_words(fabric, exc)
         mixes.append(MixScenario(name, mix, summarize_loads(mix.link_loads(), fabric), time.perf_counter() - t))
         timings[f"mix {name}"] = mixes[-1].seconds
     return mixes, "", ""

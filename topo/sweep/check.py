@@ -14,12 +14,14 @@ from ..engine.traffic_file import load_traffic
 from ..errors import TopoError
 from ..fabric.failures import check_failure
 from ..plan.catalog import load_catalog
+from ..spec import spec_from_dict
+from ..spec.sites import is_region_data
 from ..training.model import load_model
 from ..training.parallel import layout_pairs
 from ..units import UnitError, parse_size_bytes
-from .point import ESTIMATE_KEYS
+from .point import ESTIMATE_KEYS, toml_value
 
-__all__ = ["check_values", "check_failures"]
+__all__ = ["check_values", "check_failures", "check_technology"]
 
 _PLAN_TABLES = {"days": "workload", "mfu": "workload", "pue": "facility"}
 
@@ -136,3 +138,42 @@ def check_failures(axes: dict, specs: dict, source: str, placeholder: str, seeds
                     check_failure(item, tiers)
                 except TopoError as exc:
                     raise TopoError(f"{v!r}: {exc.message}", source=source, key="axes.fail") from None
+
+
+def check_technology(axes: dict, specs: dict, zipped: list, source: str) -> None:
+    """Check each value of a ``fabric.technology`` axis against every spec of the study with ``sharp = true`` on a
+    tier, by the spec's own rule (:func:`topo.spec.load.spec_from_dict`: SHARP only where the technology's switches
+    reduce, its network file's ``in_network_reduction``): rev66's RoCE point was an error row after the others ran.
+    Left to the points where an axis sets the tiers, or the technology is zipped with the spec.
+
+    Parameters
+    ----------
+    axes : dict
+        Axis name -> list of values.
+    specs : dict
+        The study's specs, ref -> (source, TOML text).
+    zipped : list of list of str
+        The study's zip groups.
+    source : str
+        The study file, for the error line.
+
+    Raises
+    ------
+    TopoError
+        ``<study>: axes.fabric.technology: <value>: <the spec's line> (in spec <ref>)``.
+    """
+    key = "fabric.technology"
+    if key not in axes or any(k.startswith("fabric.tiers") for k in axes) or \
+            any(key in g and "spec" in g for g in zipped):
+        return
+    for ref, (_, text) in specs.items():
+        data = tomllib.loads(text)
+        if is_region_data(data):
+            continue
+        for v in axes[key]:
+            try:
+                spec_from_dict(data, source=ref, overrides=[f"{key}={toml_value(v)}"])
+            except TopoError as exc:
+                if (exc.key or "").endswith(".sharp"):
+                    raise TopoError(f"{v!r}: {exc.key}: {exc.message} (in spec {ref})", source=source,
+                                    key=f"axes.{key}") from None

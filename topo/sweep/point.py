@@ -168,11 +168,13 @@ def _estimate(fabric, point: dict) -> dict:
 
 
 def _estimate_region(region: Region, point: dict, opts: dict) -> dict:
-    other = sorted(set(opts) - {"algorithm"}) + (["traffic"] if "traffic" in point else [])
+    other = sorted(set(opts) - {"algorithm", "profile"}) + (["traffic"] if "traffic" in point else [])
     if other:
-        raise TopoError(f"across sites, a point takes collective, size and algorithm; not {other[0]}", key=other[0])
+        raise TopoError(f"across sites, a point takes collective, size, algorithm and profile; not {other[0]}",
+                        key=other[0])
+    # the profile prices each site's in-site collectives, never the DCI (regprof68), as its train point's (tidy67)
     r = estimate_region(region, point.get("collective", "all_reduce"), [parse_size_bytes(point.get("size", "1GiB"))],
-                        opts.get("algorithm", "auto"))
+                        opts.get("algorithm", "auto"), profile=opts.get("profile"))
     x = r.results[0]
     return {"time_s": x.time_s, "algbw_GBps": x.algbw_Bps / 1e9, "busbw_GBps": x.busbw_Bps / 1e9,
             "latency_s": x.latency_s, "bandwidth_s": x.bandwidth_s, "num_ranks": r.num_ranks, "algorithm": x.algorithm,

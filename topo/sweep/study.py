@@ -41,7 +41,7 @@ from ..resources import data_dir
 from ..spec.load import apply_overrides, bundled_dir as bundled_spec_dir, check_override_key, resolve_spec_path
 from ..spec.model import Spec
 from ..spec.sites import RegionSpec, is_region_data
-from .check import check_failures, check_values
+from .check import check_failures, check_technology, check_values
 from .files import FILE_AXES, file_digest
 from .point import COMPUTES, ESTIMATE_KEYS, PLAN_KEYS, POINT_KEYS, TRAIN_KEYS, toml_value
 
@@ -215,6 +215,7 @@ def study_from_dict(data: dict, source: str = "<study>", text: str | None = None
     try:
         check_values(axes, source, SEED)
         check_failures(axes, specs, source, SEED, seeds)
+        check_technology(axes, specs, zip_val, source)
     except TopoError as exc:
         raise _beside_the_study(exc, axes, folder, source) from None
     study = Study(name=name.strip(), source=source, text=text if text is not None else json.dumps(data),

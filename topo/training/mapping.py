@@ -31,6 +31,7 @@ import numpy as np
 
 from ..engine.paths import Paths
 from ..errors import TopoError
+from ..fabric.failures import nvswitch_domains
 from .parallel import ParallelLayout
 
 __all__ = ["EXPERT_DP_GROUPS", "FEWER_GPUS", "Mapping", "default_placement", "first_group_offsets",
@@ -459,17 +460,16 @@ def _refuse_failed_nvswitches(lay: ParallelLayout, gpus_per_domain: int, failure
     """Refuse a job with two or more GPUs in an NVLink domain whose switch ``failures`` (``nvswitchN``, domain N)
     names: their traffic inside the domain has no path, and the router's error named one GPU pair and no way out
     (walk21: a rack's NVLink switch failed under a GB200 job)."""
-    dead = sorted(int(f[8:]) for f in failures if re.fullmatch(r"nvswitch\d+", f))
+    dead = nvswitch_domains(failures, gpus_per_domain)
     if not dead:
         return
     used = lay.gpus_per_domain_used or gpus_per_domain
     ids = _placed_ids(np.arange(lay.gpus), used, gpus_per_domain, lay.first_gpu, lay.skip_domains)
-    held = np.bincount(ids // gpus_per_domain, minlength=max(dead) + 1)
-    for d in dead:
+    held = np.bincount(ids // gpus_per_domain, minlength=dead[-1][0] + 1)
+    for d, hi, domain in dead:
         if held[d] < 2:
             continue
-        lo, hi = d * gpus_per_domain, (d + 1) * gpus_per_domain - 1
-        raise TopoError(f"nvswitch{d} failed: its NVLink domain (GPUs {lo:,} to {hi:,}) holds {held[d]} of the "
+        raise TopoError(f"{domain} holds {held[d]} of the "
                         f"job's GPUs ({lay.first_gpu:,} to {int(ids[-1]):,}), which reach each other only through "
                         f"it; allowed: {_past_failed(lay, gpus_per_domain, hi + 1, num_fabric_gpus)}, or nvswitch{d} "
                         f"left out of the failures", key="fail")

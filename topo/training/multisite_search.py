@@ -35,7 +35,8 @@ class MultisiteSearch:
     """The best layouts of a site's share, each timed across the sites (:class:`MultisiteStep`), fastest across the
     sites first; ``search`` holds the one-site search's counts, ``skipped`` the layouts that cannot span the sites
     the way asked (by their rank in the search), ``notes`` what the one-site search said of its layouts (their placement
-    in each NVLink domain, a GPU count and batch with few factors in common, failed parts)."""
+    in each NVLink domain, a GPU count and batch with few factors in common, failed parts) and ``notes_sites`` the
+    sites whose fabric they describe (the share was searched on their fabric first: a failed site's alone)."""
 
     region: str
     model: str
@@ -47,6 +48,7 @@ class MultisiteSearch:
     skipped: dict = field(default_factory=dict)  # one-site rank -> why it cannot span the sites that way
     search: dict = field(default_factory=dict)  # the one-site search's counts (considered, evaluated, ...)
     notes: list[str] = field(default_factory=list)  # the one-site search's notes (placement, common factor, failures)
+    notes_sites: list[str] = field(default_factory=list)  # the sites of the fabric the notes are of (rev66)
 
     def step_time_s(self, r: MultisiteStep) -> float:
         """The step across sites of ``r`` the way this search spans them."""
@@ -57,6 +59,7 @@ class MultisiteSearch:
         return {"region": self.region, "model": self.model, "num_sites": self.num_sites, "gpus": self.gpus,
                 "global_batch": self.global_batch, "across": self.across, "search": dict(self.search),
                 "skipped": dict(self.skipped), "notes": list(self.notes),
+                "notes_sites": list(self.notes_sites),
                 "ranked": [{"step_time_s": self.step_time_s(r), **r.to_dict()} for r in self.ranked]}
 
 
@@ -104,17 +107,16 @@ def search_across_sites(region: Region, model: ModelSpec, global_batch: int, *, 
         raise TopoError(f"{gpus:,} GPUs do not split over the {K} sites into shares of at most {fabric.num_gpus:,} "
                         f"(the smallest site); allowed: a multiple of {K} up to {K * fabric.num_gpus:,}", key="gpus")
     step_kw = dict(convention=convention, efficiency=efficiency, contention=contention, profile=profile)
-    if across == "pp":  # walk16: the share's best had pp 1 and none could span the sites; stages split at them
-        options = {**options, "pp_multiple": K}
+    options = {**options, "pp_multiple": K} if across == "pp" else options  # walk16: pp 1 could not span the sites
     timed = _Timed(region, model, global_batch, across, outer_every, step_kw,
                    [k for k in ParallelLayout.model_fields if k != "gpus_per_domain_used" or k in options])
-    res, group_steps = _search_groups(region, fabric, model, share, global_batch // K, top, {**step_kw, **options},
-                                      timed.figure)
+    res, group_steps, searched = _search_groups(region, fabric, model, share, global_batch // K, top,
+                                                {**step_kw, **options}, timed.figure)  # searched: the notes' sites
     out = MultisiteSearch(region=region.name, model=model.name, num_sites=K, gpus=share * K,
                           global_batch=global_batch, across=across,
                           search={k: getattr(res, k) for k in ("considered", "rejected_invalid", "rejected_memory",
                                                                "evaluated", "pruned", "engine_calls")},
-                           notes=list(res.notes))  # walk23: a share at 72 of each rack's GPUs went unsaid
+                          notes=list(res.notes), notes_sites=searched)  # walk23: a 72-a-rack share went unsaid
     for i, (one, steps) in enumerate(zip(res.ranked, group_steps), 1):
         got = timed.across(one, steps)
         if isinstance(got, TopoError):
@@ -168,7 +170,7 @@ def _search_groups(region: Region, fabric, model: ModelSpec, share: int, batch: 
     r"""The share's layouts searched on every site group's fabric (:meth:`~topo.fabric.region.Region.site_groups`),
     each layout's step its slowest group's (:func:`~topo.training.search.search_layouts`' ``also_on``), ``fabric``'s
     group first, ranked by ``figure(step, its steps in the groups' order)``, its step across the sites:
-    ``(the search, each ranked layout's steps in the groups' order)``.
+    ``(the search, each ranked layout's steps in the groups' order, the names of fabric's group's sites)``.
 
     The figure is at or above the slowest group's step, which the search bounds (``rank_by``), in each way across
     the sites (:func:`~topo.training.multisite.estimate_across_sites`): ``dp`` is
@@ -190,4 +192,4 @@ def _search_groups(region: Region, fabric, model: ModelSpec, share: int, batch: 
                              rank_by=lambda one, steps: figure(one, in_groups(steps)), **options)
     except TopoError as exc:  # a failed part under the share: its site named, as estimate_across_sites names it
         raise site_failure(region, getattr(exc, "fabric", fabric), exc) from None
-    return res, [in_groups(steps) for steps in res.site_steps]
+    return res, [in_groups(steps) for steps in res.site_steps], [region.site_names[i] for i in groups[first][1]]
