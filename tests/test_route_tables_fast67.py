@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from small_fabrics import small_fabric
+from topo.engine.loads import PhaseLoads, ScheduleLoads, total_loads
 from topo.engine.paths import Paths
 from topo.engine.route import Router
 from topo.errors import Unreachable
@@ -92,3 +93,44 @@ def test_routes_equal_those_of_the_arithmetic(name, failures, ecmp):
         return
     for x, y in zip(a, b, strict=True):
         assert x.dtype == y.dtype and np.array_equal(x, y)
+
+
+@pytest.mark.parametrize("failures", [(), ("nic1.1",)])
+def test_one_part_per_flow_needs_no_lookup(failures):
+    """Without sub-flows a routed entry's flow is its row of the path table and a flow's latency is the sum of its
+    hops' latencies in slot order (what ``bincount`` over the rows gives), bit for bit."""
+    f = _fabric("rail_optimized-3-two-nics-per-gpu", failures)
+    r = Router(f)
+    n = f.layout.num_gpus
+    src, dst = np.divmod(np.arange(n * n), n)
+    choice = src % 2
+    got = r.route(src, dst, 3.0, choice)
+    cols, _ = r.path_table(src, dst, choice, np.zeros_like(src))
+    rows, slot = np.nonzero(cols >= 0)
+    assert np.array_equal(got.res, cols[rows, slot]) and got.flow.dtype == np.int32
+    assert np.array_equal(got.flow, rows)
+    lat = np.zeros(src.size)
+    for c in range(cols.shape[1]):  # the hops of each flow, in slot order
+        on = cols[:, c] >= 0
+        lat[on] = lat[on] + r.res_latency_s[cols[on, c]]
+    assert np.array_equal(got.latency_s, lat)
+    assert got.latency_s[src == dst].max() == 0.0 and got.latency_s.min() >= 0.0
+
+
+def test_summed_phases_equal_their_bincount():
+    """``total_loads`` adds each phase at its resource ids (each once): the sum ``bincount`` gives, bit for bit,
+    and a list that repeats an id still sums both."""
+    rng = np.random.default_rng(7)
+    n = 1000
+    phases = []
+    for k in range(6):
+        res = np.unique(rng.integers(0, n, 300 + 100 * k))
+        phases.append(PhaseLoads(f"p{k}", 1.0 + k / 3, res.size, res, rng.random(res.size) / 7))
+    sl = ScheduleLoads(None, phases, 0.0, n)
+    ref = np.zeros(n)
+    for ph in phases:
+        ref += np.bincount(ph.res, weights=ph.bytes * (ph.repeat * 0.3), minlength=n)
+    assert np.array_equal(total_loads([sl], [0.3]), ref)
+    twice = PhaseLoads("twice", 1.0, 2, np.array([5, 5, 9]), np.array([1.0, 2.0, 4.0]))
+    out = total_loads([ScheduleLoads(None, [twice], 0.0, n)])
+    assert out[5] == 3.0 and out[9] == 4.0 and out.sum() == 7.0

@@ -235,10 +235,15 @@ class Router(HashedECMP, ScheduleParts):
                                 f"parts ({d['src']} -> {d['dst']}, {d['level']}; failures: {', '.join(f.failures)})",
                                 key="fail")
         lat_parts = np.bincount(rows, weights=self.res_latency_s[res], minlength=src.size)
-        # per original flow: the latency of its (first) part; bytes summed
-        latency = np.zeros(F)
-        latency[flow_id] = lat_parts
-        return Routed(res=res, weight=part_bytes[rows], flow=flow_id[rows].astype(np.int32), num_flows=F,
+        # per original flow: the latency of its (first) part; bytes summed. One part per flow (no sub-flows): a
+        # part's row is its flow's id, so neither is looked up (fast67: the same arrays, two gathers fewer per entry)
+        if self.subflows > 1:
+            latency = np.zeros(F)
+            latency[flow_id] = lat_parts
+            flow = flow_id[rows].astype(np.int32)
+        else:
+            latency, flow = lat_parts, rows.astype(np.int32)
+        return Routed(res=res, weight=part_bytes[rows], flow=flow, num_flows=F,
                       flow_bytes=nbytes,
                       latency_s=latency, network=(inter.reshape(-1)[::self.subflows] if self.subflows > 1
                                                   else inter))
