@@ -22,6 +22,7 @@ and NIC failover) gets it from :class:`Paths`; the hop slots of a routed path ta
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -64,6 +65,45 @@ class Paths:
         self.alive = fabric.link_alive
         self._pcie0 = fabric.level_start(Level.PCIE)
         self._nic0 = fabric.level_start(Level.NIC)
+
+    # --- index tables (fast67): the fabric's own index arithmetic, done once for every GPU, NIC and leaf ---------
+    # A router routes millions of flows per estimate on one fabric that does not change; each flow's NIC, leaf and
+    # aggregates were divisions and remainders of its GPU id, now one gather from a table those same functions filled
+    # (the same integers, so the same routes and loads bit for bit). Failures are not in them: failover is applied to
+    # the looked-up NICs afterwards, as before.
+    @cached_property
+    def _nic_table(self) -> np.ndarray:
+        """``(choices, gpus)``: :meth:`Fabric.gpu_nic` of every GPU for each NIC choice that differs."""
+        L = self.fabric.layout
+        k = max(1, L.nics_per_server // L.gpus_per_server)
+        gpus = np.arange(L.num_gpus)
+        return np.stack([self.fabric.gpu_nic(gpus, c) for c in range(k)])
+
+    @cached_property
+    def _nic_tables(self) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`Fabric.nic_gpu` and :meth:`Fabric.nic_leaf` of every NIC."""
+        nics = np.arange(self.fabric.layout.num_nics)
+        return self.fabric.nic_gpu(nics), self.fabric.nic_leaf(nics)
+
+    @cached_property
+    def _aggregate_tables(self) -> list[np.ndarray]:
+        """:meth:`topo.fabric.layout.Layout.leaf_aggregate` of every leaf, for every tier."""
+        L = self.fabric.layout
+        leaves = np.arange(L.tiers[0].num_switches)
+        return [L.leaf_aggregate(k, leaves) for k in range(L.num_tiers)]
+
+    def gpu_nic(self, gpu, choice=0) -> np.ndarray:
+        """:meth:`Fabric.gpu_nic` by table: a NIC beside each GPU, ``choice`` picking one where it has several."""
+        t = self._nic_table
+        return t[0][gpu] if t.shape[0] == 1 else t[np.asarray(choice) % t.shape[0], gpu]
+
+    def nic_gpu(self, nic) -> np.ndarray:
+        """:meth:`Fabric.nic_gpu` by table."""
+        return self._nic_tables[0][nic]
+
+    def nic_leaf(self, nic) -> np.ndarray:
+        """:meth:`Fabric.nic_leaf` by table."""
+        return self._nic_tables[1][nic]
 
     # --- the host side ------------------------------------------------------------------------------------
     def pcie_link(self, nic: np.ndarray, gpu: np.ndarray) -> np.ndarray:
@@ -112,7 +152,7 @@ class Paths:
         Receiving
         """
         f = self.fabric
-        nic = f.gpu_nic(d, choice)
+        nic = self.gpu_nic(d, choice)
         if failover and f.failed is not None:
             nic = self.alive_nics(nic, d)
         return self._receiving(d, nic)
@@ -120,12 +160,12 @@ class Paths:
     def _receiving(self, d, nic) -> Receiving:
         f = self.fabric
         if f.pcie_per_nic:
-            at = f.nic_gpu(nic)
+            at = self.nic_gpu(nic)
             pcie = self.pcie_link(nic, at)
         else:
-            at = np.where(f.gpu_nic(d) == nic, d, f.nic_gpu(nic))
+            at = np.where(self.gpu_nic(d) == nic, d, self.nic_gpu(nic))
             pcie = self.pcie_link(nic, at)
-        return Receiving(d, nic, at, pcie, f.nic_leaf(nic))
+        return Receiving(d, nic, at, pcie, self.nic_leaf(nic))
 
     def pxn_rail(self, d: np.ndarray, choice: int = 0) -> np.ndarray:
         """PXN's rail towards destination ``d``: the index on its server of ``d``'s own NIC, before any failover,
@@ -143,7 +183,7 @@ class Paths:
         numpy.ndarray
             The rail (NIC index on its server) per destination.
         """
-        return self.fabric.nic_rail(self.fabric.gpu_nic(d, choice))
+        return self.fabric.nic_rail(self.gpu_nic(d, choice))
 
     def sending_nic(self, s: np.ndarray, rail_or_choice) -> np.ndarray:
         """The NIC each source sends through: with PXN its server's NIC on rail ``rail_or_choice`` (the receiving
@@ -163,7 +203,7 @@ class Paths:
         f = self.fabric
         if self.pxn:
             return f.gpu_server(s) * f.layout.nics_per_server + rail_or_choice
-        return f.gpu_nic(s, rail_or_choice)
+        return self.gpu_nic(s, rail_or_choice)
 
     def sending(self, s: np.ndarray, nic: np.ndarray) -> Sending:
         """The sending half of each source GPU ``s`` through NIC ``nic`` of its server.
@@ -179,10 +219,10 @@ class Paths:
         """
         f = self.fabric
         if f.pcie_per_nic:
-            proxy = f.nic_gpu(nic)
+            proxy = self.nic_gpu(nic)
         else:
-            proxy = np.where(f.gpu_nic(s) == nic, s, f.nic_gpu(nic))
-        return Sending(s, nic, proxy, self.pcie_link(nic, proxy), f.nic_leaf(nic))
+            proxy = np.where(self.gpu_nic(s) == nic, s, self.nic_gpu(nic))
+        return Sending(s, nic, proxy, self.pcie_link(nic, proxy), self.nic_leaf(nic))
 
     def endpoints(self, s: np.ndarray, d: np.ndarray, choice) -> tuple[Sending, Receiving]:
         """Both halves of flows ``s[i] -> d[i]`` between NVLink domains, NIC failover included.
@@ -227,8 +267,7 @@ class Paths:
         list of numpy.ndarray
             One array of aggregate ids per boundary.
         """
-        L = self.fabric.layout
-        return [L.leaf_aggregate(k, leaf) for k in range(L.num_tiers - 1)]
+        return [t[leaf] for t in self._aggregate_tables[:-1]]
 
     def top_aggregate(self, leaf: np.ndarray) -> np.ndarray:
         """The aggregate of the top tier above each leaf: two leaves in different ones cannot reach each other
@@ -242,7 +281,7 @@ class Paths:
         -------
         numpy.ndarray
         """
-        return self.fabric.layout.leaf_aggregate(self.fabric.layout.num_tiers - 1, leaf)
+        return self._aggregate_tables[-1][leaf]
 
     # --- NIC failover ---------------------------------------------------------------------------------------
     def nic_ok(self, nic: np.ndarray) -> np.ndarray:
