@@ -223,13 +223,13 @@ def categorical_rows(runs, groups=("moe_fine", "moe_coarse", "dense_fp8")) -> st
 
 
 def audit_runs(setups, fabrics, engines, values) -> list[dict]:
-    """One dict per run with a signed error (but those measured under a filed software regression,
-    ``training_accuracy.REGRESSED``: their error is the regression's): run, group, family, holdout, err and every
+    """One dict per run with a signed error (but those no fit reads, ``training_accuracy.NOT_FITTED``: their error
+    is a filed regression's or their cluster's): run, group, family, holdout, err and every
     feature."""
     out = []
     for s in setups:
         err = signed_error(s)
-        if err is None or s["run"] in ta.REGRESSED:
+        if err is None or s["run"] in ta.NOT_FITTED:
             continue
         feats = run_features(s, fabrics[s["spec"]], ta.engine_of(engines, s), values)
         out.append({"run": s["run"], "group": s["group"], "family": s["family"], "holdout": s["holdout"],

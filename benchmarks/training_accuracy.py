@@ -179,6 +179,21 @@ def _regressed() -> dict[str, str]:
 
 
 REGRESSED = _regressed()
+CLUSTER_SLOW_FILE = "training_runs_cluster_slow.csv"
+
+
+def _cluster_slow() -> dict[str, str]:
+    """Runs whose cluster measured a published recipe well below its publisher's own run of the same preset and
+    release (``data/reference/`` + ``CLUSTER_SLOW_FILE``: each with that twin run and the ratio of their
+    throughputs): run id -> "the twin: the evidence". Scored with every other run, never fitted: what slowed the
+    cluster is not in its spec, and a fitted constant would absorb it (the lead, after dsv3b69)."""
+    with open(ROOT / "data" / "reference" / CLUSTER_SLOW_FILE, newline="") as f:
+        return {r["run_id"]: f"{r['twin_run_id']} ran the same preset {r['ratio']}x as fast: {r['evidence']}"
+                for r in csv.DictReader(f)}
+
+
+CLUSTER_SLOW = _cluster_slow()
+NOT_FITTED = {**REGRESSED, **CLUSTER_SLOW}  # scored like every run, read by no fit
 
 
 def family(model_name: str) -> str:
@@ -646,7 +661,7 @@ def host_root_s(grid, errors) -> float | None:
 
 
 def host_rows(setups, predict, values) -> str:
-    """``--host-rows``: each MoE run (the regressed ones left out) whose error the host launch time moves, its
+    """``--host-rows``: each MoE run (the ones no fit reads left out) whose error the host launch time moves, its
     signed error at each :data:`HOST_GRID_S` value (the fractions as fitted), the time that zeroes it and its host
     CPU; then, over the fitted runs (not the hold-out), the median of those times per GPU generation, host CPU and
     where the host starts to bind (:func:`host_binds_within`): inside the published range, or only above it. Where
@@ -658,7 +673,7 @@ def host_rows(setups, predict, values) -> str:
              + " | zero at (us) |", "|---|---|---|" + "---|" * (len(HOST_GRID_S) + 1)]
     roots: dict[tuple, list] = {}
     for s in setups:
-        if s["model"].moe is None or s["run"] in REGRESSED:
+        if s["model"].moe is None or s["run"] in NOT_FITTED:
             continue
         errs = [predict(s, {**values, HOST: h}) / s["step_s"] - 1 for h in HOST_GRID_S]
         if 100 * (errs[-1] - errs[0]) < HOST_BOUND_POINTS:
@@ -941,8 +956,8 @@ def scored(setups):
 
 def fitted(setups):
     """The runs a fit may read: the scored runs but those measured under a filed software regression
-    (``REGRESSED``)."""
-    return [s for s in scored(setups) if s["run"] not in REGRESSED]
+    (``REGRESSED``) or on a cluster its publisher's own run of the same preset outran (``CLUSTER_SLOW``)."""
+    return [s for s in scored(setups) if s["run"] not in NOT_FITTED]
 
 
 def _median(xs):
@@ -959,7 +974,9 @@ def _report(setups, values):
             + (f" ep{L.ep}" if L.ep > 1 else "") + f" {L.precision}"
         e_in = s["pred"] / s["step_s"] - 1
         out = s.get("lofo")
-        tag = " (hold-out)" if s["holdout"] else (" (filed regression: not fitted)" if s["run"] in REGRESSED else "")
+        tag = " (hold-out)" if s["holdout"] else (" (filed regression: not fitted)" if s["run"] in REGRESSED else
+                                                  " (cluster slower than its twin: not fitted)"
+                                                  if s["run"] in CLUSTER_SLOW else "")
         lines.append(f"| {s['run']}{tag} | {s['group']} | {s['family']} | "
                      f"{s['gpu']} | {lay} | {s['step_s']:.3g} | {s['pred']:.3g} | {e_in:+.1%} | "
                      + (f"{out:.3g} | {out / s['step_s'] - 1:+.1%} |" if out else "- | - |"))
@@ -987,7 +1004,8 @@ def _report(setups, values):
             f"per kernel within its published 5-20 us, on the MoE runs: {fitted}. "
             "Leave-one-family-out (the headline) refits those fractions without every run of the scored run's model "
             "family; the hold-out file is never fitted, nor are runs measured under a software regression their "
-            "publisher filed (marked; scored like the others).\n\n" + "\n".join(summary) + "\n\n" + "\n".join(lines))
+            "publisher filed, nor runs of a cluster that its publisher's own run of the same preset outran (marked; "
+            "scored like the others).\n\n" + "\n".join(summary) + "\n\n" + "\n".join(lines))
     return body, errors
 
 
