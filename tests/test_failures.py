@@ -165,13 +165,22 @@ def test_every_command_takes_fail():
 
 
 @pytest.mark.parametrize("cmd", [["estimate", "dgx-h100-superpod", "-g", "512", "--size", "1G"],
-                                 ["report", "dgx-h100-superpod", "-o", "-"],
                                  ["train", "dgx-h100-superpod", "--model", "llama3-8b", "--gpus", "1024", "--tp", "8",
                                   "--dp", "128", "--global-batch", "1024"]])
 def test_a_cut_off_fabric_is_one_line_naming_the_flag(cmd):
     p = run_cli(*cmd, "--fail", "random:spine:1.0")  # every spine down: no path between units
     assert p.returncode == 2 and p.stderr.count("\n") == 1
     assert p.stderr.startswith("error: --fail: GPU ") and "cannot reach" in p.stderr, p.stderr
+
+
+def test_a_report_of_a_cut_off_fabric_writes_its_page_naming_the_cut(tmp_path):
+    # tidy67: the report asked for is written whole, the cut named in one note and on the page (it was a refusal)
+    out = tmp_path / "cut.html"
+    p = run_cli("report", "dgx-h100-superpod", "-o", str(out), "--fail", "random:spine:1.0")
+    assert p.returncode == 0, p.stderr
+    notes = [x for x in p.stderr.splitlines() if x.startswith("note: dgx-h100-superpod: GPU ")]
+    assert len(notes) == 1 and "cannot reach" in notes[0] and "random:spine:1.0" in notes[0], p.stderr
+    assert "cannot reach" in out.read_text()
 
 
 @pytest.mark.parametrize("cmd", [["plan", "rail-only-h100-16k", "dgx-h100-superpod"],
