@@ -124,6 +124,7 @@ def test_bundled_studies_load():
 def test_train_and_plan_are_the_library_figures_and_plan_takes_train_mfu():
     import topo
     from topo.plan import plan
+    from topo.plan.train_time import TrainingJob
     from topo.training.model import load_model
     from topo.training.parallel import make_layout
     from topo.training.step import estimate_step
@@ -137,9 +138,11 @@ def test_train_and_plan_are_the_library_figures_and_plan_takes_train_mfu():
     assert df["step_time_s"].iat[1] == r.step_time_s and df["mfu"].iat[1] == r.mfu
     # as `topo plan --model llama3-8b --layout ...` prices it: the step's MFU, precision (bf16: the catalog's default
     # is fp8) and parameters (the checkpoint, the storage it sizes); walk27: the sweep took the MFU alone and
-    # applied a bf16 MFU to the fp8 peak, twice the FLOP, on storage sized for the Chinchilla-sized model
+    # applied a bf16 MFU to the fp8 peak, twice the FLOP, on storage sized for the Chinchilla-sized model; and its
+    # job (goodput69): the GPUs it holds leave no hot spare here (1,024 of 1,024), as topo plan --model's job
     job = {"workload": {"mfu": r.mfu, "precision": r.precision, "params": float(load_model("llama3-8b").total_params)}}
-    with_job = plan(fabric, layers=[("--model", job)], collectives=False).headline()
+    held = TrainingJob(model="llama3-8b", gpus=r.gpus, step_time_s=r.step_time_s, tokens_per_step=r.tokens_per_step)
+    with_job = plan(fabric, layers=[("--model", job)], collectives=False, training=held).headline()
     assert df["effective_flop"].iat[1] == with_job["effective_flop"]
     assert df["goodput"].iat[1] == with_job["goodput"]
     assert df["capex_usd"].iat[1] == with_job["capex_usd"]

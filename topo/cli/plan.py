@@ -434,8 +434,8 @@ def _compute_lines(r: PlanResult) -> list[str]:
 def _failure_lines(rel) -> list[str]:
     """Interruptions, optics failures, and the checkpoint and recovery times (the stall says what it is and the
     write rate the goodput model takes: the storage servers' aggregate, ms52's one rate)."""
-    return [f"failures  {rel.interruptions_per_day:.1f} interruptions/day ({_every(rel.mtbf_s)}), optics from "
-            f"the {'failure table' if rel.optics_in_interruptions == 'table' else 'parts'}; with optics as parts "
+    return [f"failures  {rel.interruptions_per_day:.3g} interruptions/day ({_every(rel.mtbf_s)}) {_scope_words(rel)}, "
+            f"optics from the {'failure table' if rel.optics_in_interruptions == 'table' else 'parts'}; with optics as parts "
             f"(modules on GPU links at their MTTF): {_every(rel.mtbf_optics_as_parts_s)}",
             f"          first job-stopping optics failure: {_after(rel.first_job_optics_failure_s)} "
             f"({format_count(rel.job_optical_modules)} modules on GPU links, both ends); NIC-side alone: "
@@ -450,6 +450,16 @@ def _failure_lines(rel) -> list[str]:
             f"{format_time(rel.checkpoint_interval_s)}; per interruption: detection {format_time(rel.detection_s)}"
             f", restart {format_time(rel.restart_s)}, reload {format_time(rel.reload_s)}, catch-up "
             f"{format_time(rel.catch_up_s)}; {count_noun(rel.hot_spare_servers, 'hot-spare server')}"]
+
+
+def _scope_words(rel) -> str:
+    """Whose parts interrupt: a named job's GPUs (the cluster's rate beside) or every GPU; the table's scale."""
+    scale = f", the failure table's rates x {rel.rate_scale:g} (reliability.rate_scale)" if rel.rate_scale != 1 else ""
+    if rel.interruptions_of == "cluster":
+        return f"from all {format_count(rel.interrupting_gpus)} GPUs' parts (no job named){scale}"
+    return (f"from the job's {format_count(rel.interrupting_gpus)} GPUs' parts (their servers, NICs, and the switches "
+            f"and cables the failure table counts per GPU; the whole cluster's: {rel.cluster_interruptions_per_day:.3g}"
+            f"/day){scale}")
 
 
 # whose write rate the goodput model takes: the storage servers', as the storage lines report it (ms52: one rate)
@@ -485,7 +495,8 @@ def _goodput_lines(r: PlanResult, mark) -> list[str]:
     idle = r.num_gpus - rel.training_gpus  # walk24: the FLOP line x the goodput missed them by 0.8% with no word
     spare = (f" on the {format_count(rel.training_gpus)} GPUs not held as hot spares ({format_count(idle)})"
              if idle else "")
-    out = [f"goodput   {100 * rel.goodput:.1f}% -> {rel.effective_flop:.3g} FLOP effective{spare}, "
+    whose = " (the job's, at its GPUs' interruptions)" if rel.interruptions_of == "job" else ""
+    out = [f"goodput   {100 * rel.goodput:.1f}%{whose} -> {rel.effective_flop:.3g} FLOP effective{spare}, "
            f"${r.cost_per_effective_gpu_hour_usd:,.2f} per effective GPU-hour"
            + (f" (lost: {lost})" if lost else "")
            + f"; renewal model, failures during recovery included (first-order at Young's "
@@ -534,9 +545,20 @@ def _blast_lines(r: PlanResult) -> list[str]:
                  right=[False, True, True, True, True])]
     if r.failure_impact:
         out.append(f"with one part failed, a 1 GiB all_reduce over {r.failure_impact[0].over}: " + "; ".join(
-            f"{x.name} stops it ({x.stops})" if x.stops else f"{x.name} {x.slowdown:.2f}x ({x.bottleneck})"
-            for x in r.failure_impact))
+            _impact_words(x) for x in r.failure_impact))
     return out
+
+
+def _impact_words(x) -> str:
+    """One part's row: a cut-off stops the collective; a part the failure table counts as an interruption (a NIC)
+    stops the job, counted in the goodput, then runs at its slowdown after the restart; else its slowdown."""
+    if x.stops:
+        return f"{x.name} stops it ({x.stops})"
+    if x.interrupts_as is not None:
+        return (f"{x.name} stops the job (the failure table's '{x.interrupts_as}' interruptions, "
+                f"{x.interruptions_per_day:.3g}/day here, counted in the goodput), then {x.slowdown:.2f}x after the "
+                f"restart on the parts left ({x.bottleneck})")
+    return f"{x.name} {x.slowdown:.2f}x ({x.bottleneck})"
 
 
 def _network_lines(r: PlanResult) -> list[str]:

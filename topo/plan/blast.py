@@ -13,11 +13,14 @@ these regular fabrics):
   above the leaves disconnect no GPU from the network: ``gpus_disconnected`` counts only NICs and leaves.
 
 The collective time with the part failed comes from the engine's failures (:func:`collective_times_with_failures`).
+A part whose failure the failure table counts as an interruption (a NIC: Llama 3 Table 5 lists 7 of its 419
+interruptions as NIC failures) stops the job first; its slowdown is the step after the restart, on the parts left
+(:func:`with_interruptions`: the cause's rate, counted in the goodput, on its row).
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
@@ -28,7 +31,11 @@ from ..fabric.levels import Level
 from ..units import parse_size_bytes
 from .network import COLLECTIVE_SIZE
 
-__all__ = ["BlastRadius", "blast_radius", "collective_times_with_failures", "FailureImpact"]
+__all__ = ["BlastRadius", "blast_radius", "collective_times_with_failures", "FailureImpact", "with_interruptions",
+           "INTERRUPTING_CAUSE"]
+
+# the failure table's cause (topo/data/catalog/reliability.toml) under which a part's failure interrupts the job
+INTERRUPTING_CAUSE = {"nic": "nic"}
 
 
 @dataclass(frozen=True)
@@ -111,6 +118,10 @@ class FailureImpact:
     bottleneck: str | None
     stops: str | None = None  # why the collective cannot run at all with the part failed (a GPU cut off)
     over: str = "two pods (one GPU of each)"  # the communicators: two pods', or one over every GPU of a one-pod fabric
+    # the failure table's cause that counts this part's failures as interruptions of the job (None: the model routes
+    # around it with no stop) and that cause's rate a day, in the goodput; the slowdown is then after the restart
+    interrupts_as: str | None = None
+    interruptions_per_day: float | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -153,3 +164,11 @@ def collective_times_with_failures(fabric: Fabric, parts=("nic", "leaf", "spine"
         out.append(FailureImpact(part, names[part], r.time_s, healthy, r.time_s / healthy,
                                  f"{b.src} -> {b.dst} ({b.level})" if b else None, over=over))
     return out
+
+
+def with_interruptions(impact: list[FailureImpact], per_day_by_cause: dict[str, float]) -> list[FailureImpact]:
+    """``impact`` with each part whose failure the failure table counts as an interruption
+    (:data:`INTERRUPTING_CAUSE`) given that cause and its rate a day (``per_day_by_cause``: the plan's reliability,
+    the job's or the cluster's): the stop is in the goodput, the slowdown is the collective after the restart."""
+    return [replace(x, interrupts_as=cause, interruptions_per_day=per_day_by_cause[cause])
+            if (cause := INTERRUPTING_CAUSE.get(x.part)) in per_day_by_cause else x for x in impact]

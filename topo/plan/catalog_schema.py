@@ -263,6 +263,7 @@ class Reliability(_Strict):
     checkpoint: Checkpoint
     spares: Spares
     optics: Literal["table", "parts"] = "table"
+    rate_scale: _bounded(ge=None, gt=0.0, le=1e6, why_le=" (a factor on every cause: 2 is twice the table's rate)")
 
 
 class Reference(_Strict):

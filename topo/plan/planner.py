@@ -18,7 +18,7 @@ from ..fabric.fabric import Fabric
 from ..fabric.inventory import inventory
 from ..spec import Spec, load_spec
 from ..units import format_in
-from .blast import blast_radius, collective_times_with_failures
+from .blast import blast_radius, collective_times_with_failures, with_interruptions
 from .bom import RACK_TIER, SwitchLine, bill_of_materials, reprice, logical_tiers, tier_switch_models, two_stage_switches
 from .catalog import Catalog, load_catalog
 from .catalog_schema import COOLING
@@ -179,7 +179,7 @@ def plan(spec: str | Path | Spec | Fabric | None = None, *, layers: Sequence[tup
                              store, share, job_gpus)
     except TopoError as exc:
         raise _locate(exc, s, cat) from None
-    inv, net, impact = _network(fabric, collectives, profile)
+    inv, net, impact = _network(fabric, collectives, profile, relia.interruptions_per_day_by_cause)
     notes = _notes(fabric, cat, inv, floor, bom, gpu, relia, store, pw, tco, server_name, server, server_W, spr,
                    fitted, logical)
     notes += power_notes(cat, store, pw, L.num_gpus, floor.cooling)
@@ -200,12 +200,14 @@ def plan(spec: str | Path | Spec | Fabric | None = None, *, layers: Sequence[tup
                       training=training, power_fit=fit)
 
 
-def _network(fabric: Fabric, collectives: bool, profile=None):
+def _network(fabric: Fabric, collectives: bool, profile=None, per_day_by_cause: dict[str, float] | None = None):
     """The fabric's inventory, its network figures (the bisection, of the failed fabric when parts failed, and the
-    collectives across the top tier) and the blast radius's collectives (:func:`collective_times_with_failures`),
-    the collectives priced with ``profile`` resolved once."""
+    collectives across the top tier) and the blast radius's collectives (:func:`collective_times_with_failures`,
+    a part the failure table counts as an interruption marked with its rate, ``per_day_by_cause``:
+    :func:`with_interruptions`), the collectives priced with ``profile`` resolved once."""
     prof = resolve_profile(profile, fabric) if collectives else None
     impact = collective_times_with_failures(fabric, profile=prof) if collectives else []
+    impact = with_interruptions(impact, per_day_by_cause or {})
     inv = inventory(fabric)
     bis, bis_per_gpu = inv.bisection_bandwidth_Bps, inv.bisection_bandwidth_per_gpu_Bps
     if fabric.failures:  # the network figures run on the failed fabric: so does its bisection
@@ -423,9 +425,20 @@ def _job_notes(training: TrainingJob | None, relia, L, notes: list[str], fit: Po
     if relia.hot_spare_servers == 0:
         return notes + [f"{training.model}'s job holds {training.gpus:,} of the {L.num_gpus:,} GPUs: no whole server is left "
                 "as a hot spare, so each hardware failure waits for its repair "
-                "(reliability.checkpoint.repair_s, in the restart); a job a few servers smaller keeps spares"]
+                "(reliability.checkpoint.repair_s, in the restart); a job a few servers smaller keeps spares"
+                + _goodput_scope_words(relia, L)]
     return notes + [f"{training.model}'s job holds {training.gpus:,} of the {L.num_gpus:,} GPUs; "
-            f"{relia.hot_spare_servers:,} of the servers it leaves are hot spares"]
+            f"{relia.hot_spare_servers:,} of the servers it leaves are hot spares" + _goodput_scope_words(relia, L)]
+
+
+def _goodput_scope_words(relia, L) -> str:
+    """What a job's goodput stands on when the job is smaller than the cluster: its GPUs' interruptions, taken for
+    the cluster's compute budget and cost per effective GPU-hour too (as if it ran jobs of this size)."""
+    if relia.interrupting_gpus >= L.num_gpus:
+        return ""
+    return (f"; the goodput is the job's (its {relia.interrupting_gpus:,} GPUs' parts interrupt it, "
+            f"{relia.interruptions_per_day:.3g}/day; all {L.num_gpus:,}: {relia.cluster_interruptions_per_day:.3g}/day)"
+            ", and the compute budget and the cost per effective GPU-hour take it for every GPU")
 
 
 def _reliability(L, rel, ck, bom, params: float, params_source: str, flop: float, store: StoragePlan,
@@ -444,7 +457,8 @@ def _reliability(L, rel, ck, bom, params: float, params_source: str, flop: float
         optics=rel.optics, params=params, params_source=params_source, bytes_per_param=ck.bytes_per_param.value,
         write_Bps=store.write_Bps / share, detection_s=ck.detection_s.value, restart_s=ck.restart_s.value,
         repair_s=ck.repair_s.value, hot_spare_fraction=ck.hot_spare_fraction.value, flop=flop, mode=ck.mode,
-        snapshot_Bps=ck.snapshot_Bps.value, reload_Bps=store.read_Bps / share, job_gpus=job_gpus)
+        snapshot_Bps=ck.snapshot_Bps.value, reload_Bps=store.read_Bps / share, job_gpus=job_gpus,
+        rate_scale=rel.rate_scale.value)
 
 
 def _storage(cat: Catalog, params: float, flop: float, num_gpus: int, share: float = 1.0) -> StoragePlan:
@@ -511,7 +525,7 @@ def _spare_pools(cat: Catalog, bom, relia, num_servers: int, server_name: str, s
         cur[0] += t.count
     pools = [spare_pool(name, n, n / mttf, price_usd_each=price, **kw) for name, (n, mttf, price) in by_type.items()]
     # a failed server is repaired in place (reliability.checkpoint.repair_s), not restocked: its pool covers a repair
-    hw_per_day = sum(v for k, v in relia.interruptions_per_day_by_cause.items() if k in HARDWARE_CAUSES)
+    hw_per_day = sum(v for k, v in relia.cluster_interruptions_per_day_by_cause.items() if k in HARDWARE_CAUSES)
     kw["lead_time_days"] = cat.reliability.checkpoint.repair_s.value / 86_400
     pools.append(spare_pool(server_name, num_servers, hw_per_day * 365, price_usd_each=server_price_usd, **kw))
     return pools

@@ -2,7 +2,11 @@
 
 - **Interruptions** per GPU-hour from a published failure table (default: Llama 3's 419 unexpected interruptions
   in 54 days on 16,384 H100, Table 5, planner.md lines 49-57): rate = count / (GPUs x hours). At N GPUs the job's
-  mean time between interruptions (MTBF) is 1 / (rate x N): about 30 minutes at 100,000 GPUs.
+  mean time between interruptions (MTBF) is 1 / (rate x N): about 30 minutes at 100,000 GPUs. N is the job's GPUs
+  when a job is named (its interruptions come from the parts it uses: its GPUs' servers, their NICs and the switches
+  and cables the table counts per GPU; Llama 3's own 7.76 a day on 16,384 of a 24,576-GPU cluster), else every GPU
+  of the cluster; the cluster's figure is reported beside the job's. ``rate_scale`` multiplies every cause (a
+  sweep's one knob for the interruption rate; 1: the table as observed).
 - **Optics**: modules fail independently with a mean time to failure (MTTF) each (planner.md line 26); the
   expected time to the first failure among n modules is MTTF / n. A module on a GPU's link takes that GPU's rail out
   and stops the job, at either end: the NIC-side module and the first tier's module on the link (a twin-port module
@@ -84,9 +88,14 @@ LOST_PART_LABELS = {"checkpoint_stall": "checkpoint stall", "catch_up": "catch-u
 class Reliability:
     """Failures, checkpoints and goodput of one design (times in seconds)."""
 
-    interruptions_per_day: float
+    interruptions_per_day: float  # of the interrupting GPUs' parts (the job's, or the cluster's without a job)
     interruptions_per_day_by_cause: dict[str, float]
     mtbf_s: float
+    interruptions_of: str  # "job" (a named job's GPUs) or "cluster" (every GPU)
+    interrupting_gpus: int  # the GPUs whose parts' failures interrupt: the job's, or every GPU
+    cluster_interruptions_per_day: float  # every GPU of the cluster, for comparison (= the above without a job)
+    cluster_interruptions_per_day_by_cause: dict[str, float]
+    rate_scale: float  # the factor on every cause (1: the failure table as observed)
     optics_in_interruptions: str  # "table" or "parts"
     optical_modules: int  # every module of the bill of materials
     first_optical_failure_s: float  # among every module
@@ -186,43 +195,40 @@ def reliability(num_gpus: int, gpus_per_server: int, *, causes: dict[str, float]
                 params_source: str = "", bytes_per_param: float, write_Bps: float, detection_s: float = 0.0,
                 restart_s: float, repair_s: float, hot_spare_fraction: float, flop: float, mode: str = "sync",
                 snapshot_Bps: float = math.inf, reload_Bps: float = math.inf,
-                job_gpus: int | None = None) -> Reliability:
+                job_gpus: int | None = None, rate_scale: float = 1.0) -> Reliability:
     """Failures, checkpoint and goodput of a cluster of ``num_gpus`` (see the module doc for every formula).
 
     Parameters
     ----------
     causes, observed_gpus, observed_days : the failure table (counts per cause over GPUs x days).
     modules, nic_modules, job_modules : (count, MTTF in years) per transceiver line: all of them, the NIC-side
-        ones, and those on GPU links at both ends (default: the NIC-side ones).
+        ones, and those on GPU links at both ends (default: the NIC-side ones), over the whole cluster.
     optics : ``"table"`` (the table's network row stands) or ``"parts"`` (it is replaced by ``job_modules``).
     params, bytes_per_param : the checkpointed model.
     write_Bps, reload_Bps, snapshot_Bps : storage write and read, device-to-host copy per GPU.
     detection_s, restart_s, repair_s : per interruption; repair only when spares run short.
     mode : ``"sync"``, ``"async"`` or ``"in_memory"`` checkpoints.
-    job_gpus : the GPUs a named job holds (None: no job). Hot spares are whole servers the job leaves free:
+    job_gpus : the GPUs a named job holds (None: no job). Its interruptions come from its own GPUs' parts: the
+        table's rates at ``job_gpus`` and the modules on its GPU links (their share ``job_gpus / num_gpus``); the
+        cluster's rate is reported beside. Hot spares are whole servers the job leaves free:
         ``min(floor(hot_spare_fraction x servers), (num_gpus - job_gpus) // gpus_per_server)``, so a job that fills
         every GPU has none, and each hardware failure then waits for its repair (``restart_s + repair_s``).
+    rate_scale : multiplies every cause of the failure table (> 0; 1: as observed).
 
     Raises
     ------
     TopoError
-        when nothing fails (every cause and, with ``parts``, every module at rate 0): the goodput would be 100%.
+        when ``rate_scale`` is not positive, or nothing fails (every cause and, with ``parts``, every module at 0).
     """
-    job_modules = nic_modules if job_modules is None else job_modules
+    gpus, of, causes, job_modules = _scope(num_gpus, job_gpus, causes, rate_scale,
+                                           nic_modules if job_modules is None else job_modules)
     optics_per_s = _failures_per_s(job_modules)
-    rates, per_h = _rates_per_h(causes, observed_gpus, observed_days, num_gpus, optics, optics_per_s)
-    total_per_h = sum(per_h.values())
-    if not total_per_h > 0:
-        raise TopoError(f"every failure rate is 0 ({', '.join(f'{k} = {v:g}' for k, v in causes.items())}): the "
-                        "job would never be interrupted and its goodput would be 100%; give at least one cause a "
-                        "positive count (Llama 3 Table 5 saw 419 in 54 days on 16,384 GPUs)",
-                        key="plan.reliability.causes")
+    rates, per_h = _rates_per_h(causes, observed_gpus, observed_days, gpus, optics, optics_per_s)
+    total_per_h = _some_failure_per_h(per_h, causes)
     mtbf_s = 3600 / total_per_h
     ckpt = params * bytes_per_param
-    write_s, stall_s, min_T, reload_s = _checkpoint_s(ckpt, num_gpus, mode, write_Bps, snapshot_Bps, reload_Bps)
-    spares = int(math.floor(hot_spare_fraction * (num_gpus // gpus_per_server)))
-    if job_gpus is not None:  # walk26: a job of every GPU held 320 of them as spares; the spares are what it leaves
-        spares = min(spares, max(0, num_gpus - job_gpus) // gpus_per_server)
+    write_s, stall_s, min_T, reload_s = _checkpoint_s(ckpt, gpus, mode, write_Bps, snapshot_Bps, reload_Bps)
+    spares = _hot_spares(num_gpus, gpus_per_server, hot_spare_fraction, job_gpus)
     in_repair = sum(per_h.get(k, 0.0) for k in HARDWARE_CAUSES) / 3600 * repair_s
     enough = spares >= in_repair
     restart = restart_s if enough else restart_s + repair_s
@@ -240,8 +246,11 @@ def reliability(num_gpus: int, gpus_per_server: int, *, causes: dict[str, float]
     training = num_gpus - spares * gpus_per_server
     return Reliability(
         interruptions_per_day=total_per_h * 24, interruptions_per_day_by_cause={k: v * 24 for k, v in per_h.items()},
-        mtbf_s=mtbf_s, optics_in_interruptions=optics,
-        **_optics_fields(modules, nic_modules, job_modules, total_per_h, per_h, rates, num_gpus),
+        mtbf_s=mtbf_s, interruptions_of=of, interrupting_gpus=gpus, rate_scale=rate_scale,
+        cluster_interruptions_per_day=total_per_h * 24 * (num_gpus / gpus),
+        cluster_interruptions_per_day_by_cause={k: v * 24 * (num_gpus / gpus) for k, v in per_h.items()},
+        optics_in_interruptions=optics,
+        **_optics_fields(modules, nic_modules, job_modules, total_per_h, per_h, rates, gpus),
         params=params, params_source=params_source, checkpoint_bytes=ckpt, checkpoint_mode=mode,
         checkpoint_write_s=write_s, checkpoint_stall_s=stall_s, checkpoint_interval_s=T, young_interval_s=young,
         detection_s=detection_s, restart_s=restart, reload_s=reload_s,
@@ -250,6 +259,40 @@ def reliability(num_gpus: int, gpus_per_server: int, *, causes: dict[str, float]
         lost_fraction_by_part=parts, goodput=goodput, goodput_first_order=first_order, training_gpus=training,
         effective_flop=flop * goodput * training / num_gpus, goodput_vs_interval=curve,
         sensitivity=_sensitivity(base, evaluate))
+
+
+def _some_failure_per_h(per_h: dict[str, float], causes: dict[str, float]) -> float:
+    """The all-cause interruptions an hour, refused when 0: the goodput would be 100%."""
+    total_per_h = sum(per_h.values())
+    if not total_per_h > 0:
+        raise TopoError(f"every failure rate is 0 ({', '.join(f'{k} = {v:g}' for k, v in causes.items())}): the "
+                        "job would never be interrupted and its goodput would be 100%; give at least one cause a "
+                        "positive count (Llama 3 Table 5 saw 419 in 54 days on 16,384 GPUs)",
+                        key="plan.reliability.causes")
+    return total_per_h
+
+
+def _hot_spares(num_gpus: int, gpus_per_server: int, fraction: float, job_gpus: int | None) -> int:
+    """Hot-spare servers: ``fraction`` of the servers, at most the whole servers a named job leaves free (walk26: a
+    job of every GPU held 320 of them as spares)."""
+    spares = int(math.floor(fraction * (num_gpus // gpus_per_server)))
+    if job_gpus is not None:
+        spares = min(spares, max(0, num_gpus - job_gpus) // gpus_per_server)
+    return spares
+
+
+def _scope(num_gpus: int, job_gpus: int | None, causes: dict[str, float], rate_scale: float,
+           job_modules: list[tuple[int, float]]):
+    """(interrupting GPUs, "job" or "cluster", the causes times ``rate_scale``, the modules on those GPUs' links):
+    a named job's GPUs and its share of the GPU links' modules, else every GPU and every module."""
+    if not rate_scale > 0 or math.isinf(rate_scale):
+        raise TopoError(f"the interruption rate's scale is {rate_scale:g}; allowed: a positive finite number (1: the "
+                        "failure table as observed, 2: twice its rate)", key="plan.reliability.rate_scale")
+    causes = {k: v * rate_scale for k, v in causes.items()}
+    if job_gpus is None or job_gpus >= num_gpus:
+        return num_gpus, ("cluster" if job_gpus is None else "job"), causes, job_modules
+    share = job_gpus / num_gpus
+    return job_gpus, "job", causes, [(n * share, y) for n, y in job_modules]
 
 
 def _checkpoint_s(ckpt_bytes: float, num_gpus: int, mode: str, write_Bps: float, snapshot_Bps: float,
@@ -277,7 +320,7 @@ def _optics_fields(modules, nic_modules, job_modules, total_per_h: float, per_h:
         first_optical_failure_s=1 / inv_first if inv_first else math.inf,
         nic_optical_modules=int(sum(n for n, _ in nic_modules)),
         first_nic_optics_failure_s=1 / nic_per_s if nic_per_s else math.inf,
-        job_optical_modules=int(sum(n for n, _ in job_modules)),
+        job_optical_modules=int(round(sum(n for n, _ in job_modules))),
         first_job_optics_failure_s=1 / optics_per_s if optics_per_s else math.inf,
         optics_parts_per_day=optics_per_s * 86_400,
         mtbf_optics_as_parts_s=3600 / as_parts_per_h if as_parts_per_h > 0 else math.inf,

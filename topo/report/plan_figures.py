@@ -192,8 +192,9 @@ def summary_table_html(results: Sequence[PlanResult]) -> str:
         ("longest link", lambda r: ", ".join(f"{k} {v:,.0f} m" for k, v in r.floor.longest_m.items())),
         ("NIC-side optical modules", lambda r: format_count(r.nic_modules)),
         ("first job-stopping optics failure", lambda r: mins(r.reliability.first_job_optics_failure_s)),
-        ("interruptions per day", lambda r: f"{r.reliability.interruptions_per_day:.1f} (optics: "
-                                            f"{r.reliability.optics_in_interruptions})"),
+        ("interruptions per day", lambda r: f"{r.reliability.interruptions_per_day:.1f} ("
+                                            + ("the job's GPUs; " if r.reliability.interruptions_of == "job" else "")
+                                            + f"optics: {r.reliability.optics_in_interruptions})"),
         ("goodput", lambda r: f"{100 * r.reliability.goodput:.1f}% ({r.reliability.checkpoint_mode} checkpoints)"),
         ("capex", lambda r: f"{_span(r, 'capex_usd', _musd)} (facility per W of "
                             f"{'IT x PUE' if r.capex.facility_basis == 'facility' else 'IT'})"),

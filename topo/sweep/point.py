@@ -29,6 +29,7 @@ from ..fabric.builders import build_fabric
 from ..fabric.inventory import inventory
 from ..fabric.region import Region, region_from_specs
 from ..plan import plan
+from ..plan.train_time import TrainingJob
 from ..spec import spec_from_dict
 from ..spec.region_load import region_from_dict, site_specs
 from ..spec.sites import is_region_data
@@ -225,7 +226,9 @@ def _train(fabric, point: dict):
     comm = {k: v for k, v in b.items() if k not in ("compute", "bubble", "optimizer")}
     slow = max(comm, key=lambda k: comm[k]) if comm else None
     bound = r.bound_by().get(slow, {}) if slow else {}
-    return _job(r.mfu, r.precision, model), {
+    job = TrainingJob(model=name, gpus=int(r.gpus), step_time_s=float(r.step_time_s),
+                      tokens_per_step=int(r.tokens_per_step))
+    return (_job(r.mfu, r.precision, model), job), {
         "step_time_s": r.step_time_s, "mfu": r.mfu, "tflop_per_s_per_gpu": r.tflop_per_s_per_gpu,
         "tokens_per_s": r.tokens_per_s, "exposed_comm_s": float(sum(comm.values())),
         "memory_per_gpu_bytes": r.memory_per_gpu_bytes, "fits": r.fits, "train_gpus": r.gpus,
@@ -240,15 +243,17 @@ def _train_region(region: Region, model, lay, point: dict):
             "tokens_per_s": lay.global_batch * (lay.seq_len or model.seq_len) / step,
             "memory_per_gpu_bytes": one["memory_per_gpu_bytes"], "fits": one["fits"], "train_gpus": m.gpus,
             "slowest_dim": "dci" if ratio < 1 else None, "throughput_vs_one_site": ratio}
-    return _job(figs["mfu"], lay.precision, model), figs
+    return (_job(figs["mfu"], lay.precision, model), None), figs
 
 
-def _plan(fabric, point: dict, job: dict | None) -> dict:
-    """A plan point: after a train point, with its step's workload (:func:`_job`) as ``topo plan --model`` takes it;
-    an ``mfu`` axis wins over the step's."""
-    layers = [("--model", {"workload": job})] if job else []
+def _plan(fabric, point: dict, job: tuple | None) -> dict:
+    """A plan point: after a train point, with its step's workload (:func:`_job`) and its job (its GPUs: the hot
+    spares it leaves and the interruptions of its parts) as ``topo plan --model`` takes them; an ``mfu`` axis wins
+    over the step's."""
+    workload, training = job if job else (None, None)
+    layers = [("--model", {"workload": workload})] if workload else []
     r = plan(fabric, layers=layers, days=point.get("days"), mfu=point.get("mfu"), pue=point.get("pue"),
-             collectives=bool(point.get("plan_collectives", False)))
+             collectives=bool(point.get("plan_collectives", False)), training=training)
     h = r.headline()
     return {"capex_usd": h["capex_usd"], "network_capex_usd": h["network_capex_usd"],
             "capex_per_gpu_usd": h["capex_per_gpu_usd"], "it_power_W": h["it_power_W"],
