@@ -118,10 +118,10 @@ def train_step(args, design: str | None = None, fabric=None):
 
 def run(args) -> int:
     names = args.specs or [None]
-    _check_numbers(args)
     if len(names) == 1 and is_region_file(names[0]):
-        refuse_region_flags(args)
+        refuse_region_flags(args)  # --tokens and --it-power too, before reading them (rev68)
         return run_region_plan(args, names[0], _layers(args)[0])
+    _check_numbers(args)
     if args.one_site:
         raise TopoError("applies to a region of several sites (a spec with [[sites]], e.g. two-site-h100)",
                         key="--one-site")
