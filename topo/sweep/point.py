@@ -29,6 +29,7 @@ from ..fabric.builders import build_fabric
 from ..fabric.inventory import inventory
 from ..fabric.region import Region, region_from_specs
 from ..plan import plan
+from ..plan.train_time import TrainingJob
 from ..spec import spec_from_dict
 from ..spec.region_load import region_from_dict, site_specs
 from ..spec.sites import is_region_data
@@ -205,10 +206,15 @@ def _layout(fabric, point: dict) -> ParallelLayout:
     return make_layout("layout", **kw)
 
 
-def _job(mfu: float, precision: str, model) -> dict:
-    """The plan's ``workload`` of a train point, as ``topo plan --model M --layout L`` takes it from the step (its
-    MFU, its precision, whose peak that MFU is of, and the model's parameters, the checkpoint)."""
-    return {"mfu": mfu, "precision": precision, "params": float(model.total_params)}
+def _job(mfu: float, precision: str, model, step=None) -> dict:
+    """What a plan point takes of a train point, as ``topo plan --model M --layout L`` takes it from the step: the
+    ``workload`` (its MFU, its precision, whose peak that MFU is of, and the model's parameters, the checkpoint) and,
+    of one site's ``step``, the ``training`` job (its GPUs bound the hot spares; rev68: the sweep kept spares a job of
+    every GPU does not leave)."""
+    job = None if step is None else TrainingJob(model=model.name, gpus=int(step.gpus),
+                                                 step_time_s=float(step.step_time_s),
+                                                 tokens_per_step=int(step.tokens_per_step))
+    return {"workload": {"mfu": mfu, "precision": precision, "params": float(model.total_params)}, "training": job}
 
 
 def _train(fabric, point: dict):
@@ -225,7 +231,7 @@ def _train(fabric, point: dict):
     comm = {k: v for k, v in b.items() if k not in ("compute", "bubble", "optimizer")}
     slow = max(comm, key=lambda k: comm[k]) if comm else None
     bound = r.bound_by().get(slow, {}) if slow else {}
-    return _job(r.mfu, r.precision, model), {
+    return _job(r.mfu, r.precision, model, r), {
         "step_time_s": r.step_time_s, "mfu": r.mfu, "tflop_per_s_per_gpu": r.tflop_per_s_per_gpu,
         "tokens_per_s": r.tokens_per_s, "exposed_comm_s": float(sum(comm.values())),
         "memory_per_gpu_bytes": r.memory_per_gpu_bytes, "fits": r.fits, "train_gpus": r.gpus,
@@ -246,8 +252,9 @@ def _train_region(region: Region, model, lay, point: dict):
 def _plan(fabric, point: dict, job: dict | None) -> dict:
     """A plan point: after a train point, with its step's workload (:func:`_job`) as ``topo plan --model`` takes it;
     an ``mfu`` axis wins over the step's."""
-    layers = [("--model", {"workload": job})] if job else []
+    layers = [("--model", {"workload": job["workload"]})] if job else []
     r = plan(fabric, layers=layers, days=point.get("days"), mfu=point.get("mfu"), pue=point.get("pue"),
+             training=job["training"] if job else None,
              collectives=bool(point.get("plan_collectives", False)))
     h = r.headline()
     return {"capex_usd": h["capex_usd"], "network_capex_usd": h["network_capex_usd"],
