@@ -15,3 +15,11 @@ def test_a_regions_plan_refuses_tokens_by_what_times_them():
     # --model on a region is refused in turn: a loop. A region's job is timed by topo train REGION --tokens.
     msg = _err("two-site-h100", "--tokens", "1T")
     assert msg.startswith("--tokens: a region's plan times no job") and "topo train REGION" in msg, msg
+
+
+def test_side_by_side_power_fits_name_their_design():
+    # plan68: `topo plan A B --it-power 5MW` printed two "note: sized to 5.00 MW ..." lines naming neither design
+    p = run_cli("plan", "dgx-h100-superpod", "gb200-nvl72-superpod", "--it-power", "5MW", "--no-collectives")
+    assert p.returncode == 0, p.stderr
+    fits = [line for line in p.stdout.splitlines() if "sized to 5.00 MW of IT power" in line]
+    assert [line.split(": sized to")[0] for line in fits] == ["note: dgx-h100-superpod", "note: gb200-nvl72-superpod"]

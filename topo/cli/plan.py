@@ -165,7 +165,8 @@ def run(args) -> int:
         emit(render(results[0]))
     else:
         emit(render_comparison(results))
-        for text in [r.power_fit.note() for r in results if r.power_fit] + train_notes:  # no row of notes
+        fits = [f"{n or DEFAULT_SPEC}: {r.power_fit.note()}" for n, r in zip(names, results) if r.power_fit]
+        for text in fits + train_notes:  # no row of notes; each names its design (rev68)
             emit(f"note: {text}")
         priced = [f"{n or DEFAULT_SPEC} {r.network.profile}" for n, r in zip(names, results) if r.network.profile]
         if priced:  # tidy67: as one design's text says it
