@@ -141,8 +141,12 @@ def test_train_and_plan_are_the_library_figures_and_plan_takes_train_mfu():
     # applied a bf16 MFU to the fp8 peak, twice the FLOP, on storage sized for the Chinchilla-sized model; and its
     # job (goodput69): the GPUs it holds leave no hot spare here (1,024 of 1,024), as topo plan --model's job
     job = {"workload": {"mfu": r.mfu, "precision": r.precision, "params": float(load_model("llama3-8b").total_params)}}
+    # and its job's GPUs (rev68: 1,024, every GPU: no hot spare left, as topo plan --model has it since plan68)
     held = TrainingJob(model="llama3-8b", gpus=r.gpus, step_time_s=r.step_time_s, tokens_per_step=r.tokens_per_step)
+    assert r.gpus == fabric.num_gpus == 1024
     with_job = plan(fabric, layers=[("--model", job)], collectives=False, training=held).headline()
+    assert with_job["effective_flop"] != plan(fabric, layers=[("--model", job)], collectives=False).headline()[
+        "effective_flop"]  # the job's GPUs matter here: without them the sweep's row was the plan of a smaller job
     assert df["effective_flop"].iat[1] == with_job["effective_flop"]
     assert df["goodput"].iat[1] == with_job["goodput"]
     assert df["capex_usd"].iat[1] == with_job["capex_usd"]

@@ -118,10 +118,10 @@ def train_step(args, design: str | None = None, fabric=None):
 
 def run(args) -> int:
     names = args.specs or [None]
-    _check_numbers(args)
     if len(names) == 1 and is_region_file(names[0]):
-        refuse_region_flags(args)
+        refuse_region_flags(args)  # --tokens and --it-power too, before reading them (rev68)
         return run_region_plan(args, names[0], _layers(args)[0])
+    _check_numbers(args)
     if args.one_site:
         raise TopoError("applies to a region of several sites (a spec with [[sites]], e.g. two-site-h100)",
                         key="--one-site")
@@ -165,7 +165,8 @@ def run(args) -> int:
         emit(render(results[0]))
     else:
         emit(render_comparison(results))
-        for text in [r.power_fit.note() for r in results if r.power_fit] + train_notes:  # no row of notes
+        fits = [f"{n or DEFAULT_SPEC}: {r.power_fit.note()}" for n, r in zip(names, results) if r.power_fit]
+        for text in fits + train_notes:  # no row of notes; each names its design (rev68)
             emit(f"note: {text}")
         priced = [f"{n or DEFAULT_SPEC} {r.network.profile}" for n, r in zip(names, results) if r.network.profile]
         if priced:  # tidy67: as one design's text says it

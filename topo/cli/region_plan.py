@@ -29,8 +29,8 @@ def refuse_region_flags(args) -> None:
     Raises
     ------
     TopoError
-        For ``--model`` or ``--layout`` (why: the MFU needs the way across sites), ``--it-power``, ``--profile``, ``--plan-file`` or
-        ``--fail``.
+        For ``--model`` or ``--layout`` (why: the MFU needs the way across sites), ``--tokens``, ``--it-power``, ``--profile``,
+        ``--plan-file`` or ``--fail``.
     """
     given = [f for f, v in (("--model", args.model), ("--layout", args.layout)) if v]
     if given:
@@ -38,6 +38,10 @@ def refuse_region_flags(args) -> None:
                         "every H steps), which a plan does not choose; allowed: --mfu X with the figure `topo train "
                         "REGION --model M ...` gives (one site's MFU x its throughput vs one site), or --model and "
                         "--layout on one site's spec", key=given[0])
+    if getattr(args, "tokens", None) is not None:  # rev68: plan's "allowed: --model and --layout" looped here
+        raise TopoError("a region's plan times no job (its MFU is --mfu's or the catalog's); allowed: topo train "
+                        "REGION --model M --tokens N with the layout's flags (the time at the step across the sites), "
+                        "or --model, --layout and --tokens on one site's spec", key="--tokens")
     if getattr(args, "it_power", None) is not None:  # each site has its own power_limit_MW
         raise TopoError("sizes one site's design; a region's sites are sized by their specs and checked against "
                         "their own power_limit_MW; allowed: --it-power on one site's spec", key="--it-power")

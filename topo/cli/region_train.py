@@ -169,6 +169,8 @@ def _search(args, region, model, options: dict, say=str) -> int:
     whose = "" if len(sites) == res.num_sites else f" ({sites[0]}'s)" if len(sites) == 1 else \
         f" (that of {', '.join(sites)}, alike)"
     lines += [f"note: one site's share{whose}: {say(n)}" for n in res.notes]
+    lines += [f"note: one site's share ({', '.join(x['sites'])}'s): {say(n)}" for x in res.other_notes
+              for n in x["notes"]]  # rev68: a second failed site's notes were said as the first's
     emit("\n".join(lines))
     return 0
 

@@ -49,6 +49,9 @@ class MultisiteSearch:
     search: dict = field(default_factory=dict)  # the one-site search's counts (considered, evaluated, ...)
     notes: list[str] = field(default_factory=list)  # the one-site search's notes (placement, common factor, failures)
     notes_sites: list[str] = field(default_factory=list)  # the sites of the fabric the notes are of (rev66)
+    # what --fail took down on each other site fabric searched, as {"sites": [...], "notes": [...]} (rev68: a second
+    # failed site's notes were said as the first's)
+    other_notes: list[dict] = field(default_factory=list)
 
     def step_time_s(self, r: MultisiteStep) -> float:
         """The step across sites of ``r`` the way this search spans them."""
@@ -60,6 +63,7 @@ class MultisiteSearch:
                 "global_batch": self.global_batch, "across": self.across, "search": dict(self.search),
                 "skipped": dict(self.skipped), "notes": list(self.notes),
                 "notes_sites": list(self.notes_sites),
+                "other_notes": [dict(x) for x in self.other_notes],
                 "ranked": [{"step_time_s": self.step_time_s(r), **r.to_dict()} for r in self.ranked]}
 
 
@@ -112,11 +116,13 @@ def search_across_sites(region: Region, model: ModelSpec, global_batch: int, *, 
                    [k for k in ParallelLayout.model_fields if k != "gpus_per_domain_used" or k in options])
     res, group_steps, searched = _search_groups(region, fabric, model, share, global_batch // K, top,
                                                 {**step_kw, **options}, timed.figure)  # searched: the notes' sites
+    others = _other_notes(region, fabric, res)
+    mine = [n for n in res.notes if n in res.failure_notes[0] or all(n not in x["notes"] for x in others)]
     out = MultisiteSearch(region=region.name, model=model.name, num_sites=K, gpus=share * K,
                           global_batch=global_batch, across=across,
                           search={k: getattr(res, k) for k in ("considered", "rejected_invalid", "rejected_memory",
                                                                "evaluated", "pruned", "engine_calls")},
-                          notes=list(res.notes), notes_sites=searched)  # walk23: a 72-a-rack share went unsaid
+                          notes=mine, notes_sites=searched, other_notes=others)  # walk23: a 72-a-rack share went unsaid
     for i, (one, steps) in enumerate(zip(res.ranked, group_steps), 1):
         got = timed.across(one, steps)
         if isinstance(got, TopoError):
@@ -164,6 +170,16 @@ class _Timed:
         slowest site's step (:func:`_search_groups`)."""
         got = self.across(one, steps)
         return math.inf if isinstance(got, TopoError) else got.step_time_s
+
+
+def _other_notes(region: Region, fabric, res) -> list[dict]:
+    """What ``--fail`` took down on each site group searched after ``fabric``'s (:func:`_search_groups`' order),
+    with the group's site names: ``[{"sites": [...], "notes": [...]}]``, groups without failures left out."""
+    groups = region.site_groups()
+    rest = [sites for f, sites in groups if not any(region.fabrics[i] is fabric for i in sites)]
+    return [{"sites": [region.site_names[i] for i in sites], "notes": list(notes)}
+            for sites, notes in zip(rest, res.failure_notes[1:]) if notes]
+
 
 def _search_groups(region: Region, fabric, model: ModelSpec, share: int, batch: int, top: int, options: dict,
                    figure):

@@ -172,6 +172,8 @@ class SearchResult:
     profile: str = ""  # the cost profile that priced every layout's collectives (on the searched fabric)
     # each ranked layout's step on the searched fabric, then on each of search_layouts' also_on (one: itself)
     site_steps: list[tuple] = field(default_factory=list)
+    # what --fail took down on the searched fabric, then on each of also_on (each fabric's own, in ``notes`` too)
+    failure_notes: list[list[str]] = field(default_factory=list)
 
     def to_dict(self, top: int | None = None) -> dict:
         rows = self.ranked[:top] if top else self.ranked

@@ -360,13 +360,14 @@ def search_layouts(fabric: Fabric, model: ModelSpec, gpus: int, global_batch: in
 
 def _search_result(s: "_Search", ranked: list, gpus: int, global_batch: int, elapsed_s: float) -> SearchResult:
     """The :class:`SearchResult` of search ``s`` with its ``ranked`` layouts: its counts, notes and site steps."""
+    failed = [failure_notes(x.fabric, x.engine) for x in s.sites()]
     notes = (sorted(s.placement_notes) + [n for n in [common_factor_note(gpus, global_batch)] if n]
-             + list(dict.fromkeys(n for x in s.sites() for n in failure_notes(x.fabric, x.engine))))
+             + list(dict.fromkeys(n for per in failed for n in per)))
     return SearchResult(spec=s.fabric.name, model=s.model.name, gpus=gpus, global_batch=global_batch,
                         ranked=ranked, considered=s.considered, rejected_memory=s.too_big,
                         rejected_invalid=s.invalid, engine_calls=s.routed_calls(), elapsed_s=elapsed_s,
                         evaluated=s.evaluated, pruned=max(0, s.considered - s.invalid - s.too_big - s.evaluated),
-                        notes=notes, site_steps=[s.per_site.get(id(r), (r,)) for r in ranked],
+                        notes=notes, site_steps=[s.per_site.get(id(r), (r,)) for r in ranked], failure_notes=failed,
                         profile=s.profile.name)
 
 
