@@ -106,10 +106,11 @@ def test_every_rows_column_value_is_in_its_layout():
     # on all; FP8 weights on the H100 FP8 and the three 235B MXFP8 rows); runs57 DGX Cloud's two later Nemotron-H 56B
     # runs (performance mode: TP overlap, TE's loss, FP8 weights; the H100 one delayed scaling under TE 2.5); runs68
     # Together AI's three B200 Nemotron-H 56B runs of Megatron-Bridge's recipe (TP overlap, TE's loss, FP8 weights);
-    # runs69 its five DeepSeek-V3 / Qwen3 runs (TP overlap, router fusion, TE's loss; the DeepSeek pair's 32 HybridEP SMs)
+    # runs69 its five DeepSeek-V3 / Qwen3 runs (TP overlap, router fusion, TE's loss; the DeepSeek pair's 32 HybridEP SMs);
+    # fp8pg69 the 97 MXFP8 rows whose recipe sets fp8_param_gather (92 Megatron-Bridge, 3 MLPerf v6.0, 2 ModelZoo)
     assert counts == {"overlap_tp": 312, "moe_router_fusion": 138, "cross_entropy": 203, "attention_fp8": 3,
                       "fp8_amax_reduction": 52, "fp8_scale_inverse_kernel": 33, "fp8_amax_pass": 12,
-                      "fp8_param_gather": 128, "ep_comm_sms": 15}
+                      "fp8_param_gather": 225, "ep_comm_sms": 15}
     assert rows["mbvc_h100_deepseekv3"]["overlap_tp"] == "0"
     # tidy53: the rows each per-source rule set (data/reference/README.md), as the rules gave them
     filled = {col: sum(bool(r[col]) for r in rows.values()) for col in LAYOUT_COLUMNS}
@@ -280,3 +281,21 @@ def test_the_hybridep_file_gives_each_release_its_sms_and_refuses_a_bad_one(tmp_
     with pytest.raises(RunColumnError) as e:
         ta._published_rows()
     assert str(e.value).startswith("megatron_bridge_hybridep_sms.csv: release 26.04: model_prefixes = ''; allowed: ")
+
+
+def test_mxfp8_rows_keep_fp8_weights_as_their_recipes_set():
+    """fp8pg69: every Megatron-Bridge MXFP8 run takes ``bf16_with_mxfp8_mixed`` through the performance scripts'
+    ``fp8_mx`` (``scripts/performance/utils/helpers.py`` at v0.1.0rc3 / v0.2.0, ``utils/precision.py`` v0.3.0-v0.6.0,
+    ``perf_recipes/_common.py`` ``_perf_precision`` at v0.6.0), which sets ``fp8_param_gather = True`` with
+    ``reuse_grad_buf_for_mxfp8_param_ag`` at every release tag from v0.1.0rc3 (NeMo 25.09) to v0.6.0
+    (NVIDIA-NeMo/Megatron-Bridge ``src/megatron/bridge/training/mixed_precision.py``; @6b3b5ba7 lines 242-253); no
+    preset of these rows' families turns it off (GPT-OSS 20B's, Kimi K2's and two Qwen3 30B dev presets do). MLPerf
+    v6.0's DeepSeek-V3 configs and the ModelZoo's PR=mxfp8 set it too (the rows' notes). The other MXFP8 rows (model
+    cards, Megatron-LM's DeepSeek-V3 study, PR #5728's dev presets) keep what their own notes say."""
+    rows = published_rows()
+    ours = {rid for rid, r in rows.items() if r["fp8_recipe"] == "mxfp8"
+            and rid.startswith(("mb25", "mb26", "together2602_", "mlperf60_", "mcore_gb200_qwen3_235b_mxfp8"))}
+    assert len(ours) == 97
+    assert {rid for rid in ours if rows[rid]["fp8_param_gather"] != "1"} == set()
+    # PR #5728's Qwen3 30B dev presets set it False (perf_recipes/qwen/gb200/qwen3_moe.py at v0.6.0, lines 769, 831)
+    assert rows["mb5728_gb200_qwen3_30b_mxfp8_partialcg"]["fp8_param_gather"] == ""

@@ -75,3 +75,25 @@ def test_a_network_bound_gather_is_exposed_less():
     assert ex[True]["all_gather"] < 0.75 * ex[False]["all_gather"]
     assert ex[True]["reduce_scatter"] == pytest.approx(ex[False]["reduce_scatter"], rel=1e-9)
     assert r[True].step_time_s < r[False].step_time_s
+
+
+def test_mxfp8_weights_are_gathered_in_bf16_through_the_gradient_buffer():
+    """Megatron-Core maps no param buffer onto an MXFP8Tensor: with the distributed optimizer its param buffer is
+    the gradient buffer viewed as torch.bfloat16, the all-gather runs on that view and each weight is cast to MXFP8
+    after it (NVIDIA/Megatron-LM@b0cc2706, the submodule of NVIDIA-NeMo/Megatron-Bridge@6b3b5ba7:
+    megatron/core/distributed/param_and_grad_buffer.py lines 776-793 and 820, distributed_data_parallel.py line 488;
+    topo/data/compute/fp8_params.toml). So Llama 3 8B's MXFP8 gather with ``fp8_param_gather`` carries 2 bytes a
+    parameter, as without it, while per-tensor and blockwise scaling carry the layers' at 1."""
+    m = load_model("llama3-8b")
+    kw = dict(tp=1, dp=8, global_batch=64, seq_len=8192, precision="fp8", grad_reduce_bytes=2.0)
+    mx_on = step_traffic(m, make_layout(fp8_param_gather=True, fp8_recipe="mxfp8", **kw))
+    mx_off = step_traffic(m, make_layout(fp8_recipe="mxfp8", **kw))
+    n = _bytes(mx_on, "reduce_scatter") / 2.0
+    assert _bytes(mx_on, "all_gather") == pytest.approx(2 * n, rel=1e-12)
+    assert _bytes(mx_on, "all_gather") == _bytes(mx_off, "all_gather")
+    ends = 2 * 128_000 * 4_096 + 4_096
+    for recipe in ("current", "delayed", "blockwise"):
+        on = step_traffic(m, make_layout(fp8_param_gather=True, fp8_recipe=recipe, **kw))
+        assert _bytes(on, "all_gather") == pytest.approx((n - ends) * 1 + ends * 2, rel=1e-12), recipe
+    mx = make_layout(dp=8, global_batch=8, precision="fp8", fp8_param_gather=True, fp8_recipe="mxfp8")
+    assert gather_bytes_per_param(mx, 100.0, 25.0) == 2.0

@@ -5,7 +5,10 @@ no BF16 copy: the DDP param buffer holds their 1-byte rowwise data, and after ea
 Engine adds what the backward's GEMMs read: a Float8Tensor (delayed or per-tensor current scaling) its transpose
 where the GPU has no non-TN FP8 GEMM (Hopper; not Blackwell), a blockwise tensor its column-wise copy, an MXFP8
 tensor both directions and their block scales from the optimizer's cast. The fp32 main weights stay in the
-optimizer's bytes. Figures and sources: ``topo/data/compute/fp8_params.toml``.
+optimizer's bytes. An MXFP8 weight is gathered otherwise: Megatron-Core maps no param buffer onto it, gathers
+the weights in BF16 through the gradient buffer (``reuse_grad_buf_for_mxfp8_param_ag``: no memory of its own) and
+casts each into its MXFP8Tensor after the gather (:func:`gathers_in_fp8`). Figures and sources:
+``topo/data/compute/fp8_params.toml``.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from functools import lru_cache
 from ..resources import data_dir
 from .parallel import ParallelLayout
 
-__all__ = ["fp8_param_bytes", "kept_in_fp8"]
+__all__ = ["fp8_param_bytes", "gathers_in_fp8", "kept_in_fp8"]
 
 
 @lru_cache(maxsize=1)
@@ -27,6 +30,27 @@ def _table() -> dict:
 def kept_in_fp8(lay: ParallelLayout) -> bool:
     """Whether ``lay`` keeps its layers' weights in FP8 (``fp8_param_gather`` with precision fp8)."""
     return bool(lay.fp8_param_gather) and lay.precision == "fp8"
+
+
+def gathers_in_fp8(lay: ParallelLayout) -> bool:
+    """Whether the data-parallel all-gather of ``lay``'s layer weights carries their 1-byte FP8 data.
+
+    Parameters
+    ----------
+    lay : ParallelLayout
+        Its ``fp8_param_gather``, ``precision`` and ``fp8_recipe``.
+
+    Returns
+    -------
+    bool
+        True for weights kept in FP8 whose storage is the param buffer (per-tensor and blockwise scaling); False
+        without ``fp8_param_gather`` and for MXFP8, whose weights Megatron-Core gathers in BF16 through the
+        gradient buffer (``fp8_params.toml``'s ``gathered_in_fp8``).
+    """
+    if not kept_in_fp8(lay):
+        return False
+    kind = {"blockwise": "blockwise", "mxfp8": "mxfp8"}.get(lay.fp8_recipe, "float8_tensor")
+    return bool(_table()[kind]["gathered_in_fp8"])
 
 
 def fp8_param_bytes(lay: ParallelLayout, generation: str | None) -> float:

@@ -12,7 +12,8 @@ fp32 weights that are their own master copy, fp32 gradients, two fp32 Adam momen
 bf16 copy of a layer it gathers is one of those transient units. With ``fp8_param_gather`` (FP8, ZeRO-1/2) the
 layers' weights are held in FP8 with no BF16 copy (:func:`.fp8_params.fp8_param_bytes`: the rowwise byte and,
 on Hopper or for block-scaled recipes, the column-wise copy Transformer Engine keeps), the embedding and the
-output layer at ``weight_bytes``. A GPU holds
+output layer at ``weight_bytes``; MXFP8's BF16 gather buffer is the gradient buffer (Megatron-Core's
+``reuse_grad_buf_for_mxfp8_param_ag``), so it adds nothing. A GPU holds
 ``1 / tp`` of its stage's dense weights and ``1 / (ep x etp)`` of its experts; experts shard over their own
 replicas (``edp``).
 

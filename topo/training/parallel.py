@@ -197,7 +197,9 @@ class ParallelLayout(BaseModel):
     as do Megatron-Bridge's (``src/megatron/bridge/training/mixed_precision.py``). Memory: no BF16 copy; the
     layers' weights are held at :func:`topo.training.fp8_params.fp8_param_bytes` (1 byte, plus the transpose or
     column-wise copy Transformer Engine makes after the gather: 2 on Hopper, 1 per-tensor on Blackwell) under
-    ZeRO-1/2."""
+    ZeRO-1/2. MXFP8 (``fp8_recipe = "mxfp8"``) weights are gathered in BF16 through the gradient buffer and cast
+    after, so their gather stays at ``weight_gather_bytes`` and takes no memory
+    (:func:`topo.training.fp8_params.gathers_in_fp8`)."""
     grad_bytes: ElementBytes = 4.0
     """Bytes per parameter of the gradients kept (Megatron-LM's fp32 ``main_grad`` for bf16 training)."""
     wgrad_output: Literal["main_grad", "fsdp2", "copied", "param_dtype"] = "main_grad"

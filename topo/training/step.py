@@ -31,7 +31,8 @@ with its own layers' traffic and the slowest is the step's, :func:`_pace_candida
   is already split);
 - DP over the data x context ranks (experts over their replicas): none: all-reduce of the gradients; ZeRO-1/2 and
   SHARD_GRAD_OP: reduce-scatter of the gradients and all-gather of the weights (``weight_bytes``; an FP8 layout's
-  layer weights 1 byte with ``fp8_param_gather``, :func:`gather_bytes_per_param`), one collective per bucket
+  layer weights 1 byte with ``fp8_param_gather``, MXFP8's in BF16 through the gradient buffer,
+  :func:`gather_bytes_per_param`), one collective per bucket
   (Megatron-Core's, :func:`topo.training.parallel.dp_bucket_calls`: each pays its own latency), the reduction hidden
   behind the last micro-batch's backward except the last bucket and the gather behind the first forward except
   the first bucket (``overlap_dp``); with interleaving (``vpp > 1``) each model chunk's reduction starts when its
@@ -92,6 +93,7 @@ from .ep_dispatch import flex_dispatch_s
 from .ep_internode import internode_call_s
 from .ep_overlap import LayerParts, layer_exposed_s, moe_layer_parts, published_gemm_loss, unpaired_note, unpaired_share
 from .flops import model_flop_per_step
+from .fp8_params import gathers_in_fp8
 from .fp8_amax import AMAX_PHASE, AMAX_SP_GROUP, amax_group, amax_reduced, amax_step, sp_amax_reduced
 from .gpus import gpu_compute
 from .host_cpu import host_time_factor, reference_host_cpu
@@ -474,12 +476,14 @@ def gather_bytes_per_param(lay: ParallelLayout, params: float, bf16_params: floa
     """Mean bytes per parameter of a data-parallel weight all-gather of ``params`` parameters: the layout's
     ``weight_gather_bytes`` (``gather_bytes``, default ``weight_bytes``), or with ``fp8_param_gather`` (FP8
     layouts) 1 byte for the layers' weights and ``weight_gather_bytes`` for the
-    ``bf16_params`` of them that stay in BF16 (the embedding and the output layer).
+    ``bf16_params`` of them that stay in BF16 (the embedding and the output layer). MXFP8 weights are gathered at
+    ``weight_gather_bytes`` even so: Megatron-Core gathers them in BF16 through the gradient buffer and casts them
+    after (:func:`topo.training.fp8_params.gathers_in_fp8`).
 
     Parameters
     ----------
     lay : ParallelLayout
-        The layout (``precision``, ``fp8_param_gather``, ``gather_bytes``, ``weight_bytes``).
+        The layout (``precision``, ``fp8_param_gather``, ``fp8_recipe``, ``gather_bytes``, ``weight_bytes``).
     params : float
         Parameters the gather carries.
     bf16_params : float
@@ -490,7 +494,7 @@ def gather_bytes_per_param(lay: ParallelLayout, params: float, bf16_params: floa
     float
         Bytes per parameter (between 1 and ``weight_gather_bytes``).
     """
-    if not (lay.fp8_param_gather and lay.precision == "fp8") or params <= 0:
+    if not gathers_in_fp8(lay) or params <= 0:
         return lay.weight_gather_bytes
     kept = min(max(bf16_params, 0.0), params)
     return (FP8_BYTES * (params - kept) + lay.weight_gather_bytes * kept) / params
