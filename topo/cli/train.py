@@ -32,8 +32,9 @@ from .region import is_region_args
 from .region_train import run_region_train
 from .output import emit, emit_json, mfu_text, note, table
 from .train_ops import print_op_table, print_stage_table
-from .train_text import (bias_text, dispatcher_cell, dispatcher_searched, gb, gpu_hours_text, memory_line, row_flags,
-                         not_fit_line, recompute_cell, runs_on, uncertainty_line)
+from .train_text import (bias_text, command_options, dispatcher_cell, dispatcher_searched, gb, given_flags,
+                         gpu_hours_text, memory_line, not_fit_line, recompute_cell, row_flags, runs_on,
+                         uncertainty_line)
 
 
 def register(sub) -> None:
@@ -48,7 +49,7 @@ def register(sub) -> None:
     _memory_arguments(p)
     _placement_arguments(p)
     _output_arguments(p)
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, command_options=command_options(p))  # after every option: what #1's line repeats
 
 
 def _job_arguments(p) -> None:
@@ -406,7 +407,7 @@ def _run_search(args, fabric, model, common: dict, held: dict, engine: CommEngin
     if args.json:
         emit_json(res.to_dict(top=args.top))
     else:
-        _print_search(res, args.top, held, model)
+        _print_search(res, args, held, model)
     return 0
 
 
@@ -897,9 +898,11 @@ def _toml(v) -> str:
     return f'"{v}"' if isinstance(v, str) else f"{v:g}" if isinstance(v, float) else str(v)
 
 
-def _print_search(res, top, held: dict, model) -> None:
-    """The search's counts, its ranked layouts, and the fields ``--layout`` held fixed in each (``held``); a
-    recomputation of nothing in ``model`` (a module it has no block for) under the table."""
+def _print_search(res, args, held: dict, model) -> None:
+    """The search's counts, its ranked layouts (``args.top``), and the fields ``--layout`` held fixed in each
+    (``held``); a recomputation of nothing in ``model`` (a module it has no block for) under the table; #1 as the
+    command that steps it, the command's own options kept."""
+    top = args.top
     emit(f"{res.model} on {res.spec}, {format_count(res.gpus)} GPUs, global batch {res.global_batch}: "
          f"{res.considered} layouts considered, {res.rejected_invalid} break a divisibility rule, "
          f"{res.rejected_memory} do not fit, {res.pruned} pruned by their compute bound, {res.evaluated} "
@@ -936,7 +939,8 @@ def _print_search(res, top, held: dict, model) -> None:
              f"{u['p90']:.0%}{bias_text(u)} (#1: {format_time(u['low_s'])} - "
              f"{format_time(u['high_s'])})")
     if res.ranked:
-        emit(f"#1's breakdown: topo train SPEC --model {res.model} --global-batch {res.global_batch} "
+        emit(f"#1's breakdown: topo train {' '.join(given_flags(args) + [''])}--model {res.model} "
+             f"--global-batch {res.global_batch} "
              f"{row_flags(res.ranked[0].layout, bool(extra))}" + (" and the --layout fields held" if held else ""))
     for n in res.notes:
         emit(f"note: {note_flags(n)}")
