@@ -28,3 +28,19 @@ def test_a_searchs_breakdown_line_keeps_the_commands_own_options():
     assert "32 x 2048 tokens per step" in again.splitlines()[0] and "(fp8)" in again.splitlines()[0]
     step = again.splitlines()[1].split()[2:4]  # "step time   304.0 ms ..."
     assert " ".join(step) in row
+
+
+def test_a_one_tier_rail_optimized_fabric_is_said_to_join_no_rails():
+    """walk28: a lab's 256 H100 under one SN5600 leaf per rail (`kind = "rail_optimized"`, one tier: no spine)
+    was described with a bisection of 6.4 TB/s and a 256-GPU non-blocking group and no word that no switch joins
+    two rails, where the same fabric as `kind = "rail_only"` says it; the two route alike (an all-to-all of 1 GiB
+    over the 256 GPUs takes the same time on both). A rail-optimized fabric of one tier with a leaf per rail
+    now gets rail-only's note."""
+    one_tier = (*LAB, "--set", "cluster.num_units=1", "--unset", "fabric.tiers[spine]")
+    notes = {k: [line for line in run_cli("describe", *one_tier, "--set", f"fabric.kind={k}", check=True)
+                 .stdout.splitlines() if line.startswith("note: rail-only")] for k in ("rail_optimized", "rail_only")}
+    assert notes["rail_only"] and notes["rail_optimized"]
+    assert "no switch joins two rails" in notes["rail_optimized"][0]
+    assert "rail-optimized of one tier" in notes["rail_optimized"][0]
+    two_tier = run_cli("describe", *LAB, check=True).stdout
+    assert "note: rail-only" not in two_tier  # its spines join the rails
