@@ -44,3 +44,24 @@ def test_a_one_tier_rail_optimized_fabric_is_said_to_join_no_rails():
     assert "rail-optimized of one tier" in notes["rail_optimized"][0]
     two_tier = run_cli("describe", *LAB, check=True).stdout
     assert "note: rail-only" not in two_tier  # its spines join the rails
+
+
+def test_a_steps_flop_count_is_printed_a_token_so_it_can_be_redone_by_hand():
+    """walk28: `topo train` printed "TFLOPs/GPU 558 (6n)" for Llama 3 8B beside "8.03B parameters (embeddings
+    included)", and 6 x 8.03e9 x 2,465,958 tokens/s / 256 GPUs = 464 TFLOP/s, not 558: the 6n count (PaLM,
+    Chowdhery et al. 2022, appendix B) leaves out the input embedding and adds the attention scores, 12 l h s a
+    token, neither of which the output said. The step now prints the count a token and its parts. Llama 3 8B (arXiv
+    2407.21783, table 3): 32 layers, hidden 4,096, vocabulary 128,256; at s = 8,192 the scores are 12 x 32 x 4,096
+    x 8,192 = 12.88 GFLOP a token."""
+    out = run_cli("train", *LAB, "--model", "llama3-8b", "--gpus", "8", "--tp", "1", "--dp", "8",
+                  "--global-batch", "8", "--seq", "8192", check=True).stdout.splitlines()
+    params = float(next(x for x in out if x.startswith("model ")).split(": ")[1].split("B")[0]) * 1e9
+    flop = next(x for x in out if x.startswith("FLOP "))
+    n = params - 128_256 * 4_096  # the input embedding, a lookup: not counted
+    scores = 12 * 32 * 4_096 * 8_192
+    assert f"6 x {n / 1e9:.2f}B" in flop and f"{scores / 1e9:.1f} GFLOP of attention" in flop
+    assert f"{(6 * n + scores) / 1e9:.1f} GFLOP a token" in flop
+    step = next(x for x in out if x.startswith("step time")).split()
+    tokens_per_s = float(step[step.index("tokens/s") + 1].replace(",", ""))
+    tflops = float(step[step.index("TFLOPs/GPU") + 1])
+    assert abs((6 * n + scores) * tokens_per_s / 8 / 1e12 - tflops) < 1.0  # the printed figure, redone

@@ -10,7 +10,7 @@ import sys
 from ..errors import TopoError
 from ..inputs import is_input_file
 from ..units import UnitError, format_count, format_in, format_size, format_time, parse_count
-from ..training.flops import CONVENTIONS
+from ..training.flops import CONVENTIONS, six_n_params
 from ..training.fp8_amax import sp_amax_reduced
 from ..training.gpus import gpu_compute
 from ..training.jax_mesh import MAXTEXT_DP_OVERLAP, MAXTEXT_FP8_AMAX, MAXTEXT_STATE, layout_from_mesh, parse_mesh
@@ -575,6 +575,18 @@ def _model_line(model) -> str:
             f"{model.layers} layers)")
 
 
+def _flop_line(r, model) -> str:
+    """The model FLOPs a token that TFLOPs/GPU and MFU count (``--flops``), and for ``6n`` its two parts, so the
+    figure can be redone by hand: walk28, "558 (6n)" beside "8.03B parameters" read as 6 x 8.03B (464)."""
+    per_token = r.model_flop_per_step / r.tokens_per_step
+    if r.flop_convention != "6n":
+        return f"FLOP     {per_token / 1e9:.1f} GFLOP a token counted ({r.flop_convention}, --flops)"
+    n = six_n_params(model)
+    return (f"FLOP     {per_token / 1e9:.1f} GFLOP a token counted (6n, PaLM's: 6 x {n / 1e9:.2f}B weights without "
+            f"the input embedding + {(per_token - 6 * n) / 1e9:.1f} GFLOP of attention scores); TFLOPs/GPU = that "
+            "x tokens/s / GPUs")
+
+
 def _sharding(L: dict) -> str:
     """The layout's data-parallel sharding, as the header line says it."""
     text = f" {L['dp_sharding']}" if L.get("dp_sharding") not in (None, "none") else ""
@@ -788,6 +800,7 @@ def _print_step(r, tokens, model) -> None:
              + " (slowdown of each dimension's collectives from sharing links with the others)")
     host = r.compute_by_module_s.get("host", 0.0)
     emit(_model_line(model))
+    emit(_flop_line(r, model))
     cpu = r.host_cpu
     if cpu:
         origin = "server.host_cpu" if cpu["source"] == "spec" else "the GPU's default"
