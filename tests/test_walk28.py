@@ -65,3 +65,12 @@ def test_a_steps_flop_count_is_printed_a_token_so_it_can_be_redone_by_hand():
     tokens_per_s = float(step[step.index("tokens/s") + 1].replace(",", ""))
     tflops = float(step[step.index("TFLOPs/GPU") + 1])
     assert abs((6 * n + scores) * tokens_per_s / 8 / 1e12 - tflops) < 1.0  # the printed figure, redone
+
+
+def test_an_oversubscription_written_as_a_ratio_is_told_the_number_to_write():
+    """walk28: `oversubscription = "2:1"`, the form `topo describe` prints in its oversub column, was refused with
+    "must be a finite number, got '2:1'": the line now says what to write, the downlink:uplink ratio as one number
+    (2 for 2:1), and the key."""
+    err = run_cli("describe", *LAB, "--set", "fabric.tiers[leaf].oversubscription=2:1").stderr
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert "fabric.tiers[0].oversubscription" in err and "'2:1'" in err and "write 2 for 2:1" in err
