@@ -10,7 +10,7 @@ import sys
 from ..errors import TopoError
 from ..inputs import is_input_file
 from ..units import UnitError, format_count, format_in, format_size, format_time, parse_count
-from ..training.flops import CONVENTIONS
+from ..training.flops import CONVENTIONS, six_n_params
 from ..training.fp8_amax import sp_amax_reduced
 from ..training.gpus import gpu_compute
 from ..training.jax_mesh import MAXTEXT_DP_OVERLAP, MAXTEXT_FP8_AMAX, MAXTEXT_STATE, layout_from_mesh, parse_mesh
@@ -32,8 +32,9 @@ from .region import is_region_args
 from .region_train import run_region_train
 from .output import emit, emit_json, mfu_text, note, table
 from .train_ops import print_op_table, print_stage_table
-from .train_text import (bias_text, dispatcher_cell, dispatcher_searched, gb, gpu_hours_text, memory_line, row_flags,
-                         not_fit_line, recompute_cell, runs_on, uncertainty_line)
+from .train_text import (bias_text, command_options, dispatcher_cell, dispatcher_searched, gb, given_flags,
+                         gpu_hours_text, memory_line, not_fit_line, recompute_cell, row_flags, runs_on,
+                         uncertainty_line)
 
 
 def register(sub) -> None:
@@ -48,7 +49,7 @@ def register(sub) -> None:
     _memory_arguments(p)
     _placement_arguments(p)
     _output_arguments(p)
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, command_options=command_options(p))  # after every option: what #1's line repeats
 
 
 def _job_arguments(p) -> None:
@@ -406,7 +407,7 @@ def _run_search(args, fabric, model, common: dict, held: dict, engine: CommEngin
     if args.json:
         emit_json(res.to_dict(top=args.top))
     else:
-        _print_search(res, args.top, held, model)
+        _print_search(res, args, held, model)
     return 0
 
 
@@ -572,6 +573,18 @@ def _model_line(model) -> str:
     active = f", {n['model_active_params'] / 1e9:.2f}B active a token" if model.moe is not None else ""
     return (f"model    {model.name}: {n['model_params'] / 1e9:.2f}B parameters{active} (embeddings included; "
             f"{model.layers} layers)")
+
+
+def _flop_line(r, model) -> str:
+    """The model FLOPs a token that TFLOPs/GPU and MFU count (``--flops``), and for ``6n`` its two parts, so the
+    figure can be redone by hand: walk28, "558 (6n)" beside "8.03B parameters" read as 6 x 8.03B (464)."""
+    per_token = r.model_flop_per_step / r.tokens_per_step
+    if r.flop_convention != "6n":
+        return f"FLOP     {per_token / 1e9:.1f} GFLOP a token counted ({r.flop_convention}, --flops)"
+    n = six_n_params(model)
+    return (f"FLOP     {per_token / 1e9:.1f} GFLOP a token counted (6n, PaLM's: 6 x {n / 1e9:.2f}B weights without "
+            f"the input embedding + {(per_token - 6 * n) / 1e9:.1f} GFLOP of attention scores); TFLOPs/GPU = that "
+            "x tokens/s / GPUs")
 
 
 def _sharding(L: dict) -> str:
@@ -787,6 +800,7 @@ def _print_step(r, tokens, model) -> None:
              + " (slowdown of each dimension's collectives from sharing links with the others)")
     host = r.compute_by_module_s.get("host", 0.0)
     emit(_model_line(model))
+    emit(_flop_line(r, model))
     cpu = r.host_cpu
     if cpu:
         origin = "server.host_cpu" if cpu["source"] == "spec" else "the GPU's default"
@@ -897,9 +911,11 @@ def _toml(v) -> str:
     return f'"{v}"' if isinstance(v, str) else f"{v:g}" if isinstance(v, float) else str(v)
 
 
-def _print_search(res, top, held: dict, model) -> None:
-    """The search's counts, its ranked layouts, and the fields ``--layout`` held fixed in each (``held``); a
-    recomputation of nothing in ``model`` (a module it has no block for) under the table."""
+def _print_search(res, args, held: dict, model) -> None:
+    """The search's counts, its ranked layouts (``args.top``), and the fields ``--layout`` held fixed in each
+    (``held``); a recomputation of nothing in ``model`` (a module it has no block for) under the table; #1 as the
+    command that steps it, the command's own options kept."""
+    top = args.top
     emit(f"{res.model} on {res.spec}, {format_count(res.gpus)} GPUs, global batch {res.global_batch}: "
          f"{res.considered} layouts considered, {res.rejected_invalid} break a divisibility rule, "
          f"{res.rejected_memory} do not fit, {res.pruned} pruned by their compute bound, {res.evaluated} "
@@ -936,7 +952,8 @@ def _print_search(res, top, held: dict, model) -> None:
              f"{u['p90']:.0%}{bias_text(u)} (#1: {format_time(u['low_s'])} - "
              f"{format_time(u['high_s'])})")
     if res.ranked:
-        emit(f"#1's breakdown: topo train SPEC --model {res.model} --global-batch {res.global_batch} "
+        emit(f"#1's breakdown: topo train {' '.join(given_flags(args) + [''])}--model {res.model} "
+             f"--global-batch {res.global_batch} "
              f"{row_flags(res.ranked[0].layout, bool(extra))}" + (" and the --layout fields held" if held else ""))
     for n in res.notes:
         emit(f"note: {note_flags(n)}")

@@ -4,12 +4,14 @@ step's uncertainty interval, from a step's dicts (:meth:`topo.training.result.St
 
 from __future__ import annotations
 
+import shlex
+
 from ..training.memory import state_convention
 from ..training.parallel import DEFAULT_ORDER
 from ..units import format_gpu_hours, format_in, format_time
 
 __all__ = ["gb", "gpu_hours_text", "memory_line", "not_fit_line", "uncertainty_line", "runs_on", "bias_text", "dispatcher_searched",
-           "dispatcher_cell", "row_flags"]
+           "dispatcher_cell", "row_flags", "command_options", "given_flags"]
 
 
 def gb(x: float) -> str:
@@ -101,6 +103,37 @@ def row_flags(L: dict, dispatcher: bool) -> str:
     if dispatcher and L["ep"] * (L["etp"] or L["tp"]) > 1 and L["ep_dispatcher"] == "deepep":
         out.append(f"--layout ep_dispatcher=deepep,ep_flex_backend={L['ep_flex_backend']}")
     return " ".join(out)
+
+
+# What a search row sets itself (row_flags) or what only a search reads: not repeated from the command's own options.
+_ROW_SET = frozenset({"help", "model", "global_batch", "tp", "cp", "pp", "dp", "ep", "vpp", "etp", "micro_batch",
+                      "recompute", "recompute_modules", "remat_policy", "dp_sharding", "rank_order", "layout",
+                      "search", "top", "rank_orders", "across", "outer_every", "json", "tokens"})
+
+
+def command_options(parser) -> tuple:
+    """The options of ``parser`` a search row does not set, as ``(dest, flag, is_switch, default)``, one a dest
+    (``--set`` and ``--unset`` share one: ``--unset K`` is ``--set K=``): what :func:`given_flags` repeats."""
+    out, seen = [], set()
+    for a in parser._actions:
+        if a.option_strings and a.dest not in _ROW_SET | seen:
+            seen.add(a.dest)
+            out.append((a.dest, max(a.option_strings, key=len), a.nargs == 0, a.default))
+    return tuple(out)
+
+
+def given_flags(args) -> list[str]:
+    """The spec and every option the command was given that a search row does not set (``args.command_options``,
+    from :func:`command_options`), quoted for a shell: walk28, a search's "#1's breakdown" line printed ``SPEC``
+    and dropped ``--seq`` and ``--precision``, so it stepped another job than the row."""
+    out = [shlex.quote(args.spec)] if getattr(args, "spec", None) else []
+    for dest, flag, switch, default in getattr(args, "command_options", ()):
+        value = getattr(args, dest, None)
+        if value is None or value == default:
+            continue
+        for item in ([None] if switch else value if isinstance(value, list) else [value]):
+            out += [flag] + ([] if switch else [shlex.quote(str(item))])
+    return out
 
 
 def recompute_cell(L: dict) -> str:

@@ -254,9 +254,11 @@ def _notes(L, host: str, host_Bps: float, num_switches: int) -> list[str]:
     """What the figures do not say alone: rail-only traffic, a host link slower than the NIC, a cluster of one
     NVLink domain or one unit."""
     notes = []
-    if L.kind == "rail_only":
+    one_tier_rails = L.kind == "rail_optimized" and L.num_tiers == 1 and L.leaves_per_unit > 1  # walk28: no spine
+    if L.kind == "rail_only" or one_tier_rails:
         clos = (f"each rail its own {len(L.tiers)}-tier Clos: {', '.join(t.name for t in L.tiers)}"
                 if len(L.tiers) > 1 else "each rail its own leaf")
+        clos += "; a rail-optimized of one tier has no spine to join them" if one_tier_rails else ""
         notes.append(f"rail-only: no switch joins two rails, at any tier ({clos}); traffic between rails first "
                      "crosses the NVLink domain "
                      "(PXN), so the bisection and non-blocking figures hold only for rail-aligned traffic plus "

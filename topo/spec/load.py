@@ -334,6 +334,15 @@ def _allowed_keys(model: type[BaseModel]) -> list[str]:
     return [f.alias or n for n, f in model.model_fields.items()]
 
 
+def _ratio(m) -> str | None:
+    """``a:b`` as the one number ``a / b`` a spec's oversubscription takes (``2:1`` -> ``2``, ``8:7`` -> ``1.143``;
+    walk28), or None where it is none."""
+    try:
+        return f"{float(m[1]) / float(m[2]):.4g}"
+    except (ValueError, ZeroDivisionError):
+        return None
+
+
 def _describe(err: dict, root: type[BaseModel] = Spec) -> str:
     kind = err["type"]
     loc = err["loc"]
@@ -359,7 +368,10 @@ def _describe(err: dict, root: type[BaseModel] = Spec) -> str:
     if kind in ("int_type", "int_from_float", "int_parsing"):
         return f"must be a whole number, got {_shown(value)}"
     if kind in ("float_type", "float_parsing", "finite_number"):
-        return f"must be a finite number, got {_shown(value)}"
+        ratio = re.fullmatch(r"\s*([0-9.]+)\s*:\s*([0-9.]+)\s*", value) if isinstance(value, str) else None
+        number = _ratio(ratio) if ratio and loc and loc[-1] == "oversubscription" else None  # describe prints 7:1
+        hint = f" (a downlink:uplink ratio is one number: write {number} for {ratio[1]}:{ratio[2]})" if number else ""
+        return f"must be a finite number, got {_shown(value)}{hint}"
     if kind in ("bool_type", "bool_parsing"):
         return f"must be true or false, got {_shown(value)}"
     if kind in ("string_type",):

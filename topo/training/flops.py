@@ -40,7 +40,7 @@ from .parallel import ParallelLayout
 from .model import ATTENTION_BLOCKS, Block, ModelSpec
 from .flops_megatron_lm import megatron_lm_flops_per_token
 
-__all__ = ["LayerFlops", "layer_flops", "model_flop_per_step", "stage_flops", "CONVENTIONS"]
+__all__ = ["LayerFlops", "layer_flops", "model_flop_per_step", "six_n_params", "stage_flops", "CONVENTIONS"]
 
 CONVENTIONS = ("megatron", "megatron-lm", "megatron-bridge", "6n")
 
@@ -104,9 +104,14 @@ def model_flop_per_step(model: ModelSpec, lay: ParallelLayout, convention: str =
     if convention in ("megatron-lm", "megatron-bridge"):
         return tokens * megatron_lm_flops_per_token(model, seq, lay.tp, windows=convention == "megatron-bridge")
     if convention == "6n":
-        n = model.active_params - (0 if model.tied_embeddings else model.vocab * model.hidden)
-        return tokens * (6 * n + 3 * model.num_attention_layers * f.scores)
+        return tokens * (6 * six_n_params(model) + 3 * model.num_attention_layers * f.scores)
     raise ValueError(f"unknown FLOP convention {convention!r}; allowed: {', '.join(CONVENTIONS)}")
+
+
+def six_n_params(model: ModelSpec) -> float:
+    """The ``N`` of the ``6n`` count: the weights one token goes through (an MoE's active ones) without the input
+    embedding, a lookup (kept where it is tied to the output layer, which multiplies)."""
+    return model.active_params - (0 if model.tied_embeddings else model.vocab * model.hidden)
 
 
 @dataclass(frozen=True)
