@@ -93,16 +93,51 @@ class Paths:
         return [L.leaf_aggregate(k, leaves) for k in range(L.num_tiers)]
 
     def gpu_nic(self, gpu, choice=0) -> np.ndarray:
-        """:meth:`Fabric.gpu_nic` by table: a NIC beside each GPU, ``choice`` picking one where it has several."""
+        """:meth:`Fabric.gpu_nic` by table: a NIC beside each GPU, ``choice`` picking one where it has several.
+
+        Parameters
+        ----------
+        gpu : int or ndarray
+            GPU ids.
+        choice : int or ndarray
+            Which of a GPU's NICs (taken modulo the NICs it has).
+
+        Returns
+        -------
+        ndarray
+            NIC ids, as :meth:`Fabric.gpu_nic` computes them (the table is filled by it once per router).
+        """
         t = self._nic_table
         return t[0][gpu] if t.shape[0] == 1 else t[np.asarray(choice) % t.shape[0], gpu]
 
     def nic_gpu(self, nic) -> np.ndarray:
-        """:meth:`Fabric.nic_gpu` by table."""
+        """:meth:`Fabric.nic_gpu` by table.
+
+        Parameters
+        ----------
+        nic : int or ndarray
+            NIC ids.
+
+        Returns
+        -------
+        ndarray
+            The GPU beside each NIC, as :meth:`Fabric.nic_gpu` computes it.
+        """
         return self._nic_tables[0][nic]
 
     def nic_leaf(self, nic) -> np.ndarray:
-        """:meth:`Fabric.nic_leaf` by table."""
+        """:meth:`Fabric.nic_leaf` by table.
+
+        Parameters
+        ----------
+        nic : int or ndarray
+            NIC ids.
+
+        Returns
+        -------
+        ndarray
+            The leaf each NIC's cable reaches, as :meth:`Fabric.nic_leaf` computes it (failover is applied after).
+        """
         return self._nic_tables[1][nic]
 
     # --- the host side ------------------------------------------------------------------------------------
