@@ -1,8 +1,13 @@
 """tidy69: the second wave's leftovers (plan68, walk27, tidy68), each with a test seen failing before its fix."""
 
+import json
+
 import pytest
 
+from conftest import run_cli
 from small_regions import two_sites
+from topo import build_fabric, load_spec
+from topo.fabric.cut import cut_words
 from topo.fabric.region import build_region
 from topo.plan.region import plan_region
 
@@ -23,3 +28,56 @@ def test_a_regions_plan_computes_no_sites_collectives(one_su):
     for p in r.site_plans:
         assert p.network.all_reduce_s is None and p.network.alltoall_s is None and p.network.profile is None
         assert p.failure_impact == []
+
+
+# meta-llama3-24k (bundled; Meta's Llama 3 paper, sec. 3.3.1): 8 pods of 3,072 H100, ctsw k of pod p reaches atsw k
+# only, so failing ctsw0-atsw0 ... ctsw7-atsw7 takes every uplink of pod 0 (walk27, section 288)
+_POD0 = [a for k in range(8) for a in ("--fail", f"ctsw{k}-atsw{k}")]
+_JOB = ("train", "meta-llama3-24k", "--model", "llama3-8b", "--tp", "8", "--dp", "512", "--global-batch", "512")
+
+
+def test_the_gpus_a_failure_cuts_off_are_named_as_ranges():
+    """One rule (topo.fabric.cut.cut_words) for the GPUs failed parts cut off: a pod's uplinks, a rack's leaf (2
+    servers of 8: GPUs 0-15), two leaves (racks 0 and 5), a failed NVLink switch's domain (GB200 NVL72: 72 GPUs a
+    domain, nvswitch1's GPUs 72 to 143); a spine that leaves every pod a path cuts nothing."""
+    f = build_fabric(load_spec("meta-llama3-24k"))
+    assert cut_words(f.with_failures(*_POD0[1::2])) == [
+        f"GPUs 0 to 3,071 (pod 0) are cut off: no working path joins them to the other {24_576 - 3_072:,} GPUs"]
+    assert cut_words(f.with_failures("rtsw0")) == [
+        f"GPUs 0 to 15 are cut off (in 2 pieces, none reaching another): no working path joins them to the other "
+        f"{24_576 - 16:,} GPUs"]
+    assert cut_words(f.with_failures("rtsw0", "rtsw5"))[0].startswith(
+        "GPUs 0 to 15 and 80 to 95 are cut off (in 4 pieces")
+    # every spine of dgx-h100-superpod's 4 SUs of 256 GPUs down: four alike pieces, none the largest
+    su = build_fabric(load_spec("dgx-h100-superpod")).with_failures("random:spine:1.0")
+    assert cut_words(su) == ["the working links join the GPUs in 4 pieces, none reaching another: GPUs 0 to 255; "
+                             "GPUs 256 to 511; GPUs 512 to 767; GPUs 768 to 1,023"]
+    assert cut_words(f.with_failures("ctsw0")) == []
+    gb = build_fabric(load_spec("gb200-nvl72-superpod")).with_failures("nvswitch1")
+    assert cut_words(gb) == ["nvswitch1 failed: its NVLink domain (GPUs 72 to 143), whose GPUs reach each other "
+                             "only through it"]
+
+
+def test_describe_says_a_pod_is_cut_off():
+    """walk27: `describe` with pod 0's uplinks failed showed 66 TB/s and "ctsw0: no uplinks left", not that 3,072
+    GPUs cannot reach the other 21,504."""
+    text = run_cli("describe", "meta-llama3-24k", *_POD0, check=True).stdout
+    assert "cut apart: GPUs 0 to 3,071 (pod 0) are cut off: no working path joins them to the other 21,504 GPUs" \
+        in text
+    doc = json.loads(run_cli("describe", "meta-llama3-24k", *_POD0, "--json", check=True).stdout)
+    assert doc["failures"]["cut"][0].startswith("GPUs 0 to 3,071 (pod 0) are cut off")
+
+
+def test_train_on_a_cut_off_pod_names_it_and_offers_the_first_gpu_past_it():
+    """walk27: a job across pod 0 cut off said "GPU 2048 cannot reach GPU 3072" and offered nothing; the line names
+    the pod and --first-gpu 3072, and the job placed there runs as on a healthy fabric (the pods alike)."""
+    p = run_cli(*_JOB, *_POD0)
+    assert p.returncode == 2 and p.stderr.count("\n") == 1 and "Traceback" not in p.stderr, p.stderr
+    assert p.stderr.startswith("error: --fail: GPUs 0 to 3,071 (pod 0) are cut off"), p.stderr
+    assert "the job's GPUs (0 to 4,095) fall on both sides of the cut" in p.stderr
+    assert "--first-gpu 3072 or past it (the first GPU past the cut)" in p.stderr
+    past = json.loads(run_cli(*_JOB, *_POD0, "--first-gpu", "3072", "--json", check=True).stdout)
+    moved = json.loads(run_cli(*_JOB, "--first-gpu", "3072", "--json", check=True).stdout)
+    assert past["step_time_s"] == moved["step_time_s"]
+    # a job wholly inside the cut-off pod reaches its own GPUs
+    assert run_cli(*_JOB[:-4], "--dp", "256", "--global-batch", "256", *_POD0, check=True).returncode == 0
