@@ -6,8 +6,9 @@ import pytest
 
 from conftest import run_cli
 from small_regions import two_sites
-from topo import build_fabric, load_spec
+from topo import TopoError, build_fabric, load_spec
 from topo.fabric.cut import cut_words
+from topo.fabric.failures import check_failure
 from topo.fabric.region import build_region
 from topo.plan.region import plan_region
 
@@ -81,3 +82,32 @@ def test_train_on_a_cut_off_pod_names_it_and_offers_the_first_gpu_past_it():
     assert past["step_time_s"] == moved["step_time_s"]
     # a job wholly inside the cut-off pod reaches its own GPUs
     assert run_cli(*_JOB[:-4], "--dp", "256", "--global-batch", "256", *_POD0, check=True).returncode == 0
+
+
+def test_a_pods_uplinks_are_one_part():
+    """walk27: `pod:0` was refused and the user listed ctsw0-atsw0 ... ctsw7-atsw7 (ctsw k of pod 0 reaches atsw k
+    only, found by trial); pod:N fails the same cables: pod 0's 8 ctsw x 55 uplinks = 440 (the bundled spec's
+    up_ports = 55, Meta's 1:7 oversubscription, Llama 3 sec. 3.3.1)."""
+    f = build_fabric(load_spec("meta-llama3-24k"))
+    pod = f.with_failures("pod:0")
+    assert (pod.failed == f.with_failures(*_POD0[1::2]).failed).all() and int(pod.failed.sum()) == 8 * 55
+    assert cut_words(f.with_failures("pod:7"))[0].startswith("GPUs 21,504 to 24,575 (pod 7) are cut off")
+    for bad, words in (("pod:8", "no such pod 8: pod:N takes pods 0 to 7"),
+                       ("pod:x", "expected a whole number in 'pod:x'")):
+        p = run_cli("describe", "meta-llama3-24k", "--fail", bad)
+        assert p.returncode == 2 and p.stderr.count("\n") == 1 and words in p.stderr, p.stderr
+    p = run_cli("describe", "dgx-h100-superpod", "--fail", "pod:0")  # two tiers: no tier joins pods
+    assert p.returncode == 2 and "pod:0: this fabric has 2 tiers, so no tier joins pods" in p.stderr, p.stderr
+
+
+def test_random_link_fails_a_fraction_of_every_network_cable():
+    """walk27: `--fail random:link:F` was refused (levels and tiers only); it draws F of every cable from the NICs
+    up, together: 1% of meta-llama3-24k's 52,672 (24,576 nic-rtsw, 24,576 rtsw-ctsw, 8 pods x 8 ctsw x 55 = 3,520
+    ctsw-atsw) is 526.72, so 526 or 527 (the mean kept, _draw_count), none NVLink or PCIe."""
+    f = build_fabric(load_spec("meta-llama3-24k"))
+    net = f.links["level"] >= 2  # NIC-leaf and every switch uplink (topo.fabric.levels: 0 NVLink, 1 PCIe)
+    g = f.with_failures("random:link:0.01:3")
+    assert int(net.sum()) == 52_672 and int(g.failed.sum()) in (526, 527) and not (g.failed & ~net).any()
+    check_failure("random:link:0.01", [["rtsw", "ctsw", "atsw"]])  # a sweep's check takes it too
+    with pytest.raises(TopoError, match="or link"):
+        check_failure("random:links:0.01", [["rtsw", "ctsw", "atsw"]])
