@@ -111,3 +111,20 @@ def test_random_link_fails_a_fraction_of_every_network_cable():
     check_failure("random:link:0.01", [["rtsw", "ctsw", "atsw"]])  # a sweep's check takes it too
     with pytest.raises(TopoError, match="or link"):
         check_failure("random:links:0.01", [["rtsw", "ctsw", "atsw"]])
+
+
+_405B = ("--model", "llama3-405b", "--layout", "tp=8,cp=2,pp=16,vpp=4,dp=128,global_batch=2048", "--no-collectives",
+         "--json")
+
+
+def test_it_power_sizes_with_the_jobs_own_workload():
+    """plan68 Left (a): `--it-power` sized each count with the catalog's workload (the compute-optimal model), so
+    h100-100k at 50 MW stopped at 19 pods (48.27 MW by the sizing) where Llama 3 405B's own plan drew 47.33 MW: its
+    parameters and precision size the checkpoint and so the storage. Sized with them, 20 pods fit, and the sizing's
+    figures are the plans' of the job at 20 and 21 pods."""
+    fit = json.loads(run_cli("plan", "h100-100k", "--it-power", "50MW", *_405B, check=True).stdout)
+    pf = fit["power_fit"]
+    assert (pf["count"], pf["gpus"]) == (20, 20 * 7 * 256) and pf["it_power_W"] <= 50e6 < pf["next_it_power_W"]
+    assert fit["it_power_W"] == pf["it_power_W"]
+    more = json.loads(run_cli("plan", "h100-100k", "--set", "cluster.num_pods=21", *_405B, check=True).stdout)
+    assert more["it_power_W"] == pytest.approx(pf["next_it_power_W"], rel=1e-12)
