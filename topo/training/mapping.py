@@ -36,7 +36,7 @@ from ..fabric.failures import nvswitch_domains
 from .parallel import ParallelLayout
 
 __all__ = ["EXPERT_DP_GROUPS", "FEWER_GPUS", "Mapping", "default_placement", "first_group_offsets",
-           "first_group_reach", "free_gpus", "map_layout", "recipe_gpus_used", "refuse_failed_gpus", "refuse_cut_off_servers", "refuse_cut_apart",
+           "first_group_reach", "free_gpus", "map_layout", "recipe_gpus_used", "refuse_failed_gpus", "refuse_cut_off_servers", "refuse_cut_apart", "refuse_cut_off",
            "spare_domains_text"]
 
 _DENSE = ("tp", "cp", "dp", "pp")
@@ -401,6 +401,13 @@ def refuse_cut_off_servers(lay: ParallelLayout, fabric) -> None:
                     f"{', '.join(fabric.failures)}), and it is one of the job's GPUs ({lay.first_gpu:,} to "
                     f"{int(ids[-1]):,}); allowed: {_past_failed(lay, D, after, L.num_gpus, domains)}, or the parts "
                     f"that cut it off left out of the failures", key="fail")
+
+
+def refuse_cut_off(lay: ParallelLayout, fabric) -> None:
+    """Refuse a job some of whose GPUs the failures cut off: a server of it none of whose NICs reaches a switch
+    (:func:`refuse_cut_off_servers`), then GPUs of it no working path joins (:func:`refuse_cut_apart`)."""
+    refuse_cut_off_servers(lay, fabric)
+    refuse_cut_apart(lay, fabric)
 
 
 def refuse_cut_apart(lay: ParallelLayout, fabric) -> None:
