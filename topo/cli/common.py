@@ -37,8 +37,9 @@ def add_spec_arguments(p: argparse.ArgumentParser, many: bool = False) -> None:
                        help=f"a spec file or bundled name (default: {DEFAULT_SPEC}); see 'topo list'")
     add_override_arguments(p)
     p.add_argument("--fail", dest="failures", action="append", default=[], metavar="PART",
-                   help="fail a part: a switch (spine3), a NIC (nic12.3), a link (leaf3-spine0), rail:K, plane:J "
-                   "or random:LEVEL_OR_TIER:FRACTION[:SEED]; repeat for more")
+                   help="fail a part: a switch (spine3), a NIC (nic12.3), a link (leaf3-spine0), rail:K, plane:J, "
+                   "pod:N (every uplink of pod N) or random:LEVEL_OR_TIER:FRACTION[:SEED] (random:link:F: F of "
+                   "every network cable); repeat for more")
 
 
 def add_override_arguments(p: argparse.ArgumentParser, what: str = "a spec field") -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+from ..fabric.cut import cut_words
 from ..fabric.failures import Degraded, degraded
 from ..fabric.inventory import Inventory, inventory
 from ..units import count_noun, format_bandwidth, format_count, format_rate, format_time
@@ -33,17 +34,20 @@ def run(args) -> int:
     if args.json:
         doc = inv.to_dict()
         if deg is not None:
-            doc["failures"] = deg.to_dict()
+            doc["failures"] = {**deg.to_dict(), "cut": cut_words(fabric)}
         emit_json(doc)
     else:
         emit(with_overrides(render(inv), args, own_text(args, lambda a: render(inventory(fabric_from_args(a))))))
         if deg is not None:
-            emit(render_degraded(deg))
+            emit(render_degraded(deg, cut_words(fabric)))
     return 0
 
 
-def render_degraded(d: Degraded) -> str:
-    lines = ["", f"with failures: {', '.join(d.failures)}"]
+def render_degraded(d: Degraded, cut: list[str] = ()) -> str:
+    """The failed fabric's capacities, oversubscription and bisection, after the GPUs the failures cut off
+    (``cut``: :func:`topo.fabric.cut.cut_words`; walk27: pod 0's uplinks failed showed 66 TB/s and "ctsw0: no
+    uplinks left", not that 3,072 GPUs cannot reach the rest)."""
+    lines = ["", f"with failures: {', '.join(d.failures)}"] + [f"cut apart: {w}" for w in cut]
     rows = [[x.name, format_count(x.num_links), format_count(x.num_failed), format_bandwidth(x.capacity_Bps)]
             for x in d.levels if x.num_failed]
     if rows:

@@ -192,16 +192,33 @@ def _check_numbers(args) -> None:
 
 def _sized(args, name: str | None):
     """``(spec, power fit)``: the design ``name`` sized to ``--it-power`` (:func:`topo.plan.budget.fit_it_power`,
-    the IT power the planner computes with the flags' and plan file's overrides, the catalog's workload), or
+    the IT power the planner computes with the flags' and plan file's overrides and the workload: with ``--model``
+    the job's parameters and precision, which size the checkpoint and so the storage, the final plan's own (plan68
+    Left: the catalog's model sized it, 19 pods of h100-100k at 48.27 MW where the 405B job's plan drew 47.33), the
+    MFU the catalog's or ``--mfu``'s: the job's is its step on each count, which the sizing does not run), or
     ``(None, None)`` without a budget."""
     if args.it_power is None:
         return None, None
     layers = _flag_layers(args)
+    if args.model and args.layout:
+        layers.insert(0, ("--model", {"workload": _job_workload(args)}))
 
     def it_power_W(spec) -> float:
         return plan(spec, layers=layers, plan_file=args.plan_file, collectives=False).power.it_power_W
 
     return fit_it_power(spec_from_args(args, name), args.it_power, it_power_W)
+
+
+def _job_workload(args) -> dict:
+    """``--model``'s parameters and ``--layout``'s precision as catalog workload fields (no step: neither depends on
+    the design); a bad model or layout is named by its flag, as :func:`train_step` names it."""
+    try:
+        return {"params": float(training.load_model(args.model).total_params),
+                "precision": training.parse_layout(args.layout).precision}
+    except TopoError as exc:
+        source = "--layout" if exc.source == "layout" else exc.source
+        raise TopoError(exc.message, source=source, key=f"--{exc.key}" if exc.key in ("model", "layout")
+                        else exc.key) from None
 
 
 def _train_mfu_note(args, r: PlanResult, name: str | None, fabric) -> str:

@@ -46,7 +46,7 @@ def register(sub) -> None:
     add_override_arguments(p, "a field of every SPEC")
     p.add_argument("--fail", dest="failures", action="append", default=[], metavar="PART",
                    help="fail a part of every SPEC (as for describe and estimate: spine3, nic12.3, leaf3-spine0, "
-                   "rail:K, plane:J, random:LEVEL_OR_TIER:FRACTION[:SEED])")
+                   "rail:K, plane:J, pod:N, random:LEVEL_OR_TIER:FRACTION[:SEED], random:link:F)")
     add_output_arguments(p, "topo-report.html, or topo-<figure>.<format>")
     add_profile_argument(p, "every collective of the report (curves, link loads, traffic mixes, the collectives "
                          "across the top tier) and of its --train job")

@@ -10,9 +10,12 @@ A failure is one of (as ``--fail`` takes it, or as strings to :meth:`topo.fabric
 ``rail:2``                      a whole rail: the leaves of rail 2 in every unit (rail fabrics) or NIC 2 of
                                 every server (fat trees), with all their links
 ``plane:1``                     a whole plane: spine 1 of every pod and every switch above that it reaches
+``pod:0``                       every uplink of pod 0: the cables from its tier-1 switches to the tier above
+                                (fabrics of three tiers or more; the pod keeps its own links)
 ``random:LEVEL:F[:SEED]``       a fraction F of the links of a level (``leaf-spine``, ``nic-leaf``, ...)
 ``random:TIER:F[:SEED]``        or of the switches of a tier (``spine``), drawn with SEED (default 0); F x count
                                 when not whole fails its floor or ceiling, keeping the mean (see ``_draw_count``)
+``random:link:F[:SEED]``        a fraction F of every network cable (each level from the NICs up), drawn together
 ==============================  ===================================================================
 
 The result is a boolean mask over the fabric's links (True: failed); routing avoids them (:mod:`topo.engine.route`).
@@ -32,6 +35,7 @@ from .levels import Level
 
 __all__ = ["check_failure", "failed_links", "failures_summary", "node_id", "nvswitch_domains", "degraded", "Degraded", "DegradedTier", "DegradedLevel"]
 
+ANY_LINK = "link"  # random:link:F: a fraction of every network cable, each level from the NICs up
 _NAME = re.compile(r"^([A-Za-z_][A-Za-z_\-]*?)(\d+)(?:\.(\d+))?$")
 
 
@@ -132,11 +136,31 @@ def failed_links(fabric, failures) -> np.ndarray:
                 ids = np.arange(t.num_switches)
                 nodes.append(fabric.switch_node(t.index, ids[L.switch_plane(t.index, ids) == j]))
             dead |= _nodes_links(fabric, np.concatenate(nodes))
+        elif text.startswith("pod:"):
+            dead |= _pod_uplinks(fabric, _int(text[4:], text))
         elif "-" in text and not _NAME.match(text):
             dead |= _link(fabric, text)
         else:
             dead |= _nodes_links(fabric, np.array([node_id(fabric, text)]))
     return dead
+
+
+def _pod_uplinks(fabric, pod: int) -> np.ndarray:
+    """The mask of pod ``pod``'s uplinks: every link from one of its tier-1 switches to the tier above (walk27: to
+    cut pod 0 of meta-llama3-24k off the user listed ctsw0-atsw0 ... ctsw7-atsw7, found by trial)."""
+    L = fabric.layout
+    if len(L.tiers) < 3:
+        raise TopoError(f"pod:{pod}: this fabric has {len(L.tiers)} tier{'s' if len(L.tiers) > 1 else ''}, so no "
+                        "tier joins pods and a pod has no uplinks; allowed: pod:N on a fabric of three tiers or more, "
+                        "or its switches (spine3) or cables (leaf3-spine0)", key="fail")
+    t = L.tiers[1]
+    if not 0 <= pod < t.num_blocks:
+        raise TopoError(f"no such {t.block_name} {pod}: pod:N takes {t.block_name}s 0 to {t.num_blocks - 1}",
+                        key="fail")
+    ids = np.arange(t.num_switches)
+    nodes = fabric.switch_node(1, ids[L.switch_block(1, ids) == pod])
+    links = fabric.links
+    return (links["level"] == Level.out_of_tier(1).code) & np.isin(links["src"], nodes)
 
 
 def _int(text: str, whole: str) -> int:
@@ -189,7 +213,7 @@ def _parse_random(text: str) -> tuple[str, float, int]:
 
 def _unknown_target(what: str, level_names, tier_names) -> TopoError:
     return TopoError(f"unknown level or tier {what!r}; levels: {', '.join(level_names)}; tiers: "
-                     f"{', '.join(tier_names)}", key="fail")
+                     f"{', '.join(tier_names)}; or {ANY_LINK} (every network cable)", key="fail")
 
 
 def check_failure(text: str, fabric_tiers: list[list[str]] | None = None) -> None:
@@ -214,7 +238,7 @@ def check_failure(text: str, fabric_tiers: list[list[str]] | None = None) -> Non
     text = str(text).strip()
     if text.startswith("random:"):
         what = _parse_random(text)[0]
-        if fabric_tiers is None:
+        if fabric_tiers is None or what == ANY_LINK:
             return
         levels = list(dict.fromkeys(lv.name_in(t) for t in fabric_tiers for lv in Level.all(len(t))))
         tiers = list(dict.fromkeys(n for t in fabric_tiers for n in t))
@@ -224,6 +248,8 @@ def check_failure(text: str, fabric_tiers: list[list[str]] | None = None) -> Non
         _int(text[5:], text)
     elif text.startswith("plane:"):
         _int(text[6:], text)
+    elif text.startswith("pod:"):
+        _int(text[4:], text)
 
 
 def _random(fabric, text: str) -> np.ndarray:
@@ -232,8 +258,9 @@ def _random(fabric, text: str) -> np.ndarray:
     links = fabric.links
     names = fabric.level_names
     out = np.zeros(fabric.num_links, dtype=bool)
-    if what in names:
-        ids = np.flatnonzero(links["level"] == fabric.levels[names.index(what)].code)
+    if what in names or what == ANY_LINK:
+        ids = np.flatnonzero(links["level"] >= Level.NIC.code if what == ANY_LINK
+                             else links["level"] == fabric.levels[names.index(what)].code)
         k = _draw_count(rng, frac * ids.size)
         out[rng.choice(ids, size=k, replace=False)] = True
         return out

@@ -411,8 +411,8 @@ def _notes(fabric, cat, inv, floor, bom, gpu, relia, store, pw, tco, server_name
 
 
 def _refit(power_fit: PowerFit | None, pw) -> PowerFit | None:
-    """The power fit at this plan's own IT power: a job's checkpoint and FLOP (``--model``) size the storage
-    otherwise than the sizing's catalog workload did."""
+    """The power fit at this plan's own IT power: a job's FLOP (``--model``'s step's MFU) may size the dataset's
+    storage otherwise than the sizing's MFU did (its parameters and precision are the sizing's too)."""
     return replace(power_fit, it_power_W=pw.it_power_W) if power_fit is not None else None
 
 

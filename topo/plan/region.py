@@ -70,7 +70,7 @@ def plan_region(region: Region, one_site: bool = False, **plan_options) -> Regio
         Also plan the same GPUs as one site of the first site's design (more tiers where it needs them), for the
         side-by-side comparison of one big site against the region's sites.
     **plan_options
-        Passed to :func:`topo.plan.planner.plan` for each site (``collectives``, ``pue``, ``layers``).
+        Passed to :func:`topo.plan.planner.plan` for each site (``pue``, ``layers``); no site's collectives run.
 
     Returns
     -------
@@ -81,7 +81,7 @@ def plan_region(region: Region, one_site: bool = False, **plan_options) -> Regio
     TopoError
         A site whose facility power is over its own limit (the key names the site's ``power_limit_MW``).
     """
-    done: dict[int, object] = {}
+    done, plan_options = {}, {**plan_options, "collectives": False}  # nothing shown reads them (tidy68)
     entries = [(i, e) for i, e in enumerate(region.spec.sites) for _ in range(e.count)]
     sites, plans = [], []
     job = _job(region, plan_options)

@@ -24,7 +24,7 @@ from ..errors import AlgorithmUnavailable, TopoError, Unreachable
 from ..engine.estimate import estimate, size_sweep
 from ..engine.profiles import resolve_profile
 from ..fabric.fabric import Fabric
-from ..fabric.failures import nvswitch_domains
+from ..fabric.cut import cut_words
 from ..fabric.inventory import Inventory, inventory
 from ..engine.result import EstimateResult
 from ..spec import load_spec
@@ -187,11 +187,10 @@ def _scenarios(fabric: Fabric, sweep, load_bytes: int, extra_algorithms, prof, t
 
 
 def _cut_words(fabric: Fabric, exc: Unreachable) -> str:
-    """The router's line for a cut, after the GPUs each failed NVLink switch cuts off from each other, as train's
-    refusal names them (:func:`~topo.fabric.failures.nvswitch_domains`; tidy67: only the two GPUs the router
-    found)."""
-    words = "; ".join(f"{w}, whose GPUs reach each other only through it"
-                      for _, _, w in nvswitch_domains(fabric.failures, fabric.spec.gpus_per_domain))
+    """The router's line for a cut, after the GPUs the failures cut off as train's refusal names them
+    (:func:`~topo.fabric.cut.cut_words`: a failed NVLink switch's domain, the GPUs no working path joins to the rest;
+    tidy67: only the two GPUs the router found)."""
+    words = "; ".join(cut_words(fabric))
     return f"{words}: {exc.message}" if words else exc.message
 
 

@@ -31,11 +31,12 @@ import numpy as np
 
 from ..engine.paths import Paths
 from ..errors import TopoError
+from ..fabric.cut import cut_off_words, gpu_pieces
 from ..fabric.failures import nvswitch_domains
 from .parallel import ParallelLayout
 
 __all__ = ["EXPERT_DP_GROUPS", "FEWER_GPUS", "Mapping", "default_placement", "first_group_offsets",
-           "first_group_reach", "free_gpus", "map_layout", "recipe_gpus_used", "refuse_failed_gpus", "refuse_cut_off_servers",
+           "first_group_reach", "free_gpus", "map_layout", "recipe_gpus_used", "refuse_failed_gpus", "refuse_cut_off_servers", "refuse_cut_apart", "refuse_cut_off",
            "spare_domains_text"]
 
 _DENSE = ("tp", "cp", "dp", "pp")
@@ -402,6 +403,52 @@ def refuse_cut_off_servers(lay: ParallelLayout, fabric) -> None:
                     f"that cut it off left out of the failures", key="fail")
 
 
+def refuse_cut_off(lay: ParallelLayout, fabric) -> None:
+    """Refuse a job some of whose GPUs the failures cut off: a server of it none of whose NICs reaches a switch
+    (:func:`refuse_cut_off_servers`), then GPUs of it no working path joins (:func:`refuse_cut_apart`)."""
+    refuse_cut_off_servers(lay, fabric)
+    refuse_cut_apart(lay, fabric)
+
+
+def refuse_cut_apart(lay: ParallelLayout, fabric) -> None:
+    """Refuse a job whose GPUs sit in more than one connected piece of ``fabric``'s working links
+    (:func:`topo.fabric.cut.gpu_pieces`: a pod whose uplinks all failed, a rack's leaf, ...), naming the GPUs cut off
+    as ranges and the ways past them: ``first_gpu`` past the cut where it holds the job's first GPUs (walk27: pod 0 of
+    meta-llama3-24k cut off said "GPU 2048 cannot reach GPU 3072" and offered no ``first_gpu = 3072``), else
+    :func:`_past_failed`'s with the cut's NVLink domains skipped.
+
+    Raises
+    ------
+    TopoError
+        Keyed ``fail``: the GPUs cut off, the job's GPU range, the failures and what is allowed.
+    """
+    piece = gpu_pieces(fabric)
+    if piece is None:
+        return
+    L, D = fabric.layout, fabric.spec.gpus_per_domain
+    used = lay.gpus_per_domain_used or D
+    ids = _placed_ids(np.arange(lay.gpus), used, D, lay.first_gpu, lay.skip_domains)
+    held = piece[ids]
+    if (held == held[0]).all():
+        return
+    largest = int(np.bincount(piece).max())
+    main = 0 if (held == 0).any() else np.bincount(held).argmax()  # the fabric's largest piece, else the job's
+    away = np.unique(ids[held != main] // D)
+    after = (int(away.max()) + 1) * D
+    if lay.gpus > largest:  # no piece holds the job
+        ways = f"a job of at most {largest:,} GPUs placed inside one piece"
+    elif away.max() < np.min(ids[held == main] // D):  # the cut holds the job's first GPUs
+        ways = _past_by_first_gpu(lay, D, after, L.num_gpus, "the first GPU past the cut")
+    else:
+        ways = _past_failed(lay, D, after, L.num_gpus, {int(d) for d in away})
+    touched = np.unique(held).size
+    sides = "on both sides of the cut" if touched == 2 else f"in {touched} of its pieces"
+    raise TopoError(f"{cut_off_words(fabric) or 'the failures cut the fabric apart'} (failures: "
+                    f"{', '.join(fabric.failures)}), and the job's GPUs ({lay.first_gpu:,} to {int(ids[-1]):,}) "
+                    f"fall {sides}; allowed: {ways}, or the parts that cut it off left out of the "
+                    f"failures", key="fail")
+
+
 def _past_failed(lay: ParallelLayout, gpus_per_domain: int, after: int, num_fabric_gpus: int | None,
                  failed: set[int] | None = None) -> str:
     """The ways past failed NVLink domains (``failed``; default the one ending at GPU ``after - 1``, the last) a
@@ -431,13 +478,14 @@ def spare_domains_text(gpus: int, used: int, healthy: int) -> str:
             f"hold {healthy * used:,} of the job's {gpus:,} GPUs at {used} of each; grow the spec's [cluster])")
 
 
-def _past_by_first_gpu(lay: ParallelLayout, gpus_per_domain: int, after: int, num_fabric_gpus: int | None) -> str:
+def _past_by_first_gpu(lay: ParallelLayout, gpus_per_domain: int, after: int, num_fabric_gpus: int | None,
+                       there: str = "the next NVLink domain") -> str:
     """The way past a failed NVLink domain (ending at GPU ``after - 1``) a refusal offers: ``first_gpu = after``
     (the next domain), and, where the fabric's GPUs are known, what the job becomes there (walk23: 7,168 GB200 on
     112 NVL72 racks at 64 a rack, rack 5 failed: from rack 6 the job fit only at all 72 of each rack, its EP groups
     straddling racks, 3.4x the step, and asking for 64 a rack again was refused) or, where it no longer fits, the
-    largest job past the domain and before it, at the job's GPUs per domain."""
-    past = f"a first_gpu = {after} or past it (the next NVLink domain)"
+    largest job past the domain and before it, at the job's GPUs per domain; ``there`` names where ``after`` is."""
+    past = f"a first_gpu = {after} or past it ({there})"
     if num_fabric_gpus is None:
         return past
     D, used = gpus_per_domain, lay.gpus_per_domain_used or gpus_per_domain
@@ -447,7 +495,7 @@ def _past_by_first_gpu(lay: ParallelLayout, gpus_per_domain: int, after: int, nu
         return f"a job of at most {left * used:,} GPUs {start}" + (f" or of at most {before:,} before it"
                                                                      if before else "")
     if lay.gpus > left * D:
-        return smaller(f"from first_gpu = {after} (the next NVLink domain)")
+        return smaller(f"from first_gpu = {after} ({there})")
     if used < D and lay.gpus > left * used:
         return (f"{past}, where the job's {lay.gpus:,} GPUs fit only at all {D} of each domain (the {left:,} "
                 f"domains left hold {left * used:,} at {used}: its power-of-two groups then straddle domains), or "
