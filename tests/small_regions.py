@@ -1,7 +1,9 @@
 """The two-site test region several tests write: two sites of one bundled spec, a mesh DCI of 16 x 800 Gb/s waves
 attached at the top tier, 40 km apart at 4.9 us a km (light in fibre) plus 50 us of equipment (one place for the
 region TOML of test_region_site_failures_regfail65, test_skip_domains_commands_place64,
-test_dispatcher_column_dense_rev65 and test_region_search_placement_tidy66)."""
+test_dispatcher_column_dense_rev65 and test_region_search_placement_tidy66), and the one way they build it."""
+
+from topo.fabric.region import build_region
 
 
 def two_sites(name: str, description: str, spec: str, east_units: int, west_units: int | None = None) -> str:
@@ -13,3 +15,11 @@ def two_sites(name: str, description: str, spec: str, east_units: int, west_unit
     return (f'name = "{name}"\ndescription = "{description}"\n{sites}[interconnect]\ntopology = "mesh"\n'
             'distance_km = 40\nlatency_per_km = "4.9 us"\nequipment_latency = "50 us"\nwaves = 16\n'
             'wave_rate = "800 Gb/s"\nattach = "top"\n')
+
+
+def built_region(tmp_path_factory, text: str, name: str = "two-su"):
+    """The region of TOML ``text``, written to a fresh temporary folder as ``name``.toml and built (the module-scoped
+    fixture of the region tests)."""
+    path = tmp_path_factory.mktemp(name) / f"{name}.toml"
+    path.write_text(text)
+    return build_region(path)

@@ -15,9 +15,8 @@ import json
 import pytest
 
 from conftest import run_cli
-from small_regions import two_sites
+from small_regions import built_region, two_sites
 from topo import build_fabric, load_spec
-from topo.fabric.region import build_region
 from topo.training.model import load_model
 from topo.training.multisite import dp_window_s, estimate_across_sites
 from topo.training.parallel import make_layout
@@ -30,9 +29,7 @@ SHARE = dict(tp=8, dp=64, global_batch=512, micro_batch=8)
 
 @pytest.fixture(scope="module")
 def region(tmp_path_factory):
-    path = tmp_path_factory.mktemp("regdp67") / "two-su.toml"
-    path.write_text(REGION)
-    return build_region(path)
+    return built_region(tmp_path_factory, REGION)
 
 
 @pytest.fixture(scope="module")

@@ -15,8 +15,7 @@ reference architecture, the bundled dgx-h100-superpod spec) 40 km apart (tests/s
 
 import pytest
 
-from small_regions import two_sites
-from topo.fabric.region import build_region
+from small_regions import built_region, two_sites
 from topo.training.model import load_model
 from topo.training.multisite import estimate_across_sites
 from topo.training.multisite_search import search_across_sites
@@ -30,9 +29,7 @@ NARROW = dict(recompute=("none",), dp_sharding=("fsdp_grad_op",))
 def region(tmp_path_factory):
     text = two_sites("slow-dci", "two single-SU sites on one 100 Gb/s wave", "dgx-h100-superpod", 1)
     text = text.replace("waves = 16", "waves = 1").replace('"800 Gb/s"', '"100 Gb/s"')
-    path = tmp_path_factory.mktemp("regsearch67") / "slow-dci.toml"
-    path.write_text(text)
-    return build_region(path)
+    return built_region(tmp_path_factory, text, "slow-dci")
 
 
 @pytest.fixture(scope="module")

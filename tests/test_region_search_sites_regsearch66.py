@@ -15,13 +15,13 @@ The job: Llama 3 70B, 512 sequences a step, 512 GPUs a site.
 import pytest
 
 from topo import build_fabric, load_spec
-from topo.fabric.region import build_region
 from topo.training.model import load_model
 from topo.training.multisite import estimate_across_sites
 from topo.training.parallel import ParallelLayout
 from topo.training.multisite_search import search_across_sites
 from topo.training.search import search_layouts
 from topo.training.step import estimate_step
+from small_regions import built_region
 from test_region_site_failures_regfail65 import REGION
 
 FAILS = ("east:spine0", "west:leaf0")
@@ -38,9 +38,7 @@ def _share(r) -> ParallelLayout:
 
 @pytest.fixture(scope="module")
 def region(tmp_path_factory):
-    path = tmp_path_factory.mktemp("regsearch66") / "two-su.toml"
-    path.write_text(REGION)
-    return build_region(path)
+    return built_region(tmp_path_factory, REGION)
 
 
 @pytest.fixture(scope="module")

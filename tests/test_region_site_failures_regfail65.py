@@ -15,9 +15,8 @@ import json
 import pytest
 
 from conftest import run_cli
-from small_regions import two_sites
+from small_regions import built_region, two_sites
 from topo import build_fabric, load_spec
-from topo.fabric.region import build_region
 from topo.training.model import load_model
 from topo.training.multisite import estimate_across_sites
 from topo.training.parallel import make_layout
@@ -29,9 +28,7 @@ JOB = dict(tp=8, dp=128, global_batch=512)  # the whole job: 64 data-parallel ra
 
 @pytest.fixture(scope="module")
 def region(tmp_path_factory):
-    path = tmp_path_factory.mktemp("regfail65") / "two-su.toml"
-    path.write_text(REGION)
-    return build_region(path)
+    return built_region(tmp_path_factory, REGION)
 
 
 @pytest.fixture(scope="module")
