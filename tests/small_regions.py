@@ -17,9 +17,14 @@ def two_sites(name: str, description: str, spec: str, east_units: int, west_unit
             'wave_rate = "800 Gb/s"\nattach = "top"\n')
 
 
-def built_region(tmp_path_factory, text: str, name: str = "two-su"):
-    """The region of TOML ``text``, written to a fresh temporary folder as ``name``.toml and built (the module-scoped
-    fixture of the region tests)."""
+def region_file(tmp_path_factory, text: str, name: str = "two-su") -> str:
+    """The path of region TOML ``text``, written to a fresh temporary folder as ``name``.toml (for the CLI's tests)."""
     path = tmp_path_factory.mktemp(name) / f"{name}.toml"
     path.write_text(text)
-    return build_region(path)
+    return str(path)
+
+
+def built_region(tmp_path_factory, text: str, name: str = "two-su"):
+    """The region of TOML ``text``, written as :func:`region_file` writes it and built (the module-scoped fixture of
+    the region tests)."""
+    return build_region(region_file(tmp_path_factory, text, name))

@@ -5,15 +5,14 @@ import json
 import pytest
 
 from conftest import run_cli
-from small_regions import two_sites
+from small_regions import region_file, two_sites
 
 
 @pytest.fixture(scope="module")
 def one_su(tmp_path_factory):
     """Two sites (east, west) of one DGX H100 SU each (tests/small_regions.py)."""
-    path = tmp_path_factory.mktemp("tidy68") / "one-su.toml"
-    path.write_text(two_sites("one-su", "two sites of one DGX H100 SU", "dgx-h100-superpod", 1))
-    return str(path)
+    return region_file(tmp_path_factory, two_sites("one-su", "two sites of one DGX H100 SU", "dgx-h100-superpod", 1),
+                       "one-su")
 
 
 def test_a_region_searchs_failure_notes_name_the_failed_site(one_su):

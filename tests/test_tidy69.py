@@ -5,7 +5,7 @@ import json
 import pytest
 
 from conftest import run_cli
-from small_regions import two_sites
+from small_regions import region_file, two_sites
 from topo import TopoError, build_fabric, load_spec
 from topo.fabric.cut import cut_words
 from topo.fabric.failures import check_failure
@@ -16,9 +16,8 @@ from topo.plan.region import plan_region
 @pytest.fixture(scope="module")
 def one_su(tmp_path_factory):
     """Two sites (east, west) of one DGX H100 SU each (tests/small_regions.py)."""
-    path = tmp_path_factory.mktemp("tidy69") / "one-su.toml"
-    path.write_text(two_sites("one-su", "two sites of one DGX H100 SU", "dgx-h100-superpod", 1))
-    return str(path)
+    return region_file(tmp_path_factory, two_sites("one-su", "two sites of one DGX H100 SU", "dgx-h100-superpod", 1),
+                       "one-su")
 
 
 def test_a_regions_plan_computes_no_sites_collectives(one_su):
