@@ -107,10 +107,11 @@ def test_every_rows_column_value_is_in_its_layout():
     # runs (performance mode: TP overlap, TE's loss, FP8 weights; the H100 one delayed scaling under TE 2.5); runs68
     # Together AI's three B200 Nemotron-H 56B runs of Megatron-Bridge's recipe (TP overlap, TE's loss, FP8 weights);
     # runs69 its five DeepSeek-V3 / Qwen3 runs (TP overlap, router fusion, TE's loss; the DeepSeek pair's 32 HybridEP SMs);
-    # fp8pg69 the 97 MXFP8 rows whose recipe sets fp8_param_gather (92 Megatron-Bridge, 3 MLPerf v6.0, 2 ModelZoo)
-    assert counts == {"overlap_tp": 312, "moe_router_fusion": 138, "cross_entropy": 203, "attention_fp8": 3,
+    # fp8pg69 the 97 MXFP8 rows whose recipe sets fp8_param_gather (92 Megatron-Bridge, 3 MLPerf v6.0, 2 ModelZoo);
+    # runs70 Megatron-Bridge's two GB200 Nemotron 3.5 Lightning runs (TP overlap, TE's loss; FP8 weights on the MXFP8 one)
+    assert counts == {"overlap_tp": 314, "moe_router_fusion": 138, "cross_entropy": 205, "attention_fp8": 3,
                       "fp8_amax_reduction": 52, "fp8_scale_inverse_kernel": 33, "fp8_amax_pass": 12,
-                      "fp8_param_gather": 225, "ep_comm_sms": 15}
+                      "fp8_param_gather": 226, "ep_comm_sms": 15}
     assert rows["mbvc_h100_deepseekv3"]["overlap_tp"] == "0"
     # tidy53: the rows each per-source rule set (data/reference/README.md), as the rules gave them
     filled = {col: sum(bool(r[col]) for r in rows.values()) for col in LAYOUT_COLUMNS}
@@ -120,9 +121,10 @@ def test_every_rows_column_value_is_in_its_layout():
     # the lead (2026-12-06e): the six DGX Cloud v25.05.04 Nemotron-H rows' bf16 gradients (their notes and
     # _dgxc2505_kw said grad_reduce_in_fp32 False, the column was empty: topo priced fp32); runs68: Together AI's three
     # B200 Nemotron-H runs' bf16 gradient buffer (set_nemotronh_common_configs) and 128Mi buckets; runs69: its five
-    # DeepSeek-V3 / Qwen3 runs' bf16 gradient buffer and 128Mi buckets, the DeepSeek pair's PP16 layout_map entry
+    # DeepSeek-V3 / Qwen3 runs' bf16 gradient buffer and 128Mi buckets, the DeepSeek pair's PP16 layout_map entry;
+    # runs70: the two GB200 Nemotron 3.5 Lightning runs' 128Mi buckets (as their Nano twins)
     assert filled == {"grad_bytes": 20, "grad_reduce_bytes": 18, "optimizer_bytes_per_param": 9, "moe_counts_aligned": 6,
-                      "dp_bucket_params": 295, "dp_align_grad_reduce": 90, "pipeline_layout": 6,
+                      "dp_bucket_params": 297, "dp_align_grad_reduce": 90, "pipeline_layout": 6,
                       "pipeline_schedule": 1, "moe_expert_rank_capacity_factor": 27}
     assert {r["dp_bucket_params"] for r in rows.values()} == {"", "134217728", "768000000"}
     assert all(r["dp_align_grad_reduce"] == "0" for r in rows.values()
@@ -295,7 +297,7 @@ def test_mxfp8_rows_keep_fp8_weights_as_their_recipes_set():
     rows = published_rows()
     ours = {rid for rid, r in rows.items() if r["fp8_recipe"] == "mxfp8"
             and rid.startswith(("mb25", "mb26", "together2602_", "mlperf60_", "mcore_gb200_qwen3_235b_mxfp8"))}
-    assert len(ours) == 97
+    assert len(ours) == 98  # runs70: + mb2608_gb200_nemotron35_lightning (_perf_precision("fp8_mx") at 067f987d)
     assert {rid for rid in ours if rows[rid]["fp8_param_gather"] != "1"} == set()
     # PR #5728's Qwen3 30B dev presets set it False (perf_recipes/qwen/gb200/qwen3_moe.py at v0.6.0, lines 769, 831)
     assert rows["mb5728_gb200_qwen3_30b_mxfp8_partialcg"]["fp8_param_gather"] == ""
