@@ -37,7 +37,7 @@ from .fp8_amax import AMAX_GROUP, AMAX_PHASE, amax_group, amax_reductions
 from .mapping import EXPERT_DP_GROUPS, default_placement, refuse_failed_gpus
 from .memory import busiest_stage, stage_params
 from .model import ModelSpec
-from .parallel import ParallelLayout, batch_allowed, dp_bucket_params
+from .parallel import ParallelLayout, batch_allowed, check_batch, dp_bucket_params
 from .result import StepResult
 from .step import estimate_step, stage_block_counts, step_breakdown, step_traffic
 
@@ -279,6 +279,10 @@ def _check_job(lay: ParallelLayout, K: int, across: str) -> None:
         raise TopoError(f"{lay.global_batch} sequences do not split into dp ({lay.dp}, over the {K} sites) x "
                         f"micro_batch ({lay.micro_batch}) = {lay.dp * lay.micro_batch}; "
                         f"{batch_allowed(lay.global_batch, lay.dp * lay.micro_batch)}", key="global_batch")
+
+    def bad(key, msg):  # walk29: the flushes' and interleaving's units in the job's figures, not one site's share's
+        raise TopoError(msg, key=key)
+    check_batch(lay, bad)
 
 
 def step_with_dci(timeline: list[dict], one_site_s: float, s: AcrossSites) -> list[dict]:

@@ -1,0 +1,26 @@
+"""walk29's fixes (a frontier lab's three GB200 NVL72 sites of 32k, 32k and 16k GPUs, 50, 400 and 1,000 km apart,
+training a DeepSeek-V3-class MoE and a 400B dense model across them): a region's global batch refused with one
+site's unit, so the value the error offered was refused in turn."""
+
+import pytest
+
+from conftest import run_cli
+from small_regions import region_file, two_sites
+
+
+@pytest.fixture(scope="module")
+def region(tmp_path_factory):
+    """Two sites of one DGX H100 scalable unit (256 GPUs) each."""
+    return region_file(tmp_path_factory, two_sites("walk29", "two SUs", "dgx-h100-superpod", 1), "walk29")
+
+
+def test_a_regions_interleaved_batch_is_refused_with_the_whole_jobs_unit(region):
+    """walk29: `topo train REGION --tp 8 --pp 8 --vpp 4 --global-batch 1512` on three sites said "allowed: a
+    multiple of 2,016 (nearest: 2,016)", one site's unit (its dp 252 x pp 8), and 2,016 was then refused as not
+    splitting over the sites. The whole job's --global-batch is checked in the whole job's figures: here dp 16
+    (8 a site) x pp 4 = 64 (Megatron-Core's interleaved 1F1B: micro-batches a multiple of pp), and 64 runs."""
+    job = ("train", region, "--model", "llama3-8b", "--tp", "8", "--pp", "4", "--vpp", "2")
+    err = run_cli(*job, "--global-batch", "32").stderr
+    assert "allowed: a multiple of 64 (nearest: 64)" in err, err
+    ok = run_cli(*job, "--global-batch", "64", check=True).stdout
+    assert "throughput_vs_one_site" in ok
