@@ -2,6 +2,8 @@
 training a DeepSeek-V3-class MoE and a 400B dense model across them): a region's global batch refused with one
 site's unit, so the value the error offered was refused in turn."""
 
+import json
+
 import pytest
 
 from conftest import run_cli
@@ -24,3 +26,21 @@ def test_a_regions_interleaved_batch_is_refused_with_the_whole_jobs_unit(region)
     assert "allowed: a multiple of 64 (nearest: 64)" in err, err
     ok = run_cli(*job, "--global-batch", "64", check=True).stdout
     assert "throughput_vs_one_site" in ok
+
+
+def test_a_regions_mfu_is_given_across_the_sites_as_model_flop_over_the_regions_gpus():
+    """walk29: `topo train REGION` printed one site's share's MFU alone (DeepSeek-V3 on three sites: "MFU 2.6%"
+    with a step of 4.471 s, against 4.879 s across the sites), and the lab asked for the MFU across the sites. Each
+    way across now has its MFU: the job's model FLOP per step (every site's share's) over every GPU's peak for the
+    step across the sites, as 6N x tokens gives it by hand, in the table and in --json."""
+    job = ("train", "two-site-h100", "--model", "llama3-70b", "--tp", "8", "--pp", "4", "--global-batch", "768")
+    d = json.loads(run_cli(*job, "--json", check=True).stdout)
+    one = d["one_site"]
+    for s in d["strategies"]:
+        by_hand = one["model_flop_per_step"] * d["num_sites"] / (d["gpus"] * s["step_time_s"]
+                                                                 * one["peak_flop_per_s_per_gpu"])
+        assert s["mfu"] == pytest.approx(by_hand, rel=1e-9)
+        assert s["mfu"] < one["mfu"]
+    text = run_cli(*job, check=True).stdout
+    row = next(line for line in text.splitlines() if line.startswith("dp "))
+    assert f"{d['strategies'][0]['mfu']:.1%}" in row.split()

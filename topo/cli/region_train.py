@@ -197,12 +197,14 @@ def render_across_sites(r: MultisiteStep, say=str, tokens: float | None = None) 
     line = uncertainty_line(r.uncertainty, " of one site's share's step")
     lines += [line, ""] if line else [""]
     rows = [[s.strategy + (f" every {s.outer_every}" if s.outer_every else ""), format_time(s.step_time_s),
-             f"{s.throughput_vs_one_site:.1%}", format_time(s.dci_time_s), format_time(s.exposed_s),
+             f"{s.throughput_vs_one_site:.1%}", f"{r.mfu(s):.1%}", format_time(s.dci_time_s), format_time(s.exposed_s),
              format_size(s.dci_bytes_per_step),
              "latency alone is too much" if math.isinf(s.dci_Bps_for_95pct) else format_bandwidth(s.dci_Bps_for_95pct),
              s.bottleneck] for s in r.strategies]
-    lines.append(table(rows, ["across sites", "step", "vs one site", "DCI phase", "exposed", "DCI bytes/step",
-                              "DCI for 95%", "bottleneck"], right=[False] + [True] * 6 + [False]))
+    lines.append(table(rows, ["across sites", "step", "vs one site", "MFU", "DCI phase", "exposed",
+                              "DCI bytes/step", "DCI for 95%", "bottleneck"], right=[False] + [True] * 7 + [False]))
+    lines.append("MFU: the job's across the sites, one site's share's x vs one site (the same model FLOP per GPU "
+                 "in the longer step)")
     lines.append("DCI bytes/step: on the busiest span, per direction (outer: per inner step on average); DCI for "
                  "95%: the capacity per span and direction that keeps 95% of one site's throughput, the largest "
                  "span's (each span's below)")

@@ -101,6 +101,22 @@ class MultisiteStep:
         """The step across the sites the chosen way (``outer``: per inner step on average)."""
         return next(s.step_time_s for s in self.strategies if s.strategy == self.chosen)
 
+    def mfu(self, s: AcrossSites) -> float:
+        """The job's MFU across the sites the way ``s`` spans them: the same model FLOP per GPU as one site's share
+        in ``s``'s step, so one site's MFU x ``throughput_vs_one_site`` (walk29: only one site's was printed).
+
+        Parameters
+        ----------
+        s : AcrossSites
+            One of :attr:`strategies`.
+
+        Returns
+        -------
+        float
+            Model FLOPs over the GPUs' peak, 0 to 1 (``outer``: per inner step on average).
+        """
+        return self.one_site["mfu"] * s.throughput_vs_one_site
+
     def time_to_train_s(self, tokens: float) -> float:
         """Seconds to train ``tokens`` tokens at the chosen step across the sites (no failures or restarts), as
         :meth:`topo.training.result.StepResult.time_to_train_s` on one site."""
@@ -114,7 +130,8 @@ class MultisiteStep:
     def to_dict(self, train_tokens: float | None = None) -> dict:
         """Plain JSON-ready dict (``topo train REGION --json``); with ``train_tokens``, its time to train."""
         d = whole_bytes(asdict(self))
-        d["strategies"] = [{k: v for k, v in whole_bytes(s).items() if k != "own_end_s"} for s in d["strategies"]]
+        d["strategies"] = [{**{k: v for k, v in whole_bytes(s).items() if k != "own_end_s"}, "mfu": self.mfu(a)}
+                           for s, a in zip(d["strategies"], self.strategies)]
         if train_tokens:
             d["train_tokens"] = train_tokens
             d["time_to_train_s"] = self.time_to_train_s(train_tokens)
