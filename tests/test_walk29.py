@@ -3,6 +3,7 @@ training a DeepSeek-V3-class MoE and a 400B dense model across them): a region's
 site's unit, so the value the error offered was refused in turn."""
 
 import json
+import shlex
 
 import pytest
 
@@ -44,3 +45,21 @@ def test_a_regions_mfu_is_given_across_the_sites_as_model_flop_over_the_regions_
     text = run_cli(*job, check=True).stdout
     row = next(line for line in text.splitlines() if line.startswith("dp "))
     assert f"{d['strategies'][0]['mfu']:.1%}" in row.split()
+
+
+def test_a_region_searchs_first_row_line_names_the_region_and_keeps_the_commands_options(region):
+    """walk29: a region's search printed "#1 across sites: topo train REGION --model deepseek-v3-671b
+    --global-batch 12096 --tp 4 ...": a placeholder for the region and no --seq 4096, so the line run as printed
+    stepped another job than the row (walk28 fixed one site's "#1's breakdown" alike). It now starts with the
+    region and every option of the command a row does not set; run as printed it gives the row's step across the
+    sites."""
+    out = run_cli("train", region, "--model", "llama3-8b", "--global-batch", "64", "--seq", "2048", "--search",
+                  "--top", "1", check=True).stdout
+    row = next(line for line in out.splitlines() if line.startswith("1 "))
+    line = next(line for line in out.splitlines() if line.startswith("#1 across sites: topo train "))
+    flags = shlex.split(line.removeprefix("#1 across sites: topo train "))
+    assert flags[0] == region and "REGION" not in flags
+    assert flags[flags.index("--seq") + 1] == "2048" and "--search" not in flags and "--top" not in flags
+    again = run_cli("train", *flags, check=True).stdout
+    dp_row = next(x for x in again.splitlines() if x.startswith("dp "))
+    assert " ".join(dp_row.split()[1:3]) in row  # the step across the sites
