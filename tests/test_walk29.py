@@ -63,3 +63,14 @@ def test_a_region_searchs_first_row_line_names_the_region_and_keeps_the_commands
     again = run_cli("train", *flags, check=True).stdout
     dp_row = next(x for x in again.splitlines() if x.startswith("dp "))
     assert " ".join(dp_row.split()[1:3]) in row  # the step across the sites
+
+
+def test_a_region_of_unequal_sites_says_how_many_gpus_the_job_leaves_idle(tmp_path_factory):
+    """walk29: on 32,256 + 32,256 + 16,128 GB200 the job ran the smallest site's share on every site, 48,384 GPUs,
+    and said only "sites of different sizes ... every site runs the same share": the 32,256 GPUs of the two larger
+    sites that run nothing went unsaid. Here 256 + 512 DGX H100: the job runs 256 a site, so 256 of the region's
+    768 sit idle, all in west."""
+    path = region_file(tmp_path_factory, two_sites("walk29b", "1 and 2 SUs", "dgx-h100-superpod", 1, 2), "walk29b")
+    out = run_cli("train", path, "--model", "llama3-8b", "--tp", "8", "--global-batch", "64", check=True).stdout
+    line = next(x for x in out.splitlines() if x.startswith("assumed: sites of different sizes"))
+    assert line.endswith("256 of the region's 768 GPUs run no part of it (west 256)"), line

@@ -216,9 +216,12 @@ def _across_from(region: Region, fabric, model: ModelSpec, lay: ParallelLayout, 
                         tokens_per_step=one.tokens_per_step * K)
     sizes = sorted({f.num_gpus for f in region.fabrics})
     if len(sizes) > 1:  # every site runs the same share, each on its own fabric
+        idle = [(n, f.num_gpus - site_lay.gpus) for n, f in zip(region.site_names, region.fabrics)]
+        said = ", ".join(f"{n} {k:,}" for n, k in idle if k)  # walk29: a larger site's idle half went unsaid
         out.assumptions.append(f"sites of different sizes ({', '.join(f'{n:,}' for n in sizes)} GPUs): every site "
                                f"runs the same share of the job, each timed on its own fabric; the slowest paces "
-                               f"the step")
+                               f"the step; {sum(k for _, k in idle):,} of the region's "
+                               f"{sum(f.num_gpus for f in region.fabrics):,} GPUs run no part of it ({said})")
     placed, _ = default_placement(site_lay, fabric.spec.gpus_per_domain, fabric.layout.num_gpus)
     # one replica's gradients, from the job's reduction (dp x K): a site holding a single replica (or a single
     # expert replica) reduces nothing inside, and its gradients still cross (walk9: 0 B crossed at dp = K)
