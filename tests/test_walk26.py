@@ -76,7 +76,7 @@ def test_a_region_search_names_its_first_rows_flags_for_the_whole_job():
     base = ("train", "three-site-chain", "--model", "qwen3-30b-a3b", "--global-batch", "288")
     out = run_cli(*base, "--search", "--top", "1", check=True).stdout
     row = next(line for line in out.splitlines() if line.startswith("1 "))
-    flags = next(line for line in out.splitlines() if line.startswith("#1 across sites: topo train REGION "))
+    flags = next(line for line in out.splitlines() if line.startswith("#1 across sites: topo train three-site-chain "))
     flags = flags.split(" --global-batch 288 ")[1].split()
     assert flags[flags.index("--dp") + 1] == row.split()[5]  # the job's dp
     again = run_cli(*base, *flags, check=True).stdout

@@ -18,8 +18,8 @@ from .estimate_args import profile_notes
 from .layout_dp import job_gpus, placed_by, sized_by
 from .search_options import layout_for_search, search_options
 from .output import emit, emit_json, mfu_text, note, table
-from .train_text import (dispatcher_cell, dispatcher_searched, gpu_hours_text, memory_line, not_fit_line, row_flags,
-                         recompute_cell, uncertainty_line)
+from .train_text import (dispatcher_cell, dispatcher_searched, given_flags, gpu_hours_text, memory_line, not_fit_line,
+                         row_flags, recompute_cell, uncertainty_line)
 from .region import region_from_args
 
 __all__ = ["run_region_train", "render_across_sites"]
@@ -160,7 +160,9 @@ def _search(args, region, model, options: dict, say=str) -> int:
                  f"{SPAN_RULE}")
     if res.ranked:  # walk26: the job's flags of #1, its dp the whole job's (dp x sites) as the flags take it
         first = {**layouts[0], "dp": layouts[0]["dp"] * res.ranked[0].num_sites}
-        lines.append(f"#1 across sites: topo train REGION --model {res.model} --global-batch {res.global_batch} "
+        # walk29: the region itself and the command's own options (--seq, --set, --fail, ...), not "REGION"
+        lines.append(f"#1 across sites: topo train {' '.join(given_flags(args) + [''])}--model {res.model} "
+                     f"--global-batch {res.global_batch} "
                      f"{row_flags(first, bool(extra))}" + (f" --across {across}" if across != "dp" else "")
                      + (f" --outer-every {args.outer_every}" if args.outer_every else ""))
     line = uncertainty_line(res.ranked[0].uncertainty, " of #1's one-site step")  # walk23: the search said none
@@ -197,12 +199,14 @@ def render_across_sites(r: MultisiteStep, say=str, tokens: float | None = None) 
     line = uncertainty_line(r.uncertainty, " of one site's share's step")
     lines += [line, ""] if line else [""]
     rows = [[s.strategy + (f" every {s.outer_every}" if s.outer_every else ""), format_time(s.step_time_s),
-             f"{s.throughput_vs_one_site:.1%}", format_time(s.dci_time_s), format_time(s.exposed_s),
+             f"{s.throughput_vs_one_site:.1%}", f"{r.mfu(s):.1%}", format_time(s.dci_time_s), format_time(s.exposed_s),
              format_size(s.dci_bytes_per_step),
              "latency alone is too much" if math.isinf(s.dci_Bps_for_95pct) else format_bandwidth(s.dci_Bps_for_95pct),
              s.bottleneck] for s in r.strategies]
-    lines.append(table(rows, ["across sites", "step", "vs one site", "DCI phase", "exposed", "DCI bytes/step",
-                              "DCI for 95%", "bottleneck"], right=[False] + [True] * 6 + [False]))
+    lines.append(table(rows, ["across sites", "step", "vs one site", "MFU", "DCI phase", "exposed",
+                              "DCI bytes/step", "DCI for 95%", "bottleneck"], right=[False] + [True] * 7 + [False]))
+    lines.append("MFU: the job's across the sites, one site's share's x vs one site (the same model FLOP per GPU "
+                 "in the longer step)")
     lines.append("DCI bytes/step: on the busiest span, per direction (outer: per inner step on average); DCI for "
                  "95%: the capacity per span and direction that keeps 95% of one site's throughput, the largest "
                  "span's (each span's below)")

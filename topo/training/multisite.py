@@ -37,7 +37,7 @@ from .fp8_amax import AMAX_GROUP, AMAX_PHASE, amax_group, amax_reductions
 from .mapping import EXPERT_DP_GROUPS, default_placement, refuse_failed_gpus
 from .memory import busiest_stage, stage_params
 from .model import ModelSpec
-from .parallel import ParallelLayout, batch_allowed, dp_bucket_params
+from .parallel import ParallelLayout, batch_allowed, check_batch, dp_bucket_params
 from .result import StepResult
 from .step import estimate_step, stage_block_counts, step_breakdown, step_traffic
 
@@ -101,6 +101,22 @@ class MultisiteStep:
         """The step across the sites the chosen way (``outer``: per inner step on average)."""
         return next(s.step_time_s for s in self.strategies if s.strategy == self.chosen)
 
+    def mfu(self, s: AcrossSites) -> float:
+        """The job's MFU across the sites the way ``s`` spans them: the same model FLOP per GPU as one site's share
+        in ``s``'s step, so one site's MFU x ``throughput_vs_one_site`` (walk29: only one site's was printed).
+
+        Parameters
+        ----------
+        s : AcrossSites
+            One of :attr:`strategies`.
+
+        Returns
+        -------
+        float
+            Model FLOPs over the GPUs' peak, 0 to 1 (``outer``: per inner step on average).
+        """
+        return self.one_site["mfu"] * s.throughput_vs_one_site
+
     def time_to_train_s(self, tokens: float) -> float:
         """Seconds to train ``tokens`` tokens at the chosen step across the sites (no failures or restarts), as
         :meth:`topo.training.result.StepResult.time_to_train_s` on one site."""
@@ -114,7 +130,8 @@ class MultisiteStep:
     def to_dict(self, train_tokens: float | None = None) -> dict:
         """Plain JSON-ready dict (``topo train REGION --json``); with ``train_tokens``, its time to train."""
         d = whole_bytes(asdict(self))
-        d["strategies"] = [{k: v for k, v in whole_bytes(s).items() if k != "own_end_s"} for s in d["strategies"]]
+        d["strategies"] = [{**{k: v for k, v in whole_bytes(s).items() if k != "own_end_s"}, "mfu": self.mfu(a)}
+                           for s, a in zip(d["strategies"], self.strategies)]
         if train_tokens:
             d["train_tokens"] = train_tokens
             d["time_to_train_s"] = self.time_to_train_s(train_tokens)
@@ -199,9 +216,12 @@ def _across_from(region: Region, fabric, model: ModelSpec, lay: ParallelLayout, 
                         tokens_per_step=one.tokens_per_step * K)
     sizes = sorted({f.num_gpus for f in region.fabrics})
     if len(sizes) > 1:  # every site runs the same share, each on its own fabric
+        idle = [(n, f.num_gpus - site_lay.gpus) for n, f in zip(region.site_names, region.fabrics)]
+        said = ", ".join(f"{n} {k:,}" for n, k in idle if k)  # walk29: a larger site's idle half went unsaid
         out.assumptions.append(f"sites of different sizes ({', '.join(f'{n:,}' for n in sizes)} GPUs): every site "
                                f"runs the same share of the job, each timed on its own fabric; the slowest paces "
-                               f"the step")
+                               f"the step; {sum(k for _, k in idle):,} of the region's "
+                               f"{sum(f.num_gpus for f in region.fabrics):,} GPUs run no part of it ({said})")
     placed, _ = default_placement(site_lay, fabric.spec.gpus_per_domain, fabric.layout.num_gpus)
     # one replica's gradients, from the job's reduction (dp x K): a site holding a single replica (or a single
     # expert replica) reduces nothing inside, and its gradients still cross (walk9: 0 B crossed at dp = K)
@@ -279,6 +299,10 @@ def _check_job(lay: ParallelLayout, K: int, across: str) -> None:
         raise TopoError(f"{lay.global_batch} sequences do not split into dp ({lay.dp}, over the {K} sites) x "
                         f"micro_batch ({lay.micro_batch}) = {lay.dp * lay.micro_batch}; "
                         f"{batch_allowed(lay.global_batch, lay.dp * lay.micro_batch)}", key="global_batch")
+
+    def bad(key, msg):  # walk29: the flushes' and interleaving's units in the job's figures, not one site's share's
+        raise TopoError(msg, key=key)
+    check_batch(lay, bad)
 
 
 def step_with_dci(timeline: list[dict], one_site_s: float, s: AcrossSites) -> list[dict]:

@@ -38,7 +38,7 @@ from .tp_overlap import config_names
 from .cudnn import NEWEST as CUDNN_NEWEST, parse_version as parse_cudnn
 
 __all__ = ["ParallelLayout", "make_layout", "load_layout", "layout_fields", "check_layout", "DIMENSIONS",
-           "DP_SHARDING", "RECOMPUTE", "PIPELINE_SCHEDULES", "DEFAULT_ORDER", "batch_allowed", "delayed_scaling",
+           "DP_SHARDING", "RECOMPUTE", "PIPELINE_SCHEDULES", "DEFAULT_ORDER", "batch_allowed", "check_batch", "delayed_scaling",
            "current_scaling", "divided"]
 
 DIMENSIONS = ("tp", "cp", "ep", "dp", "pp")
@@ -684,7 +684,7 @@ def check_layout(model: ModelSpec, lay: ParallelLayout, *, gpus: int | None = No
         hint = "" if lay.pipeline_embedding else "; pipeline_embedding counts the embedding and loss as layers"
         bad("pp", f"{lay.pp} stages x {lay.vpp} virtual stages = {lay.pp * lay.vpp} chunks exceed {what}; "
                   f"allowed: pp x vpp <= {units}{hint}")
-    _check_vp_group(lay, _check_batch(lay, bad), bad)
+    _check_vp_group(lay, check_batch(lay, bad), bad)
     if lay.ep > 1:
         _check_ep(model, lay, bad)
     elif lay.etp is not None and lay.etp != lay.tp and model.moe is None:
@@ -721,9 +721,22 @@ def _check_ep(model: ModelSpec, lay: ParallelLayout, bad) -> None:
                              f"allowed: 1 to {most:g}")
 
 
-def _check_batch(lay: ParallelLayout, bad) -> int:
+def check_batch(lay: ParallelLayout, bad) -> int:
     """The global batch's splits: into dp x micro_batch, into the pipeline flushes, and (interleaved 1F1B) into
-    groups of pp micro-batches; each refusal says what is allowed. Returns the micro-batches per flush."""
+    groups of pp micro-batches; each refusal says what is allowed.
+
+    Parameters
+    ----------
+    lay : ParallelLayout
+        The layout whose ``global_batch`` is checked, in its own figures (a region's: the whole job's, walk29).
+    bad : callable
+        ``bad(key, message)``, which raises.
+
+    Returns
+    -------
+    int
+        The micro-batches per pipeline flush.
+    """
     if lay.global_batch % (lay.dp * lay.micro_batch):
         bad("global_batch", f"{lay.global_batch} sequences do not split into dp ({lay.dp}) x micro_batch "
                             f"({lay.micro_batch}) = {lay.dp * lay.micro_batch}; "
