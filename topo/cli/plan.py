@@ -513,6 +513,10 @@ def _goodput_lines(r: PlanResult, mark) -> list[str]:
     idle = r.num_gpus - rel.training_gpus  # walk24: the FLOP line x the goodput missed them by 0.8% with no word
     spare = (f" on the {format_count(rel.training_gpus)} GPUs not held as hot spares ({format_count(idle)})"
              if idle else "")
+    if idle and r.training is not None:  # plan70: a job's own GPUs train; the rest deliver none of its work
+        held = rel.hot_spare_servers * (r.num_gpus // r.num_servers)
+        spare = (f" on the job's {format_count(rel.training_gpus)} GPUs ({format_count(held)} held as hot spares, "
+                 f"{format_count(idle - held)} idle)")
     whose = " (the job's, at its GPUs' interruptions)" if rel.interruptions_of == "job" else ""
     out = [f"goodput   {100 * rel.goodput:.1f}%{whose} -> {rel.effective_flop:.3g} FLOP effective{spare}, "
            f"${r.cost_per_effective_gpu_hour_usd:,.2f} per effective GPU-hour"

@@ -438,7 +438,8 @@ def _goodput_scope_words(relia, L) -> str:
         return ""
     return (f"; the goodput is the job's (its {relia.interrupting_gpus:,} GPUs' parts interrupt it, "
             f"{relia.interruptions_per_day:.3g}/day; all {L.num_gpus:,}: {relia.cluster_interruptions_per_day:.3g}/day)"
-            ", and the compute budget and the cost per effective GPU-hour take it for every GPU")
+            ", and the effective compute and the cost per effective GPU-hour count the job's GPUs only: the "
+            "cluster's cost falls on the job's work")
 
 
 def _reliability(L, rel, ck, bom, params: float, params_source: str, flop: float, store: StoragePlan,

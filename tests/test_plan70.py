@@ -1,0 +1,36 @@
+"""plan70: the planner's leftovers a capacity planner meets first (findings section 300).
+
+1. A named job smaller than the cluster: the effective compute and the cost per effective GPU-hour count the job's
+   GPUs at its goodput; the GPUs it leaves (hot spares, idle) deliver none of its work.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from topo.plan import plan
+from topo.plan.train_time import TrainingJob
+
+SPEC = "dgx-h100-superpod"  # 1,024 H100 in 128 DGX H100 (the bundled spec)
+
+
+@pytest.fixture(scope="module")
+def half_job():
+    """A 512-GPU job (half the cluster) of a made-up step: 1 s for 1M tokens."""
+    job = TrainingJob(model="m", gpus=512, step_time_s=1.0, tokens_per_step=1_000_000, tokens=1e12)
+    return plan(SPEC, collectives=False, training=job)
+
+
+def test_a_half_cluster_jobs_effective_compute_is_its_own_gpus_at_its_goodput(half_job):
+    r, rel = half_job, half_job.reliability
+    assert r.num_gpus == 1024 and rel.hot_spare_servers >= 1
+    assert rel.training_gpus == 512  # not 1,024 - the spares' GPUs
+    assert rel.effective_flop == pytest.approx(r.compute.flop * rel.goodput * 512 / 1024, rel=1e-12)
+
+
+def test_a_half_cluster_jobs_tokens_carry_the_whole_clusters_cost(half_job):
+    r, rel = half_job, half_job.reliability
+    per_cluster_hour = r.ownership.cost_per_gpu_hour_usd * r.num_gpus  # the TCO an hour, every installed GPU
+    assert r.cost_per_effective_gpu_hour_usd == pytest.approx(per_cluster_hour / (rel.goodput * 512), rel=1e-12)
+    tokens_per_hour = 1e6 * 3600 * rel.goodput  # 1M tokens a 1 s step, at the job's goodput
+    assert r.cost_per_million_tokens_usd == pytest.approx(per_cluster_hour / tokens_per_hour * 1e6, rel=1e-12)
