@@ -6,8 +6,11 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
+from conftest import run_cli
 from topo.plan import plan
 from topo.plan.train_time import TrainingJob
 
@@ -34,3 +37,17 @@ def test_a_half_cluster_jobs_tokens_carry_the_whole_clusters_cost(half_job):
     assert r.cost_per_effective_gpu_hour_usd == pytest.approx(per_cluster_hour / (rel.goodput * 512), rel=1e-12)
     tokens_per_hour = 1e6 * 3600 * rel.goodput  # 1M tokens a 1 s step, at the job's goodput
     assert r.cost_per_million_tokens_usd == pytest.approx(per_cluster_hour / tokens_per_hour * 1e6, rel=1e-12)
+
+
+# 2. --it-power with --model: each candidate count is planned with the job's own step on it (its MFU sizes the
+#    dataset, hence the storage), as the final plan is. Llama 3 8B (dp 2,048 x tp 8 = 16,384 GPUs) on h100-100k
+#    at 49.5 MW: the catalog's MFU 0.35 put 20 pods at 49.53 MW (19 fitted); the job's step (MFU 0.243) draws
+#    49.48 MW at 20 pods, which fit.
+JOB_8B = ("--model", "llama3-8b", "--layout", "tp=8,dp=2048,global_batch=4096", "--no-collectives", "--json")
+
+
+def test_the_power_fit_sizes_each_count_with_the_jobs_own_step():
+    fit = json.loads(run_cli("plan", "h100-100k", "--it-power", "49.5MW", *JOB_8B, check=True).stdout)["power_fit"]
+    assert fit["count"] == 20 and fit["it_power_W"] <= 49.5e6
+    at_21 = json.loads(run_cli("plan", "h100-100k", "--set", "cluster.num_pods=21", *JOB_8B, check=True).stdout)
+    assert fit["next_it_power_W"] == pytest.approx(at_21["power"]["it_power_W"], rel=1e-12)

@@ -411,8 +411,9 @@ def _notes(fabric, cat, inv, floor, bom, gpu, relia, store, pw, tco, server_name
 
 
 def _refit(power_fit: PowerFit | None, pw) -> PowerFit | None:
-    """The power fit at this plan's own IT power: a job's FLOP (``--model``'s step's MFU) may size the dataset's
-    storage otherwise than the sizing's MFU did (its parameters and precision are the sizing's too)."""
+    """The power fit at this plan's own IT power: equal to the sizing's where the sizing planned each count with
+    this plan's workload (``topo plan --model`` does, with the job's step on each count: plan70); a library caller
+    sizing with another workload sees the difference here."""
     return replace(power_fit, it_power_W=pw.it_power_W) if power_fit is not None else None
 
 
