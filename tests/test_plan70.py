@@ -76,3 +76,28 @@ def test_a_layout_that_fits_within_the_margin_is_said_to_risk_running_out():
 def test_a_layout_with_room_gets_no_such_note():
     out = run_cli(*TIGHT_8B[:-6], "--tp", "8", "--dp", "32", check=True).stdout
     assert "fits" in out and "free memory per GPU under" not in out
+
+
+# 4. walk28 Left 2 and 3: a plant of generators larger than the load, and more storage than compute servers, said
+#    with the key that changes them.
+@pytest.fixture(scope="module")
+def superpod():
+    return plan(SPEC, collectives=False)
+
+
+def test_generators_larger_than_every_blocks_load_are_said(superpod):
+    e = superpod.electrical
+    # N+1 over 2 blocks, each under one 3 MW set (facility.toml's assumption): 2 x (1 + 1) sets = 12 MW
+    assert e.generators == 4 and e.generator_capacity_W == 12e6 and e.largest_block_facility_W < 3e6
+    said = [n for n in superpod.notes if n.startswith("each electrical block's facility load")]
+    assert len(said) == 1 and "plan.facility.generator_W" in said[0] and "12.00 MW" in said[0]
+    assert not plan("h100-100k", collectives=False).electrical.oversized_note()  # blocks of many sets
+
+
+def test_more_storage_servers_than_compute_servers_are_said(superpod):
+    st = superpod.storage
+    assert st.servers > superpod.num_servers == 128
+    said = [n for n in superpod.notes if f"{st.servers} storage servers for 128 compute servers" in n]
+    assert len(said) == 1 and "plan.storage.kind" in said[0]
+    fewer = plan(SPEC, collectives=False, layers=[("t", {"storage": {"kind": "ddn_ai400x2"}})])
+    assert fewer.storage.servers <= 128 and not any("storage servers for" in n for n in fewer.notes)

@@ -35,7 +35,7 @@ from .switch_counts import switch_count_notes
 from .tco import ownership_cost
 from .network import crosspod_collectives
 from .power import power_breakdown
-from .power_notes import cooling_note, power_notes
+from .power_notes import cooling_note, power_notes, storage_scale_note
 from .reliability import HARDWARE_CAUSES, reliability
 from .result import DesignComparison, PlanResult
 from .budget import PowerFit
@@ -185,6 +185,7 @@ def plan(spec: str | Path | Spec | Fabric | None = None, *, layers: Sequence[tup
     notes += power_notes(cat, store, pw, L.num_gpus, floor.cooling)
     notes += cooling_note(cat, floor.cooling, floor.rack_load_W, server.cooling)
     elec = _electrical(cat.facility, floor, pw)
+    notes += [n for n in [elec.oversized_note()] if n] + storage_scale_note(cat, store, L.num_servers)
     pools = _spare_pools(cat, bom, relia, L.num_servers, server_name, server.price_usd.value)
     try:
         phases = _phasing(cat, floor, L, pw, capex)
