@@ -101,3 +101,18 @@ def test_more_storage_servers_than_compute_servers_are_said(superpod):
     assert len(said) == 1 and "plan.storage.kind" in said[0]
     fewer = plan(SPEC, collectives=False, layers=[("t", {"storage": {"kind": "ddn_ai400x2"}})])
     assert fewer.storage.servers <= 128 and not any("storage servers for" in n for n in fewer.notes)
+
+
+# 5. walk28 Left 5: an unknown key of two words is offered the keys of its first word; a GPU count that fills no
+#    whole server gets the nearest counts that build, as a server count does.
+def test_nic_speed_is_offered_the_nic_keys_not_nics():
+    err = run_cli("describe", SPEC, "--set", "server.nic_speed=400").stderr
+    assert "did you mean one of 'nic_rate', 'nic_model', 'nic_latency'?" in err and "Traceback" not in err
+    assert "did you mean 'nic_rate'?" in run_cli("describe", SPEC, "--set", "server.nic_rat=400").stderr
+
+
+def test_a_gpu_count_of_no_whole_server_gets_the_nearest_counts():
+    err = run_cli("describe", SPEC, "--unset", "cluster.num_units", "--set", "cluster.num_gpus=250").stderr
+    assert "250 GPUs do not fill whole servers of 8 GPUs (nearest: 256 GPUs)" in err  # 32-server units: 256 GPUs
+    err = run_cli("describe", SPEC, "--unset", "cluster.num_units", "--set", "cluster.num_gpus=1020").stderr
+    assert "(nearest: 768 or 1,024 GPUs)" in err
