@@ -182,10 +182,8 @@ def plan(spec: str | Path | Spec | Fabric | None = None, *, layers: Sequence[tup
     inv, net, impact = _network(fabric, collectives, profile, relia.interruptions_per_day_by_cause)
     notes = _notes(fabric, cat, inv, floor, bom, gpu, relia, store, pw, tco, server_name, server, server_W, spr,
                    fitted, logical)
-    notes += power_notes(cat, store, pw, L.num_gpus, floor.cooling)
-    notes += cooling_note(cat, floor.cooling, floor.rack_load_W, server.cooling)
     elec = _electrical(cat.facility, floor, pw)
-    notes += [n for n in [elec.oversized_note()] if n] + storage_scale_note(cat, store, L.num_servers)
+    notes += _site_notes(cat, store, pw, L, floor, server.cooling, elec)
     pools = _spare_pools(cat, bom, relia, L.num_servers, server_name, server.price_usd.value)
     try:
         phases = _phasing(cat, floor, L, pw, capex)
@@ -215,6 +213,14 @@ def _network(fabric: Fabric, collectives: bool, profile=None, per_day_by_cause: 
         b = bisection(fabric)
         bis, bis_per_gpu = b.bandwidth_Bps, b.bandwidth_per_gpu_Bps
     return inv, crosspod_collectives(fabric, bis, bis_per_gpu, collectives=collectives, profile=prof), impact
+
+
+def _site_notes(cat, store, pw, L, floor, server_cooling: str, elec) -> list[str]:
+    """The notes on the storage's sizing, the PUE, the halls' cooling, a plant of generators larger than its load
+    and more storage servers than compute servers (walk28)."""
+    return (power_notes(cat, store, pw, L.num_gpus, floor.cooling)
+            + cooling_note(cat, floor.cooling, floor.rack_load_W, server_cooling)
+            + [n for n in [elec.oversized_note()] if n] + storage_scale_note(cat, store, L.num_servers))
 
 
 def _electrical(fac, floor, pw):
