@@ -62,6 +62,31 @@ def closest(name: str, allowed: Iterable[str], cutoff: float = 0.6) -> list[str]
     return [by_lower[close[0]]] if close else []
 
 
+def key_hint(name: str, allowed: Iterable[str]) -> str:
+    """The "did you mean" of an unknown key: the keys of the same first word (``nic_speed``: ``nic_rate``,
+    ``nic_model``, ``nic_latency``; walk28 took ``nics`` for it) where the name has more than one word and one
+    allowed key starts with its first, else :func:`closest`'s one; "" when none.
+
+    >>> key_hint("nic_speed", ["nics", "nic_rate", "nic_model"])
+    "; did you mean one of 'nic_rate', 'nic_model'?"
+    >>> key_hint("nic_rat", ["nics", "nic_rate", "nic_model"])
+    "; did you mean 'nic_rate'?"
+    >>> key_hint("nic", ["nics", "nic_rate"])
+    "; did you mean 'nics'?"
+    """
+    allowed = [str(a) for a in allowed]
+    head, _, rest = str(name).lower().partition("_")
+    same = [a for a in allowed if a.lower().split("_")[0] == head] if rest else []
+    if not same or str(name).lower() in (a.lower() for a in allowed):
+        close = closest(name, allowed)
+        return f"; did you mean {close[0]!r}?" if close else ""
+    by_rest = {a.lower().partition("_")[2]: a for a in same}
+    near = closest(rest, by_rest)  # a typo in the second word (nic_rat): that key
+    same = [by_rest[near[0].lower()]] if near else same
+    return f"; did you mean {same[0]!r}?" if len(same) == 1 else \
+        f"; did you mean one of {', '.join(repr(a) for a in same)}?"
+
+
 class TopoError(ValueError):
     """Bad input: a spec, an override, an option or an argument that cannot be used as given."""
 

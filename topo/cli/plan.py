@@ -192,18 +192,25 @@ def _check_numbers(args) -> None:
 
 def _sized(args, name: str | None):
     """``(spec, power fit)``: the design ``name`` sized to ``--it-power`` (:func:`topo.plan.budget.fit_it_power`,
-    the IT power the planner computes with the flags' and plan file's overrides and the workload: with ``--model``
-    the job's parameters and precision, which size the checkpoint and so the storage, the final plan's own (plan68
-    Left: the catalog's model sized it, 19 pods of h100-100k at 48.27 MW where the 405B job's plan drew 47.33), the
-    MFU the catalog's or ``--mfu``'s: the job's is its step on each count, which the sizing does not run), or
-    ``(None, None)`` without a budget."""
+    the IT power the planner computes with the flags' and plan file's overrides and the workload), or ``(None,
+    None)`` without a budget. With ``--model`` each candidate count is planned as the final plan is: with the job's
+    step on that count (:func:`_layers`: its MFU, parameters and precision, which size the dataset and the
+    checkpoint, hence the storage), so the fit's IT power is the final plan's (plan70; tidy69 Left d). A count the
+    job's layout does not fit is planned with the job's parameters and precision and the catalog's MFU (or
+    ``--mfu``): the final plan refuses such a count by the layout's words."""
     if args.it_power is None:
         return None, None
-    layers = _flag_layers(args)
+    flags = _flag_layers(args)
     if args.model and args.layout:
-        layers.insert(0, ("--model", {"workload": _job_workload(args)}))
+        flags.insert(0, ("--model", {"workload": _job_workload(args)}))
 
     def it_power_W(spec) -> float:
+        layers = flags
+        if args.model and args.layout:
+            try:
+                layers = _layers(args, name, fabric_from_args(args, name, spec))[0]
+            except TopoError:  # the job's layout does not fit this count (or its fabric): no step to size with
+                pass
         return plan(spec, layers=layers, plan_file=args.plan_file, collectives=False).power.it_power_W
 
     return fit_it_power(spec_from_args(args, name), args.it_power, it_power_W)
@@ -513,6 +520,10 @@ def _goodput_lines(r: PlanResult, mark) -> list[str]:
     idle = r.num_gpus - rel.training_gpus  # walk24: the FLOP line x the goodput missed them by 0.8% with no word
     spare = (f" on the {format_count(rel.training_gpus)} GPUs not held as hot spares ({format_count(idle)})"
              if idle else "")
+    if idle and r.training is not None:  # plan70: a job's own GPUs train; the rest deliver none of its work
+        held = rel.hot_spare_servers * (r.num_gpus // r.num_servers)
+        spare = (f" on the job's {format_count(rel.training_gpus)} GPUs ({format_count(held)} held as hot spares, "
+                 f"{format_count(idle - held)} idle)")
     whose = " (the job's, at its GPUs' interruptions)" if rel.interruptions_of == "job" else ""
     out = [f"goodput   {100 * rel.goodput:.1f}%{whose} -> {rel.effective_flop:.3g} FLOP effective{spare}, "
            f"${r.cost_per_effective_gpu_hour_usd:,.2f} per effective GPU-hour"

@@ -33,7 +33,7 @@ from .region_train import run_region_train
 from .output import emit, emit_json, mfu_text, note, table
 from .train_ops import print_op_table, print_stage_table
 from .train_text import (bias_text, command_options, dispatcher_cell, dispatcher_searched, gb, given_flags,
-                         gpu_hours_text, memory_line, not_fit_line, recompute_cell, row_flags, runs_on,
+                         gpu_hours_text, memory_line, tight_memory_note, not_fit_line, recompute_cell, row_flags, runs_on,
                          uncertainty_line)
 
 
@@ -825,6 +825,9 @@ def _print_step(r, tokens, model) -> None:
     m = r.memory
     emit("")
     emit(memory_line(m.to_dict(), r.layout))
+    tight = tight_memory_note([("this layout", m.total_bytes, m.capacity_bytes)])
+    if tight:
+        emit(f"note: {tight}")
     for n in r.notes:
         emit(f"note: {note_flags(n)}")
 
@@ -940,6 +943,10 @@ def _print_search(res, args, held: dict, model) -> None:
     emit(table(rows, ["#", "tp", "cp", "pp", "vpp", "dp", "ep", "mb", "recompute", "sharding"]
                + extra + ["step", "TFLOPs", "MFU", "memory", "compute", "largest overhead"],
                right=[True] * 8 + [False, False] + [False] * len(extra) + [True, True, True, True, True, False]))
+    tight = tight_memory_note([(f"#{i}", r.memory_per_gpu_bytes, r.memory.capacity_bytes)
+                               for i, r in enumerate(res.ranked[:top], 1)])
+    if tight:
+        emit(f"note: {tight}")
     if held:
         emit("held in every layout (--layout): " + ", ".join(f"{k} = {_toml(v)}" for k, v in held.items()))
     idle = sorted({_recompute(r.layout, model).removeprefix(", ") for r in res.ranked[:top]} - {""})

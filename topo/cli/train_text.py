@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import shlex
 
-from ..training.memory import state_convention
+from ..training.memory import fragmentation_margin_bytes, state_convention
 from ..training.parallel import DEFAULT_ORDER
 from ..units import format_gpu_hours, format_in, format_time
 
-__all__ = ["gb", "gpu_hours_text", "memory_line", "not_fit_line", "uncertainty_line", "runs_on", "bias_text", "dispatcher_searched",
+__all__ = ["gb", "gpu_hours_text", "memory_line", "tight_memory_note", "not_fit_line", "uncertainty_line", "runs_on", "bias_text", "dispatcher_searched",
            "dispatcher_cell", "row_flags", "command_options", "given_flags"]
 
 
@@ -30,6 +30,21 @@ def memory_line(m: dict, layout: dict) -> str:
             + (f"NVLS {gb(m['nvls_bytes'])}  " if m.get("nvls_bytes") else "")
             + f"total {gb(m['total_bytes'])} of {gb(m['capacity_bytes'])}: "
             + ("fits" if m["fits"] else f"DOES NOT FIT by {gb(m['short_bytes'])}") + f" ({state_convention(layout)})")
+
+
+def tight_memory_note(rows: list[tuple[str, float, float]]) -> str:
+    """A note on layouts that fit with less free than the caching allocator's fragmentation took in published runs
+    (:func:`~topo.training.memory.fragmentation_margin_bytes`, not in the total): ``rows`` of (what, total bytes,
+    capacity bytes); "" when none is that tight (walk28: #1 held 85.4 of 85.5 GB)."""
+    margin = fragmentation_margin_bytes()
+    tight = [(what, cap - total) for what, total, cap in rows if 0 <= cap - total < margin]
+    if not tight:
+        return ""
+    said = ", ".join(f"{what} {gb(free)}" for what, free in tight)
+    return (f"free memory per GPU under {gb(margin)} ({said}): the total does not count the PyTorch caching "
+            f"allocator's fragmentation, which took {gb(margin)} on average in GMLake's LLM runs (arXiv 2401.08156; "
+            "topo/data/compute/memory_headroom.toml), so such a layout may run out of memory; "
+            "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True reduces it, or take a layout with more free")
 
 
 def not_fit_line(m: dict, gpu: str) -> str:

@@ -52,9 +52,8 @@ class PowerFit:
                 f"{format_in(self.it_power_W, 'MW', ',.2f')} at nameplate (the spec gives "
                 f"{format_count(self.spec_count)}), " + (
                     f"{format_in(self.headroom_W, 'MW', ',.2f')} left; " if self.headroom_W >= 0 else
-                    f"{format_in(-self.headroom_W, 'MW', ',.2f')} over: the job's FLOP (--model's step's MFU) sizes "
-                    "the dataset's storage past what the sizing's MFU (the catalog's, or --mfu) did, a count one fewer "
-                    "fits; "))
+                    f"{format_in(-self.headroom_W, 'MW', ',.2f')} over: this plan's workload sizes the storage past "
+                    "what the sizing's plan of this count did, a count one fewer fits; "))
         if self.fabric_bound is not None:
             return head + (f"the fabric binds, not the budget: {format_count(self.count + 1)} cannot be built "
                            f"({self.fabric_bound})")

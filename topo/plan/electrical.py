@@ -17,6 +17,8 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
+from ..units import format_in
+
 __all__ = ["Electrical", "electrical", "REDUNDANCY"]
 
 REDUNDANCY = ("N", "N+1", "2N")
@@ -34,9 +36,21 @@ class Electrical:
     generator_W: float
     generators: int
     generator_capacity_W: float
+    largest_block_facility_W: float = 0.0  # the largest block's facility load (IT x PUE), what a generator carries
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+    def oversized_note(self) -> str:
+        """A note when even the largest block's facility load is under one generator (walk28: 12 MW of sets for a
+        lab's 2 MW): the installed capacity is then the unit size's, not the load's; "" otherwise."""
+        if not 0 < self.largest_block_facility_W < self.generator_W:
+            return ""
+        return (f"each electrical block's facility load (the largest {format_in(self.largest_block_facility_W, 'MW', ',.2f')}) is "
+                f"under one {format_in(self.generator_W, 'MW', ',.2f')} generator (plan.facility.generator_W, an assumption), "
+                f"so {self.redundancy} installs {format_in(self.generator_capacity_W, 'MW', ',.2f')} of sets: set "
+                "plan.facility.generator_W and ups_module_W to the units your site buys, or read the electrical "
+                "plant as the colocation's where you rent the space")
 
 
 def _units(load_W: float, unit_W: float, redundancy: str) -> int:
@@ -60,4 +74,5 @@ def electrical(block_it_W: list[float], pue: float, *, redundancy: str, ups_modu
     gens = sum(_units(x * pue, generator_W, redundancy) for x in blocks)
     return Electrical(redundancy=redundancy, blocks=len(blocks), ups_module_W=ups_module_W, ups_modules=ups,
                       ups_capacity_W=ups * ups_module_W, generator_W=generator_W, generators=gens,
-                      generator_capacity_W=gens * generator_W)
+                      generator_capacity_W=gens * generator_W,
+                      largest_block_facility_W=max(blocks, default=0.0) * pue)

@@ -35,7 +35,7 @@ from .switch_counts import switch_count_notes
 from .tco import ownership_cost
 from .network import crosspod_collectives
 from .power import power_breakdown
-from .power_notes import cooling_note, power_notes
+from .power_notes import cooling_note, power_notes, storage_scale_note
 from .reliability import HARDWARE_CAUSES, reliability
 from .result import DesignComparison, PlanResult
 from .budget import PowerFit
@@ -182,9 +182,8 @@ def plan(spec: str | Path | Spec | Fabric | None = None, *, layers: Sequence[tup
     inv, net, impact = _network(fabric, collectives, profile, relia.interruptions_per_day_by_cause)
     notes = _notes(fabric, cat, inv, floor, bom, gpu, relia, store, pw, tco, server_name, server, server_W, spr,
                    fitted, logical)
-    notes += power_notes(cat, store, pw, L.num_gpus, floor.cooling)
-    notes += cooling_note(cat, floor.cooling, floor.rack_load_W, server.cooling)
     elec = _electrical(cat.facility, floor, pw)
+    notes += _site_notes(cat, store, pw, L, floor, server.cooling, elec)
     pools = _spare_pools(cat, bom, relia, L.num_servers, server_name, server.price_usd.value)
     try:
         phases = _phasing(cat, floor, L, pw, capex)
@@ -214,6 +213,14 @@ def _network(fabric: Fabric, collectives: bool, profile=None, per_day_by_cause: 
         b = bisection(fabric)
         bis, bis_per_gpu = b.bandwidth_Bps, b.bandwidth_per_gpu_Bps
     return inv, crosspod_collectives(fabric, bis, bis_per_gpu, collectives=collectives, profile=prof), impact
+
+
+def _site_notes(cat, store, pw, L, floor, server_cooling: str, elec) -> list[str]:
+    """The notes on the storage's sizing, the PUE, the halls' cooling, a plant of generators larger than its load
+    and more storage servers than compute servers (walk28)."""
+    return (power_notes(cat, store, pw, L.num_gpus, floor.cooling)
+            + cooling_note(cat, floor.cooling, floor.rack_load_W, server_cooling)
+            + [n for n in [elec.oversized_note()] if n] + storage_scale_note(cat, store, L.num_servers))
 
 
 def _electrical(fac, floor, pw):
@@ -411,8 +418,9 @@ def _notes(fabric, cat, inv, floor, bom, gpu, relia, store, pw, tco, server_name
 
 
 def _refit(power_fit: PowerFit | None, pw) -> PowerFit | None:
-    """The power fit at this plan's own IT power: a job's FLOP (``--model``'s step's MFU) may size the dataset's
-    storage otherwise than the sizing's MFU did (its parameters and precision are the sizing's too)."""
+    """The power fit at this plan's own IT power: equal to the sizing's where the sizing planned each count with
+    this plan's workload (``topo plan --model`` does, with the job's step on each count: plan70); a library caller
+    sizing with another workload sees the difference here."""
     return replace(power_fit, it_power_W=pw.it_power_W) if power_fit is not None else None
 
 
@@ -438,7 +446,8 @@ def _goodput_scope_words(relia, L) -> str:
         return ""
     return (f"; the goodput is the job's (its {relia.interrupting_gpus:,} GPUs' parts interrupt it, "
             f"{relia.interruptions_per_day:.3g}/day; all {L.num_gpus:,}: {relia.cluster_interruptions_per_day:.3g}/day)"
-            ", and the compute budget and the cost per effective GPU-hour take it for every GPU")
+            ", and the effective compute and the cost per effective GPU-hour count the job's GPUs only: the "
+            "cluster's cost falls on the job's work")
 
 
 def _reliability(L, rel, ck, bom, params: float, params_source: str, flop: float, store: StoragePlan,

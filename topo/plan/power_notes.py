@@ -11,7 +11,7 @@ from .catalog import Catalog
 from .power import PowerBreakdown
 from .storage import StoragePlan
 
-__all__ = ["cooling_note", "power_notes"]
+__all__ = ["storage_scale_note", "cooling_note", "power_notes"]
 
 
 def power_notes(cat: Catalog, store: StoragePlan, pw: PowerBreakdown, num_gpus: int, cooling: str) -> list[str]:
@@ -45,6 +45,28 @@ def power_notes(cat: Catalog, store: StoragePlan, pw: PowerBreakdown, num_gpus: 
                  f"{format_in(pw.average_facility_power_W, 'MW', ',.2f')}; the UPS, generators, halls and build cost on nameplate, "
                  f"{format_in(pw.facility_power_W, 'MW', ',.2f')}")
     return notes
+
+
+def storage_scale_note(cat: Catalog, store: StoragePlan, num_servers: int) -> list[str]:
+    """A note when the storage servers outnumber the compute servers (walk28: 124 for a lab's 32), naming
+    ``plan.storage.kind`` and the other kinds (storage.toml), else none.
+
+    Parameters
+    ----------
+    cat : the plan's catalog (its storage kinds).
+    store : its storage.
+    num_servers : its compute servers.
+    """
+    if store.servers <= num_servers:
+        return []
+    others = [k for k in cat.storage.kinds if k != store.kind]
+    need = {"bandwidth": f"a checkpoint in {store.write_budget_s:g} s (storage.write_budget_s)",
+            "capacity": "the checkpoints and the dataset (storage.checkpoints_kept, the workload's tokens)",
+            "per_gpu": "storage.servers_per_gpu"}[store.limit]
+    return [f"{store.servers:,} storage servers for {num_servers:,} compute servers: {store.kind or 'the default'}'s "
+            f"(plan.storage.kind) count for {need}; another kind writes more a server "
+            f"(--set plan.storage.kind={' or '.join(others)}, storage.toml)" if others else
+            f"{store.servers:,} storage servers for {num_servers:,} compute servers, for {need}"]
 
 
 def cooling_note(cat: Catalog, cooling: str, rack_load_W: float, server_cooling: str) -> list[str]:

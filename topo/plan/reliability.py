@@ -32,7 +32,8 @@
   MTBF (53.6% against 62.7% on the 100k default). A sensitivity halves and doubles each input.
 - **Hot spares**: a failed server is swapped for a spare; if fewer spares are kept than servers expected to be in
   repair at once (hardware failure rate x repair time), a restart also waits ``repair_s``. Spare servers do not
-  train: effective compute = FLOP x goodput x (GPUs - spare GPUs) / GPUs.
+  train: effective compute = FLOP x goodput x (GPUs - spare GPUs) / GPUs; with a named job, FLOP x goodput x
+  job GPUs / GPUs (the GPUs it leaves beside the spares are idle to it: no job of its size fits in them).
 """
 
 from __future__ import annotations
@@ -243,7 +244,7 @@ def reliability(num_gpus: int, gpus_per_server: int, *, causes: dict[str, float]
     first_order = float(max(0.0, 1.0 - lost_fraction(young, stall_s, recovery, mtbf_s)))
     grid = T * np.logspace(-1, 1, 41)
     curve = {"interval_s": grid.tolist(), "goodput": renewal_goodput(grid, stall_s, recovery, mtbf_s).tolist()}
-    training = num_gpus - spares * gpus_per_server
+    training = _training_gpus(num_gpus, gpus_per_server, spares, job_gpus)
     return Reliability(
         interruptions_per_day=total_per_h * 24, interruptions_per_day_by_cause={k: v * 24 for k, v in per_h.items()},
         mtbf_s=mtbf_s, interruptions_of=of, interrupting_gpus=gpus, rate_scale=rate_scale,
@@ -270,6 +271,13 @@ def _some_failure_per_h(per_h: dict[str, float], causes: dict[str, float]) -> fl
                         "positive count (Llama 3 Table 5 saw 419 in 54 days on 16,384 GPUs)",
                         key="plan.reliability.causes")
     return total_per_h
+
+
+def _training_gpus(num_gpus: int, gpus_per_server: int, spares: int, job_gpus: int | None) -> int:
+    """The GPUs whose hours train: every GPU not held as a hot spare, or a named job's own GPUs (plan70: the GPUs
+    it leaves idle hold no job of its size, so they deliver none of its work at its goodput)."""
+    free = num_gpus - spares * gpus_per_server
+    return free if job_gpus is None else min(job_gpus, free)
 
 
 def _hot_spares(num_gpus: int, gpus_per_server: int, fraction: float, job_gpus: int | None) -> int:

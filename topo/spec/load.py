@@ -18,7 +18,7 @@ from pathlib import Path
 from pydantic import BaseModel, ValidationError
 
 from ..engine.profile_data import bundled_files, in_network_reduction
-from ..errors import RegionNotSpec, StudyNotSpec, TopoError, closest
+from ..errors import RegionNotSpec, StudyNotSpec, TopoError, closest, key_hint
 from ..inputs import check_input, is_input_file, loads_toml, read_toml
 from ..inputs import shown_value as _shown
 from .model import Spec
@@ -264,8 +264,7 @@ def check_override_key(key: str, root: type[BaseModel] = Spec) -> None:
         fields = {(f.alias or n): f for n, f in model.model_fields.items()}
         if part not in fields:
             allowed = list(fields)
-            close = closest(part, allowed)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
+            hint = key_hint(part, allowed)
             where = format_loc(loc) or "the top level"
             raise TopoError(f"unknown key {part!r} in {where}; allowed: {', '.join(allowed)}{hint}")
         loc.append(part)
@@ -350,8 +349,7 @@ def _describe(err: dict, root: type[BaseModel] = Spec) -> str:
     if kind == "extra_forbidden":
         model = _model_at(loc[:-1], root)
         allowed = _allowed_keys(model) if model else []
-        close = closest(str(loc[-1]), allowed)
-        hint = f"; did you mean {close[0]!r}?" if close else ""
+        hint = key_hint(str(loc[-1]), allowed)
         return f"unknown key {loc[-1]!r}; allowed: {', '.join(allowed)}{hint}"
     if kind == "missing":
         return "is required but missing"

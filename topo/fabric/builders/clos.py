@@ -464,7 +464,9 @@ def _num_servers(spec: Spec, gps: int, spu: int, tiers, attach: Attachment) -> i
     c = spec.cluster
     if c.num_gpus is not None:
         if c.num_gpus % gps:
-            raise TopoError(f"{count_noun(c.num_gpus, 'GPU')} {_do(c.num_gpus)} not fill whole servers of {count_noun(gps, 'GPU')}",
+            raise TopoError(f"{count_noun(c.num_gpus, 'GPU')} {_do(c.num_gpus)} not fill whole servers of {count_noun(gps, 'GPU')}"
+                            + _whole_sizes(spec, c.num_gpus // gps, spec.fabric.servers_per_unit or 1, gps,
+                                           spec.gpus_per_domain, attach.default_unit_name),  # walk28 Left 5
                             key="cluster.num_gpus")
         return c.num_gpus // gps
     if c.num_servers is not None:
