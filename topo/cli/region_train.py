@@ -191,7 +191,7 @@ def render_across_sites(r: MultisiteStep, say=str, tokens: float | None = None) 
     one = r.one_site
     mfu = mfu_text(one["mfu"], one["precision"], one["peak_flop_per_s_per_gpu"])
     short = not_fit_line(one["memory"], one["gpu"])
-    paced = f", {r.pacing_site}'s, the slowest site's" if len(set(r.site_step_s.values())) > 1 else ""
+    paced = f", {r.slowest_site}'s, the slowest" if len(set(r.site_step_s.values())) > 1 else ""
     lines = ([short] if short else []) + [f"{r.model} on {r.region}: {r.gpus:,} GPUs over {r.num_sites} sites; one site's share "
              f"({one['gpus']:,} GPUs{paced}) steps in {format_time(r.one_site_step_s)}, {mfu}"]
     line = uncertainty_line(r.uncertainty, " of one site's share's step")
@@ -203,9 +203,11 @@ def render_across_sites(r: MultisiteStep, say=str, tokens: float | None = None) 
              s.bottleneck] for s in r.strategies]
     lines.append(table(rows, ["across sites", "step", "vs one site", "DCI phase", "exposed", "DCI bytes/step",
                               "DCI for 95%", "bottleneck"], right=[False] + [True] * 6 + [False]))
-    lines.append("DCI bytes/step: on the busiest span, per direction (outer: per inner step on average); DCI for "
-                 "95%: the capacity per span and direction that keeps 95% of one site's throughput, the largest "
-                 "span's (each span's below)")
+    lines.append("vs one site: one site's share's step (above; unlike sites: the slowest share's, what the job "
+                 "steps at over a free DCI) / the step across sites; DCI bytes/step: on the busiest span, per "
+                 "direction (outer: per inner step on average); DCI for 95%: the capacity per span and direction "
+                 "at which the step across sites is one site's share's / 0.95, the largest span's (each span's "
+                 "below)")
     lines += [_per_span_line(s) for s in r.strategies]
     lines.append(f"DCI for 95% per span: {SPAN_RULE}")
     lines.append("")
