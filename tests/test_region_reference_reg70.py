@@ -69,4 +69,4 @@ def test_the_command_reads_95pct_at_the_dci_it_named(tmp_path):
     assert doc["throughput_vs_one_site"] == pytest.approx(0.95, rel=1e-9)
     assert doc["one_site_step_s"] == doc["site_step_s"]["east"] > doc["site_step_s"]["west"]
     text = run_cli("train", mixed_region_file(tmp_path, rate), *flags).stdout
-    assert "east's, the slowest) steps in" in text and "throughput_vs_one_site (dp): 95.0%" in text
+    assert "east's, the slowest site's) steps in" in text and "throughput_vs_one_site (dp): 95.0%" in text

@@ -68,9 +68,17 @@ def run_region_train(args, options: dict, say=str) -> int:
         emit_json(r.to_dict(train_tokens=args.tokens))
     else:
         emit(render_across_sites(r, say, args.tokens))
-        emit(f"each site's collectives priced with profile {r.one_site['profile']} (--profile to change): "
-             f"{r.profile_prices}")
+        emit(f"each site's collectives priced with {_profiles_text(r.site_profile)} (--profile to change): "
+             f"{r.profile_prices}; a site's own profile: its profile key in the region file")
     return 0
+
+
+def _profiles_text(site_profile: dict[str, str]) -> str:
+    """``profile NAME`` where every site priced with one, else each site's (reg70)."""
+    names = set(site_profile.values())
+    if len(names) == 1:
+        return f"profile {names.pop()}"
+    return "its own profile: " + ", ".join(f"{s} {p}" for s, p in site_profile.items())
 
 
 def _job_layout(args, region, fields: dict, options: dict):
@@ -191,7 +199,7 @@ def render_across_sites(r: MultisiteStep, say=str, tokens: float | None = None) 
     one = r.one_site
     mfu = mfu_text(one["mfu"], one["precision"], one["peak_flop_per_s_per_gpu"])
     short = not_fit_line(one["memory"], one["gpu"])
-    paced = f", {r.slowest_site}'s, the slowest" if len(set(r.site_step_s.values())) > 1 else ""
+    paced = f", {r.slowest_site}'s, the slowest site's" if len(set(r.site_step_s.values())) > 1 else ""
     lines = ([short] if short else []) + [f"{r.model} on {r.region}: {r.gpus:,} GPUs over {r.num_sites} sites; one site's share "
              f"({one['gpus']:,} GPUs{paced}) steps in {format_time(r.one_site_step_s)}, {mfu}"]
     line = uncertainty_line(r.uncertainty, " of one site's share's step")

@@ -33,7 +33,7 @@ import numpy as np
 
 from ..errors import TopoError
 from ..engine.region_estimate import (PROFILE_PRICES, chain_hops_s, check_region_profile, dci_phase,
-                                      dci_phase_options, site_exchange_bytes, tree_root_order)
+                                      dci_phase_options, site_exchange_bytes, site_profile, tree_root_order)
 from ..fabric.region_split import split_notes
 from ..fabric.region import Region
 from ..units import format_time, whole_bytes
@@ -100,6 +100,7 @@ class MultisiteStep:
     pacing_site: str = ""
     site_step_s: dict[str, float] = field(default_factory=dict)  # each site's share's step on its own fabric
     profile_prices: str = PROFILE_PRICES  # which collectives ``one_site["profile"]`` priced (not the DCI's)
+    site_profile: dict[str, str] = field(default_factory=dict)  # the profile each site's share priced with (reg70)
 
     @property
     def slowest_site(self) -> str:
@@ -160,8 +161,8 @@ def estimate_across_sites(region: Region, model: ModelSpec, lay: ParallelLayout,
         :meth:`~topo.fabric.region.Region.site_groups`' order (a search has them), reused.
     **step_options
         Passed to :func:`topo.training.step.estimate_step` (``convention``, ``efficiency``, ``contention``,
-        ``profile``: each site's; a calibrated file must be of one site's network,
-        :func:`~topo.engine.region_estimate.check_region_profile`; it prices no DCI phase).
+        ``profile``: each site's, else each site's ``profile`` key; a calibrated file must be of one site's
+        network, :func:`~topo.engine.region_estimate.check_region_profile`; it prices no DCI phase).
 
     Returns
     -------
@@ -180,8 +181,9 @@ def estimate_across_sites(region: Region, model: ModelSpec, lay: ParallelLayout,
         if one_site is not None:
             ones.append((f, sites, one_site[g]))
             continue
+        mine = site_profile(region, step_options.get("profile"), sites[0])  # reg70: a site's key, none given
         try:
-            ones.append((f, sites, estimate_step(f, model, site_lay, **step_options)))
+            ones.append((f, sites, estimate_step(f, model, site_lay, **{**step_options, "profile": mine})))
         except TopoError as exc:
             raise site_failure(region, f, exc) from None
     # regdp67: every site's share ends its step and its in-site reduction at its own time (SiteReady)
@@ -197,6 +199,8 @@ def estimate_across_sites(region: Region, model: ModelSpec, lay: ParallelLayout,
     out.pacing_site = region.site_names[sites[0]]
     out.site_step_s = {region.site_names[i]: r.one_site_step_s for group, r in runs for i in group}
     out.site_step_s = {n: out.site_step_s[n] for n in region.site_names}
+    out.site_profile = {region.site_names[i]: one.profile for _, group, one in ones for i in group}
+    out.site_profile = {n: out.site_profile[n] for n in region.site_names}
     if len(runs) > 1:
         out.notes.append(_lockstep_note(region, out))
     return out
