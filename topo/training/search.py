@@ -291,8 +291,7 @@ def search_layouts(fabric: Fabric, model: ModelSpec, gpus: int, global_batch: in
                    convention: str = "6n", efficiency: float | None = None, engine: CommEngine | None = None,
                    max_layouts: int | None = None, progress=None, contention: bool = True, batch: int = 2048,
                    keep: int | None = None, also_on: tuple[Fabric, ...] = (), profile=None, rank_by=None,
-                   also_profiles: tuple | None = None,
-                   **options) -> SearchResult:
+                   also_profiles: tuple | None = None, **options) -> SearchResult:
     """Rank every valid layout that fits by step time (fastest first); see the module doc.
 
     Parameters
@@ -315,17 +314,15 @@ def search_layouts(fabric: Fabric, model: ModelSpec, gpus: int, global_batch: in
         Other fabrics every layout also runs on in lockstep (the other sites of a region, each with its own
         failures): a layout's step is the slowest fabric's (the first among equals), its bound the largest of its
         bounds on each (a lower bound of that step), so the search stays exact; ``site_steps`` holds each ranked
-        layout's step on ``fabric`` and on each of these. Empty: one fabric, as before.
+        layout's step on ``fabric`` and on each of these. Empty: one fabric, as before. ``also_profiles``: one profile
+        for each (a region's site's own, reg70; None: ``profile``'s for each).
     profile : optional
         The cost profile of every layout's collectives (:class:`~topo.training.comm.CommEngine`'s; None: each
-        fabric's own); not with ``engine``, which carries its own. The fabrics of ``also_on`` take the same, or
-        ``also_profiles``.
+        fabric's own); not with ``engine``, which carries its own. The fabrics of ``also_on`` take the same.
     rank_by : callable, optional
         ``rank_by(step, steps)``: the figure layouts are ranked by, from a step (the slowest fabric's, mixed with
         ``contention``) and its step on each fabric (``fabric``'s, then ``also_on``'s), at or above that step (a
         region's step across its sites): step 4 (module doc) compares it for the mixed time, exact. None: the step.
-    also_profiles : tuple, optional
-        One profile per fabric of ``also_on`` (a region's site's own, reg70); None: ``profile`` for each.
     **options
         Enumeration choices and fixed layout fields (see :func:`candidate_layouts`).
 
@@ -345,8 +342,7 @@ def search_layouts(fabric: Fabric, model: ModelSpec, gpus: int, global_batch: in
     check_num_sm(options.get("tp_overlap_config", TP_OVERLAP_DEFAULT), gpu)  # its layouts are not checked one by one
     s = _Search(fabric, model, engine_for(fabric, engine, profile), gpu,
                 keep or max(top + 2, 5), dict(convention=convention, efficiency=efficiency), progress, max_layouts)
-    also_profiles = also_profiles if also_profiles is not None else (s.engine.profile_given,) * len(also_on)
-    s.others = [s.peer(f, efficiency, p) for f, p in zip(also_on, also_profiles)]
+    s.others = s.peers(also_on, efficiency, also_profiles)
     s.rank_by, s.mix = rank_by, contention
     if "gpus_per_domain_used" not in options and any(_places_apart(fabric, f) for f in also_on):
         for x in s.sites():  # regsearch66: each fabric places the layout as its own step does (64 or 72 a rack)
@@ -428,6 +424,12 @@ class _Search:
         self.rank_by = None  # search_layouts' rank_by: the figure a ranked layout is ordered by (None: its step)
         self.mix = True  # whether the ranked layouts are mixed (search_layouts' contention)
         self.figures: dict = {}  # with rank_by: id(step) -> (step, its figure), the step held so its id stays its own
+
+    def peers(self, fabrics, efficiency, profiles=None) -> list:
+        """:meth:`peer` on each of ``fabrics``, each with its profile (``profiles``; None: this search's engine's
+        for each)."""
+        profiles = profiles if profiles is not None else [self.engine.profile_given] * len(fabrics)
+        return [self.peer(f, efficiency, p) for f, p in zip(fabrics, profiles)]
 
     def peer(self, fabric, efficiency, profile=None):
         """A search of the same model on ``fabric``, another fabric the layouts run on in lockstep (its own engine
