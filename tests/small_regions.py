@@ -3,6 +3,8 @@ attached at the top tier, 40 km apart at 4.9 us a km (light in fibre) plus 50 us
 region TOML of test_region_site_failures_regfail65, test_skip_domains_commands_place64,
 test_dispatcher_column_dense_rev65 and test_region_search_placement_tidy66), and the one way they build it."""
 
+import json
+
 from topo.fabric.region import build_region
 
 
@@ -28,3 +30,27 @@ def built_region(tmp_path_factory, text: str, name: str = "two-su"):
     """The region of TOML ``text``, written as :func:`region_file` writes it and built (the module-scoped fixture of
     the region tests)."""
     return build_region(region_file(tmp_path_factory, text, name))
+
+
+# rev67's two unlike sites of 2 DGX H100 SUs: east's NVLink at 400 GB/s (its TP slower: the slowest share), west's NICs
+# and tiers at 100 Gb/s (its in-site DP reduction slower: the last ready, its window w a few ms)
+MIXED_SITES = (("east", ["cluster.num_units=2", "scale_up.bandwidth_per_gpu=400 GB/s"]),
+               ("west", ["cluster.num_units=2", "server.nic_rate=100 Gb/s", "fabric.tiers[0].port_rate=100 Gb/s",
+                         "fabric.tiers[1].port_rate=100 Gb/s"]))
+
+
+def mixed_region_file(folder, rate_Gbps: float) -> str:
+    """The path of a region TOML of :data:`MIXED_SITES` 40 km apart on one wave of ``rate_Gbps``, written in
+    ``folder``."""
+    sites = "".join(f'[[sites]]\nname = "{n}"\nspec = "dgx-h100-superpod"\nset = {json.dumps(s)}\n'
+                    for n, s in MIXED_SITES)
+    path = folder / f"mixed-{rate_Gbps:.6f}.toml"
+    path.write_text(f'name = "mixed"\ndescription = "two unlike sites (a test region)"\n{sites}[interconnect]\n'
+                    'topology = "mesh"\ndistance_km = 40\nlatency_per_km = "4.9 us"\nequipment_latency = "50 us"\n'
+                    f'waves = 1\nwave_rate = "{rate_Gbps!r} Gb/s"\nattach = "top"\n')
+    return str(path)
+
+
+def mixed_region(folder, rate_Gbps: float):
+    """The region of :func:`mixed_region_file`, built."""
+    return build_region(mixed_region_file(folder, rate_Gbps))

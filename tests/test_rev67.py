@@ -1,11 +1,9 @@
 """rev67's review of session 2026-12-06h's merges (sections 276-284): each fix's test, seen failing before it."""
 
-import json
-
 import pytest
 
 from conftest import run_cli
-from topo.fabric.region import build_region
+from small_regions import mixed_region
 from topo.training.model import load_model
 from topo.training.multisite import estimate_across_sites
 from topo.training.parallel import make_layout
@@ -46,34 +44,17 @@ def test_plan_refuses_a_profile_that_prices_nothing():
 
 
 # regdp67's tests pass on the code before it (its step is the old one by identity); its 95% need is what changed,
-# and it moves only where the slowest share is not the last site ready. A region of two unlike sites: east's
-# NVLink at 400 GB/s (its TP slower: the slowest share), west's NICs and tiers at 100 Gb/s (its in-site DP reduction
-# slower: the last ready, its window w a few ms)
-_MIXED_SITES = (("east", ["cluster.num_units=2", "scale_up.bandwidth_per_gpu=400 GB/s"]),
-                ("west", ["cluster.num_units=2", "server.nic_rate=100 Gb/s", "fabric.tiers[0].port_rate=100 Gb/s",
-                          "fabric.tiers[1].port_rate=100 Gb/s"]))
-
-
-def _mixed_region(tmp_path, rate_Gbps: float):
-    """tests/small_regions.py's two sites 40 km apart on one wave of ``rate_Gbps``, the sites unlike."""
-    sites = "".join(f'[[sites]]\nname = "{n}"\nspec = "dgx-h100-superpod"\nset = {json.dumps(s)}\n'
-                    for n, s in _MIXED_SITES)
-    path = tmp_path / f"mixed-{rate_Gbps:.6f}.toml"
-    path.write_text(f'name = "mixed"\ndescription = "two unlike sites (a test region)"\n{sites}[interconnect]\n'
-                    'topology = "mesh"\ndistance_km = 40\nlatency_per_km = "4.9 us"\nequipment_latency = "50 us"\n'
-                    f'waves = 1\nwave_rate = "{rate_Gbps!r} Gb/s"\nattach = "top"\n')
-    return build_region(path)
-
-
+# and it moves only where the slowest share is not the last site ready: small_regions.MIXED_SITES (east the slowest
+# share, west the last ready)
 def test_region_dp_need_for_95pct_gives_95pct_where_the_slowest_site_is_not_the_last_ready(tmp_path):
     """At the DCI the dp row names for 95% of the pacing site (east, the slowest share), the step is that site's
     step / 0.95: the need is found against the last readiness R (the phase within E + T1 - R, regdp67's closed form).
     Before regdp67 it was found against east's own window (w 0.41 s, where west's is 0.02 s): a DCI that left the
     step well past east's / 0.95."""
     model, job = load_model("llama3-8b"), make_layout(tp=8, dp=128, global_batch=1024, micro_batch=8)
-    fast = estimate_across_sites(_mixed_region(tmp_path, 12800.0), model, job)
+    fast = estimate_across_sites(mixed_region(tmp_path, 12800.0), model, job)
     T_east, T_west = fast.site_step_s["east"], fast.site_step_s["west"]
     assert fast.pacing_site == "east" and T_east > T_west  # the slowest share paces on a fast DCI
     need_Bps = fast.strategies[0].dci_Bps_for_95pct
-    at_need = estimate_across_sites(_mixed_region(tmp_path, need_Bps * 8 / 1e9), model, job).strategies[0]
+    at_need = estimate_across_sites(mixed_region(tmp_path, need_Bps * 8 / 1e9), model, job).strategies[0]
     assert at_need.step_time_s == pytest.approx(T_east / 0.95, rel=1e-9)

@@ -128,7 +128,7 @@ _COUNT_HELP = "a count such as 15e12, 15T, 2.5B, 400M or 10K (decimal: K 1e3, M 
 
 
 def parse_count(text: str | int | float, noun: str = "count") -> float:
-    """Parse a positive, finite count such as a number of tokens, with a decimal suffix (walk26: ``--tokens 15T``
+    """Parse a finite count of at least 1 such as a number of tokens, with a decimal suffix (walk26: ``--tokens 15T``
     was refused as "invalid float value", where model sizes and token budgets are written 405B and 15T).
 
     >>> parse_count("15T"), parse_count("2.5B"), parse_count("15e12"), parse_count(400)
@@ -141,6 +141,9 @@ def parse_count(text: str | int | float, noun: str = "count") -> float:
     value = float(m.group(1)) * _COUNT_UNITS[m.group(2).lower()] if m else float(text)
     if not 0 < value < math.inf:
         raise UnitError(f"must be a positive, finite {noun}, got {str(text).strip()}")
+    if value < 1:  # rev67: --tokens 0.1, a tenth of one, was taken
+        raise UnitError(f"must be a {noun} of at least 1, got {str(text).strip()}; allowed: a count such as 15T, "
+                        "2.5B or 1e9")
     return value
 
 

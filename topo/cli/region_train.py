@@ -68,9 +68,17 @@ def run_region_train(args, options: dict, say=str) -> int:
         emit_json(r.to_dict(train_tokens=args.tokens))
     else:
         emit(render_across_sites(r, say, args.tokens))
-        emit(f"each site's collectives priced with profile {r.one_site['profile']} (--profile to change): "
-             f"{r.profile_prices}")
+        emit(f"each site's collectives priced with {_profiles_text(r.site_profile)} (--profile to change): "
+             f"{r.profile_prices}; a site's own profile: its profile key in the region file")
     return 0
+
+
+def _profiles_text(site_profile: dict[str, str]) -> str:
+    """``profile NAME`` where every site priced with one, else each site's (reg70)."""
+    names = set(site_profile.values())
+    if len(names) == 1:
+        return f"profile {names.pop()}"
+    return "its own profile: " + ", ".join(f"{s} {p}" for s, p in site_profile.items())
 
 
 def _job_layout(args, region, fields: dict, options: dict):
@@ -193,7 +201,7 @@ def render_across_sites(r: MultisiteStep, say=str, tokens: float | None = None) 
     one = r.one_site
     mfu = mfu_text(one["mfu"], one["precision"], one["peak_flop_per_s_per_gpu"])
     short = not_fit_line(one["memory"], one["gpu"])
-    paced = f", {r.pacing_site}'s, the slowest site's" if len(set(r.site_step_s.values())) > 1 else ""
+    paced = f", {r.slowest_site}'s, the slowest site's" if len(set(r.site_step_s.values())) > 1 else ""
     lines = ([short] if short else []) + [f"{r.model} on {r.region}: {r.gpus:,} GPUs over {r.num_sites} sites; one site's share "
              f"({one['gpus']:,} GPUs{paced}) steps in {format_time(r.one_site_step_s)}, {mfu}"]
     line = uncertainty_line(r.uncertainty, " of one site's share's step")
@@ -207,9 +215,11 @@ def render_across_sites(r: MultisiteStep, say=str, tokens: float | None = None) 
                               "DCI bytes/step", "DCI for 95%", "bottleneck"], right=[False] + [True] * 7 + [False]))
     lines.append("MFU: the job's across the sites, one site's share's x vs one site (the same model FLOP per GPU "
                  "in the longer step)")
-    lines.append("DCI bytes/step: on the busiest span, per direction (outer: per inner step on average); DCI for "
-                 "95%: the capacity per span and direction that keeps 95% of one site's throughput, the largest "
-                 "span's (each span's below)")
+    lines.append("vs one site: one site's share's step (above; unlike sites: the slowest share's, what the job "
+                 "steps at over a free DCI) / the step across sites; DCI bytes/step: on the busiest span, per "
+                 "direction (outer: per inner step on average); DCI for 95%: the capacity per span and direction "
+                 "at which the step across sites is one site's share's / 0.95, the largest span's (each span's "
+                 "below)")
     lines += [_per_span_line(s) for s in r.strategies]
     lines.append(f"DCI for 95% per span: {SPAN_RULE}")
     lines.append("")

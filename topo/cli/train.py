@@ -179,7 +179,9 @@ def _output_arguments(p) -> None:
                    help="with --search: rank orders to try, e.g. tp-cp-ep-dp-pp,tp-cp-ep-pp-dp")
     p.add_argument("--across", choices=("dp", "pp", "outer"), default=None,
                    help="a region of several sites: the dimension across sites (default dp, the hierarchical "
-                   "reduction); outer: a low-communication outer synchronisation every --outer-every steps")
+                   "reduction); outer: a low-communication outer synchronisation every --outer-every steps. Each "
+                   "way's 'vs one site' is the slowest site's share's step (what the job steps at over a free DCI) "
+                   "over the step across sites, and its 'DCI for 95%%' the capacity at which that is 95%%")
     p.add_argument("--outer-every", type=int, default=None, metavar="H",
                    help="a region: inner steps between outer synchronisations (DiLoCo-like)")
     p.add_argument("--json", action="store_true", help="print one JSON document on stdout")

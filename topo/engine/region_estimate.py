@@ -29,7 +29,7 @@ from .result import Bottleneck, whole_bytes_row
 
 __all__ = ["RegionEstimate", "RegionRow", "estimate_region", "dci_phase", "dci_phase_options", "cross_site_candidates",
            "chain_hops_s", "tree_root_order", "TREE_ROOT_RULE", "site_exchange_bytes", "PROFILE_PRICES",
-           "check_region_profile"]
+           "check_region_profile", "site_profile"]
 
 PROFILE_PRICES = ("each site's in-site collectives on its own fabric (a hierarchical way's reduce-scatter and "
                   "all-gather, the flat ring's and tree's steps inside a site) and each NCCL call's cost and "
@@ -427,14 +427,14 @@ class _SiteTimes:
 
     def __init__(self, region: Region, coll: str, sizes: list[int], profile=None):
         groups = region.site_groups()  # alike healthy sites timed once, a site with failed parts on its own
-        distinct = [f for f, _ in groups]
-        # a fabric's first site by name: a link is named SITE:SRC->DST, as --fail SITE:PART takes it
-        first_site = {id(f): region.site_names[sites[0]] for f, sites in groups}
-        profiles = {id(f): resolve_profile(profile, f) for f in distinct}  # nccl: each site's own
-        self.profile_names = list(dict.fromkeys(p.name for p in profiles.values()))
-        self.n = min(f.num_gpus for f in distinct)
-        self.per_chunk_s = max(_call_cost_s(profiles[id(f)]) for f in distinct)
-        self.channels = min(profiles[id(f)].channels for f in distinct)
+        # a group's first site by name: a link is named SITE:SRC->DST, as --fail SITE:PART takes it
+        first_site = [region.site_names[sites[0]] for _, sites in groups]
+        # nccl: each site's own; reg70: a site's profile key where no profile is given
+        profiles = [resolve_profile(site_profile(region, profile, sites[0]), f) for f, sites in groups]
+        self.profile_names = list(dict.fromkeys(p.name for p in profiles))
+        self.n = min(f.num_gpus for f, _ in groups)
+        self.per_chunk_s = max(_call_cost_s(p) for p in profiles)
+        self.channels = min(p.channels for p in profiles)
         self.buffer_bytes = nccl_buffer_bytes()
         want = {"reduce_scatter": ("reduce_scatter",) if coll != "all_gather" else (),
                 "all_gather": ("all_gather",) if coll != "reduce_scatter" else (),
@@ -446,16 +446,16 @@ class _SiteTimes:
             if not what:
                 continue
             per_size = {}
-            for f in distinct:
+            for g, (f, _) in enumerate(groups):
                 try:
                     r = estimate(f, what[0], sizes, algorithm=what[1] if len(what) > 1 else "auto",
-                                 profile=profiles[id(f)])
+                                 profile=profiles[g])
                 except TopoError as exc:
                     self.missing[key] = exc.message
                     break
                 for x in r.results:
                     b = x.bottleneck
-                    where = first_site[id(f)]
+                    where = first_site[g]
                     ph = Phase(x.latency_s, x.bandwidth_s, f"{where}:{b.src}->{b.dst}" if b is not None else where)
                     if x.size_bytes not in per_size or ph.time_s > per_size[x.size_bytes].time_s:
                         per_size[x.size_bytes] = ph
@@ -464,6 +464,29 @@ class _SiteTimes:
                                                                                  dst=f"{where}:{b.dst}"))
             else:
                 self.times[key] = per_size
+
+
+def site_profile(region: Region, profile, site: int):
+    """The profile that prices site ``site``'s in-site collectives: ``profile`` where a command gives one (every
+    site's), else the site's ``profile`` key (:attr:`~topo.fabric.region.Region.site_profiles`; None: its own)."""
+    return profile if profile is not None else region.site_profiles[site]
+
+
+def _check_site_keys(region: Region) -> None:
+    """Refuse a site's ``profile`` key of another network than the site's (a bundled name or a file): the key says
+    which profile the site's own network has (reg70); unknown names as :func:`resolve_profile` says them."""
+    for i, (name, key) in enumerate(zip(region.site_names, region.site_profiles)):
+        if key is None:
+            continue
+        try:
+            resolve_profile(key, region.fabrics[i])
+        except TopoError as exc:
+            raise TopoError(f"site {name}: {exc.message}", source=exc.source, key="sites.profile") from None
+        net, own = profile_network(key), site_network(region.fabrics[i])
+        if net is not None and net != own:
+            raise TopoError(f"site {name}: {key!r} is a profile of {net}, but the site's network is {own}: a site's "
+                            f"profile prices its own in-site collectives; allowed: a profile of {own}, nccl, or a "
+                            "file based on nccl (or none: the site's own)", key="sites.profile")
 
 
 def check_region_profile(region: Region, profile) -> None:
@@ -483,6 +506,8 @@ def check_region_profile(region: Region, profile) -> None:
     TopoError
         Keyed ``profile``, its source the file: the file's network and the sites' networks named.
     """
+    if profile is None:
+        _check_site_keys(region)
     if isinstance(profile, Profile) or profile is None:
         return
     net = profile_network(profile)

@@ -21,7 +21,7 @@ import numpy as np
 
 from ..errors import TopoError, Unreachable
 from ..spec.model import Spec
-from ..spec.region_load import load_region
+from ..spec.region_load import load_region, site_profile_keys
 from ..spec.sites import RegionSpec
 from .builders import build_fabric
 from .fabric import Fabric
@@ -69,6 +69,11 @@ class Region:
         return Level.DCI
 
     @property
+    def site_profiles(self) -> tuple:
+        """Each site's ``profile`` key (``[[sites]]``; None where it gives none), in site order (reg70)."""
+        return tuple(p for e, key in zip(self.spec.sites, site_profile_keys(self.spec)) for p in [key] * e.count)
+
+    @property
     def num_sites(self) -> int:
         return len(self.site_names)
 
@@ -107,12 +112,13 @@ class Region:
     def site_groups(self) -> list[tuple[Fabric, tuple[int, ...]]]:
         """The distinct site fabrics, each with its sites (indices, in site order), first site first: sites that
         share one built fabric, or whose fabrics have equal specs and the same failed links, are one group (two
-        healthy ``[[sites]]`` entries of one spec are timed once; a site with a failed part is its own, regfail65).
-        Cached on the region."""
+        healthy ``[[sites]]`` entries of one spec are timed once; a site with a failed part is its own, regfail65),
+        sites of another ``profile`` key apart (reg70). Cached on the region."""
         if "site_groups" not in self._cache:
             groups: list[tuple[Fabric, list[int]]] = []
+            own = self.site_profiles
             for i, f in enumerate(self.fabrics):
-                same = next((g for g in groups if _same_fabric(g[0], f)), None)
+                same = next((g for g in groups if _same_fabric(g[0], f) and own[g[1][0]] == own[i]), None)
                 if same is None:
                     groups.append((f, [i]))
                 else:

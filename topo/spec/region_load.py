@@ -17,7 +17,7 @@ from .load import display_path, _to_topo_error, apply_overrides, load_spec, reso
 from .model import Spec
 from .sites import RegionSpec, is_region_data
 
-__all__ = ["load_region", "region_from_dict", "is_region_file", "site_specs", "site_spec_files"]
+__all__ = ["load_region", "region_from_dict", "is_region_file", "site_specs", "site_spec_files", "site_profile_keys"]
 
 
 def is_region_file(name_or_path) -> bool:
@@ -94,6 +94,26 @@ def _site_file(site, folder: Path) -> Path | str:
     sent it on to the working folder, "no such spec file")."""
     beside = folder / site.spec
     return beside if os.path.lexists(beside) else site.spec
+
+
+def site_profile_keys(region: RegionSpec) -> list[str | None]:
+    """Each ``[[sites]]`` entry's ``profile`` key (None where it gives none): a file beside the region file, else
+    the name or path as given, as a site's ``spec`` is found (reg70).
+
+    Parameters
+    ----------
+    region : RegionSpec
+
+    Returns
+    -------
+    list of str or None
+    """
+    folder = Path(region.input_path).parent if region.input_path else None
+    out = []
+    for site in region.sites:
+        beside = folder / site.profile if folder is not None and site.profile else None
+        out.append(str(beside) if beside is not None and os.path.lexists(beside) else site.profile)
+    return out
 
 
 def site_spec_files(region: RegionSpec) -> list[str]:

@@ -103,6 +103,10 @@ class SiteSpec(_Strict):
     """Alike sites this entry stands for (named NAME-0, NAME-1, ...); they share one built fabric."""
     power_limit_MW: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = None
     """The site's grid connection in MW (facility power, for ``topo plan``)."""
+    profile: Annotated[str, Field(min_length=1)] | None = None
+    """The cost profile of this site's in-site collectives (a bundled name such as ``hopper+roce``, a file ``topo
+    calibrate`` wrote, ``nccl``), of the site's own network; none: the site fabric's own. Never the DCI's; a
+    command's ``--profile`` replaces every site's (reg70)."""
 
     @model_validator(mode="after")
     def _one_fabric(self):

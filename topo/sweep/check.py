@@ -87,7 +87,8 @@ def check_values(axes: dict, source: str, placeholder: str) -> None:
             except TopoError as exc:
                 where = [exc.source if exc.source not in (None, str(v)) else None,
                          exc.key if exc.key not in (None, key) else None]
-                raise TopoError(": ".join([repr(v)] + [w for w in where if w] + [exc.message]), source=source,
+                said = exc.message.removeprefix(f"{v!r}: ")  # rev67: a profile's error names the value too
+                raise TopoError(": ".join([repr(v)] + [w for w in where if w] + [said]), source=source,
                                 key=f"axes.{key}") from None
             except UnitError as exc:
                 raise TopoError(f"{v!r}: {exc}", source=source, key=f"axes.{key}") from None

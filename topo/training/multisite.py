@@ -1,9 +1,12 @@
-"""A training job across the sites of a region: how its step compares with the same job on one site.
+r"""A training job across the sites of a region: how its step compares with the same job on one site.
 
 The one-site baseline is :func:`topo.training.step.estimate_step` of one site's share of the job (the layout with
 ``dp / K`` and ``global_batch / K`` on one site's fabric): the same work per GPU, so its throughput per GPU is the
-job's on one site large enough. Across ``K`` sites, three ways (each a step time and ``throughput_vs_one_site`` =
-one-site step / this step):
+job's on one site large enough. Where the sites are unlike (other hardware, failed parts), each times the share on
+its own fabric, and "one site" is the slowest share's step, :math:`\max_i T_i`: what the job steps at in lockstep
+over a free DCI, so the ratio and the need for 95% weigh what the DCI costs alone, and do not move with it (reg70).
+Across ``K`` sites, three ways (each the job's step, the same at every site, and ``throughput_vs_one_site`` =
+the slowest share's step / this step):
 
 - ``dp``: data parallelism across sites with the hierarchical reduction (NeMo / Megatron-Core's distributed
   optimizer instances, one per site: reduce-scatter inside, all-reduce of each GPU's shard across, all-gather
@@ -17,7 +20,8 @@ one-site step / this step):
 - ``outer``: a low-communication method (DiLoCo, outer synchronisation every ``H`` inner steps): the sites train
   alone; every ``H`` steps the same cross-site all-reduce, not overlapped, its time spread over ``H`` steps.
 
-Each also gives the DCI capacity per span (per direction) the job needs to stay within 95% of one site.
+Each also gives the DCI capacity per span (per direction) the job needs to stay within 95% of one site: at that
+capacity, the way's step is the slowest share's / 0.95.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ import numpy as np
 
 from ..errors import TopoError
 from ..engine.region_estimate import (PROFILE_PRICES, chain_hops_s, check_region_profile, dci_phase,
-                                      dci_phase_options, site_exchange_bytes, tree_root_order)
+                                      dci_phase_options, site_exchange_bytes, site_profile, tree_root_order)
 from ..fabric.region_split import split_notes
 from ..fabric.region import Region
 from ..units import format_time, whole_bytes
@@ -68,8 +72,8 @@ class AcrossSites:
     # (:data:`SPAN_RULE`; one factor for all only where a border needs it), spans that carry nothing 0
     dci_Bps_for_95pct_by_span: dict[str, float] = field(default_factory=dict)
     dci_total_Bps_for_95pct: float = 0.0  # their sum, per direction
-    # dp: the end this site's own share, step and in-site reduction, gives the step across the sites
-    # (:func:`_dp`); the latest paces. Not in ``--json`` (the pacing site's is ``step_time_s``)
+    # the end this site's own share gives the way's step across the sites (dp: its step and in-site reduction,
+    # :func:`_dp`); the latest paces. Not in ``--json`` (the pacing site's is ``step_time_s``)
     own_end_s: float = 0.0
 
 
@@ -90,11 +94,19 @@ class MultisiteStep:
     uncertainty: dict = field(default_factory=dict)  # the share's step's interval (bounds: "one_site_step_s")
     tokens_per_step: int = 0  # the whole job's: every site's share of the global batch x the sequence
     fits: bool = True  # one site's share fits in GPU memory (each site runs the same share: the job does)
-    # regfail65: the sites step in lockstep, each share on its own fabric (its own failed parts); the site whose
-    # step across the sites is the slowest paces it (the first site among equals), and every figure above is its
+    # regfail65: the sites step in lockstep, each share on its own fabric (its own failed parts); the site whose own
+    # end of the chosen way is the latest paces it (the first site among equals). The one-site figures above are the
+    # slowest share's (:attr:`slowest_site`, the reference of ``throughput_vs_one_site``; reg70)
     pacing_site: str = ""
     site_step_s: dict[str, float] = field(default_factory=dict)  # each site's share's step on its own fabric
     profile_prices: str = PROFILE_PRICES  # which collectives ``one_site["profile"]`` priced (not the DCI's)
+    site_profile: dict[str, str] = field(default_factory=dict)  # the profile each site's share priced with (reg70)
+
+    @property
+    def slowest_site(self) -> str:
+        """The site whose share steps slowest on its own fabric (the first among equals): ``one_site_step_s`` is
+        its, the reference of ``throughput_vs_one_site`` and of the DCI for 95%."""
+        return max(self.site_step_s, key=self.site_step_s.get) if self.site_step_s else ""
 
     @property
     def step_time_s(self) -> float:
@@ -147,7 +159,9 @@ def estimate_across_sites(region: Region, model: ModelSpec, lay: ParallelLayout,
     Every site runs the same share of the job, in lockstep (each step's reduction or pipeline send across the sites
     waits for every site), so each distinct site fabric (:meth:`~topo.fabric.region.Region.site_groups`: alike
     healthy sites once, a site with failed parts on its own) times the share with its own failures, and the site
-    whose step across the sites is the slowest paces it (``pacing_site``; each site's share in ``site_step_s``).
+    whose own end of the chosen way is the latest paces it (``pacing_site``; each site's share in ``site_step_s``).
+    Each way's row is the job's step, the same at every site; its ``throughput_vs_one_site`` and DCI for 95% are
+    against the slowest share's step (``one_site_step_s``, :attr:`MultisiteStep.slowest_site`'s).
 
     Parameters
     ----------
@@ -164,8 +178,8 @@ def estimate_across_sites(region: Region, model: ModelSpec, lay: ParallelLayout,
         :meth:`~topo.fabric.region.Region.site_groups`' order (a search has them), reused.
     **step_options
         Passed to :func:`topo.training.step.estimate_step` (``convention``, ``efficiency``, ``contention``,
-        ``profile``: each site's; a calibrated file must be of one site's network,
-        :func:`~topo.engine.region_estimate.check_region_profile`; it prices no DCI phase).
+        ``profile``: each site's, else each site's ``profile`` key; a calibrated file must be of one site's
+        network, :func:`~topo.engine.region_estimate.check_region_profile`; it prices no DCI phase).
 
     Returns
     -------
@@ -184,33 +198,45 @@ def estimate_across_sites(region: Region, model: ModelSpec, lay: ParallelLayout,
         if one_site is not None:
             ones.append((f, sites, one_site[g]))
             continue
+        mine = site_profile(region, step_options.get("profile"), sites[0])  # reg70: a site's key, none given
         try:
-            ones.append((f, sites, estimate_step(f, model, site_lay, **step_options)))
+            ones.append((f, sites, estimate_step(f, model, site_lay, **{**step_options, "profile": mine})))
         except TopoError as exc:
             raise site_failure(region, f, exc) from None
     # regdp67: every site's share ends its step and its in-site reduction at its own time (SiteReady)
     ready = SiteReady(tuple(one.step_time_s for _, _, one in ones),
-                      tuple(dp_window_s(one, site_lay) for _, _, one in ones))
+                      tuple(dp_window_s(one, site_lay) for _, _, one in ones),
+                      tuple(one.breakdown_s["compute"] for _, _, one in ones))
     runs = [(sites, _across_from(region, f, model, lay, site_lay, one, across, outer_every, ready))
             for f, sites, one in ones]
-    # the slowest paces (the first site's among equals); the dp step is every site's, so it is paced by the site
-    # whose own end (its step, or its readiness, then the DCI phase) is the latest (:func:`_dp`)
-    sites, out = max(runs, key=lambda r: (r[1].step_time_s, r[1].strategies[0].own_end_s))
+    # reg70: every way's row is the job's, the same from every site; the figures of one site are the slowest
+    # share's (the first among equals), and the site whose own end of the chosen way is the latest paces the step
+    out = max(runs, key=lambda r: r[1].one_site_step_s)[1]
+    sites, _ = max(runs, key=lambda r: _chosen(r[1]).own_end_s)
     out.pacing_site = region.site_names[sites[0]]
     out.site_step_s = {region.site_names[i]: r.one_site_step_s for group, r in runs for i in group}
     out.site_step_s = {n: out.site_step_s[n] for n in region.site_names}
+    out.site_profile = {region.site_names[i]: one.profile for _, group, one in ones for i in group}
+    out.site_profile = {n: out.site_profile[n] for n in region.site_names}
     if len(runs) > 1:
         out.notes.append(_lockstep_note(region, out))
     return out
 
 
+def _chosen(m: MultisiteStep) -> AcrossSites:
+    """The way across the sites ``m`` chose."""
+    return next(s for s in m.strategies if s.strategy == m.chosen)
+
+
 def _across_from(region: Region, fabric, model: ModelSpec, lay: ParallelLayout, site_lay: ParallelLayout,
                  one: StepResult, across: str, outer_every: int | None,
                  ready: SiteReady | None = None) -> MultisiteStep:
-    """The job's step across the sites seen from the site whose share steps as ``one`` on ``fabric``; ``ready``:
-    every site's latest step end and in-site reduction end (:class:`SiteReady`; None: every site's are ``one``'s)."""
+    """The job's step across the sites seen from the site whose share steps as ``one`` on ``fabric``: the one-site
+    figures its, each way's row the job's (``own_end_s`` its); ``ready``: every site's step, in-site reduction end
+    and compute (:class:`SiteReady`; None: every site's are ``one``'s)."""
     K = region.num_sites
     T1 = one.step_time_s
+    ready = ready or SiteReady((T1,), (dp_window_s(one, site_lay),), (one.breakdown_s["compute"],))
     out = MultisiteStep(region=region.name, model=model.name, num_sites=K, gpus=site_lay.gpus * K,
                         one_site_step_s=T1, one_site=one.to_dict(), assumptions=_assumptions(region),
                         tokens_per_step=one.tokens_per_step * K)
@@ -229,16 +255,16 @@ def _across_from(region: Region, fabric, model: ModelSpec, lay: ParallelLayout, 
                                                                "global_batch": placed.global_batch * K}))
     amax_s, amax_calls = _amax_across_s(region, model, placed)
     out.strategies.append(_dp(region, one, site_lay, V, amax_s, ready))
-    out.assumptions += _amax_note(out.strategies[-1], amax_s, amax_calls, T1)
+    out.assumptions += _amax_note(out.strategies[-1], amax_s, amax_calls, ready.slowest_s)
     if lay.pp >= K and lay.pp % K == 0:
-        out.strategies.append(_pp(region, one, placed, model))
+        out.strategies.append(_pp(region, one, placed, model, ready))
         out.assumptions.append(_PP_ACROSS)
     elif across == "pp":
         raise TopoError(f"pipeline stages across {K} sites need pp a multiple of {K}, got {lay.pp}", key="pp")
     else:  # said, not silently left out of the table (walk9)
         out.assumptions.append(f"pp across sites: not timed, pp {lay.pp} is not a multiple of the {K} sites")
     if outer_every:
-        out.strategies.append(_outer(region, T1, V, outer_every))
+        out.strategies.append(_outer(region, T1, V, outer_every, ready.slowest_s))
     elif across == "outer":
         raise TopoError("the outer synchronisation needs its period, outer_every (inner steps between outer "
                         "synchronisations)",
@@ -261,7 +287,8 @@ def _lockstep_note(region: Region, out: MultisiteStep) -> str:
 
     steps = ", ".join(one(i, n) for i, n in enumerate(region.site_names))
     return (f"the sites step in lockstep, each share on its own fabric: {steps}; {out.pacing_site}'s paces the job's "
-            f"step (the one-site figures are {out.pacing_site}'s share's)")
+            f"step; the one-site figures are {out.slowest_site}'s share's, the slowest (vs one site and the DCI for "
+            f"95% are against its step)")
 
 
 def share_fabric(region: Region, site_lay: ParallelLayout | None = None):
@@ -454,10 +481,12 @@ class SiteReady:
     """Each distinct site's share's step :math:`T_i` on its own fabric (``steps_s``) and the window :math:`w_i` its
     in-site DP reduction leaves in its last backward (``windows_s``, :func:`dp_window_s`): the site is ready for
     the cross-site phase of the ``dp`` strategy at :math:`r_i = T_i - w_i` from the step's start (the sites start
-    each step together: the previous step's cross-site phase ended it for all)."""
+    each step together: the previous step's cross-site phase ended it for all); and its compute (``computes_s``,
+    the window a pipeline's crossings stream behind, :func:`_pp`)."""
 
     steps_s: tuple[float, ...]
     windows_s: tuple[float, ...]
+    computes_s: tuple[float, ...] = ()
 
     @property
     def slowest_s(self) -> float:
@@ -497,8 +526,8 @@ def _dp(region: Region, one, lay, V, amax_s: float = 0.0, ready: SiteReady | Non
     the same for every site, each hiding :math:`\min(D, \max(0, T_i - R))` behind its own backward and exposing
     the rest; site :math:`i`'s own end :math:`T_i + \max(e, D - w_i) + amax_s` (``own_end_s``) is the step at the
     site that paces it. Equal sites: :math:`R = T - w`, the one-site formula ``T + max(e, D - w)``. The need for
-    95% of one site (``one``'s step :math:`T_1`, budget :math:`E = T_1 (1/0.95 - 1) - amax_s`): the edge within
-    :math:`E - (\max_i T_i - T_1)`, the phase within :math:`E + T_1 - R`.
+    95% of one site (the slowest share's step :math:`T_s = \max_i T_i`, budget :math:`E = T_s (1/0.95 - 1) -
+    amax_s`, so that :math:`T \le T_s / 0.95`): the edge within :math:`E`, the phase within :math:`E + T_s - R`.
     """
     K = region.num_sites
     a, b = _ring(K)
@@ -506,18 +535,16 @@ def _dp(region: Region, one, lay, V, amax_s: float = 0.0, ready: SiteReady | Non
     T1 = one.step_time_s
     window = dp_window_s(one, lay)
     ready = ready or SiteReady((T1,), (window,))
+    Ts = ready.slowest_s
     per_gpu = V / lay.gpus
     bucket = min(1.0, dp_bucket_params(lay) * lay.reduce_bytes / (per_gpu * lay.dp * lay.cp)) if per_gpu else 0.0
     edge = ph.latency_s + bucket * ph.bandwidth_s
     own = T1 + max(edge, ph.time_s - window) + amax_s
     T = max(t + max(edge, ph.time_s - w) + amax_s for t, w in zip(ready.steps_s, ready.windows_s))
-    exposed = T - T1
-    E = T1 * (1 / TARGET_FRACTION - 1) - amax_s
-    late = ready.slowest_s - T1  # the slowest share's step beyond this site's
+    E = Ts * (1 / TARGET_FRACTION - 1) - amax_s
     need, each, total = _for_95pct(region, a, b, 2 * (K - 1) / K * V, 2 * (K - 1),
-                                   lambda lat: _allowed_s(E - late, lat, ready.slowest_s - ready.last_ready_s,
-                                                          bucket))
-    return AcrossSites("dp", T, T1 / T, ph.time_s + amax_s, exposed, float(loads.max()), need,
+                                   lambda lat: _allowed_s(E, lat, Ts - ready.last_ready_s, bucket))
+    return AcrossSites("dp", T, Ts / T, ph.time_s + amax_s, T - Ts, float(loads.max()), need,
                        ph.bound, latency_s=ph.latency_s, dci_Bps_for_95pct_by_span=each,
                        dci_total_Bps_for_95pct=total, own_end_s=own)
 
@@ -538,32 +565,40 @@ def _pp_crossings(K: int, lay: ParallelLayout, send_bytes: float) -> tuple[np.nd
     return a, b, nbytes
 
 
-def _pp(region: Region, one, lay, model) -> AcrossSites:
+def _pp(region: Region, one, lay, model, ready: SiteReady) -> AcrossSites:
+    r"""Pipeline stages across the sites, seen from the site whose share steps as ``one``: site :math:`i` (step
+    :math:`T_i`, compute :math:`c_i`, ``ready``) ends at :math:`T_i + L + \max(0, B - c_i)` (:math:`L` the fill's and
+    the drain's latency, :math:`B` the crossings' bandwidth time, streamed behind the compute); the job's step is the
+    latest, and the need for 95% keeps every site's end within the slowest share's step / 0.95."""
     K = region.num_sites
     size = sum(it["size_bytes"] for it in step_traffic(model, lay) if it["dim"] == "pp")
     a, b, nbytes = _pp_crossings(K, lay, size * (lay.gpus * K // lay.pp))  # a stage's ranks across the job
     ph, loads = dci_phase(region, a, b, nbytes, 1)  # latency: one crossing
     latency = 2 * (K - 1) * lay.vpp * ph.latency_s  # fill and drain, once per virtual stage
-    compute = one.breakdown_s["compute"]
-    exposed = latency + max(0.0, ph.bandwidth_s - compute)
-    T = one.step_time_s + exposed
-    E = one.step_time_s * (1 / TARGET_FRACTION - 1)
-    need, each, total = _for_95pct(region, a, b, nbytes, 1,
-                                   lambda lat: _allowed_s(E, 2 * (K - 1) * lay.vpp * lat, compute, 0.0))
-    return AcrossSites("pp", T, one.step_time_s / T, latency + ph.bandwidth_s, exposed, float(loads.max()), need,
-                       ph.bound, latency_s=latency, dci_Bps_for_95pct_by_span=each, dci_total_Bps_for_95pct=total)
+    sites = tuple(zip(ready.steps_s, ready.computes_s))
+    T = max(t + latency + max(0.0, ph.bandwidth_s - c) for t, c in sites)
+    Ts = ready.slowest_s
+    need, each, total = _for_95pct(region, a, b, nbytes, 1, lambda lat: min(
+        _allowed_s(Ts / TARGET_FRACTION - t, 2 * (K - 1) * lay.vpp * lat, c, 0.0) for t, c in sites))
+    own = one.step_time_s + latency + max(0.0, ph.bandwidth_s - one.breakdown_s["compute"])
+    return AcrossSites("pp", T, Ts / T, latency + ph.bandwidth_s, T - Ts, float(loads.max()), need,
+                       ph.bound, latency_s=latency, dci_Bps_for_95pct_by_span=each, dci_total_Bps_for_95pct=total,
+                       own_end_s=own)
 
 
-def _outer(region: Region, T1: float, V: float, H: int) -> AcrossSites:
+def _outer(region: Region, T1: float, V: float, H: int, slowest_s: float) -> AcrossSites:
+    """The outer synchronisation every ``H`` inner steps, seen from the site whose share steps in ``T1``: each site
+    adds the phase over ``H`` to its own step; the job's step is the slowest share's (``slowest_s``) plus it."""
     K = region.num_sites
     a, b = _ring(K)
     ph, loads = dci_phase(region, a, b, 2 * (K - 1) / K * V, 2 * (K - 1))
     exposed = ph.time_s / H
-    T = T1 + exposed
-    E = T1 * (1 / TARGET_FRACTION - 1)
+    T = slowest_s + exposed
+    E = slowest_s * (1 / TARGET_FRACTION - 1)
     need, each, total = _for_95pct(region, a, b, 2 * (K - 1) / K * V, 2 * (K - 1), lambda lat: _allowed_s(H * E, lat))
-    return AcrossSites("outer", T, T1 / T, ph.time_s, exposed, float(loads.max()) / H, need, ph.bound, H,
-                       latency_s=ph.latency_s, dci_Bps_for_95pct_by_span=each, dci_total_Bps_for_95pct=total)
+    return AcrossSites("outer", T, slowest_s / T, ph.time_s, exposed, float(loads.max()) / H, need, ph.bound, H,
+                       latency_s=ph.latency_s, dci_Bps_for_95pct_by_span=each, dci_total_Bps_for_95pct=total,
+                       own_end_s=T1 + exposed)
 
 
 def _assumptions(region: Region) -> list[str]:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from ..engine.region_estimate import check_region_profile
+from ..engine.region_estimate import check_region_profile, site_profile
 from ..errors import TopoError
 from ..fabric.region import Region
 from .model import ModelSpec
@@ -202,9 +202,12 @@ def _search_groups(region: Region, fabric, model: ModelSpec, share: int, batch: 
     def in_groups(steps) -> tuple:
         return tuple(steps[order.index(g)] for g in range(len(groups)))
 
+    given = options.get("profile")  # reg70: each group's sites' profile key where none is given
+    options = {**options, "profile": site_profile(region, given, groups[first][1][0])}
     try:
         res = search_layouts(groups[first][0], model, share, batch, top=top,
                              also_on=tuple(groups[g][0] for g in order[1:]),
+                             also_profiles=tuple(site_profile(region, given, groups[g][1][0]) for g in order[1:]),
                              rank_by=lambda one, steps: figure(one, in_groups(steps)), **options)
     except TopoError as exc:  # a failed part under the share: its site named, as estimate_across_sites names it
         raise site_failure(region, getattr(exc, "fabric", fabric), exc) from None

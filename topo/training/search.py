@@ -291,7 +291,7 @@ def search_layouts(fabric: Fabric, model: ModelSpec, gpus: int, global_batch: in
                    convention: str = "6n", efficiency: float | None = None, engine: CommEngine | None = None,
                    max_layouts: int | None = None, progress=None, contention: bool = True, batch: int = 2048,
                    keep: int | None = None, also_on: tuple[Fabric, ...] = (), profile=None, rank_by=None,
-                   **options) -> SearchResult:
+                   also_profiles: tuple | None = None, **options) -> SearchResult:
     """Rank every valid layout that fits by step time (fastest first); see the module doc.
 
     Parameters
@@ -314,7 +314,8 @@ def search_layouts(fabric: Fabric, model: ModelSpec, gpus: int, global_batch: in
         Other fabrics every layout also runs on in lockstep (the other sites of a region, each with its own
         failures): a layout's step is the slowest fabric's (the first among equals), its bound the largest of its
         bounds on each (a lower bound of that step), so the search stays exact; ``site_steps`` holds each ranked
-        layout's step on ``fabric`` and on each of these. Empty: one fabric, as before.
+        layout's step on ``fabric`` and on each of these. Empty: one fabric, as before. ``also_profiles``: one profile
+        for each (a region's site's own, reg70; None: ``profile``'s for each).
     profile : optional
         The cost profile of every layout's collectives (:class:`~topo.training.comm.CommEngine`'s; None: each
         fabric's own); not with ``engine``, which carries its own. The fabrics of ``also_on`` take the same.
@@ -341,7 +342,7 @@ def search_layouts(fabric: Fabric, model: ModelSpec, gpus: int, global_batch: in
     check_num_sm(options.get("tp_overlap_config", TP_OVERLAP_DEFAULT), gpu)  # its layouts are not checked one by one
     s = _Search(fabric, model, engine_for(fabric, engine, profile), gpu,
                 keep or max(top + 2, 5), dict(convention=convention, efficiency=efficiency), progress, max_layouts)
-    s.others = [s.peer(f, efficiency) for f in also_on]
+    s.others = s.peers(also_on, efficiency, also_profiles)
     s.rank_by, s.mix = rank_by, contention
     if "gpus_per_domain_used" not in options and any(_places_apart(fabric, f) for f in also_on):
         for x in s.sites():  # regsearch66: each fabric places the layout as its own step does (64 or 72 a rack)
@@ -424,21 +425,26 @@ class _Search:
         self.mix = True  # whether the ranked layouts are mixed (search_layouts' contention)
         self.figures: dict = {}  # with rank_by: id(step) -> (step, its figure), the step held so its id stays its own
 
-    def peer(self, fabric, efficiency):
+    def peers(self, fabrics, efficiency, profiles=None) -> list:
+        """:meth:`peer` on each of ``fabrics``, each with its profile (``profiles``; None: this search's engine's
+        for each)."""
+        profiles = profiles if profiles is not None else [self.engine.profile_given] * len(fabrics)
+        return [self.peer(f, efficiency, p) for f, p in zip(fabrics, profiles)]
+
+    def peer(self, fabric, efficiency, profile=None):
         """A search of the same model on ``fabric``, another fabric the layouts run on in lockstep (its own engine
         and failures); of an equal spec, it shares this one's caches of memory, compute and bounds, which read the
-        spec, the GPU and the model alone (the NVLS check that routes is not cached, :meth:`nvls_checked`)."""
+        spec, the GPU and the model alone (the NVLS check that routes is not cached, :meth:`nvls_checked`);
+        ``profile``: its collectives' (None: the fabric's own)."""
         if fabric.spec != self.spec:
             gpu = gpu_compute(fabric.spec.gpu, efficiency, host_cpu=fabric.spec.host_cpu[0])
-            return _Search(fabric, self.model, self._engine_on(fabric), gpu, self.keep, self.step_kw, None, None)
-        out = _Search(fabric, self.model, self._engine_on(fabric), self.gpu, self.keep, self.step_kw, None, None)
+            return _Search(fabric, self.model, CommEngine(fabric, profile=profile), gpu, self.keep, self.step_kw,
+                           None, None)
+        out = _Search(fabric, self.model, CommEngine(fabric, profile=profile), self.gpu, self.keep, self.step_kw,
+                      None, None)
         for name in ("mem_cache", "act_cache", "bound_cache", "nvls_bounds", "waits", "blocks"):
             setattr(out, name, getattr(self, name))
         return out
-
-    def _engine_on(self, fabric) -> CommEngine:
-        """A new engine on ``fabric`` pricing with the profile this search's engine was asked for."""
-        return CommEngine(fabric, profile=self.engine.profile_given)
 
     def sites(self) -> tuple:
         """This search and its :attr:`others`: every fabric a layout runs on."""
