@@ -11,7 +11,7 @@ import pytest
 
 from topo.training.gpus import gpu_compute
 from topo.training.model import load_model
-from topo.training.operators import MOE_MODULE, block_ops, kernels_launched, op_time_s, stage_compute
+from topo.training.operators import MOE_MODULE, block_ops, host_launch_s, op_time_s, stage_compute
 from topo.training.parallel import make_layout
 
 NANO_H100 = dict(tp=1, ep=8, dp=16, micro_batch=1, global_batch=1024, seq_len=8192, precision="fp8", etp=1,
@@ -23,7 +23,7 @@ NANO_H100 = dict(tp=1, ep=8, dp=16, micro_batch=1, global_batch=1024, seq_len=81
 def _moe_forward_host_and_gpu_s(model, lay, gpu):
     """The MoELayer forward's host launch seconds and GPU seconds, from its operators (one MoE block)."""
     ops = [op for op in block_ops(model, lay, "E") if op.module in MOE_MODULE and op.passes != "backward"]
-    host = sum(gpu.kernels.launch_host_s * kernels_launched(op, lay.precision) for op in ops)
+    host = sum(host_launch_s(op, gpu, precision=lay.precision) for op in ops)
     return host, sum(op_time_s(op, gpu, lay.precision) for op in ops)
 
 
@@ -31,13 +31,14 @@ def test_recomputed_moe_module_waits_for_the_host_in_the_backward():
     """Nano (23 MoE layers, one stage): recomputing ``moe`` adds to each micro-batch's backward, per MoE layer, the
     host's launches of the MoELayer forward minus that forward's GPU time (eager, 8 local experts launched one
     by one) and the replayed sync's round trip (``sync_s``); the other recomputed modules add no wait. At the top of
-    the host's published 5-20 us a launch (at the fitted 19.1 us the forward's 3.15 ms of launches and its 3.22 ms on
-    the GPU are a hair apart once each FP8 linear writes its transposed copy in the forward). The permutation is
+    the host's published 5-20 us a launch, every kernel priced as a call (the kernels Transformer Engine's C++ launches
+    in a loop cost less, ``launch_calls``, and leave this forward GPU-bound: a mechanism test needs a host-bound one). The permutation is
     priced here as a contiguous copy (90% of HBM): at the permute kernels' measured rates (kernels.toml
     ``permute_TBps``) the forward is GPU-bound (host 3.30 ms, GPU 3.69 ms) and has no wait to test."""
     contiguous = {"permute_TBps": 0.9 * 4.8, "unpermute_TBps": 0.9 * 4.8}  # 90% of the measuring H200's 4.8 TB/s
     nano = load_model("nemotron-3-nano-30b-a3b")
-    gpu = gpu_compute("H100", overrides={"launch": {"host_s": 2e-5}, "memory": contiguous})
+    every = {"host_s": 2e-5, "cpp_launch_s": 2e-5, "cpp_gemm_s": 2e-5}  # a kernel from C++ priced as a call
+    gpu = gpu_compute("H100", overrides={"launch": every, "memory": contiguous})
     others = ("layernorm", "core_attn", "moe_act")
     base = stage_compute(nano, make_layout(**NANO_H100, recompute_modules=others), gpu)
     lay = make_layout(**NANO_H100, recompute_modules=("moe", *others))

@@ -56,7 +56,7 @@ import numpy as np
 from .cross_entropy import cross_entropy_moves
 from .fsdp2_copies import copies_units, fsdp2_copies
 from .gpus import GpuCompute, gpu_compute
-from .grouped_gemm import epilogue_cast, grouped_pass_s, input_cast_kernels
+from .grouped_gemm import CPP_LOOP_PATHS, GROUP_QUANTIZE_KERNELS, epilogue_cast, grouped_pass_s, input_cast_kernels
 from .kernels import (KernelModel, alltoall_preprocess_kernels, attention_rate_flops, fp8_backward_published,
                       fp8_padding, fp8_recipe_costs, gemm_s, memory_s, permute_backward_bytes, permute_kernels, permute_s,
                       quantize_kernels, quantize_s, router_kernels, ssd_sm_reference)
@@ -73,7 +73,7 @@ __all__ = ["END_UNITS", "Op", "block_ops", "busiest_rank_load", "expert_rows_sd"
            "quantize_bytes", "cast_kind", "BlockTime", "block_time", "block_time_key", "StageCompute", "stage_compute", "rank_computes",
            "pipeline_units", "rank_stages", "layer_numbers", "bf16_layers", "optimizer_step_s",
            "OPTIMIZER_STEP_BYTES", "MOE_ROUTER_OPS", "ALLTOALL_PREPROCESS_OPS", "SHARED_EXPERT_MODULES", "SCOPE_PARTS",
-           "host_syncs", "CAPACITY_MASK_BYTES",
+           "host_syncs", "CAPACITY_MASK_BYTES", "launch_calls",
            "fp8_padding_ops", "fp8_padding_copies", "FP8_PADDING_MOVES", "sm_bound_floor_s"]
 
 OPTIMIZER_STEP_BYTES = 34.0
@@ -1211,16 +1211,60 @@ def cast_kind(op: Op, backward: bool = False, amax_pass: bool = False, scale_ker
     return "delayed_scale_inverse" if scale_kernel else "cast"
 
 
+def launch_calls(op: Op, precision: str, backward: bool = False, amax_pass: bool = False,
+                 scale_kernel: bool = False) -> tuple[float, float, float]:
+    """How the host issues the :func:`kernels_launched` of ``op``'s pass: framework calls, each with its first
+    kernel, and the GEMMs and other kernels a call's C++ launches after its first.
+
+    A GEMM is a call of its own, except on a path that loops over the experts in C++
+    (:data:`.grouped_gemm.CPP_LOOP_PATHS`: one call a GEMM pass, its other experts' cuBLASLt GEMMs from C++). An
+    FP8 input cast is one call whose other kernels (current scaling's amax, scale and cast; delayed scaling's scale
+    inverse) its C++ launches, one for every expert on such a path (``split_quantize``), one per expert for a
+    Python loop of experts; a norm's amax cast (``current_norm_amax``) is launched inside the norm's call, so none.
+
+    Parameters
+    ----------
+    op : Op
+    precision : str
+    backward, amax_pass, scale_kernel : bool
+        As :func:`kernels_launched`.
+
+    Returns
+    -------
+    tuple of float
+        ``(calls, C++ GEMMs, C++ kernels)``, which sum to :func:`kernels_launched`.
+    """
+    total = kernels_launched(op, precision, backward, amax_pass, scale_kernel)
+    if op.kind != "gemm":
+        return total, 0.0, 0.0
+    gemms = 2.0 if backward else 1.0
+    own = op.launches * gemms
+    calls = min(gemms, own) if op.expert_kernels in CPP_LOOP_PATHS else own
+    casts = total - own
+    if casts <= 0:
+        return calls, own - calls, 0.0
+    if cast_kind(op, backward, amax_pass, scale_kernel) == "current_norm_amax":
+        cast_calls = 0.0
+    elif op.grouped and not (op.expert_kernels in CPP_LOOP_PATHS or op.expert_kernels in GROUP_QUANTIZE_KERNELS):
+        cast_calls = min(op.groups, casts)
+    else:
+        cast_calls = 1.0
+    return calls + cast_calls, own - calls, casts - cast_calls
+
+
 def host_launch_s(op: Op, gpu: GpuCompute, backward: bool = False, graphs: tuple = (),
                   precision: str = "bf16", amax_pass: bool = False, scale_kernel: bool = False) -> float:
-    """CPU seconds an eager framework spends launching ``op``'s kernels (forward, or its backward); none when a
-    CUDA graph of ``graphs`` (the layout's ``cuda_graph_scope``) captures it, or when it runs in the other pass
-    (``amax_pass``, ``scale_kernel``: :func:`kernels_launched`)."""
+    """CPU seconds an eager framework spends launching ``op``'s kernels (forward, or its backward): ``launch_host_s``
+    a call, ``launch_cpp_gemm_s`` and ``launch_cpp_s`` a GEMM and a kernel its C++ launches after the call's first
+    (:func:`launch_calls`); none when a CUDA graph of ``graphs`` (the layout's ``cuda_graph_scope``) captures it,
+    or when it runs in the other pass (``amax_pass``, ``scale_kernel``: :func:`kernels_launched`)."""
     if captured(op, graphs):
         return 0.0
     if op.passes != "both" and backward != (op.passes == "backward"):
         return 0.0
-    return gpu.kernels.launch_host_s * kernels_launched(op, precision, backward, amax_pass, scale_kernel)
+    km = gpu.kernels
+    calls, gemms, kernels = launch_calls(op, precision, backward, amax_pass, scale_kernel)
+    return km.launch_host_s * calls + km.launch_cpp_gemm_s * gemms + km.launch_cpp_s * kernels
 
 
 def captured(op: Op, graphs: tuple) -> bool:
