@@ -44,7 +44,7 @@ from ..resources import data_dir
 from .kernels import KernelModel, gemm_s
 
 __all__ = ["CPP_LOOP_PATHS", "EPILOGUE_CASTS", "EXPERT_KERNELS", "GROUP_QUANTIZE_KERNELS", "compute_streams",
-           "epilogue_cast", "grouped_pass_s", "input_cast_kernels"]
+           "epilogue_cast", "expert_host_ops", "grouped_pass_s", "input_cast_kernels"]
 
 EXPERT_KERNELS = ("multi_stream", "fused_mlp")
 """How a grouped expert GEMM pass is issued (the layout's ``moe_expert_kernels``; see the module doc)."""
@@ -98,6 +98,43 @@ def input_cast_kernels(path: str, groups: float, per_cast: float) -> float:
         :data:`GROUP_QUANTIZE_KERNELS` of ``path``, else ``groups x per_cast``.
     """
     return float(GROUP_QUANTIZE_KERNELS[path]) if path in GROUP_QUANTIZE_KERNELS else groups * per_cast
+
+
+EXPERT_HOST_CASTS = ("bf16", "fp8_per_tensor", "fp8_block")
+"""How a ``GroupedLinear`` pass treats its input, as :func:`expert_host_ops` keys it: no FP8, per-tensor FP8 scaling
+(current or delayed: ``split_quantize`` allocates each expert's output on its own) or block-scaled FP8 (MXFP8,
+blockwise: one bulk allocation, a view an expert tensor)."""
+
+
+@lru_cache(maxsize=None)
+def _expert_host_table() -> dict:
+    return tomllib.loads((data_dir("compute") / "te_grouped_linear_host.toml").read_text(encoding="utf-8"))
+
+
+def expert_host_ops(path: str, cast: str, backward: bool = False) -> tuple[float, float, float]:
+    """The host work one local expert adds to a grouped expert module's pass outside its launches: PyTorch ops
+    entered from Python, tensors ATen makes from C++, and pure-Python calls (``te_grouped_linear_host.toml``,
+    counted from Transformer Engine's ``GroupedLinear`` at v2.12, v2.14 and v2.16).
+
+    Parameters
+    ----------
+    path : str
+        The layout's ``moe_expert_kernels``; only :data:`CPP_LOOP_PATHS` (``GroupedLinear``) has a table, any other
+        path none.
+    cast : str
+        One of :data:`EXPERT_HOST_CASTS`.
+    backward : bool
+        The backward (dgrad and wgrad), else the forward.
+
+    Returns
+    -------
+    tuple of float
+        ``(torch ops from Python, tensors from C++, Python calls)`` an expert.
+    """
+    if path not in CPP_LOOP_PATHS:
+        return 0.0, 0.0, 0.0
+    counts = _expert_host_table()["per_expert"][cast]["backward" if backward else "forward"]
+    return float(counts[0]), float(counts[1]), float(counts[2])
 
 
 def epilogue_cast(path: str, gemm: str) -> str:
