@@ -16,8 +16,8 @@ from published_setups import published_setups
 
 from topo.training.gpus import gpu_compute
 from topo.training.model import load_model
-from topo.training.operators import (MOE_ROUTER_OPS, SCOPE_PARTS, block_ops, block_time, captured, host_launch_s,
-                                     kernels_launched, launch_calls, stage_compute)
+from topo.training.operators import (MOE_ROUTER_OPS, SCOPE_PARTS, block_ops, block_time, captured, expert_host_s,
+                                     host_launch_s, kernels_launched, launch_calls, stage_compute)
 from topo.training.parallel import make_layout
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -63,7 +63,9 @@ def test_a_whole_layer_graph_leaves_the_host_nothing_to_launch(qwen235):
         n = [launch_calls(op, "fp8", backward) for op in ops if op.passes != ("forward" if backward else "backward")]
         assert sum(map(sum, n)) == pytest.approx(sum(kernels_launched(op, "fp8", backward) for op in ops
                                                      if op.passes != ("forward" if backward else "backward")))
-        return sum(c * km.launch_host_s + m * km.launch_cpp_gemm_s + k * km.launch_cpp_s for c, m, k in n)
+        experts = sum(expert_host_s(op, g, "fp8", backward) for op in ops
+                      if op.passes != ("forward" if backward else "backward"))  # per-expert module work
+        return sum(c * km.launch_host_s + m * km.launch_cpp_gemm_s + k * km.launch_cpp_s for c, m, k in n) + experts
 
     bt = block_time(qwen235, eager, g, "E")
     assert bt.host_s == pytest.approx(host(False), rel=1e-12)
