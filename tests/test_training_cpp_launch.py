@@ -100,11 +100,14 @@ def test_host_seconds_price_each_kind_of_launch():
     """Closed form on H100 (Xeon 8480C, the reference host): the experts' fc1 forward under current scaling is
     2 calls x host_s + 15 GEMMs x cpp_gemm_s + 63 kernels x cpp_launch_s = 2 x 19.2 + 150 + 81.9 = 270.3 us, where
     a call a kernel was 80 x 19.2 = 1,536 us, plus each of the 16 experts' four tensors made in C++ at
-    torch_cpp_op_s (tests/test_training_expert_host.py); on GB200 (Grace) 2.75 times that."""
+    torch_cpp_op_s and its 14 Python-level calls, 3 conversions to C++ and 4 Python objects from C++ at their prices
+    (launch_py_s, on the reference host; tests/test_training_expert_host.py); on GB200 (Grace) 2.75 times that."""
     op = _qwen_experts()["fc1"]
     h100, gb200 = gpu_compute("H100"), gpu_compute("GB200")
+    python = sum(n * LAUNCH[k] * LAUNCH["python_calls_host_factor"]
+                 for n, k in zip((14, 3, 4), ("py_call_s", "pybind_call_s", "py_object_s")))
     expected = (2 * LAUNCH["host_s"] + 15 * LAUNCH["cpp_gemm_s"] + 63 * LAUNCH["cpp_launch_s"]
-                + 16 * 4 * LAUNCH["torch_cpp_op_s"])
+                + 16 * (4 * LAUNCH["torch_cpp_op_s"] + python))
     assert host_launch_s(op, h100, precision="fp8") == pytest.approx(expected, rel=1e-12)
     assert host_launch_s(op, gb200, precision="fp8") == pytest.approx(expected * host_time_factor("grace"))
     assert host_launch_s(op, h100, graphs=("full_iteration",), precision="fp8") == 0.0

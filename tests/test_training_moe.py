@@ -5,6 +5,7 @@ de-duplication, node-limited routing), load imbalance, and the step's traffic mi
 import math
 
 import pytest
+from conftest import every_kernel_a_call
 
 import topo
 from topo.training.gpus import gpu_compute
@@ -75,8 +76,7 @@ def test_host_waits_per_layer_of_a_dropless_moe(qwen):
 
     def sc(host, **upd):  # every kernel priced as a call of its own (C++-launched ones too: launch_calls), the
         # experts' per-expert module work off (operators.expert_host_s): the test counts launches
-        g = gpu_compute("H100", overrides={"launch": {"host_s": host, "cpp_launch_s": host, "cpp_gemm_s": host,
-                                                      "torch_py_op_s": 0.0, "torch_cpp_op_s": 0.0}})
+        g = gpu_compute("H100", overrides={"launch": every_kernel_a_call(host)})
         return stage_compute(qwen, lay.model_copy(update=upd), g), g
 
     (fast, _), (slow, g) = sc(1e-9), sc(1e-3)

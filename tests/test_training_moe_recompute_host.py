@@ -12,6 +12,7 @@ zidanehuang001/Megatron-Bridge@8e0fe90)."""
 import math
 
 import pytest
+from conftest import every_kernel_a_call
 
 from topo.training.gpus import gpu_compute
 from topo.training.model import load_model
@@ -66,9 +67,7 @@ def test_recomputed_moe_module_waits_for_the_host_in_the_backward():
     ``permute_TBps``) the forward is GPU-bound (host 3.30 ms, GPU 3.69 ms) and has no wait to test."""
     contiguous = {"permute_TBps": 0.9 * 4.8, "unpermute_TBps": 0.9 * 4.8}  # 90% of the measuring H200's 4.8 TB/s
     nano = load_model("nemotron-3-nano-30b-a3b")
-    every = {"host_s": 2e-5, "cpp_launch_s": 2e-5, "cpp_gemm_s": 2e-5,  # a kernel from C++ priced as a call,
-             "torch_py_op_s": 0.0, "torch_cpp_op_s": 0.0}  # no per-expert module work (operators.expert_host_s)
-    gpu = gpu_compute("H100", overrides={"launch": every, "memory": contiguous})
+    gpu = gpu_compute("H100", overrides={"launch": every_kernel_a_call(2e-5), "memory": contiguous})
     others = ("layernorm", "core_attn", "moe_act")
     base = stage_compute(nano, make_layout(**NANO_H100, recompute_modules=others), gpu)
     lay = make_layout(**NANO_H100, recompute_modules=("moe", *others))
@@ -197,8 +196,7 @@ def test_an_early_stopped_replay_waits_without_its_combine_call(cover_s):
     the replay is host-bound without all-to-all time (0.2 ms of it leaves the GPU ahead: both lines wait the round
     trip and the dispatch call). Every kernel priced as a call, as the Nano test above (the C++-launched kernels'
     cheaper price leaves this replay GPU-bound)."""
-    every = {"host_s": 2e-5, "cpp_launch_s": 2e-5, "cpp_gemm_s": 2e-5, "torch_py_op_s": 0.0, "torch_cpp_op_s": 0.0}
-    m, gpu = load_model("qwen3-30b-a3b"), gpu_compute("H100", overrides={"launch": every})
+    m, gpu = load_model("qwen3-30b-a3b"), gpu_compute("H100", overrides={"launch": every_kernel_a_call(2e-5)})
     none = stage_compute(m, make_layout(**QWEN_H100), gpu, cover_s)
     lay = make_layout(**QWEN_H100, recompute="full", recompute_early_stop=True)
     got = (stage_compute(m, lay, gpu, cover_s).backward_s - none.backward_s) / 48
@@ -229,9 +227,7 @@ def test_a_fully_recomputed_layer_without_a_sync_replays_its_host_launches():
     m = load_model("qwen3-30b-a3b")
     kw = dict(QWEN_H100, seq_len=2048, moe_capacity_factor=1.0)
     for host_s, bound in ((2e-5, "host"), (1e-6, "gpu")):
-        every = {"host_s": host_s, "cpp_launch_s": host_s, "cpp_gemm_s": host_s,  # every kernel a call, as above
-                 "torch_py_op_s": 0.0, "torch_cpp_op_s": 0.0}
-        gpu = gpu_compute("H100", overrides={"launch": every})
+        gpu = gpu_compute("H100", overrides={"launch": every_kernel_a_call(host_s)})  # every kernel a call, as above
         none = stage_compute(m, make_layout(**kw), gpu)
         lay = make_layout(**kw, recompute="full")
         full = stage_compute(m, lay, gpu)

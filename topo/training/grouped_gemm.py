@@ -44,7 +44,7 @@ from ..resources import data_dir
 from .kernels import KernelModel, gemm_s
 
 __all__ = ["CPP_LOOP_PATHS", "EPILOGUE_CASTS", "EXPERT_KERNELS", "GROUP_QUANTIZE_KERNELS", "compute_streams",
-           "epilogue_cast", "expert_host_ops", "grouped_pass_s", "input_cast_kernels"]
+           "epilogue_cast", "expert_host_ops", "expert_python_calls", "grouped_pass_s", "input_cast_kernels"]
 
 EXPERT_KERNELS = ("multi_stream", "fused_mlp")
 """How a grouped expert GEMM pass is issued (the layout's ``moe_expert_kernels``; see the module doc)."""
@@ -134,6 +134,31 @@ def expert_host_ops(path: str, cast: str, backward: bool = False) -> tuple[float
     if path not in CPP_LOOP_PATHS:
         return 0.0, 0.0, 0.0
     counts = _expert_host_table()["per_expert"][cast]["backward" if backward else "forward"]
+    return float(counts[0]), float(counts[1]), float(counts[2])
+
+
+def expert_python_calls(path: str, cast: str, backward: bool = False) -> tuple[float, float, float]:
+    """The pure-Python and pybind part of :func:`expert_host_ops`, one local expert's, by kind
+    (``te_grouped_linear_host.toml [python_kinds]``, counted from the same source).
+
+    Parameters
+    ----------
+    path : str
+        The layout's ``moe_expert_kernels``; only :data:`CPP_LOOP_PATHS` has a table, any other path none.
+    cast : str
+        One of :data:`EXPERT_HOST_CASTS`.
+    backward : bool
+        The backward (dgrad and wgrad), else the forward.
+
+    Returns
+    -------
+    tuple of float
+        ``(Python-level calls, Python objects converted to C++ by a bound call, Python objects built from C++)``
+        an expert, which sum to :func:`expert_host_ops`' third.
+    """
+    if path not in CPP_LOOP_PATHS:
+        return 0.0, 0.0, 0.0
+    counts = _expert_host_table()["python_kinds"][cast]["backward" if backward else "forward"]
     return float(counts[0]), float(counts[1]), float(counts[2])
 
 

@@ -56,7 +56,11 @@ __all__ = ["KernelModel", "kernel_model", "gemm_s", "tile_set", "attention_rate_
            "router_kernels", "alltoall_preprocess_kernels", "permute_kernels", "permute_s", "permute_efficiency",
            "quantize_kernels", "fp8_padding", "epilogue_extra_s",
            "fp8_recipe_costs", "ssd_sm_reference", "quantize_s", "fp8_backward_head_dims", "fp8_backward_published",
-           "FITTED", "host_launch_price"]
+           "FITTED", "host_launch_price", "PYTHON_CALL_KEYS"]
+
+PYTHON_CALL_KEYS = ("py_call_s", "pybind_call_s", "py_object_s")
+"""``kernels.toml [launch]`` keys pricing a Python-level call, a Python object converted to C++ by a bound call and a
+Python object built from C++, in the order of ``te_grouped_linear_host.toml``'s ``[python_kinds]``."""
 
 BF16_OUT_BYTES = 2.0
 """HBM bytes per output element of the epilogue the tile's fitted fixed cost includes: one BF16 write (the fit's
@@ -315,6 +319,11 @@ class KernelModel:
         CPU time of a PyTorch op entered from Python, and of a tensor ATen makes from C++, as a grouped expert
         module's per-expert work counts them (``[launch] torch_py_op_s``, ``torch_cpp_op_s``, times the same
         ``time_factor``; :func:`topo.training.grouped_gemm.expert_host_ops`).
+    launch_py_s : tuple of float
+        CPU time of a Python-level call, of a Python object converted to C++ by a bound call and of a Python object
+        built from C++, as the same work counts them (``[launch]`` keys :data:`PYTHON_CALL_KEYS`, measured on the
+        nanobind benchmark's host, times ``python_calls_host_factor`` to the reference host, times the same
+        ``time_factor``; :func:`topo.training.grouped_gemm.expert_python_calls`).
     sync_s : float
         Seconds from the GPU running out of work before a device-to-host sync to the host thread's resuming
         (``[launch] sync_s``: the copy's landing and the blocked thread's wake-up; every host alike).
@@ -351,6 +360,7 @@ class KernelModel:
     launch_cpp_gemm_s: float = 0.0  # ... per cuBLASLt GEMM so launched ([launch] cpp_gemm_s)
     launch_torch_op_s: float = 0.0  # CPU per PyTorch op entered from Python ([launch] torch_py_op_s)
     launch_torch_cpp_op_s: float = 0.0  # CPU per tensor ATen makes from C++ ([launch] torch_cpp_op_s)
+    launch_py_s: tuple = (0.0, 0.0, 0.0)  # CPU per Python call, pybind conversion, object from C++ (PYTHON_CALL_KEYS)
 
     def with_efficiency(self, bf16: float) -> "KernelModel":
         """The same with the BF16 large-GEMM efficiency set to ``bf16`` and FP8's scaled alike
@@ -927,6 +937,8 @@ def _kernel_model(gpu: str, generation: str, sms: int, peaks: tuple, hbm_Bps: fl
         launch_cpp_gemm_s=float(launch["cpp_gemm_s"]) * host_time_factor(cpu),
         launch_torch_op_s=float(launch["torch_py_op_s"]) * host_time_factor(cpu),
         launch_torch_cpp_op_s=float(launch["torch_cpp_op_s"]) * host_time_factor(cpu),
+        launch_py_s=tuple(float(launch[k]) * float(launch["python_calls_host_factor"]) * host_time_factor(cpu)
+                          for k in PYTHON_CALL_KEYS),
         sync_s=float(launch.get("sync_s", 0.0)), overrides=overrides,
         epilogue_overlap=_epilogue_overlap(g, generation))
     mamf = t["mamf"].get(gpu, {})

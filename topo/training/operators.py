@@ -58,8 +58,8 @@ from .cross_entropy import cross_entropy_moves
 from .fsdp2_copies import copies_units, fsdp2_copies
 from .gpus import GpuCompute, gpu_compute
 from .host_cpu import call_host_on_s, reference_host_cpu
-from .grouped_gemm import (CPP_LOOP_PATHS, GROUP_QUANTIZE_KERNELS, epilogue_cast, expert_host_ops, grouped_pass_s,
-                           input_cast_kernels)
+from .grouped_gemm import (CPP_LOOP_PATHS, GROUP_QUANTIZE_KERNELS, epilogue_cast, expert_host_ops,
+                           expert_python_calls, grouped_pass_s, input_cast_kernels)
 from .kernels import (KernelModel, alltoall_preprocess_kernels, attention_rate_flops, fp8_backward_published,
                       fp8_padding, fp8_recipe_costs, gemm_s, memory_s, permute_backward_bytes, permute_kernels, permute_s,
                       quantize_kernels, quantize_s, router_kernels, ssd_sm_reference)
@@ -1298,8 +1298,9 @@ def host_launch_s(op: Op, gpu: GpuCompute, backward: bool = False, graphs: tuple
 def expert_host_s(op: Op, gpu: GpuCompute, precision: str = "bf16", backward: bool = False) -> float:
     """CPU seconds a grouped expert module spends on its local experts in a pass outside its launches: each
     expert's PyTorch ops from Python and tensors from C++ (:func:`.grouped_gemm.expert_host_ops`, counted from
-    Transformer Engine's ``GroupedLinear``) at ``launch_torch_op_s`` and ``launch_torch_cpp_op_s``; its
-    pure-Python calls are counted there but not priced. None for any other op or issue path.
+    Transformer Engine's ``GroupedLinear``) at ``launch_torch_op_s`` and ``launch_torch_cpp_op_s``, and its
+    Python-level calls, Python objects converted to C++ and Python objects built from C++
+    (:func:`.grouped_gemm.expert_python_calls`) at ``launch_py_s``. None for any other op or issue path.
 
     Parameters
     ----------
@@ -1322,7 +1323,8 @@ def expert_host_s(op: Op, gpu: GpuCompute, precision: str = "bf16", backward: bo
         cast = "fp8_block" if op.block_scaled else "fp8_per_tensor"
     torch_py, torch_cpp, _ = expert_host_ops(op.expert_kernels, cast, backward)
     km = gpu.kernels
-    return op.groups * (torch_py * km.launch_torch_op_s + torch_cpp * km.launch_torch_cpp_op_s)
+    python = sum(n * price for n, price in zip(expert_python_calls(op.expert_kernels, cast, backward), km.launch_py_s))
+    return op.groups * (torch_py * km.launch_torch_op_s + torch_cpp * km.launch_torch_cpp_op_s + python)
 
 
 def captured(op: Op, graphs: tuple) -> bool:
