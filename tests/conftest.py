@@ -94,3 +94,11 @@ def routed_flows(paths, sizes):
     n = len(paths)
     return Routed(res=res, weight=weight, flow=flow, num_flows=n, flow_bytes=np.asarray(sizes, float),
                   latency_s=np.zeros(n), network=np.zeros(n, bool))
+
+
+def every_kernel_a_call(host_s):
+    """``kernels.toml [launch]`` overrides that price every kernel as a framework call of ``host_s`` (the kernels
+    Transformer Engine's C++ launches in a loop too: ``operators.launch_calls``) and no per-expert module work
+    (``operators.expert_host_s``): for a mechanism test that counts launches or needs a host-bound block."""
+    zero = ("torch_py_op_s", "torch_cpp_op_s", "py_call_s", "pybind_call_s", "py_object_s")
+    return {"host_s": host_s, "cpp_launch_s": host_s, "cpp_gemm_s": host_s, **dict.fromkeys(zero, 0.0)}

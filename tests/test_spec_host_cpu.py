@@ -125,7 +125,8 @@ def test_train_says_which_cpu_and_prices_its_host_time():
     assert grace["host_cpu"]["source"] == "spec"
     # this MBS-1 eager layer sits near the 8480C's host threshold (tens of ms of waits a step at most, with the
     # host's launch time at the top of its 5-20 us range); Grace's 2.75 x per-op time makes the host, not the GPU,
-    # set most of it
+    # set most of it (0.74 s a step once the experts' 16 GEMMs a pass are one call and 15 GEMMs from C++:
+    # operators.launch_calls)
     assert d["compute_by_module_s"].get("host", 0.0) < 0.1
     assert grace["compute_by_module_s"]["host"] > 20 * d["compute_by_module_s"].get("host", 0.0)
-    assert grace["compute_by_module_s"]["host"] > 1.0
+    assert grace["compute_by_module_s"]["host"] > 0.5

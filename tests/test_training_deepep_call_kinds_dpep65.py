@@ -8,6 +8,7 @@ backward (a combine) 54 us, the combine's backward (a cached dispatch) 88 us. H1
 (``host_cpu.toml``: factor 1), so the figures reach the line as traced."""
 
 import pytest
+from conftest import every_kernel_a_call
 
 from topo.training.gpus import gpu_compute
 from topo.training.model import load_model
@@ -45,7 +46,7 @@ def test_a_host_bound_layer_pays_the_forwards_two_calls_forward_and_the_backward
     kernel before the sync (operators._synced_layer_wait_s' flow line); the backward lasts its launches and the
     backward's two calls (54 + 88 = 142 us) a layer. The ends (embedding, loss) run unsynced, bound by the larger
     of their GPU and host time. With the mean put back each pass would see 227 us."""
-    g = gpu_compute("H100", overrides={"launch": {"host_s": 1e-3}})
+    g = gpu_compute("H100", overrides={"launch": every_kernel_a_call(1e-3)})  # the test counts launches
     lay = _v1()
     st = stage_compute(qwen, lay, g)
     bt = {k: block_time(qwen, lay, g, k) for k in ("*", "E", "embedding", "logits")}

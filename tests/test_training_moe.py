@@ -5,6 +5,7 @@ de-duplication, node-limited routing), load imbalance, and the step's traffic mi
 import math
 
 import pytest
+from conftest import every_kernel_a_call
 
 import topo
 from topo.training.gpus import gpu_compute
@@ -73,8 +74,9 @@ def test_host_waits_per_layer_of_a_dropless_moe(qwen):
     from topo.training.operators import stage_compute
     lay = make_layout(ep=8, dp=8, global_batch=64, seq_len=4096, etp=1)  # 128 / 8 = 16 local experts
 
-    def sc(host, **upd):
-        g = gpu_compute("H100", overrides={"launch": {"host_s": host}})
+    def sc(host, **upd):  # every kernel priced as a call of its own (C++-launched ones too: launch_calls), the
+        # experts' per-expert module work off (operators.expert_host_s): the test counts launches
+        g = gpu_compute("H100", overrides={"launch": every_kernel_a_call(host)})
         return stage_compute(qwen, lay.model_copy(update=upd), g), g
 
     (fast, _), (slow, g) = sc(1e-9), sc(1e-3)

@@ -12,6 +12,7 @@ zidanehuang001/Megatron-Bridge@8e0fe90)."""
 import math
 
 import pytest
+from conftest import every_kernel_a_call
 
 from topo.training.gpus import gpu_compute
 from topo.training.model import load_model
@@ -28,7 +29,7 @@ NANO_H100 = dict(tp=1, ep=8, dp=16, micro_batch=1, global_batch=1024, seq_len=81
 def _moe_forward_host_and_gpu_s(model, lay, gpu):
     """The MoELayer forward's host launch seconds and GPU seconds, from its operators (one MoE block)."""
     ops = [op for op in block_ops(model, lay, "E") if op.module in MOE_MODULE and op.passes != "backward"]
-    host = sum(gpu.kernels.launch_host_s * kernels_launched(op, lay.precision) for op in ops)
+    host = sum(host_launch_s(op, gpu, precision=lay.precision) for op in ops)
     return host, sum(op_time_s(op, gpu, lay.precision) for op in ops)
 
 
@@ -60,13 +61,13 @@ def test_recomputed_moe_module_waits_for_the_host_in_the_backward():
     by one), the host's two calls of the replayed dispatch and combine (one launch each, ``launch_host_s``; no
     all-to-all time given here) and the replayed sync's round trip (``sync_s``); the other recomputed modules add no
     wait. At the top of
-    the host's published 5-20 us a launch (at the fitted 19.1 us the forward's 3.15 ms of launches and its 3.22 ms on
-    the GPU are a hair apart once each FP8 linear writes its transposed copy in the forward). The permutation is
+    the host's published 5-20 us a launch, every kernel priced as a call (the kernels Transformer Engine's C++ launches
+    in a loop cost less, ``launch_calls``, and leave this forward GPU-bound: a mechanism test needs a host-bound one). The permutation is
     priced here as a contiguous copy (90% of HBM): at the permute kernels' measured rates (kernels.toml
     ``permute_TBps``) the forward is GPU-bound (host 3.30 ms, GPU 3.69 ms) and has no wait to test."""
     contiguous = {"permute_TBps": 0.9 * 4.8, "unpermute_TBps": 0.9 * 4.8}  # 90% of the measuring H200's 4.8 TB/s
     nano = load_model("nemotron-3-nano-30b-a3b")
-    gpu = gpu_compute("H100", overrides={"launch": {"host_s": 2e-5}, "memory": contiguous})
+    gpu = gpu_compute("H100", overrides={"launch": every_kernel_a_call(2e-5), "memory": contiguous})
     others = ("layernorm", "core_attn", "moe_act")
     base = stage_compute(nano, make_layout(**NANO_H100, recompute_modules=others), gpu)
     lay = make_layout(**NANO_H100, recompute_modules=("moe", *others))
@@ -193,8 +194,9 @@ def test_an_early_stopped_replay_waits_without_its_combine_call(cover_s):
     Qwen3-30B-A3B layer's backward waits the replay that ends at the un-permutation, not the forward's stretch (which
     calls the combine and launches the residual add). At the top of the host's published 5-20 us a launch, where
     the replay is host-bound without all-to-all time (0.2 ms of it leaves the GPU ahead: both lines wait the round
-    trip and the dispatch call)."""
-    m, gpu = load_model("qwen3-30b-a3b"), gpu_compute("H100", overrides={"launch": {"host_s": 2e-5}})
+    trip and the dispatch call). Every kernel priced as a call, as the Nano test above (the C++-launched kernels'
+    cheaper price leaves this replay GPU-bound)."""
+    m, gpu = load_model("qwen3-30b-a3b"), gpu_compute("H100", overrides={"launch": every_kernel_a_call(2e-5)})
     none = stage_compute(m, make_layout(**QWEN_H100), gpu, cover_s)
     lay = make_layout(**QWEN_H100, recompute="full", recompute_early_stop=True)
     got = (stage_compute(m, lay, gpu, cover_s).backward_s - none.backward_s) / 48
@@ -225,7 +227,7 @@ def test_a_fully_recomputed_layer_without_a_sync_replays_its_host_launches():
     m = load_model("qwen3-30b-a3b")
     kw = dict(QWEN_H100, seq_len=2048, moe_capacity_factor=1.0)
     for host_s, bound in ((2e-5, "host"), (1e-6, "gpu")):
-        gpu = gpu_compute("H100", overrides={"launch": {"host_s": host_s}})
+        gpu = gpu_compute("H100", overrides={"launch": every_kernel_a_call(host_s)})  # every kernel a call, as above
         none = stage_compute(m, make_layout(**kw), gpu)
         lay = make_layout(**kw, recompute="full")
         full = stage_compute(m, lay, gpu)

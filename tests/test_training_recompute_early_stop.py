@@ -11,6 +11,7 @@ after the un-permutation's saved ``row_id_map`` (NVIDIA/TransformerEngine v2.12 
 ``_moe_unpermute_mask_map``), so the replay dispatches again but does not combine."""
 
 import pytest
+from conftest import every_kernel_a_call
 
 from conftest import run_cli
 from topo.training.gpus import gpu_compute
@@ -131,12 +132,13 @@ def test_a_synced_early_stopped_replay_with_moe_checkpointed_keeps_the_combine_a
     block's combine is replayed (Megatron-Core's ``moe`` checkpoint holds it) but the layer's last residual add is
     not (``early_stopped_s``, the GPU's side: PyTorch's non-reentrant checkpoint stops at the last saved tensor,
     pytorch/pytorch@0008d771 ``torch/utils/checkpoint.py``). Qwen3-30B-A3B, dropless (synced), full recompute,
-    host-bound at 20 us a launch: the synced full replay's wait is the forward's less the add's launch beyond its
-    GPU time (the add sits mid-line, host-bound: the line loses its launch, the GPU its kernel), exactly."""
+    host-bound at 20 us a launch, every kernel priced as a call (the C++-launched kernels' cheaper price leaves the
+    line GPU-bound): the synced full replay's wait is the forward's less the add's launch beyond its GPU time (the
+    add sits mid-line, host-bound: the line loses its launch, the GPU its kernel), exactly."""
     from topo.training.model import Block
     from topo.training.operators import _unit_host_terms, _unreplayed_s, block_time
     m = load_model("qwen3-30b-a3b")
-    gpu = gpu_compute("H100", overrides={"launch": {"host_s": 2e-5}})
+    gpu = gpu_compute("H100", overrides={"launch": every_kernel_a_call(2e-5)})
     kw = dict(tp=1, ep=8, dp=8, micro_batch=1, global_batch=64, seq_len=2048, etp=1, moe_imbalance=1.0,
               recompute="full")
     layer = next(u for u in m.blocks if Block.MOE in u)

@@ -12,6 +12,7 @@ a replayed ``moe`` module without a sync, its dispatch and combine calls); GPU-b
 their GPU time. Both counted here op by op from the blocks' operators, not from ``BlockTime``."""
 
 import pytest
+from conftest import every_kernel_a_call
 
 from topo.training.gpus import gpu_compute
 from topo.training.model import load_model
@@ -56,7 +57,7 @@ def test_a_selectively_recomputed_module_replays_its_host_launches(module):
     name, kw, mods, tags, calls = CASES[module]
     model = load_model(name)
     for host_s in (2e-5, 1e-7):
-        gpu = gpu_compute("H100", overrides={"launch": {"host_s": host_s}})
+        gpu = gpu_compute("H100", overrides={"launch": every_kernel_a_call(host_s)})  # host- or GPU-bound by host_s
         none = stage_compute(model, make_layout(**kw), gpu)
         lay = make_layout(**kw, recompute="selective", recompute_modules=(module,))
         sc = stage_compute(model, lay, gpu)

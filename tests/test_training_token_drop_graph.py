@@ -16,8 +16,8 @@ from published_setups import published_setups
 
 from topo.training.gpus import gpu_compute
 from topo.training.model import load_model
-from topo.training.operators import (MOE_ROUTER_OPS, SCOPE_PARTS, block_ops, block_time, captured, host_launch_s,
-                                     kernels_launched, stage_compute)
+from topo.training.operators import (MOE_ROUTER_OPS, SCOPE_PARTS, block_ops, block_time, captured, expert_host_s,
+                                     host_launch_s, kernels_launched, launch_calls, stage_compute)
 from topo.training.parallel import make_layout
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -50,17 +50,26 @@ def test_the_moe_scope_captures_the_whole_moe_block(qwen235):
 
 
 def test_a_whole_layer_graph_leaves_the_host_nothing_to_launch(qwen235):
-    """Closed form: eager, the block's host time is the host's launch time times the kernels of every operator
-    of its pass; graphed by ``attn moe`` it is none, forward and backward (the router's 30-odd kernels were the
-    part left to the host before), so a layer costs the host no time on a Grace host either."""
+    """Closed form: eager, the block's host time is the host's time per call, per C++-launched GEMM and per
+    C++-launched kernel times their counts over every operator of its pass (:func:`launch_calls`, which sum to the
+    kernels launched); graphed by ``attn moe`` it is none, forward and backward (the router's 30-odd kernels were
+    the part left to the host before), so a layer costs the host no time on a Grace host either."""
     g = gpu_compute("GB200")
+    km = g.kernels
     eager, graphed = _padded(("attn",)), _padded(("attn", "moe"))
     ops = block_ops(qwen235, eager, "E")
-    fwd = sum(kernels_launched(op, "fp8") for op in ops if op.passes != "backward")
-    bwd = sum(kernels_launched(op, "fp8", True) for op in ops if op.passes != "forward")
+
+    def host(backward):
+        n = [launch_calls(op, "fp8", backward) for op in ops if op.passes != ("forward" if backward else "backward")]
+        assert sum(map(sum, n)) == pytest.approx(sum(kernels_launched(op, "fp8", backward) for op in ops
+                                                     if op.passes != ("forward" if backward else "backward")))
+        experts = sum(expert_host_s(op, g, "fp8", backward) for op in ops
+                      if op.passes != ("forward" if backward else "backward"))  # per-expert module work
+        return sum(c * km.launch_host_s + m * km.launch_cpp_gemm_s + k * km.launch_cpp_s for c, m, k in n) + experts
+
     bt = block_time(qwen235, eager, g, "E")
-    assert bt.host_s == pytest.approx(g.kernels.launch_host_s * fwd, rel=1e-12)
-    assert bt.host_backward_s == pytest.approx(g.kernels.launch_host_s * bwd, rel=1e-12)
+    assert bt.host_s == pytest.approx(host(False), rel=1e-12)
+    assert bt.host_backward_s == pytest.approx(host(True), rel=1e-12)
     assert sum(host_launch_s(op, g, graphs=("attn", "moe_router"), precision="fp8")
                for op in ops if op.name in MOE_ROUTER_OPS) == 0.0
     bt = block_time(qwen235, graphed, g, "E")

@@ -43,8 +43,8 @@ from functools import lru_cache
 from ..resources import data_dir
 from .kernels import KernelModel, gemm_s
 
-__all__ = ["EPILOGUE_CASTS", "EXPERT_KERNELS", "GROUP_QUANTIZE_KERNELS", "compute_streams", "epilogue_cast",
-           "grouped_pass_s", "input_cast_kernels"]
+__all__ = ["CPP_LOOP_PATHS", "EPILOGUE_CASTS", "EXPERT_KERNELS", "GROUP_QUANTIZE_KERNELS", "compute_streams",
+           "epilogue_cast", "expert_host_ops", "expert_python_calls", "grouped_pass_s", "input_cast_kernels"]
 
 EXPERT_KERNELS = ("multi_stream", "fused_mlp")
 """How a grouped expert GEMM pass is issued (the layout's ``moe_expert_kernels``; see the module doc)."""
@@ -53,6 +53,18 @@ EPILOGUE_CASTS = {"fused_mlp": {"fc1": "backward", "fc2": "forward"}}
 """Per issue path, the expert GEMM (``fc1``, ``fc2``) whose pass (``forward`` / ``backward``) takes its FP8 input
 from the epilogue of the kernel before it, so casts nothing itself: the fused grouped MLP's fc1 kernel writes fc2's
 forward input quantised, its dGLU kernel fc1's output gradient (module doc)."""
+
+
+CPP_LOOP_PATHS = ("multi_stream",)
+"""Issue paths whose pass is one Python call that launches every local expert's kernels from C++: ``GroupedLinear``
+calls ``general_grouped_gemm`` once a GEMM pass (forward; dgrad and wgrad backward) and ``tex.split_quantize`` once
+a cast (NVIDIA/TransformerEngine ``pytorch/module/grouped_linear.py`` at v2.14 f031cf87: ``split_quantize`` lines
+151 and 356-363, ``general_grouped_gemm`` lines 207, 411 (dgrad) and 487 (wgrad); the same calls at v2.12 5671fd36
+and v2.16 4220403e), whose C++ loops over the
+experts (``common/gemm/cublaslt_gemm.cu`` ``multi_stream_cublas_gemm``, line 986 at v2.14:
+``nvte_cublas_gemm_v2`` per GEMM; ``pytorch/csrc/extensions/cast.cpp`` ``multi_tensor_quantize_impl``, line 358 at
+v2.14: ``quantize`` per expert). A GEMM loop without a grouped path (``moe_grouped_gemm = false``: Megatron-Core's
+``SequentialMLP``) calls one ``Linear`` per expert from Python, the fused grouped MLP one kernel a call."""
 
 
 GROUP_QUANTIZE_KERNELS = {"fused_mlp": 1}
@@ -86,6 +98,68 @@ def input_cast_kernels(path: str, groups: float, per_cast: float) -> float:
         :data:`GROUP_QUANTIZE_KERNELS` of ``path``, else ``groups x per_cast``.
     """
     return float(GROUP_QUANTIZE_KERNELS[path]) if path in GROUP_QUANTIZE_KERNELS else groups * per_cast
+
+
+EXPERT_HOST_CASTS = ("bf16", "fp8_per_tensor", "fp8_block")
+"""How a ``GroupedLinear`` pass treats its input, as :func:`expert_host_ops` keys it: no FP8, per-tensor FP8 scaling
+(current or delayed: ``split_quantize`` allocates each expert's output on its own) or block-scaled FP8 (MXFP8,
+blockwise: one bulk allocation, a view an expert tensor)."""
+
+
+@lru_cache(maxsize=None)
+def _expert_host_table() -> dict:
+    return tomllib.loads((data_dir("compute") / "te_grouped_linear_host.toml").read_text(encoding="utf-8"))
+
+
+def expert_host_ops(path: str, cast: str, backward: bool = False) -> tuple[float, float, float]:
+    """The host work one local expert adds to a grouped expert module's pass outside its launches: PyTorch ops
+    entered from Python, tensors ATen makes from C++, and pure-Python calls (``te_grouped_linear_host.toml``,
+    counted from Transformer Engine's ``GroupedLinear`` at v2.12, v2.14 and v2.16).
+
+    Parameters
+    ----------
+    path : str
+        The layout's ``moe_expert_kernels``; only :data:`CPP_LOOP_PATHS` (``GroupedLinear``) has a table, any other
+        path none.
+    cast : str
+        One of :data:`EXPERT_HOST_CASTS`.
+    backward : bool
+        The backward (dgrad and wgrad), else the forward.
+
+    Returns
+    -------
+    tuple of float
+        ``(torch ops from Python, tensors from C++, Python calls)`` an expert.
+    """
+    if path not in CPP_LOOP_PATHS:
+        return 0.0, 0.0, 0.0
+    counts = _expert_host_table()["per_expert"][cast]["backward" if backward else "forward"]
+    return float(counts[0]), float(counts[1]), float(counts[2])
+
+
+def expert_python_calls(path: str, cast: str, backward: bool = False) -> tuple[float, float, float]:
+    """The pure-Python and pybind part of :func:`expert_host_ops`, one local expert's, by kind
+    (``te_grouped_linear_host.toml [python_kinds]``, counted from the same source).
+
+    Parameters
+    ----------
+    path : str
+        The layout's ``moe_expert_kernels``; only :data:`CPP_LOOP_PATHS` has a table, any other path none.
+    cast : str
+        One of :data:`EXPERT_HOST_CASTS`.
+    backward : bool
+        The backward (dgrad and wgrad), else the forward.
+
+    Returns
+    -------
+    tuple of float
+        ``(Python-level calls, Python objects converted to C++ by a bound call, Python objects built from C++)``
+        an expert, which sum to :func:`expert_host_ops`' third.
+    """
+    if path not in CPP_LOOP_PATHS:
+        return 0.0, 0.0, 0.0
+    counts = _expert_host_table()["python_kinds"][cast]["backward" if backward else "forward"]
+    return float(counts[0]), float(counts[1]), float(counts[2])
 
 
 def epilogue_cast(path: str, gemm: str) -> str:

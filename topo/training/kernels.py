@@ -30,8 +30,10 @@ Three kinds of kernels make a training step:
 
 Every kernel also costs a fixed GPU-side launch gap (``launch_gpu_s`` launched eagerly, ``launch_gpu_graph_s`` as a
 node of a CUDA graph, per generation where published), and an eager framework spends
-``launch_host_s`` of CPU per kernel it launches (what an MoE block waits for after its tokens-per-expert sync),
-scaled by the single-thread speed of the GPU's host CPU (:mod:`topo.training.host_cpu`).
+``launch_host_s`` of CPU per call that launches a kernel (what an MoE block waits for after its tokens-per-expert
+sync), and ``launch_cpp_s`` / ``launch_cpp_gemm_s`` per kernel / cuBLASLt GEMM that the call's C++ launches after
+its first (:func:`topo.training.operators.launch_calls`), all scaled by the single-thread speed of the GPU's host
+CPU (:mod:`topo.training.host_cpu`).
 """
 
 from __future__ import annotations
@@ -54,7 +56,11 @@ __all__ = ["KernelModel", "kernel_model", "gemm_s", "tile_set", "attention_rate_
            "router_kernels", "alltoall_preprocess_kernels", "permute_kernels", "permute_s", "permute_efficiency",
            "quantize_kernels", "fp8_padding", "epilogue_extra_s",
            "fp8_recipe_costs", "ssd_sm_reference", "quantize_s", "fp8_backward_head_dims", "fp8_backward_published",
-           "FITTED", "host_launch_price"]
+           "FITTED", "host_launch_price", "PYTHON_CALL_KEYS"]
+
+PYTHON_CALL_KEYS = ("py_call_s", "pybind_call_s", "py_object_s")
+"""``kernels.toml [launch]`` keys pricing a Python-level call, a Python object converted to C++ by a bound call and a
+Python object built from C++, in the order of ``te_grouped_linear_host.toml``'s ``[python_kinds]``."""
 
 BF16_OUT_BYTES = 2.0
 """HBM bytes per output element of the epilogue the tile's fitted fixed cost includes: one BF16 write (the fit's
@@ -306,6 +312,18 @@ class KernelModel:
     launch_gpu_s, launch_host_s : float
         Per-kernel GPU-side gap of an eager launch and CPU launch time (``[launch] host_s`` on the reference host,
         times the GPU's host CPU's ``time_factor``: :mod:`topo.training.host_cpu`).
+    launch_cpp_s, launch_cpp_gemm_s : float
+        CPU time of a kernel, and of a cuBLASLt GEMM, that a C++ function launches after its call's first
+        (``[launch] cpp_launch_s``, ``cpp_gemm_s``, times the same ``time_factor``; 0: priced as ``launch_host_s``).
+    launch_torch_op_s, launch_torch_cpp_op_s : float
+        CPU time of a PyTorch op entered from Python, and of a tensor ATen makes from C++, as a grouped expert
+        module's per-expert work counts them (``[launch] torch_py_op_s``, ``torch_cpp_op_s``, times the same
+        ``time_factor``; :func:`topo.training.grouped_gemm.expert_host_ops`).
+    launch_py_s : tuple of float
+        CPU time of a Python-level call, of a Python object converted to C++ by a bound call and of a Python object
+        built from C++, as the same work counts them (``[launch]`` keys :data:`PYTHON_CALL_KEYS`, measured on the
+        nanobind benchmark's host, times ``python_calls_host_factor`` to the reference host, times the same
+        ``time_factor``; :func:`topo.training.grouped_gemm.expert_python_calls`).
     sync_s : float
         Seconds from the GPU running out of work before a device-to-host sync to the host thread's resuming
         (``[launch] sync_s``: the copy's landing and the blocked thread's wake-up; every host alike).
@@ -338,6 +356,11 @@ class KernelModel:
     overrides: tuple = ()  # the kernels.toml overrides it was built with, ((section, ((key, value), ...)), ...)
     permute_efficiency: tuple = ()  # (permute, un-permute) shares of HBM of a row-index copy (:func:`permute_s`)
     epilogue_overlap: float = 1.0  # share of an accumulating epilogue hidden behind the MMAs (epilogue_extra_s)
+    launch_cpp_s: float = 0.0  # CPU per kernel a C++ loop launches after its call's first ([launch] cpp_launch_s)
+    launch_cpp_gemm_s: float = 0.0  # ... per cuBLASLt GEMM so launched ([launch] cpp_gemm_s)
+    launch_torch_op_s: float = 0.0  # CPU per PyTorch op entered from Python ([launch] torch_py_op_s)
+    launch_torch_cpp_op_s: float = 0.0  # CPU per tensor ATen makes from C++ ([launch] torch_cpp_op_s)
+    launch_py_s: tuple = (0.0, 0.0, 0.0)  # CPU per Python call, pybind conversion, object from C++ (PYTHON_CALL_KEYS)
 
     def with_efficiency(self, bf16: float) -> "KernelModel":
         """The same with the BF16 large-GEMM efficiency set to ``bf16`` and FP8's scaled alike
@@ -910,6 +933,12 @@ def _kernel_model(gpu: str, generation: str, sms: int, peaks: tuple, hbm_Bps: fl
         launch_gpu_s=_launch_gap_s(launch, generation, graphed=False),
         launch_gpu_graph_s=_launch_gap_s(launch, generation, graphed=True),
         launch_host_s=float(launch["host_s"]) * host_time_factor(cpu), host_cpu=cpu,
+        launch_cpp_s=float(launch["cpp_launch_s"]) * host_time_factor(cpu),
+        launch_cpp_gemm_s=float(launch["cpp_gemm_s"]) * host_time_factor(cpu),
+        launch_torch_op_s=float(launch["torch_py_op_s"]) * host_time_factor(cpu),
+        launch_torch_cpp_op_s=float(launch["torch_cpp_op_s"]) * host_time_factor(cpu),
+        launch_py_s=tuple(float(launch[k]) * float(launch["python_calls_host_factor"]) * host_time_factor(cpu)
+                          for k in PYTHON_CALL_KEYS),
         sync_s=float(launch.get("sync_s", 0.0)), overrides=overrides,
         epilogue_overlap=_epilogue_overlap(g, generation))
     mamf = t["mamf"].get(gpu, {})

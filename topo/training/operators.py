@@ -58,7 +58,8 @@ from .cross_entropy import cross_entropy_moves
 from .fsdp2_copies import copies_units, fsdp2_copies
 from .gpus import GpuCompute, gpu_compute
 from .host_cpu import call_host_on_s, reference_host_cpu
-from .grouped_gemm import epilogue_cast, grouped_pass_s, input_cast_kernels
+from .grouped_gemm import (CPP_LOOP_PATHS, GROUP_QUANTIZE_KERNELS, epilogue_cast, expert_host_ops,
+                           expert_python_calls, grouped_pass_s, input_cast_kernels)
 from .kernels import (KernelModel, alltoall_preprocess_kernels, attention_rate_flops, fp8_backward_published,
                       fp8_padding, fp8_recipe_costs, gemm_s, memory_s, permute_backward_bytes, permute_kernels, permute_s,
                       quantize_kernels, quantize_s, router_kernels, ssd_sm_reference)
@@ -75,7 +76,7 @@ __all__ = ["END_UNITS", "Op", "block_ops", "busiest_rank_load", "expert_rows_sd"
            "quantize_bytes", "cast_kind", "BlockTime", "block_time", "ep_calls", "EpCallsHost", "EP_CALL_PARTS", "ep_calls_host", "block_time_key", "DISPATCHER_FIELDS", "StageCompute", "stage_compute", "rank_computes", "rank_computes_at",
            "pipeline_units", "rank_stages", "layer_numbers", "bf16_layers", "optimizer_step_s",
            "OPTIMIZER_STEP_BYTES", "MOE_ROUTER_OPS", "ALLTOALL_PREPROCESS_OPS", "SHARED_EXPERT_MODULES", "SCOPE_PARTS",
-           "host_syncs", "CAPACITY_MASK_BYTES", "RESIDUAL_TAG", "early_stopped_s",
+           "host_syncs", "CAPACITY_MASK_BYTES", "RESIDUAL_TAG", "early_stopped_s", "launch_calls", "expert_host_s",
            "fp8_padding_ops", "fp8_padding_copies", "FP8_PADDING_MOVES", "sm_bound_floor_s"]
 
 OPTIMIZER_STEP_BYTES = 34.0
@@ -185,6 +186,10 @@ class Op:
     layout with ``fp8_recipe = "current"``): each quantisation of its input (each expert's of a grouped GEMM) is
     Transformer Engine's four kernels (the amax zeroed, the amax, the scale, the cast) and reads its input once
     more for the amax (:func:`.kernels.quantize_kernels`), except a ``norm_amax`` forward."""
+    block_scaled: bool = False
+    """An FP8 linear GEMM under a block-scaled recipe (``fp8_recipe`` ``mxfp8`` or ``blockwise``; :func:`block_ops`
+    sets it): a grouped expert module's ``split_quantize`` allocates every expert's output at once
+    (:func:`.grouped_gemm.expert_host_ops`)."""
     norm_amax: bool = False
     """A linear layer whose forward input a Transformer Engine norm produces in the same module
     (Megatron-Core's ``TELayerNormColumnParallelLinear``: QKV, a dense MLP's fc1, Mamba's in_proj): under current
@@ -921,8 +926,9 @@ def block_ops(model: ModelSpec, lay: ParallelLayout, kind: str) -> list[Op]:
     (``wgrad_output = "fsdp2"``, ZeRO-3) the block's share of its unit's copies comes first (:func:`_fsdp2_ops`)."""
     ops = _fsdp2_ops(model, lay, kind) + _block_ops(model, lay, kind)
     cs = current_scaling(lay)  # every linear layer's casts (the layout's one rule, as the TP amax reduction's)
-    return [replace(op, graph=_graph_part(kind, op), current_scaling=cs and op.kind == "gemm" and op.linear)
-            for op in ops]
+    bs = lay.precision == "fp8" and lay.fp8_recipe in ("mxfp8", "blockwise")
+    return [replace(op, graph=_graph_part(kind, op), current_scaling=cs and op.kind == "gemm" and op.linear,
+                    block_scaled=bs and op.kind == "gemm" and op.linear) for op in ops]
 
 
 FSDP_MODULE = "fsdp"
@@ -1231,17 +1237,94 @@ def cast_kind(op: Op, backward: bool = False, amax_pass: bool = False, scale_ker
     return "delayed_scale_inverse" if scale_kernel else "cast"
 
 
+def launch_calls(op: Op, precision: str, backward: bool = False, amax_pass: bool = False,
+                 scale_kernel: bool = False) -> tuple[float, float, float]:
+    """How the host issues the :func:`kernels_launched` of ``op``'s pass: framework calls, each with its first
+    kernel, and the GEMMs and other kernels a call's C++ launches after its first.
+
+    A GEMM is a call of its own, except on a path that loops over the experts in C++
+    (:data:`.grouped_gemm.CPP_LOOP_PATHS`: one call a GEMM pass, its other experts' cuBLASLt GEMMs from C++). An
+    FP8 input cast is one call whose other kernels (current scaling's amax, scale and cast; delayed scaling's scale
+    inverse) its C++ launches, one for every expert on such a path (``split_quantize``), one per expert for a
+    Python loop of experts; a norm's amax cast (``current_norm_amax``) is launched inside the norm's call, so none.
+
+    Parameters
+    ----------
+    op : Op
+    precision : str
+    backward, amax_pass, scale_kernel : bool
+        As :func:`kernels_launched`.
+
+    Returns
+    -------
+    tuple of float
+        ``(calls, C++ GEMMs, C++ kernels)``, which sum to :func:`kernels_launched`.
+    """
+    total = kernels_launched(op, precision, backward, amax_pass, scale_kernel)
+    if op.kind != "gemm":
+        return total, 0.0, 0.0
+    gemms = 2.0 if backward else 1.0
+    own = op.launches * gemms
+    calls = min(gemms, own) if op.expert_kernels in CPP_LOOP_PATHS else own
+    casts = total - own
+    if casts <= 0:
+        return calls, own - calls, 0.0
+    if cast_kind(op, backward, amax_pass, scale_kernel) == "current_norm_amax":
+        cast_calls = 0.0
+    elif op.grouped and not (op.expert_kernels in CPP_LOOP_PATHS or op.expert_kernels in GROUP_QUANTIZE_KERNELS):
+        cast_calls = min(op.groups, casts)
+    else:
+        cast_calls = 1.0
+    return calls + cast_calls, own - calls, casts - cast_calls
+
+
 def host_launch_s(op: Op, gpu: GpuCompute, backward: bool = False, graphs: tuple = (),
                   precision: str = "bf16", amax_pass: bool = False, scale_kernel: bool = False) -> float:
-    """CPU seconds an eager framework spends launching ``op``'s kernels (forward, or its backward); none when a
-    CUDA graph of ``graphs`` (the layout's ``cuda_graph_scope``) captures it, or when it runs in the other pass
-    (``amax_pass``, ``scale_kernel``: :func:`kernels_launched`); none for a kernel a priced call launches
-    (``Op.in_call``)."""
+    """CPU seconds an eager framework spends launching ``op``'s kernels (forward, or its backward): ``launch_host_s``
+    a call, ``launch_cpp_gemm_s`` and ``launch_cpp_s`` a GEMM and a kernel its C++ launches after the call's first
+    (:func:`launch_calls`); none when a CUDA graph of ``graphs`` (the layout's ``cuda_graph_scope``) captures it,
+    or when it runs in the other pass (``amax_pass``, ``scale_kernel``: :func:`kernels_launched`); none for a kernel
+    a priced call launches (``Op.in_call``)."""
     if captured(op, graphs) or op.in_call:
         return 0.0
     if op.passes != "both" and backward != (op.passes == "backward"):
         return 0.0
-    return gpu.kernels.launch_host_s * kernels_launched(op, precision, backward, amax_pass, scale_kernel)
+    km = gpu.kernels
+    calls, gemms, kernels = launch_calls(op, precision, backward, amax_pass, scale_kernel)
+    return (km.launch_host_s * calls + km.launch_cpp_gemm_s * gemms + km.launch_cpp_s * kernels
+            + expert_host_s(op, gpu, precision, backward))
+
+
+def expert_host_s(op: Op, gpu: GpuCompute, precision: str = "bf16", backward: bool = False) -> float:
+    """CPU seconds a grouped expert module spends on its local experts in a pass outside its launches: each
+    expert's PyTorch ops from Python and tensors from C++ (:func:`.grouped_gemm.expert_host_ops`, counted from
+    Transformer Engine's ``GroupedLinear``) at ``launch_torch_op_s`` and ``launch_torch_cpp_op_s``, and its
+    Python-level calls, Python objects converted to C++ and Python objects built from C++
+    (:func:`.grouped_gemm.expert_python_calls`) at ``launch_py_s``. None for any other op or issue path.
+
+    Parameters
+    ----------
+    op : Op
+    gpu : GpuCompute
+    precision : str
+        The layout's precision (FP8 casts each expert's input: ``split_quantize``).
+    backward : bool
+        The backward pass (dgrad and wgrad), else the forward.
+
+    Returns
+    -------
+    float
+    """
+    if not (op.kind == "gemm" and op.grouped and op.packed):
+        return 0.0
+    if precision != "fp8" or not op.linear:
+        cast = "bf16"
+    else:
+        cast = "fp8_block" if op.block_scaled else "fp8_per_tensor"
+    torch_py, torch_cpp, _ = expert_host_ops(op.expert_kernels, cast, backward)
+    km = gpu.kernels
+    python = sum(n * price for n, price in zip(expert_python_calls(op.expert_kernels, cast, backward), km.launch_py_s))
+    return op.groups * (torch_py * km.launch_torch_op_s + torch_cpp * km.launch_torch_cpp_op_s + python)
 
 
 def captured(op: Op, graphs: tuple) -> bool:
