@@ -449,14 +449,18 @@ def _compute_lines(r: PlanResult) -> list[str]:
             + " its cluster"]
 
 
-def _failure_lines(rel) -> list[str]:
+def _failure_lines(rel, num_gpus: int) -> list[str]:
     """Interruptions, optics failures, and the checkpoint and recovery times (the stall says what it is and the
-    write rate the goodput model takes: the storage servers' aggregate, ms52's one rate)."""
+    write rate the goodput model takes: the storage servers' aggregate, ms52's one rate). A job on part of the
+    ``num_gpus`` GPUs has its share of the GPU links' modules; the NIC-side and any-module counts are the cluster's
+    (rev69: "512 modules on GPU links, both ends; NIC-side alone: 512" read as a job with no leaf-side module)."""
+    mine, all_ = (("the job's ", "the cluster's ") if rel.interruptions_of == "job" and rel.interrupting_gpus < num_gpus
+                  else ("", ""))
     return [f"failures  {rel.interruptions_per_day:.3g} interruptions/day ({_every(rel.mtbf_s)}) {_scope_words(rel)}, "
             f"optics from the {'failure table' if rel.optics_in_interruptions == 'table' else 'parts'}; with optics as parts "
             f"(modules on GPU links at their MTTF): {_every(rel.mtbf_optics_as_parts_s)}",
             f"          first job-stopping optics failure: {_after(rel.first_job_optics_failure_s)} "
-            f"({format_count(rel.job_optical_modules)} modules on GPU links, both ends); NIC-side alone: "
+            f"({format_count(rel.job_optical_modules)} modules on {mine}GPU links, both ends); {all_}NIC-side alone: "
             f"{_after(rel.first_nic_optics_failure_s)} ({format_count(rel.nic_optical_modules)} modules); of any "
             f"module: {_after(rel.first_optical_failure_s)} ({format_count(rel.optical_modules)} modules)",
             f"          optics reconciled: modules on GPU links at their MTTF fail "
@@ -615,7 +619,7 @@ def render(r: PlanResult) -> str:
     """
     mark = _marker(r)
     sections = [_floor_lines(r), _bom_lines(r, mark), _power_lines(r, mark), _capex_lines(r, mark),
-                _ownership_lines(r), _compute_lines(r) + _failure_lines(r.reliability) + _goodput_lines(r, mark),
+                _ownership_lines(r), _compute_lines(r) + _failure_lines(r.reliability, r.num_gpus) + _goodput_lines(r, mark),
                 _blast_lines(r), _network_lines(r)]
     return "\n\n".join("\n".join(s) for s in sections)
 

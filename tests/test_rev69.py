@@ -1,0 +1,19 @@
+"""rev69: the review of the session's later merges (nhbw69, goodput69, rev68, fp8pg69, walk28, fast68, tidy69 and
+the lead's), each fix with a test seen failing before it."""
+
+from conftest import run_cli
+
+_JOB = ("--model", "llama3-8b", "--layout", "tp=8,dp=64,global_batch=512", "--no-collectives")
+
+
+def test_a_jobs_optics_line_says_whose_modules_each_count_is():
+    """goodput69 took the modules on GPU links at the job's share, the NIC-side and any-module counts stayed the
+    cluster's: DGX H100 SuperPOD (1,024 GPUs; 512 twin-port NIC-side modules and the leaves' 512 at the catalog's
+    4-year MTTF, tests/test_plan_optics.py) with a job of 512 GPUs printed "512 modules on GPU links, both ends;
+    NIC-side alone: ... (512 modules)", a job with no leaf-side module. 4 x 8,760 h / 512 = 68.4 h each."""
+    out = run_cli("plan", "dgx-h100-superpod", *_JOB, check=True).stdout
+    assert ("first job-stopping optics failure: 68.4 h (512 modules on the job's GPU links, both ends); the "
+            "cluster's NIC-side alone: 68.4 h (512 modules); of any module") in out, out
+    # without a job (or a job of every GPU) the counts are all the cluster's, said as before
+    out = run_cli("plan", "dgx-h100-superpod", "--no-collectives", check=True).stdout
+    assert "34.2 h (1,024 modules on GPU links, both ends); NIC-side alone: 68.4 h (512 modules)" in out
