@@ -17,3 +17,14 @@ def test_a_jobs_optics_line_says_whose_modules_each_count_is():
     # without a job (or a job of every GPU) the counts are all the cluster's, said as before
     out = run_cli("plan", "dgx-h100-superpod", "--no-collectives", check=True).stdout
     assert "34.2 h (1,024 modules on GPU links, both ends); NIC-side alone: 68.4 h (512 modules)" in out
+
+
+def test_estimate_names_the_cut_as_describe_and_the_report_do():
+    """tidy69 named the GPUs a failure cuts off in describe, train and the report (topo.fabric.cut), but `estimate`
+    still said only the router's two GPUs: GB200 NVL72 SuperPOD (4 pods of 8 racks x 72 GPUs = 576, bundled spec)
+    with pod 1's uplinks failed read "GPU 568 cannot reach GPU 640"."""
+    p = run_cli("estimate", "gb200-nvl72-superpod", "--fail", "pod:1")
+    assert p.returncode == 2 and p.stderr.count("\n") == 1 and "Traceback" not in p.stderr, p.stderr
+    assert p.stderr.startswith("error: --fail: GPUs 576 to 1,151 (pod 1) are cut off: no working path joins them "
+                               "to the other 1,728 GPUs: GPU "), p.stderr
+    assert "cannot reach GPU" in p.stderr and "failures: pod:1" in p.stderr

@@ -15,7 +15,7 @@ import numpy as np
 
 from .failures import nvswitch_domains
 
-__all__ = ["cut_off_gpus", "cut_off_words", "cut_words", "gpu_pieces", "gpu_ranges_text"]
+__all__ = ["cut_message", "cut_off_gpus", "cut_off_words", "cut_words", "gpu_pieces", "gpu_ranges_text"]
 
 
 def gpu_pieces(fabric) -> np.ndarray | None:
@@ -76,6 +76,14 @@ def cut_words(fabric) -> list[str]:
              for _, _, w in nvswitch_domains(fabric.failures, fabric.spec.gpus_per_domain)]
     off = cut_off_words(fabric)
     return words + ([off] if off else [])
+
+
+def cut_message(fabric, message: str) -> str:
+    """The router's line for a cut (``message``: the two GPUs it found, ``GPU 568 cannot reach GPU 640: ...``) after
+    every cut the failures make (:func:`cut_words`), as the report and ``estimate`` say it (tidy67; rev69: estimate
+    said only the two GPUs with pod 1 of an NVL72 SuperPOD cut off)."""
+    words = "; ".join(cut_words(fabric))
+    return f"{words}: {message}" if words else message
 
 
 def cut_off_words(fabric) -> str | None:
