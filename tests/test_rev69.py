@@ -28,3 +28,12 @@ def test_estimate_names_the_cut_as_describe_and_the_report_do():
     assert p.stderr.startswith("error: --fail: GPUs 576 to 1,151 (pod 1) are cut off: no working path joins them "
                                "to the other 1,728 GPUs: GPU "), p.stderr
     assert "cannot reach GPU" in p.stderr and "failures: pod:1" in p.stderr
+
+
+def test_plan_names_the_cut_its_collectives_cannot_cross():
+    """The same for `plan`'s refusal of its collectives over every GPU (place64): it named the router's two GPUs."""
+    p = run_cli("plan", "gb200-nvl72-superpod", "--fail", "pod:1")
+    assert p.returncode == 2 and p.stderr.count("\n") == 1 and "Traceback" not in p.stderr, p.stderr
+    assert p.stderr.startswith("error: --fail: GPUs 576 to 1,151 (pod 1) are cut off: no working path joins them "
+                               "to the other 1,728 GPUs: GPU "), p.stderr
+    assert "allowed: --no-collectives" in p.stderr

@@ -8,6 +8,7 @@ import math
 from .. import training
 from ..atomic import check_output, open_output
 from ..errors import TopoError, Unreachable
+from ..fabric.cut import cut_message
 from ..plan import LOST_PART_LABELS, DesignComparison, PlanResult, plan
 from ..plan.budget import fit_it_power
 from ..plan.train_time import TrainingJob
@@ -138,15 +139,13 @@ def run(args) -> int:
     for msg in profile_notes(args.profile, fabrics):
         note(msg)
     layers = [_layers(args, n, f) for n, f in zip(names, fabrics)]
-    try:
-        results = [plan(f, layers=lay, plan_file=args.plan_file, collectives=not args.no_collectives,
-                        profile=args.profile, training=job, power_fit=fit)
-                   for f, (lay, job), (_, fit) in zip(fabrics, layers, sized)]
-    except Unreachable as exc:  # place64: the plan's own collectives over every GPU, cut by a failed part
-        raise TopoError(f"{exc.message}; the plan's all-reduce and all-to-all run over every GPU, which the failed "
-                        f"parts cut apart; allowed: --no-collectives (the plan of the failed fabric without them: its "
-                        f"degraded bisection, power and cost), or failed parts that leave every GPU a path",
-                        key="--fail") from None
+    results = []
+    for f, (lay, job), (_, fit) in zip(fabrics, layers, sized):
+        try:
+            results.append(plan(f, layers=lay, plan_file=args.plan_file, collectives=not args.no_collectives,
+                                profile=args.profile, training=job, power_fit=fit))
+        except Unreachable as exc:  # place64: the plan's own collectives over every GPU, cut by a failed part
+            raise _cut_refusal(f, exc) from None
     train_notes = []
     if args.model and results[0].compute.mfu_source.startswith("--model"):
         for n, r, f in zip(names, results, fabrics):
@@ -172,6 +171,16 @@ def run(args) -> int:
         if priced:  # tidy67: as one design's text says it
             emit(f"collectives priced with profile (--profile to change): {', '.join(priced)}")
     return 0
+
+
+def _cut_refusal(fabric, exc: Unreachable) -> TopoError:
+    """The plan's collectives over every GPU cut apart by failed parts: the cut named as describe, train, estimate
+    and the report name it (:func:`topo.fabric.cut.cut_message`; rev69: it said only the router's two GPUs), and the
+    ways past it."""
+    return TopoError(f"{cut_message(fabric, exc.message)}; the plan's all-reduce and all-to-all run over every GPU, "
+                     "which the failed parts cut apart; allowed: --no-collectives (the plan of the failed fabric "
+                     "without them: its degraded bisection, power and cost), or failed parts that leave every GPU a "
+                     "path", key="--fail")
 
 
 def _check_numbers(args) -> None:
