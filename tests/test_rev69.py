@@ -37,3 +37,19 @@ def test_plan_names_the_cut_its_collectives_cannot_cross():
     assert p.stderr.startswith("error: --fail: GPUs 576 to 1,151 (pod 1) are cut off: no working path joins them "
                                "to the other 1,728 GPUs: GPU "), p.stderr
     assert "allowed: --no-collectives" in p.stderr
+
+
+def test_an_oversubscription_written_uplinks_first_is_told_a_number_it_takes():
+    """walk28's hint wrote a / b: Meta's "1:7" (the bundled meta-llama3-24k's own description, "1:7 between 8
+    pods") was told "write 0.1429", which is refused in turn (oversubscription >= 1); the hint is the larger over the
+    smaller, and none where a side is 0."""
+    def err(value):
+        p = run_cli("describe", "meta-llama3-24k", "--set", f"fabric.tiers[1].oversubscription={value}")
+        assert p.returncode == 2 and p.stderr.count("\n") == 1 and "Traceback" not in p.stderr, p.stderr
+        return p.stderr
+    assert "(a downlink:uplink ratio is one number, at least 1: write 7 for 1:7)" in err("1:7")
+    assert "write 7 for 7:1" in err("7:1")
+    assert err("0:1").rstrip().endswith("must be a finite number, got '0:1'")
+    # the number it says is one a spec takes (h100-100k's 7:1 between pods, its spines)
+    p = run_cli("describe", "h100-100k", "--set", "fabric.tiers[1].oversubscription=7")
+    assert p.returncode == 0, p.stderr
