@@ -53,3 +53,17 @@ def test_an_oversubscription_written_uplinks_first_is_told_a_number_it_takes():
     # the number it says is one a spec takes (h100-100k's 7:1 between pods, its spines)
     p = run_cli("describe", "h100-100k", "--set", "fabric.tiers[1].oversubscription=7")
     assert p.returncode == 0, p.stderr
+
+
+def test_a_failed_gpu_is_failed_not_cut_off():
+    """tidy69's cut (topo.fabric.cut) counted a GPU the failures name as "cut off" (all its links are down), so
+    `describe --fail gpu3` said "GPU 3 is cut off" and, with estimate naming the cut, the router's "GPU 3 itself
+    failed" came after "GPU 3 is cut off: no working path joins it to the other 1,023 GPUs"."""
+    p = run_cli("estimate", "dgx-h100-superpod", "-g", "8", "--size", "1M", "-a", "ring", "--fail", "gpu3")
+    assert p.stderr == ("error: --fail: GPU 3 itself failed (failures: gpu3) and is a rank of the communicator: "
+                        "place the ranks on working GPUs\n")
+    assert "cut apart" not in run_cli("describe", "dgx-h100-superpod", "--fail", "gpu3", check=True).stdout
+    # a cut beside a failed GPU: the failed one is not among the cut, nor among "the other" GPUs (24,576 - 3,072 - 1)
+    text = run_cli("describe", "meta-llama3-24k", "--fail", "pod:0", "--fail", "gpu5000", check=True).stdout
+    assert "cut apart: GPUs 0 to 3,071 (pod 0) are cut off: no working path joins them to the other 21,503 GPUs" \
+        in text, text
