@@ -18,7 +18,8 @@ from ..engine.options import CHOICES, EstimateOptions
 from ..engine.result import EstimateResult
 from ..engine.traffic import MixResult, run_mix
 from ..engine.traffic_file import bundled_traffic, load_traffic
-from ..errors import TopoError
+from ..errors import TopoError, Unreachable
+from ..fabric.cut import cut_message
 from ..fabric.failures import failures_summary
 from ..training.gpus import gpu_compute
 from ..units import UnitError, format_in, parse_size_bytes
@@ -263,7 +264,10 @@ def _run(args) -> int:
     opts = options_from_args(args)
     fabric = fabric_from_args(args)
     with _sizes_flag(args):
-        result = estimate(fabric, args.collective or "all_reduce", sizes, opts, datatype=args.datatype)
+        try:
+            result = estimate(fabric, args.collective or "all_reduce", sizes, opts, datatype=args.datatype)
+        except Unreachable as exc:  # the cut named as describe, train and the report name it (rev69)
+            raise Unreachable(cut_message(fabric, exc.message), key=exc.key, source=exc.source) from None
     memory_note(result, fabric)
     failures_note(result.notes, fabric)
     result.notes.extend(parity_notes)

@@ -8,6 +8,7 @@ import math
 from .. import training
 from ..atomic import check_output, open_output
 from ..errors import TopoError, Unreachable
+from ..fabric.cut import cut_message
 from ..plan import LOST_PART_LABELS, DesignComparison, PlanResult, plan
 from ..plan.budget import fit_it_power
 from ..plan.train_time import TrainingJob
@@ -138,15 +139,13 @@ def run(args) -> int:
     for msg in profile_notes(args.profile, fabrics):
         note(msg)
     layers = [_layers(args, n, f) for n, f in zip(names, fabrics)]
-    try:
-        results = [plan(f, layers=lay, plan_file=args.plan_file, collectives=not args.no_collectives,
-                        profile=args.profile, training=job, power_fit=fit)
-                   for f, (lay, job), (_, fit) in zip(fabrics, layers, sized)]
-    except Unreachable as exc:  # place64: the plan's own collectives over every GPU, cut by a failed part
-        raise TopoError(f"{exc.message}; the plan's all-reduce and all-to-all run over every GPU, which the failed "
-                        f"parts cut apart; allowed: --no-collectives (the plan of the failed fabric without them: its "
-                        f"degraded bisection, power and cost), or failed parts that leave every GPU a path",
-                        key="--fail") from None
+    results = []
+    for f, (lay, job), (_, fit) in zip(fabrics, layers, sized):
+        try:
+            results.append(plan(f, layers=lay, plan_file=args.plan_file, collectives=not args.no_collectives,
+                                profile=args.profile, training=job, power_fit=fit))
+        except Unreachable as exc:  # place64: the plan's own collectives over every GPU, cut by a failed part
+            raise _cut_refusal(f, exc) from None
     train_notes = []
     if args.model and results[0].compute.mfu_source.startswith("--model"):
         for n, r, f in zip(names, results, fabrics):
@@ -172,6 +171,16 @@ def run(args) -> int:
         if priced:  # tidy67: as one design's text says it
             emit(f"collectives priced with profile (--profile to change): {', '.join(priced)}")
     return 0
+
+
+def _cut_refusal(fabric, exc: Unreachable) -> TopoError:
+    """The plan's collectives over every GPU cut apart by failed parts: the cut named as describe, train, estimate
+    and the report name it (:func:`topo.fabric.cut.cut_message`; rev69: it said only the router's two GPUs), and the
+    ways past it."""
+    return TopoError(f"{cut_message(fabric, exc.message)}; the plan's all-reduce and all-to-all run over every GPU, "
+                     "which the failed parts cut apart; allowed: --no-collectives (the plan of the failed fabric "
+                     "without them: its degraded bisection, power and cost), or failed parts that leave every GPU a "
+                     "path", key="--fail")
 
 
 def _check_numbers(args) -> None:
@@ -456,14 +465,18 @@ def _compute_lines(r: PlanResult) -> list[str]:
             + " its cluster"]
 
 
-def _failure_lines(rel) -> list[str]:
+def _failure_lines(rel, num_gpus: int) -> list[str]:
     """Interruptions, optics failures, and the checkpoint and recovery times (the stall says what it is and the
-    write rate the goodput model takes: the storage servers' aggregate, ms52's one rate)."""
+    write rate the goodput model takes: the storage servers' aggregate, ms52's one rate). A job on part of the
+    ``num_gpus`` GPUs has its share of the GPU links' modules; the NIC-side and any-module counts are the cluster's
+    (rev69: "512 modules on GPU links, both ends; NIC-side alone: 512" read as a job with no leaf-side module)."""
+    mine, all_ = (("the job's ", "the cluster's ") if rel.interruptions_of == "job" and rel.interrupting_gpus < num_gpus
+                  else ("", ""))
     return [f"failures  {rel.interruptions_per_day:.3g} interruptions/day ({_every(rel.mtbf_s)}) {_scope_words(rel)}, "
             f"optics from the {'failure table' if rel.optics_in_interruptions == 'table' else 'parts'}; with optics as parts "
             f"(modules on GPU links at their MTTF): {_every(rel.mtbf_optics_as_parts_s)}",
             f"          first job-stopping optics failure: {_after(rel.first_job_optics_failure_s)} "
-            f"({format_count(rel.job_optical_modules)} modules on GPU links, both ends); NIC-side alone: "
+            f"({format_count(rel.job_optical_modules)} modules on {mine}GPU links, both ends); {all_}NIC-side alone: "
             f"{_after(rel.first_nic_optics_failure_s)} ({format_count(rel.nic_optical_modules)} modules); of any "
             f"module: {_after(rel.first_optical_failure_s)} ({format_count(rel.optical_modules)} modules)",
             f"          optics reconciled: modules on GPU links at their MTTF fail "
@@ -626,7 +639,7 @@ def render(r: PlanResult) -> str:
     """
     mark = _marker(r)
     sections = [_floor_lines(r), _bom_lines(r, mark), _power_lines(r, mark), _capex_lines(r, mark),
-                _ownership_lines(r), _compute_lines(r) + _failure_lines(r.reliability) + _goodput_lines(r, mark),
+                _ownership_lines(r), _compute_lines(r) + _failure_lines(r.reliability, r.num_gpus) + _goodput_lines(r, mark),
                 _blast_lines(r), _network_lines(r)]
     return "\n\n".join("\n".join(s) for s in sections)
 

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .failures import nvswitch_domains
+from .failures import failed_gpu_ids, nvswitch_domains
 
-__all__ = ["cut_off_gpus", "cut_off_words", "cut_words", "gpu_pieces", "gpu_ranges_text"]
+__all__ = ["cut_message", "cut_off_gpus", "cut_off_words", "cut_words", "gpu_pieces", "gpu_ranges_text"]
 
 
 def gpu_pieces(fabric) -> np.ndarray | None:
@@ -78,24 +78,38 @@ def cut_words(fabric) -> list[str]:
     return words + ([off] if off else [])
 
 
+def cut_message(fabric, message: str) -> str:
+    """The router's line for a cut (``message``: the two GPUs it found, ``GPU 568 cannot reach GPU 640: ...``) after
+    every cut the failures make (:func:`cut_words`), as the report and ``estimate`` say it (tidy67; rev69: estimate
+    said only the two GPUs with pod 1 of an NVL72 SuperPOD cut off)."""
+    words = "; ".join(cut_words(fabric))
+    return f"{words}: {message}" if words else message
+
+
 def cut_off_words(fabric) -> str | None:
     """The GPUs no working path joins to the rest (:func:`cut_off_gpus`) in words: "GPUs 0 to 3,071 (pod 0) are cut
     off: no working path joins them to the other 21,504 GPUs", with how many pieces they fall in where several
     (a rack's two servers under a failed leaf); where no piece is the largest (every spine failed over four alike
-    units), each piece; None when every GPU reaches every other."""
+    units), each piece; None when every GPU reaches every other. A GPU the failures name (``gpu3``) failed, it is
+    not cut off: it is left out (rev69: ``--fail gpu3`` said "GPU 3 is cut off", before the router's "GPU 3 itself
+    failed")."""
     piece = gpu_pieces(fabric)
-    if piece is None or not piece.any():
+    if piece is None:
         return None
-    sizes = np.bincount(piece)
+    live = np.ones(piece.size, dtype=bool)
+    live[failed_gpu_ids(fabric.failures)] = False
+    labels, sizes = np.unique(piece[live], return_counts=True)  # piece 0, the largest, first; a failed GPU's gone
+    if labels.size < 2:
+        return None
     if sizes[0] == sizes[1]:
-        named = "; ".join(gpu_ranges_text(np.flatnonzero(piece == p)) for p in range(min(sizes.size, 4)))
-        more = f"; and {sizes.size - 4:,} more" if sizes.size > 4 else ""
-        return f"the working links join the GPUs in {sizes.size:,} pieces, none reaching another: {named}{more}"
-    cut = np.flatnonzero(piece != 0)
+        named = "; ".join(gpu_ranges_text(np.flatnonzero((piece == p) & live)) for p in labels[:4])
+        more = f"; and {labels.size - 4:,} more" if labels.size > 4 else ""
+        return f"the working links join the GPUs in {labels.size:,} pieces, none reaching another: {named}{more}"
+    cut = np.flatnonzero((piece != 0) & live)
     verb, them = ("is", "it") if cut.size == 1 else ("are", "them")
-    apart = f" (in {sizes.size - 1:,} pieces, none reaching another)" if sizes.size > 2 else ""
+    apart = f" (in {labels.size - 1:,} pieces, none reaching another)" if labels.size > 2 else ""
     return (f"{gpu_ranges_text(cut)}{_pods(fabric, cut)} {verb} cut off{apart}: no working path joins {them} to the "
-            f"other {fabric.num_gpus - cut.size:,} GPUs")
+            f"other {int(live.sum()) - cut.size:,} GPUs")
 
 
 def _pods(fabric, cut: np.ndarray) -> str:

@@ -33,7 +33,7 @@ from ..units import format_count
 from .bisection import bisection
 from .levels import Level
 
-__all__ = ["check_failure", "failed_links", "failures_summary", "node_id", "nvswitch_domains", "degraded", "Degraded", "DegradedTier", "DegradedLevel"]
+__all__ = ["check_failure", "failed_gpu_ids", "failed_links", "failures_summary", "node_id", "nvswitch_domains", "degraded", "Degraded", "DegradedTier", "DegradedLevel"]
 
 ANY_LINK = "link"  # random:link:F: a fraction of every network cable, each level from the NICs up
 _NAME = re.compile(r"^([A-Za-z_][A-Za-z_\-]*?)(\d+)(?:\.(\d+))?$")
@@ -93,6 +93,12 @@ def _check(i: int, n: int, name: str, what: str) -> None:
 def _nodes_links(fabric, nodes: np.ndarray) -> np.ndarray:
     links = fabric.links
     return np.isin(links["src"], nodes) | np.isin(links["dst"], nodes)
+
+
+def failed_gpu_ids(failures) -> np.ndarray:
+    """The ids of the GPUs ``failures`` names (``gpu3``), sorted: each failed, not cut off by other parts."""
+    names = [str(f).strip() for f in failures]
+    return np.array(sorted({int(f[3:]) for f in names if re.fullmatch(r"gpu\d+", f)}), dtype=np.int64)
 
 
 def failures_summary(fabric) -> str | None:

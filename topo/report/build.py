@@ -24,7 +24,7 @@ from ..errors import AlgorithmUnavailable, TopoError, Unreachable
 from ..engine.estimate import estimate, size_sweep
 from ..engine.profiles import resolve_profile
 from ..fabric.fabric import Fabric
-from ..fabric.cut import cut_words
+from ..fabric.cut import cut_message
 from ..fabric.inventory import Inventory, inventory
 from ..engine.result import EstimateResult
 from ..spec import load_spec
@@ -180,18 +180,10 @@ def _scenarios(fabric: Fabric, sweep, load_bytes: int, extra_algorithms, prof, t
         try:
             scenarios.append(_scenario(fabric, key, label, n, sweep, load_bytes, extra_algorithms, prof))
         except Unreachable as exc:
-            cut = cut or _cut_words(fabric, exc)
+            cut = cut or cut_message(fabric, exc.message)
             continue
         timings[key] = scenarios[-1].seconds
     return scenarios, cut
-
-
-def _cut_words(fabric: Fabric, exc: Unreachable) -> str:
-    """The router's line for a cut, after the GPUs the failures cut off as train's refusal names them
-    (:func:`~topo.fabric.cut.cut_words`: a failed NVLink switch's domain, the GPUs no working path joins to the rest;
-    tidy67: only the two GPUs the router found)."""
-    words = "; ".join(cut_words(fabric))
-    return f"{words}: {exc.message}" if words else exc.message
 
 
 def _mixes(fabric: Fabric, prof, timings: dict) -> tuple[list, str, str]:
@@ -208,7 +200,7 @@ def _mixes(fabric: Fabric, prof, timings: dict) -> tuple[list, str, str]:
             mix = run_mix(fabric, members, sharing=settings["sharing"], ecmp=settings["ecmp"], name=name,
                           profile=prof)
         except Unreachable as exc:
-            return mixes, f"Traffic mix {name} not drawn: {exc.message}.", _cut_words(fabric, exc)
+            return mixes, f"Traffic mix {name} not drawn: {exc.message}.", cut_message(fabric, exc.message)
         mixes.append(MixScenario(name, mix, summarize_loads(mix.link_loads(), fabric), time.perf_counter() - t))
         timings[f"mix {name}"] = mixes[-1].seconds
     return mixes, "", ""

@@ -334,12 +334,14 @@ def _allowed_keys(model: type[BaseModel]) -> list[str]:
 
 
 def _ratio(m) -> str | None:
-    """``a:b`` as the one number ``a / b`` a spec's oversubscription takes (``2:1`` -> ``2``, ``8:7`` -> ``1.143``;
-    walk28), or None where it is none."""
+    """``a:b`` as the one number a spec's oversubscription takes, the larger over the smaller, since it is at least 1
+    (``2:1`` -> ``2``, ``8:7`` -> ``1.143``; walk28; Meta's "1:7 between 8 pods", written uplinks first, -> ``7``:
+    rev69, the hint said 0.1429, which is refused in turn), or None where it is none (a 0 on either side)."""
     try:
-        return f"{float(m[1]) / float(m[2]):.4g}"
-    except (ValueError, ZeroDivisionError):
+        a, b = float(m[1]), float(m[2])
+    except ValueError:
         return None
+    return f"{max(a, b) / min(a, b):.4g}" if min(a, b) > 0 else None
 
 
 def _describe(err: dict, root: type[BaseModel] = Spec) -> str:
@@ -367,8 +369,8 @@ def _describe(err: dict, root: type[BaseModel] = Spec) -> str:
         return f"must be a whole number, got {_shown(value)}"
     if kind in ("float_type", "float_parsing", "finite_number"):
         ratio = re.fullmatch(r"\s*([0-9.]+)\s*:\s*([0-9.]+)\s*", value) if isinstance(value, str) else None
-        number = _ratio(ratio) if ratio and loc and loc[-1] == "oversubscription" else None  # describe prints 7:1
-        hint = f" (a downlink:uplink ratio is one number: write {number} for {ratio[1]}:{ratio[2]})" if number else ""
+        number = _ratio(ratio) if ratio and loc and str(loc[-1]).endswith("oversubscription") else None  # describe prints 7:1
+        hint = f" (a downlink:uplink ratio is one number, at least 1: write {number} for {ratio[1]}:{ratio[2]})" if number else ""
         return f"must be a finite number, got {_shown(value)}{hint}"
     if kind in ("bool_type", "bool_parsing"):
         return f"must be true or false, got {_shown(value)}"

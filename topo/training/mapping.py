@@ -23,7 +23,6 @@ matrix is built with numpy reshapes and transposes, never a loop per GPU.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -32,7 +31,7 @@ import numpy as np
 from ..engine.paths import Paths
 from ..errors import TopoError
 from ..fabric.cut import cut_off_words, gpu_pieces
-from ..fabric.failures import nvswitch_domains
+from ..fabric.failures import failed_gpu_ids, nvswitch_domains
 from .parallel import ParallelLayout
 
 __all__ = ["EXPERT_DP_GROUPS", "FEWER_GPUS", "Mapping", "default_placement", "first_group_offsets",
@@ -356,7 +355,7 @@ def refuse_failed_gpus(lay: ParallelLayout, gpus_per_domain: int, failures: tupl
         Keyed ``fail``: the first failed GPU among the job's, the job's GPU range and what is allowed.
     """
     _refuse_failed_nvswitches(lay, gpus_per_domain, failures, num_fabric_gpus)
-    dead = sorted(int(f[3:]) for f in failures if re.fullmatch(r"gpu\d+", f))
+    dead = failed_gpu_ids(failures).tolist()
     if not dead:
         return
     used = lay.gpus_per_domain_used or gpus_per_domain
