@@ -585,8 +585,8 @@ def _map(lay: ParallelLayout, gpus_per_domain: int, num_fabric_gpus: int) -> Map
         raise TopoError(f"the job needs GPUs {lay.first_gpu:,} to {last:,}{how}, but the fabric has "
                         f"{num_fabric_gpus:,}{FEWER_GPUS}",
                         source="layout", key="gpus")
-    ranks = np.arange(n, dtype=np.int64)
-    ids = _placed_ids(ranks, used, gpus_per_domain, lay.first_gpu, lay.skip_domains)
+    placed = (n, used, lay.first_gpu, tuple(lay.skip_domains))
+    ids = _job_ids(n, used, gpus_per_domain, *placed[2:])
     axes = tuple(reversed(_rank_axes(lay)))
     grid = ids.reshape([getattr(lay, a) for a in axes])
     # experts: each stage's ranks as EXPERT_FOLD (tp fastest) read as [edp, ep, etp]
@@ -594,11 +594,45 @@ def _map(lay: ParallelLayout, gpus_per_domain: int, num_fabric_gpus: int) -> Map
     experts = stage_major.reshape(lay.pp, lay.expert_dp, lay.ep, lay.expert_tp)
     mapping = Mapping(grid=grid, axes=axes, experts=experts, gpus_per_domain=gpus_per_domain, dp_shard=lay.dp_shard,
                       expert_dp_shard=lay.expert_dp_shard)
-    if lay.tp > 1 and not lay.tp_across_domains and mapping.domains_spanned("tp") > 1:
+    if lay.tp > 1 and not lay.tp_across_domains and _tp_span(mapping, placed) > 1:
         raise TopoError(f"a TP group of {lay.tp} GPUs spans {mapping.domains_spanned('tp')} NVLink domains of "
                         f"{gpus_per_domain} under rank order {lay.rank_order} and first GPU {lay.first_gpu}; "
                         f"allow it with tp_across_domains", source="layout", key="tp")
     return mapping
+
+
+def _job_ids(n: int, used: int, gpus_per_domain: int, first_gpu: int, skip: tuple[int, ...]) -> np.ndarray:
+    """GPU ids of ranks 0 to ``n - 1`` as :func:`_placed_ids` places them, read-only, kept by exactly what it reads
+    (:data:`PLACEMENTS_KEPT`): a search maps ~2,000 layouts whose 100,352 ranks are placed alike."""
+    key = (n, used, gpus_per_domain, first_gpu, skip)
+    got = _PLACEMENTS.get(key)
+    if got is None:
+        got = _placed_ids(np.arange(n, dtype=np.int64), used, gpus_per_domain, first_gpu, skip)
+        got.flags.writeable = False
+        while _PLACEMENTS and len(_PLACEMENTS) >= PLACEMENTS_KEPT:
+            _PLACEMENTS.pop(next(iter(_PLACEMENTS)))
+        _PLACEMENTS[key] = got
+    return got
+
+
+def _tp_span(mapping: Mapping, placed: tuple) -> int:
+    """``mapping.domains_spanned("tp")``, kept in :data:`_SCALARS` by what the TP groups read: the placement
+    (``placed``: :func:`_job_ids`' arguments but the domain size, which ``mapping`` holds), the grid's axes and
+    sizes (the same placement in another ep, etp or sharding has the same TP groups)."""
+    key = ("tp span", placed, mapping.gpus_per_domain, mapping.axes, mapping.grid.shape)
+    got = _SCALARS.get(key)
+    if got is None:
+        got = mapping.domains_spanned("tp")
+        while len(_SCALARS) >= SCALARS_KEPT:
+            _SCALARS.pop(next(iter(_SCALARS)))
+        _SCALARS[key] = got
+    mapping._memo[("span", "tp")] = got
+    return got
+
+
+PLACEMENTS_KEPT = 4
+"""Placements :func:`_job_ids` keeps (0.8 MB each at 100k GPUs)."""
+_PLACEMENTS: dict = {}
 
 
 def _skip_fits(first_gpu: int, used: int, gpus_per_domain: int) -> bool:

@@ -1921,15 +1921,57 @@ def rank_computes_at(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute, cov
 
     rows: list = [[] for _ in covers_s]
     seen: dict = {}
+    layout_key = None if blocks is None else stage_base_key(lay)
     terms: list = [{} for _ in covers_s]  # per cover, each unit's host terms: the same on every stage of the layout
     for units, flags in zip(stages, in_bf16):
         key = (tuple(units), tuple(flags))  # stages alike (the middle ones, mostly) have one row: computed once
         if key not in seen:
-            base = _stage_base(lay, units, flags, bt)
+            base = _shared_base(lay, units, flags, bt, None if blocks is None else (*layout_key, key), blocks)
             seen[key] = [_waited_row(base, lay, units, flags, bt, c, t) for c, t in zip(covers_s, terms)]
         for j in range(len(covers_s)):
             rows[j].append(_row_copy(seen[key][j]))
     return [_busiest_first([_rank_mean([one[i] for i in ranks]) for ranks in rank_stages(lay)]) for one in rows]
+
+
+def _shared_base(lay: ParallelLayout, units: list, flags: list, bt, key: tuple | None, blocks: dict | None) -> tuple:
+    """:func:`_stage_base` of one stage, kept in ``blocks`` (when given) by ``key``: :func:`stage_base_key` of the
+    layout and the stage's units and BF16 flags as tuples. Layouts of another pp, vpp, dp or placement whose stage
+    holds the same units share it (the row is read, never changed: each layout's rows are :func:`_row_copy`'s)."""
+    if blocks is None:
+        return _stage_base(lay, units, flags, bt)
+    got = blocks.get(key)
+    if got is None:
+        got = blocks[key] = _stage_base(lay, units, flags, bt)
+    return got
+
+
+def stage_base_key(lay: ParallelLayout) -> tuple:
+    """What :func:`_stage_base` reads of ``lay`` (with the stage's units and flags): its blocks' times
+    (:func:`block_time_key` of an MoE block, which holds every other block's key and the precision its BF16 layers
+    change) and :data:`STAGE_BASE_READS`, after the tag :data:`STAGE_BASE` (a ``blocks`` dict holds both).
+
+    Parameters
+    ----------
+    lay : ParallelLayout
+
+    Returns
+    -------
+    tuple
+        Hashable.
+    """
+    return STAGE_BASE, block_time_key(lay, True), tuple(_read_field(lay, f) for f in STAGE_BASE_READS)
+
+
+def _read_field(lay: ParallelLayout, name: str):
+    """A layout field as a key holds it (a list as a tuple)."""
+    v = getattr(lay, name)
+    return tuple(v) if isinstance(v, list) else v
+
+
+STAGE_BASE = ("stage base",)  # the tag of :func:`_shared_base`'s entries among a ``blocks`` dict's block times
+STAGE_BASE_READS = ("recompute", "recompute_num_layers", "recompute_early_stop", "recompute_modules")
+"""Layout fields :func:`_stage_base` reads beyond its blocks' times (in :data:`BLOCK_TIME_UNREAD`, so not in
+:func:`block_time_key`): the recomputation it applies to each layer."""
 
 
 def _row_copy(row: tuple) -> tuple:
