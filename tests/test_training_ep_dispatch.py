@@ -275,3 +275,42 @@ def test_a_b300_nodes_expert_all_to_all_is_bound_by_b200s_call():
     bound = 0.5 * (a2a.size_bytes / 734.95e9 + a2a.size_bytes / 673.84e9 + sum(fixed))
     assert a2a.algorithm == "flex dispatcher rate"
     assert a2a.time_s / a2a.calls_per_step == pytest.approx(bound, rel=1e-9)
+
+
+def test_h100_in_one_node_is_a_kernel_rate_so_the_copy_is_charged_once():
+    """NVIDIA/Megatron-LM@1d9edcf8 docs/discussions/deepseek-v3-gb200-optimization images/image6.png, DGX H100, 16
+    CUDA blocks: 368.9 / 368.87 GB/s. The image's other panels, same harness, read against DeepEP's README at
+    94a9f8f6 (docs/README_Hybrid-EP.md): GB200 NVL36, 32 blocks, 714.66 / 657.72 GB/s, above the README's 36-rank,
+    32-SM Kernel Only 632.31 / 596.99 and far above its Torch API 479.02 / 447.89 (which hold the copy); 4x DGX
+    H100, 8 blocks, algorithm over NIC bus bandwidth 121.3 / 44.2 = 2.74, the test's received bytes over its
+    remote-node RDMA bytes at 32 ranks, 256 experts, top-8 (2.68). So the H100 figure is a kernel's rate: no copy in
+    it, the copy charged once, as the permutation; no fixed part known."""
+    assert 714.66 > KERNEL[36][0] > API[36][0] and 657.72 > KERNEL[36][2] > API[36][2]
+    ranks = 32 * (1 - math.comb(248, 8) / math.comb(256, 8))  # distinct destination ranks of a token: 7.27
+    nodes = 4 * (1 - math.comb(192, 8) / math.comb(256, 8))  # distinct destination nodes: 3.61, 3/4 of them remote
+    assert 121.3 / 44.2 == pytest.approx(ranks / (nodes * 3 / 4), rel=0.03)
+    t = tomllib.loads((data_dir("compute") / "ep_dispatch.toml").read_text())["flex"]["H100"]
+    assert t["kernel_dispatch_GBps"] == [368.9] and t["kernel_combine_GBps"] == [368.87]
+    assert "dispatch_GBps" not in t  # no Torch API figure on H100 in one node
+    assert flex_fixed_s("H100", 8, _copy("H100")) == {k: 0.0 for k in ("dispatch", "dispatch_fp8", "combine")}
+
+
+def test_every_call_rate_says_whether_it_holds_the_copy():
+    """Each table with a call's (Torch API) rate states ``api_includes_copy``: HybridEP's yes ("dispatch =
+    dispatch_kernel + d2d + misc", deepseek-ai/DeepEP@94a9f8f6 tests/test_hybrid_ep.py), DeepEP's no (its kernel
+    writes the output itself). A call's rate alone that holds the copy is priced with the copy taken out:
+    1 GB at 500 GB/s is 2 ms; less a 0.5 ms copy, 1.5 ms, i.e. 666.7 GB/s."""
+    from topo.training.ep_dispatch import rate_and_fixed_s
+    for name in ("ep_dispatch.toml", "ep_internode.toml"):
+        data = tomllib.loads((data_dir("compute") / name).read_text())
+        for section, table in data.items():
+            for gpu, t in table.items():
+                if isinstance(t, dict) and any(k in t for k in ("dispatch_GBps", "combine_GBps")):
+                    assert isinstance(t.get("api_includes_copy"), bool), (name, section, gpu)
+                    assert t["api_includes_copy"] == (section in ("flex", "internode")), (name, section, gpu)
+    assert rate_and_fixed_s(1e9, 500e9, None, 0.5e-3) == pytest.approx((1e9 / 1.5e-3, 0.0))
+    assert rate_and_fixed_s(1e9, 500e9, None, 0.0) == pytest.approx((500e9, 0.0))
+    # with the kernel's rate: the fixed part is the call less the kernel less the copy it holds
+    assert rate_and_fixed_s(1e9, 500e9, 1000e9, 0.5e-3) == pytest.approx((1000e9, 0.5e-3))
+    with pytest.raises(ValueError, match="api_includes_copy"):
+        rate_and_fixed_s(1e9, 500e9, None, 3e-3)

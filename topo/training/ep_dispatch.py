@@ -8,7 +8,7 @@ bandwidth, the bytes a rank receives over the time, by GPU and EP group size). T
 out of HybridEP's buffer, and a part that does not scale with the bytes (its test's "misc = device_sync,
 update_flag, etc."). topo prices the copy as the MoE block's permutation (Megatron-Core's ``dispatch_with_permute``
 makes that copy the permutation), so a call lasts at least its bytes at the kernel's rate plus that fixed part
-(:func:`call_s`, :func:`fixed_part_s`; GB200 NVL72 at 8-36 ranks: 0.04-0.12 ms a call). Where only the framework's
+(:func:`call_s`, :func:`rate_and_fixed_s`; GB200 NVL72 at 8-36 ranks: 0.04-0.12 ms a call). Where only the framework's
 rate is published (H100; DeepEP, whose kernel writes its output itself), the bytes at that rate. Each backend has
 its own table (:data:`SECTIONS`): HybridEP's, and DeepEP's (its README's GB200 and B200 figures, the Megatron-LM
 GB200 study's EP32 ones over MNNVL: 400 / 190 GB/s); a GPU DeepEP's table lacks takes HybridEP's. An expert
@@ -27,8 +27,8 @@ from ..resources import data_dir
 from ..units import GB
 from .routing import spread_destinations
 
-__all__ = ["SECTIONS", "flex_rates", "flex_fixed_s", "flex_dispatch_s", "nearest_column", "fixed_part_s", "call_s",
-           "gpu_figures", "figures_for"]
+__all__ = ["SECTIONS", "flex_rates", "flex_fixed_s", "flex_dispatch_s", "nearest_column", "api_includes_copy",
+           "rate_and_fixed_s", "call_s", "gpu_figures", "figures_for"]
 
 KINDS = ("dispatch", "dispatch_fp8", "combine")
 
@@ -105,10 +105,40 @@ def gpu_figures(gpu: str, backend: str = "hybridep") -> dict | None:
     return figures_for(_tables(), SECTIONS[backend], gpu)
 
 
-def flex_rates(gpu: str, ranks: int, backend: str = "hybridep") -> dict | None:
-    """Published rates (bytes/s) of the flex dispatcher's ``backend`` on ``gpu`` for an EP group of ``ranks`` in
-    one NVLink domain: ``dispatch``, ``dispatch_fp8``, ``combine``, the kernel's own where published (``kernel_*``),
-    else the call through the framework's; the nearest published group size (the largest for a larger group, the
+def _flex_parts(gpu: str, ranks: int, copy_s: Callable[[float], float] | None, backend: str):
+    """Per kind, the rate and fixed part of ``gpu``'s published call (:func:`rate_and_fixed_s` at the published
+    shape); None without figures."""
+    t = gpu_figures(gpu, backend)
+    if t is None:
+        return None
+    i = nearest_column(t["ranks"], ranks)
+    has_api = "dispatch_GBps" in t
+    received = 0.0
+    if has_api and ("kernel_dispatch_GBps" in t or api_includes_copy(t)):
+        received = t["tokens"] * spread_destinations(t["ranks"][i], t["topk"]) * t["hidden"] * 2.0
+    out = {}
+    for k in KINDS:
+        f = FP8_FACTOR if k == "dispatch_fp8" else 1.0
+        api = float(t[f"{k}_GBps"][i]) * GB if has_api else None
+        kernel = float(t[f"kernel_{k}_GBps"][i]) * GB if f"kernel_{k}_GBps" in t else None
+        held = 0.0  # the copy the call's rate holds; without copy_s only the kernel's rate is read (flex_rates)
+        if has_api and api_includes_copy(t):
+            if copy_s is None and kernel is None:
+                raise ValueError(f"{gpu}'s call rate holds the copy out of the buffer: pricing it needs copy_s")
+            held = 0.0 if copy_s is None else copy_s(2.0 * received * f)
+        if not received:  # a kernel's rate alone, or a call's that holds no copy: that rate, no fixed part
+            out[k] = (api if kernel is None else kernel, 0.0)
+            continue
+        out[k] = rate_and_fixed_s(received * f, api, kernel, held)
+    return out
+
+
+def flex_rates(gpu: str, ranks: int, backend: str = "hybridep",
+               copy_s: Callable[[float], float] | None = None) -> dict | None:
+    """Rates (bytes/s) at which the flex dispatcher's ``backend`` on ``gpu`` moves a call's bytes for an EP group
+    of ``ranks`` in one NVLink domain: ``dispatch``, ``dispatch_fp8``, ``combine``, the kernel's own where
+    published, else the call's through the framework, with the copy out of the buffer taken out where that rate
+    holds it (:func:`rate_and_fixed_s`); the nearest published group size (the largest for a larger group, the
     smallest for a smaller); a GPU without its own figures takes its twin's (:func:`gpu_figures`); None for a GPU
     with neither.
 
@@ -120,17 +150,17 @@ def flex_rates(gpu: str, ranks: int, backend: str = "hybridep") -> dict | None:
         GPUs in the EP group (all in one NVLink domain).
     backend : {"hybridep", "deepep"}
         The flex dispatcher's backend (``ParallelLayout.ep_flex_backend``).
+    copy_s : callable, optional
+        Seconds an HBM-bound kernel takes to move a number of bytes on ``gpu`` (needed only where a call's rate
+        holds the copy).
 
     Returns
     -------
     dict or None
         ``dispatch``, ``dispatch_fp8`` and ``combine`` rates in bytes/s, or None without published rates.
     """
-    t = gpu_figures(gpu, backend)
-    if t is None:
-        return None
-    i = nearest_column(t["ranks"], ranks)
-    return {k: float(t.get(f"kernel_{k}_GBps", t[f"{k}_GBps"])[i]) * GB for k in KINDS}
+    parts = _flex_parts(gpu, ranks, copy_s, backend)
+    return None if parts is None else {k: rate for k, (rate, _) in parts.items()}
 
 
 def nearest_column(sizes: list[int], ranks: int) -> int:
@@ -156,25 +186,57 @@ def nearest_column(sizes: list[int], ranks: int) -> int:
     return next((j for j, r in enumerate(sizes) if r >= ranks), len(sizes) - 1)
 
 
-def fixed_part_s(measured_bytes: float, api_Bps: float, kernel_Bps: float, copy_s: float) -> float:
-    """Seconds a published call adds beyond its kernel and the copy of the received tokens: ``measured_bytes`` (the
-    bytes its bandwidth is quoted on) at the call's rate less at the kernel's, less the copy's ``copy_s``; none
-    below zero.
+def api_includes_copy(table: dict) -> bool:
+    """Whether a table's published call rates (its Torch API columns) include the copy of the received tokens out
+    of the dispatcher's buffer: the table's ``api_includes_copy``, which every table with such a rate states
+    (HybridEP's: yes; DeepEP's, whose kernel writes the output itself: no). A kernel's own rate never does.
+
+    Parameters
+    ----------
+    table : dict
+        A GPU's table of published figures (``ep_dispatch.toml``, ``ep_internode.toml``).
+
+    Returns
+    -------
+    bool
+    """
+    flag = table.get("api_includes_copy")
+    if not isinstance(flag, bool):
+        raise ValueError(f"api_includes_copy={flag!r} in a dispatcher table with a call's rate: allowed true, false")
+    return flag
+
+
+def rate_and_fixed_s(measured_bytes: float, api_Bps: float | None, kernel_Bps: float | None,
+                     api_copy_s: float) -> tuple[float, float]:
+    """The one rule by which a published call is priced with the copy of the received tokens counted once, as the
+    permutation topo prices apart: the kernel's rate where published, plus the call's fixed part, ``measured_bytes``
+    at the call's rate less at the kernel's less the copy the call's rate holds (none below zero; zero without a
+    call's rate); else the call's rate with that copy taken out (the call's time at the published shape less the
+    copy, over the bytes), and no fixed part.
 
     Parameters
     ----------
     measured_bytes : float
         Bytes the published algorithm bandwidth divides (received bytes inside a domain, RDMA bytes across).
-    api_Bps, kernel_Bps : float
-        The call's and the kernel's published rates, bytes/s.
-    copy_s : float
-        Seconds of the call's copy of the received tokens (read and write) at HBM rate.
+    api_Bps, kernel_Bps : float or None
+        The call's and the kernel's published rates, bytes/s (None: not published).
+    api_copy_s : float
+        Seconds of the copy the call's rate holds (read and write at HBM rate; 0 where it holds none:
+        :func:`api_includes_copy`).
 
     Returns
     -------
-    float
+    tuple of float
+        The rate (bytes/s) the call's bytes move at, and the fixed part (s).
     """
-    return max(0.0, measured_bytes / api_Bps - measured_bytes / kernel_Bps - copy_s)
+    if kernel_Bps is not None:
+        fixed = 0.0 if api_Bps is None else measured_bytes / api_Bps - measured_bytes / kernel_Bps - api_copy_s
+        return kernel_Bps, max(0.0, fixed)
+    rest_s = measured_bytes / api_Bps - api_copy_s
+    if rest_s <= 0:
+        raise ValueError(f"a published call of {measured_bytes:.3g} B at {api_Bps:.3g} B/s is no longer than its "
+                         f"copy ({api_copy_s:.3g} s): api_includes_copy cannot hold")
+    return measured_bytes / rest_s, 0.0
 
 
 def call_s(size_bytes: float, elem_bytes: float, kernel_Bps: dict, fixed_s: dict) -> float:
@@ -202,9 +264,9 @@ def call_s(size_bytes: float, elem_bytes: float, kernel_Bps: dict, fixed_s: dict
 
 
 def flex_fixed_s(gpu: str, ranks: int, copy_s: Callable[[float], float], backend: str = "hybridep") -> dict | None:
-    """The fixed part of each kind of call inside one NVLink domain (:func:`fixed_part_s` at the published shape:
-    its tokens, hidden size and top-k, uniform routing, the received tokens one copy per token and destination
-    rank); zero where only the framework's rate is published (its rate then holds the whole call).
+    """The fixed part of each kind of call inside one NVLink domain (:func:`rate_and_fixed_s` at the published
+    shape: its tokens, hidden size and top-k, uniform routing, the received tokens one copy per token and
+    destination rank); zero where the call's and the kernel's rates are not both published.
 
     Parameters
     ----------
@@ -222,19 +284,8 @@ def flex_fixed_s(gpu: str, ranks: int, copy_s: Callable[[float], float], backend
     dict or None
         Seconds per kind (:data:`KINDS`); None without published rates.
     """
-    t = gpu_figures(gpu, backend)
-    if t is None:
-        return None
-    if "kernel_dispatch_GBps" not in t:
-        return {k: 0.0 for k in KINDS}
-    i = nearest_column(t["ranks"], ranks)
-    received = t["tokens"] * spread_destinations(t["ranks"][i], t["topk"]) * t["hidden"] * 2.0
-    out = {}
-    for k in KINDS:
-        f = FP8_FACTOR if k == "dispatch_fp8" else 1.0
-        api, kernel = float(t[f"{k}_GBps"][i]) * GB, float(t[f"kernel_{k}_GBps"][i]) * GB
-        out[k] = fixed_part_s(received * f, api, kernel, copy_s(2.0 * received * f))
-    return out
+    parts = _flex_parts(gpu, ranks, copy_s, backend)
+    return None if parts is None else {k: fixed for k, (_, fixed) in parts.items()}
 
 
 def flex_dispatch_s(gpu: str, ranks: int, size_bytes: float, elem_bytes: float,
@@ -263,7 +314,7 @@ def flex_dispatch_s(gpu: str, ranks: int, size_bytes: float, elem_bytes: float,
     -------
     float or None
     """
-    r = flex_rates(gpu, ranks, backend)
+    r = flex_rates(gpu, ranks, backend, copy_s)
     if r is None:
         return None
     return call_s(size_bytes, elem_bytes, r, flex_fixed_s(gpu, ranks, copy_s, backend))

@@ -25,7 +25,7 @@ from functools import lru_cache
 
 from ..resources import data_dir
 from ..units import GB
-from .ep_dispatch import FP8_FACTOR, KINDS, call_s, figures_for, fixed_part_s, nearest_column
+from .ep_dispatch import FP8_FACTOR, KINDS, api_includes_copy, call_s, figures_for, nearest_column, rate_and_fixed_s
 from .routing import spread_destinations
 
 __all__ = ["internode_table", "internode_fixed_s", "internode_call_s", "FP8_FACTOR"]
@@ -64,6 +64,7 @@ def internode_table(gpu: str, ranks: int, backend: str = "hybridep") -> dict | N
         return None
     i = nearest_column(t["ranks"], ranks)
     out = {k: t[k] for k in ("tokens", "hidden", "topk", "gpus_per_node")}
+    out["api_includes_copy"] = api_includes_copy(t) if f"{KINDS[0]}_GBps" in t else False
     out["ranks"] = t["ranks"][i]
     for k in KINDS:
         api = t.get(f"{k}_GBps")
@@ -105,7 +106,8 @@ def internode_fixed_s(gpu: str, ranks: int, copy_s: Callable[[float], float],
     for k in KINDS:
         f = FP8_FACTOR if k == "dispatch_fp8" else 1.0
         api, kernel = t[k]
-        out[k] = 0.0 if api is None else fixed_part_s(rdma * f, api, kernel, copy_s(2.0 * received * f))
+        held = copy_s(2.0 * received * f) if t["api_includes_copy"] else 0.0
+        out[k] = rate_and_fixed_s(rdma * f, api, kernel, held)[1]
     return out
 
 
