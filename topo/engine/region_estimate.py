@@ -3,8 +3,9 @@ distinct site fabric, the cross-site phase routed on the DCI spans (:meth:`topo.
 composed by :mod:`topo.engine.algorithms.across_sites`.
 
 The cross-site phase's bandwidth part is the slowest of: each directed span (its bytes over its capacity), each
-site's border (what it sends over its capacity to the DCI) and a GPU's NICs (its shard over its NIC rate); the
-bottleneck is named after it (``dci:east-west``, ``border:east``, ``nic``). A row's ``bottleneck`` is one site's
+site's border (what it sends over its capacity to the DCI) and the NICs it crosses through (:func:`crossing_nics`:
+every NIC of the site for the hierarchical ways, one a channel for NCCL's flat ring and tree); the bottleneck is
+named after it (``dci:east-west``, ``border:east``, ``nic``). A row's ``bottleneck`` is one site's
 :class:`~topo.engine.result.Bottleneck` (:func:`row_bottleneck`), its name ``bottleneck_name``.
 """
 
@@ -28,7 +29,8 @@ from .profiles import Profile, profile_network, resolve_profile, site_network
 from .result import Bottleneck, whole_bytes_row
 
 __all__ = ["RegionEstimate", "RegionRow", "estimate_region", "dci_phase", "dci_phase_options", "cross_site_candidates",
-           "chain_hops_s", "tree_root_order", "TREE_ROOT_RULE", "site_exchange_bytes", "PROFILE_PRICES",
+           "chain_hops_s", "tree_root_order", "crossing_nics", "tree_dci_phase", "region_channels", "TREE_ROOT_RULE",
+           "site_exchange_bytes", "PROFILE_PRICES",
            "check_region_profile", "site_profile"]
 
 PROFILE_PRICES = ("each site's in-site collectives on its own fabric (a hierarchical way's reduce-scatter and "
@@ -105,7 +107,7 @@ class RegionEstimate:
         return {**doc, "candidate_time_s": self.candidates, "unavailable": self.unavailable, "notes": self.notes}
 
 
-def dci_phase(region: Region, src, dst, nbytes, steps: int) -> tuple[Phase, np.ndarray]:
+def dci_phase(region: Region, src, dst, nbytes, steps: int, channels: int | None = None) -> tuple[Phase, np.ndarray]:
     """The cross-site phase where site ``src[i]`` sends ``nbytes[i]`` to site ``dst[i]``, in ``steps`` steps that
     each pay the slowest cross-site hop's latency once: the faster of the lowest-latency routes alone and the split
     over every pair's direct span, 2-hop paths and paths one hop longer than its route
@@ -120,17 +122,21 @@ def dci_phase(region: Region, src, dst, nbytes, steps: int) -> tuple[Phase, np.n
         Bytes of each transfer.
     steps : int
         Steps of the phase (its latency is ``steps`` x the slowest cross-site hop, one way).
+    channels : int, optional
+        The NCCL channels of a flat ring or tree, whose bytes cross a site's border through one NIC a channel
+        (:func:`crossing_nics`); None: through every NIC of the site (the hierarchical ways).
 
     Returns
     -------
     tuple of (Phase, numpy.ndarray)
         The phase, and the bytes on every directed span.
     """
-    ph, loads, _, _ = min(dci_phase_options(region, src, dst, nbytes, steps), key=lambda o: o[0].time_s)
+    ph, loads, _, _ = min(dci_phase_options(region, src, dst, nbytes, steps, channels), key=lambda o: o[0].time_s)
     return ph, loads  # the route alone when splitting does not pay its latency
 
 
-def dci_phase_options(region: Region, src, dst, nbytes, steps: int) -> list[tuple[Phase, np.ndarray, float, float]]:
+def dci_phase_options(region: Region, src, dst, nbytes, steps: int,
+                      channels: int | None = None) -> list[tuple[Phase, np.ndarray, float, float]]:
     """Both ways :func:`dci_phase` may carry the transfers (the lowest-latency routes, then the split), each as
     ``(phase, bytes on every directed span, dci_s, nic_s)``: the phase's bandwidth time is the larger of ``dci_s``
     (the busiest directed span's or site border's time, which scale with the spans' capacities: a border's
@@ -140,7 +146,7 @@ def dci_phase_options(region: Region, src, dst, nbytes, steps: int) -> list[tupl
 
     Parameters
     ----------
-    region, src, dst, nbytes, steps : as :func:`dci_phase`.
+    region, src, dst, nbytes, steps, channels : as :func:`dci_phase`.
 
     Returns
     -------
@@ -152,21 +158,22 @@ def dci_phase_options(region: Region, src, dst, nbytes, steps: int) -> list[tupl
     up = np.array([region.up_latency_s(s) for s in range(region.num_sites)])
     routed = region.route_loads(src, dst, nbytes), region.route_latency_s(src, dst)
     split = region.split_loads(src, dst, nbytes) if src.size else routed
-    return [_phase(region, src, dst, nbytes, steps, up, loads, lat) for loads, lat in (routed, split)]
+    return [_phase(region, src, dst, nbytes, steps, up, loads, lat, channels) for loads, lat in (routed, split)]
 
 
-def _phase(region: Region, src, dst, nbytes, steps: int, up, loads, route_lat) -> tuple[Phase, np.ndarray, float,
-                                                                                         float]:
+def _phase(region: Region, src, dst, nbytes, steps: int, up, loads, route_lat,
+           channels: int | None = None) -> tuple[Phase, np.ndarray, float, float]:
     """:func:`dci_phase` for one way of carrying the transfers: ``loads`` per directed span, ``route_lat`` per
     transfer (one way, its longest path that carries a share); with its DCI's and a GPU's NICs' times
-    (:func:`dci_phase_options`)."""
+    (:func:`dci_phase_options`): a site's bytes over the NICs they cross through (:func:`crossing_nics`)."""
     cap = np.repeat(region.span_bandwidth_Bps, 2)
     with np.errstate(divide="ignore", invalid="ignore"):
         span_t = np.where(loads > 0, loads / cap, 0.0)
     names = region.span_names()
     site_bytes = site_exchange_bytes(region, src, dst, nbytes)
     border = site_bytes / np.array([region.border_Bps(s) for s in range(region.num_sites)])
-    nic = max(float(site_bytes[s] / f.num_gpus / _gpu_nic_Bps(f)) for s, f in enumerate(region.fabrics))
+    nic = max(float(site_bytes[s] / (crossing_nics(f, channels) * f.layout.nic_rate_Bps))
+              for s, f in enumerate(region.fabrics))
     cands = [(float(span_t.max()), names[int(span_t.argmax()) // 2] + (" (back)" if span_t.argmax() % 2 else "")),
              (float(border.max()), f"border:{region.site_names[int(border.argmax())]}"), (nic, "nic")]
     bw_s, bound = max(cands, key=lambda c: c[0])
@@ -241,9 +248,73 @@ def chain_hops_s(region: Region) -> np.ndarray:
     return up[a] + region.route_latency_s(a, b) + up[b]
 
 
-def _gpu_nic_Bps(f) -> float:
-    L = f.layout
-    return L.nic_rate_Bps * max(1, L.nics_per_server) / L.gpus_per_server
+def tree_dci_phase(region: Region, size_bytes: float, channels: int) -> tuple[Phase, np.ndarray]:
+    """The tree's crossing of the sites (:func:`~topo.engine.algorithms.across_sites.flat_tree`): each chained span
+    (:func:`tree_root_order`) carries ``size_bytes`` each way, through one NIC a channel at each chained root
+    (:func:`crossing_nics`): its bandwidth part ``max(S / (min(c, NICs) x one NIC's rate), S / span, border)``.
+
+    Parameters
+    ----------
+    region : Region
+    size_bytes : float
+        ``S``.
+    channels : int
+        NCCL's channels (:func:`region_channels`).
+
+    Returns
+    -------
+    tuple of (Phase, numpy.ndarray)
+        As :func:`dci_phase` (no latency: :func:`chain_hops_s` prices the chain's).
+    """
+    order = tree_root_order(region)
+    chain_a, chain_b = np.r_[order[:-1], order[1:]], np.r_[order[1:], order[:-1]]
+    return dci_phase(region, chain_a, chain_b, float(size_bytes), 0, channels)
+
+
+def region_channels(region: Region, profile=None) -> int:
+    """NCCL's channels of a flat ring or tree over the region's GPUs: the fewest of the profiles that price its
+    sites (:func:`site_profile`, resolved on each site), as each site's communicator has its own.
+
+    Parameters
+    ----------
+    region : Region
+    profile : optional
+        As :func:`estimate_region` takes it.
+
+    Returns
+    -------
+    int
+    """
+    return min(resolve_profile(site_profile(region, profile, sites[0]), f).channels for f, sites in region.site_groups())
+
+
+def crossing_nics(fabric, channels: int | None = None) -> float:
+    """The NICs of a site that its bytes to and from other sites go through, each at one NIC's rate.
+
+    The hierarchical ways cross through every NIC: each GPU all-reduces (gathers, scatters) its own shard with the
+    GPUs of its local index in the other sites. NCCL's flat ring and tree cross through one NIC a channel: on the
+    cross-DC branch (../shared/data/multisite.md section 2; NVIDIA/nccl branch ``cross-dc`` commit 18a07ee,
+    src/graph/connect.cc) ring channel ``c`` leaves a DC from one node (``getCrossNodeForRing``) and enters the next
+    at one node, and tree channel ``c`` (a primal or a dual tree, ``connectTrees``) chains its DC's root rank
+    (``treeToParent`` of the root node) to the next DC's root rank (``treeToChild0``): one rank, so one NIC (the
+    channel's), each way. ``NCCL_SCATTER_XDC=1`` (the default, ``channelToNode``) puts each channel's crossing on
+    another node, so the channels cross through as many NICs as there are channels, at most the site's NICs.
+
+    Parameters
+    ----------
+    fabric : Fabric
+        The site's.
+    channels : int, optional
+        NCCL's channels (``comm->nChannels``, the profile's ``channels``) of a flat ring or tree; None: every NIC.
+
+    Returns
+    -------
+    float
+        NICs (a site's NICs: its GPUs x NICs a server / GPUs a server).
+    """
+    L = fabric.layout
+    every = fabric.num_gpus * max(1, L.nics_per_server) / L.gpus_per_server
+    return every if channels is None else min(float(channels), every)
 
 
 def _ring(K: int) -> tuple[np.ndarray, np.ndarray]:
@@ -434,7 +505,7 @@ class _SiteTimes:
         self.profile_names = list(dict.fromkeys(p.name for p in profiles))
         self.n = min(f.num_gpus for f, _ in groups)
         self.per_chunk_s = max(_call_cost_s(p) for p in profiles)
-        self.channels = min(p.channels for p in profiles)
+        self.channels = region_channels(region, profile)
         self.buffer_bytes = nccl_buffer_bytes()
         want = {"reduce_scatter": ("reduce_scatter",) if coll != "all_gather" else (),
                 "all_gather": ("all_gather",) if coll != "reduce_scatter" else (),
@@ -576,7 +647,7 @@ def _candidates(region: Region, coll: str, S: int, site: _SiteTimes, unavailable
         f = 2.0 if coll == "all_reduce" else 1.0
         step = r.latency_s / (f * (n - 1))
         site_bw = r.bandwidth_s * ((N - 1) / N) / ((n - 1) / n)  # the same ring bandwidth, N ranks instead of n
-        ring_dci, ring_ld = dci_phase(region, a, b, f * (N - 1) / N * S, 0)
+        ring_dci, ring_ld = dci_phase(region, a, b, f * (N - 1) / N * S, 0, site.channels)
         win = window_s(f * (N - 1) / N * S, 2 * cross, site.channels, site.buffer_bytes)
         window = Phase(0.0, win, f"window:{site.channels} channels x {site.buffer_bytes / 2**20:g} MiB per round trip")
         timed["ring"] = flat_ring(N, step, site_bw, cross, ring_dci, r.bound, window)
@@ -585,9 +656,7 @@ def _candidates(region: Region, coll: str, S: int, site: _SiteTimes, unavailable
         unavailable["ring"] = site.missing.get(ring_key, "no ring inside the sites")
     tree_key = coll + ":tree"
     if tree_key in site.times:
-        order = tree_root_order(region)
-        chain_a, chain_b = np.r_[order[:-1], order[1:]], np.r_[order[1:], order[:-1]]
-        tree_dci, tree_ld = dci_phase(region, chain_a, chain_b, float(S), 0)
+        tree_dci, tree_ld = tree_dci_phase(region, float(S), site.channels)
         timed["tree"] = flat_tree(site.times[tree_key][S], chain_hops_s(region), tree_dci)
         loads["tree"] = tree_ld
     else:

@@ -33,7 +33,8 @@ import numpy as np
 
 from ..errors import TopoError
 from ..engine.region_estimate import (PROFILE_PRICES, chain_hops_s, check_region_profile, dci_phase,
-                                      dci_phase_options, site_exchange_bytes, site_profile, tree_root_order)
+                                      dci_phase_options, region_channels, site_exchange_bytes, site_profile,
+                                      tree_dci_phase)
 from ..fabric.region_split import split_notes
 from ..fabric.region import Region
 from ..units import format_time, whole_bytes
@@ -207,8 +208,8 @@ def estimate_across_sites(region: Region, model: ModelSpec, lay: ParallelLayout,
     ready = SiteReady(tuple(one.step_time_s for _, _, one in ones),
                       tuple(dp_window_s(one, site_lay) for _, _, one in ones),
                       tuple(one.breakdown_s["compute"] for _, _, one in ones))
-    runs = [(sites, _across_from(region, f, model, lay, site_lay, one, across, outer_every, ready))
-            for f, sites, one in ones]
+    runs = [(sites, _across_from(region, f, model, lay, site_lay, one, across, outer_every, ready,
+                                 region_channels(region, step_options.get("profile")))) for f, sites, one in ones]
     # reg70: every way's row is the job's, the same from every site; the figures of one site are the slowest
     # share's (the first among equals), and the site whose own end of the chosen way is the latest paces the step
     out = max(runs, key=lambda r: r[1].one_site_step_s)[1]
@@ -230,10 +231,11 @@ def _chosen(m: MultisiteStep) -> AcrossSites:
 
 def _across_from(region: Region, fabric, model: ModelSpec, lay: ParallelLayout, site_lay: ParallelLayout,
                  one: StepResult, across: str, outer_every: int | None,
-                 ready: SiteReady | None = None) -> MultisiteStep:
+                 ready: SiteReady | None = None, channels: int | None = None) -> MultisiteStep:
     """The job's step across the sites seen from the site whose share steps as ``one`` on ``fabric``: the one-site
     figures its, each way's row the job's (``own_end_s`` its); ``ready``: every site's step, in-site reduction end
-    and compute (:class:`SiteReady`; None: every site's are ``one``'s)."""
+    and compute (:class:`SiteReady`; None: every site's are ``one``'s); ``channels``: NCCL's, the amax tree's
+    crossing NICs (None: :func:`~topo.engine.region_estimate.region_channels` of the sites' own profiles)."""
     K = region.num_sites
     T1 = one.step_time_s
     ready = ready or SiteReady((T1,), (dp_window_s(one, site_lay),), (one.breakdown_s["compute"],))
@@ -253,7 +255,7 @@ def _across_from(region: Region, fabric, model: ModelSpec, lay: ParallelLayout, 
     # expert replica) reduces nothing inside, and its gradients still cross (walk9: 0 B crossed at dp = K)
     V = _site_gradient_bytes(model, placed.model_copy(update={"dp": placed.dp * K,
                                                                "global_batch": placed.global_batch * K}))
-    amax_s, amax_calls = _amax_across_s(region, model, placed)
+    amax_s, amax_calls = _amax_across_s(region, model, placed, channels or region_channels(region))
     out.strategies.append(_dp(region, one, site_lay, V, amax_s, ready))
     out.assumptions += _amax_note(out.strategies[-1], amax_s, amax_calls, ready.slowest_s)
     if lay.pp >= K and lay.pp % K == 0:
@@ -428,7 +430,7 @@ def _border_kept(region: Region, src, dst, nbytes, each: np.ndarray, t: float) -
     return each * max(1.0, float(np.max(np.where(sent > 0, sent / (t * np.maximum(border, 1e-300)), 0.0))))
 
 
-def _amax_across_s(region: Region, model: ModelSpec, lay: ParallelLayout) -> tuple[float, int]:
+def _amax_across_s(region: Region, model: ModelSpec, lay: ParallelLayout, channels: int) -> tuple[float, int]:
     """What delayed FP8 scaling's amax reductions add to a step when DP spans the sites, and their calls a step:
     Transformer Engine all-reduces each model chunk's amax buffer over the tensor x data x context group
     (:mod:`.fp8_amax`), which then spans the sites; one site's step has each call inside the site, and each call
@@ -437,16 +439,15 @@ def _amax_across_s(region: Region, model: ModelSpec, lay: ParallelLayout) -> tup
     block the compute stream in each micro-batch, so the bubble's micro-batch grows with them as the step's
     ``fp8_amax`` line does (:func:`~topo.training.step.step_breakdown`). ``(0.0, 0)`` without the reduction, or
     with ``tp_only_amax_red`` (its tensor x context group stays inside a site: :func:`.fp8_amax.amax_group`).
-    ``lay``: one site's share, placed."""
+    ``lay``: one site's share, placed; ``channels``: NCCL's (:func:`~topo.engine.region_estimate.region_channels`),
+    the tree's crossing through one NIC each (:func:`~topo.engine.region_estimate.tree_dci_phase`)."""
     calls = amax_reductions(model, lay, stage_block_counts(model, lay))
     K = region.num_sites
     if not calls or K < 2 or amax_group(lay) != AMAX_GROUP:
         return 0.0, 0
-    order = tree_root_order(region)
-    chain_a, chain_b = np.r_[order[:-1], order[1:]], np.r_[order[1:], order[:-1]]
     hops_s = 2 * float(np.sum(chain_hops_s(region)))
     a, b = _ring(K)
-    per_call = [min(hops_s + dci_phase(region, chain_a, chain_b, size, 0)[0].bandwidth_s,
+    per_call = [min(hops_s + tree_dci_phase(region, size, channels)[0].bandwidth_s,
                     dci_phase(region, a, b, 2 * (K - 1) / K * size, 2 * (K - 1))[0].time_s) for size, _ in calls]
     total = sum(n * t for (_, n), t in zip(calls, per_call))
     return sum(step_breakdown(lay, _NO_COMPUTE, {AMAX_PHASE: total}, 0.0).values()), int(sum(n for _, n in calls))

@@ -33,7 +33,11 @@ of a cross-site hop (GPU up to the DCI, the span, down to the GPU) and ``B`` the
 - flat tree (the cross-DC branch: one tree per DC, roots chained DC to DC): the site's tree plus ``2 sum_i L_i``
   over the ``K-1`` hops of the chain of roots, each hop ``L_i`` on its own route (GPU up, the route's spans, down:
   on a chain of sites the neighbours' spans, not the longest route), reduced up the chain and broadcast back down;
-  each chained span carries ``S`` each way. Equal hops give ``2(K-1) L``.
+  each chained span carries ``S`` each way. Equal hops give ``2(K-1) L``. A tree channel's chained roots are one
+  rank each (``treeToParent`` to the next DC's ``treeToChild0``, connect.cc ``connectTrees``), so ``S`` crosses
+  through one NIC a channel (``c`` NICs, the channels on different nodes by ``NCCL_SCATTER_XDC=1``), at most the
+  span's capacity: ``max(S / (c B_nic), S / B_span)`` (the ring's ``2(N-1)/N S`` likewise, one crossing node a
+  channel; :func:`topo.engine.region_estimate.crossing_nics`).
 """
 
 from __future__ import annotations
