@@ -199,11 +199,7 @@ def estimate_across_sites(region: Region, model: ModelSpec, lay: ParallelLayout,
     MultisiteStep
     """
     K = region.num_sites
-    if shares not in SHARES:
-        raise TopoError(f"unknown split of the replicas over the sites {shares!r}; allowed: {', '.join(SHARES)}",
-                        key="shares")
-    alike = len({f.num_gpus for f in region.fabrics}) == 1  # by size: equal shares, checked as such
-    shares = "equal" if across == "pp" or one_site is not None or alike else shares
+    shares = _shares_run(region, shares, across, one_site)
     _check_job(lay, K, across, shares)
     check_region_profile(region, step_options.get("profile"))
     dps = site_shares(region, lay, shares)
@@ -242,6 +238,15 @@ def estimate_across_sites(region: Region, model: ModelSpec, lay: ParallelLayout,
     if len(runs) > 1:
         out.notes.append(_lockstep_note(region, out))
     return out
+
+
+def _shares_run(region: Region, shares: str, across: str, one_site) -> str:
+    """The split run: ``equal`` for ``pp`` across the sites, a search's steps, or sites all of one size."""
+    if shares not in SHARES:
+        raise TopoError(f"unknown split of the replicas over the sites {shares!r}; allowed: {', '.join(SHARES)}",
+                        key="shares")
+    alike = len({f.num_gpus for f in region.fabrics}) == 1  # by size: equal shares, checked as such
+    return "equal" if across == "pp" or one_site is not None or alike else shares
 
 
 SHARES = ("by-size", "equal")
