@@ -205,19 +205,7 @@ def estimate_across_sites(region: Region, model: ModelSpec, lay: ParallelLayout,
     dps = site_shares(region, lay, shares)
     lays = [lay.model_copy(update={"dp": d, "global_batch": lay.global_batch * d // lay.dp}) for d in dps]
     _check_fit(region, lays)
-    ones = []  # (fabric, sites, the share's layout, its step), one per distinct fabric and share
-    for g, (f, group) in enumerate(region.site_groups()):
-        for d in dict.fromkeys(dps[i] for i in group):
-            sites = tuple(i for i in group if dps[i] == d)
-            if one_site is not None:
-                ones.append((f, sites, lays[sites[0]], one_site[g]))
-                continue
-            mine = site_profile(region, step_options.get("profile"), sites[0])  # reg70: a site's key, none given
-            try:
-                ones.append((f, sites, lays[sites[0]],
-                             estimate_step(f, model, lays[sites[0]], **{**step_options, "profile": mine})))
-            except TopoError as exc:
-                raise site_failure(region, f, exc) from None
+    ones = _share_steps(region, model, dps, lays, one_site, step_options)
     # regdp67: every site's share ends its step and its in-site reduction at its own time (SiteReady)
     ready = SiteReady(tuple(one.step_time_s for *_, one in ones),
                       tuple(dp_window_s(one, sl) for _, _, sl, one in ones),
@@ -238,6 +226,25 @@ def estimate_across_sites(region: Region, model: ModelSpec, lay: ParallelLayout,
     if len(runs) > 1:
         out.notes.append(_lockstep_note(region, out))
     return out
+
+
+def _share_steps(region: Region, model: ModelSpec, dps, lays, one_site, step_options: dict) -> list[tuple]:
+    """``(fabric, sites, the share's layout, its step)`` once per distinct site fabric and share (``one_site``: a
+    search's steps per group, reused)."""
+    ones = []
+    for g, (f, group) in enumerate(region.site_groups()):
+        for d in dict.fromkeys(dps[i] for i in group):
+            sites = tuple(i for i in group if dps[i] == d)
+            if one_site is not None:
+                ones.append((f, sites, lays[sites[0]], one_site[g]))
+                continue
+            mine = site_profile(region, step_options.get("profile"), sites[0])  # reg70: a site's key, none given
+            try:
+                ones.append((f, sites, lays[sites[0]],
+                             estimate_step(f, model, lays[sites[0]], **{**step_options, "profile": mine})))
+            except TopoError as exc:
+                raise site_failure(region, f, exc) from None
+    return ones
 
 
 def _shares_run(region: Region, shares: str, across: str, one_site) -> str:
