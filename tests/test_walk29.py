@@ -71,6 +71,7 @@ def test_a_region_of_unequal_sites_says_how_many_gpus_the_job_leaves_idle(tmp_pa
     sites that run nothing went unsaid. Here 256 + 512 DGX H100: the job runs 256 a site, so 256 of the region's
     768 sit idle, all in west."""
     path = region_file(tmp_path_factory, two_sites("walk29b", "1 and 2 SUs", "dgx-h100-superpod", 1, 2), "walk29b")
-    out = run_cli("train", path, "--model", "llama3-8b", "--tp", "8", "--global-batch", "64", check=True).stdout
+    out = run_cli("train", path, "--model", "llama3-8b", "--tp", "8", "--global-batch", "64", "--shares", "equal",
+                  check=True).stdout  # regshare71: by size (the default) both sites run replicas
     line = next(x for x in out.splitlines() if x.startswith("assumed: sites of different sizes"))
     assert line.endswith("256 of the region's 768 GPUs run no part of it (west 256)"), line

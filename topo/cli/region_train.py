@@ -60,6 +60,7 @@ def run_region_train(args, options: dict, say=str) -> int:
     across = args.across or ("outer" if args.outer_every else "dp")
     try:
         r = estimate_across_sites(region, model, lay, across=across, outer_every=args.outer_every,
+                                  shares=getattr(args, "shares", "by-size"),
                                   convention=args.flops, efficiency=args.efficiency, contention=not args.no_contention,
                                   profile=args.profile)
     except TopoError as exc:  # a share larger than its site: named by --gpus or --dp when that flag sized it
@@ -95,6 +96,8 @@ def _job_layout(args, region, fields: dict, options: dict):
         gpus, filled = _share_gpus(region, {**fields, **{k: v for k, v in options.items() if v is not None}})
         if args.gpus or (site.num_gpus * region.num_sites == region.num_gpus and not filled):  # the whole region
             sizes["dp"] = data_parallel(known, args.gpus or region.num_gpus, flags)
+        elif _by_size(args, region):  # regshare71: each site's own replicas, as many as the batch splits into
+            sizes["dp"] = _largest_dp(region, known, args, fields)
         else:  # walk14: unlike sites (512 + 1,024 + 1,024) filled 2,560 GPUs, a dp no site's share could run
             sizes["dp"] = region.num_sites * data_parallel(
                 known, gpus, flags, where=f"of the smallest site{' ' + filled if filled else ''} (every site runs "
@@ -104,6 +107,23 @@ def _job_layout(args, region, fields: dict, options: dict):
         return make_layout(source=args.layout if fields else "layout", **{**fields, **given})
     except TopoError as exc:
         raise _named_by_layout(args, fields, exc) from None
+
+
+def _by_size(args, region) -> bool:
+    """Whether the job's replicas split over the sites by their size (``--shares by-size`` on sites of different
+    sizes, not ``--across pp``)."""
+    return (getattr(args, "shares", "by-size") == "by-size" and args.across != "pp"
+            and len({f.num_gpus for f in region.fabrics}) > 1)
+
+
+def _largest_dp(region, known: int, args, fields: dict) -> int:
+    """The most replicas of ``known`` GPUs each that every site's GPUs hold together (each site its own) and the
+    global batch splits into (whole micro-batches of ``--micro-batch`` a replica; at least one a site)."""
+    most = sum(f.num_gpus // known for f in region.fabrics)
+    batch = args.global_batch or fields.get("global_batch") or 0
+    mb = getattr(args, "micro_batch", None) or fields.get("micro_batch") or 1
+    fits = [d for d in range(most, region.num_sites - 1, -1) if batch and batch % (d * mb) == 0]
+    return fits[0] if fits else most
 
 
 def _named_by_layout(args, fields: dict, exc: TopoError) -> TopoError:

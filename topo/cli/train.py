@@ -182,6 +182,11 @@ def _output_arguments(p) -> None:
                    "reduction); outer: a low-communication outer synchronisation every --outer-every steps. Each "
                    "way's 'vs one site' is the slowest site's share's step (what the job steps at over a free DCI) "
                    "over the step across sites, and its 'DCI for 95%%' the capacity at which that is 95%%")
+    p.add_argument("--shares", choices=("by-size", "equal"), default="by-size",
+                   help="a region of sites of different sizes: each site's replicas of the job in proportion to its "
+                   "GPUs (by-size, the default: with dp left out, the most replicas the sites' GPUs and the global "
+                   "batch allow) or the same share on every site (equal: the smallest site's); --across pp runs "
+                   "equal shares")
     p.add_argument("--outer-every", type=int, default=None, metavar="H",
                    help="a region: inner steps between outer synchronisations (DiLoCo-like)")
     p.add_argument("--json", action="store_true", help="print one JSON document on stdout")

@@ -46,7 +46,8 @@ from .parallel import ParallelLayout, batch_allowed, check_batch, dp_bucket_para
 from .result import StepResult
 from .step import estimate_step, stage_block_counts, step_breakdown, step_traffic
 
-__all__ = ["AcrossSites", "MultisiteStep", "SiteReady", "dp_window_s", "estimate_across_sites", "share_fabric",
+__all__ = ["AcrossSites", "MultisiteStep", "SHARES", "SiteReady", "site_shares", "dp_window_s",
+           "estimate_across_sites", "share_fabric",
            "site_failure", "TARGET_FRACTION", "BACKWARD_SHARE", "SPAN_RULE"]
 
 TARGET_FRACTION = 0.95
@@ -94,7 +95,7 @@ class MultisiteStep:
     notes: list[str] = field(default_factory=list)  # the share's step notes (does not fit, ...), then split_notes
     uncertainty: dict = field(default_factory=dict)  # the share's step's interval (bounds: "one_site_step_s")
     tokens_per_step: int = 0  # the whole job's: every site's share of the global batch x the sequence
-    fits: bool = True  # one site's share fits in GPU memory (each site runs the same share: the job does)
+    fits: bool = True  # the slowest site's share fits in GPU memory
     # regfail65: the sites step in lockstep, each share on its own fabric (its own failed parts); the site whose own
     # end of the chosen way is the latest paces it (the first site among equals). The one-site figures above are the
     # slowest share's (:attr:`slowest_site`, the reference of ``throughput_vs_one_site``; reg70)
@@ -102,6 +103,12 @@ class MultisiteStep:
     site_step_s: dict[str, float] = field(default_factory=dict)  # each site's share's step on its own fabric
     profile_prices: str = PROFILE_PRICES  # which collectives ``one_site["profile"]`` priced (not the DCI's)
     site_profile: dict[str, str] = field(default_factory=dict)  # the profile each site's share priced with (reg70)
+    # regshare71: each site's replicas and the GPUs they use (by-size shares: in proportion to the site's GPUs), the
+    # region's GPUs that run none of the job, and how the replicas were split (:data:`SHARES`)
+    site_dp: dict[str, int] = field(default_factory=dict)
+    site_gpus: dict[str, int] = field(default_factory=dict)
+    idle_gpus: int = 0
+    shares: str = "equal"
 
     @property
     def slowest_site(self) -> str:
@@ -154,29 +161,35 @@ class MultisiteStep:
 
 def estimate_across_sites(region: Region, model: ModelSpec, lay: ParallelLayout, *, across: str = "dp",
                           outer_every: int | None = None, one_site: tuple[StepResult, ...] | None = None,
-                          **step_options) -> MultisiteStep:
+                          shares: str = "by-size", **step_options) -> MultisiteStep:
     """One training step of ``model`` laid out as ``lay`` (the whole job) across the sites of ``region``.
 
-    Every site runs the same share of the job, in lockstep (each step's reduction or pipeline send across the sites
-    waits for every site), so each distinct site fabric (:meth:`~topo.fabric.region.Region.site_groups`: alike
-    healthy sites once, a site with failed parts on its own) times the share with its own failures, and the site
-    whose own end of the chosen way is the latest paces it (``pacing_site``; each site's share in ``site_step_s``).
-    Each way's row is the job's step, the same at every site; its ``throughput_vs_one_site`` and DCI for 95% are
-    against the slowest share's step (``one_site_step_s``, :attr:`MultisiteStep.slowest_site`'s).
+    Each site runs its share of the job's replicas (:func:`site_shares`: by default in proportion to its GPUs, the
+    same layout per replica and the same micro-batches, so the global batch splits as the replicas do), in
+    lockstep (each step's reduction or pipeline send across the sites waits for every site), so each distinct site
+    fabric and share (:meth:`~topo.fabric.region.Region.site_groups`: alike healthy sites once, a site with failed
+    parts on its own) times its share with its own failures, and the site whose own end of the chosen way is the
+    latest paces it (``pacing_site``; each site's share in ``site_step_s``, its replicas in ``site_dp``). Each way's
+    row is the job's step, the same at every site; its ``throughput_vs_one_site`` and DCI for 95% are against the
+    slowest share's step (``one_site_step_s``, :attr:`MultisiteStep.slowest_site`'s).
 
     Parameters
     ----------
     region : Region
     model : ModelSpec
     lay : ParallelLayout
-        The whole job's layout; ``dp`` and ``global_batch`` must divide by the number of sites.
+        The whole job's layout (``dp`` every site's replicas together).
     across : str
         Which way the chosen figure spans the sites: ``dp``, ``pp`` or ``outer`` (needs ``outer_every``).
     outer_every : int, optional
         Inner steps between outer synchronisations (adds the ``outer`` strategy).
     one_site : tuple of StepResult, optional
         The share's step already estimated on each site group's fabric, in
-        :meth:`~topo.fabric.region.Region.site_groups`' order (a search has them), reused.
+        :meth:`~topo.fabric.region.Region.site_groups`' order (a search has them; equal shares only), reused.
+    shares : str
+        ``by-size`` (each site's replicas in proportion to its GPUs, :func:`site_shares`) or ``equal`` (every
+        site the same share, ``dp`` and ``global_batch`` divided by the sites). Pipeline stages across the sites
+        (``pp``) pair the sites' replicas one to one: equal shares whatever is asked.
     **step_options
         Passed to :func:`topo.training.step.estimate_step` (``convention``, ``efficiency``, ``contention``,
         ``profile``: each site's, else each site's ``profile`` key; a calibrated file must be of one site's
@@ -187,29 +200,20 @@ def estimate_across_sites(region: Region, model: ModelSpec, lay: ParallelLayout,
     MultisiteStep
     """
     K = region.num_sites
-    _check_job(lay, K, across)
+    shares = _shares_run(region, shares, across, one_site)
+    _check_job(lay, K, across, shares)
     check_region_profile(region, step_options.get("profile"))
-    site_lay = lay.model_copy(update={"dp": lay.dp // K, "global_batch": lay.global_batch // K})
-    fabric = share_fabric(region, site_lay)
-    if site_lay.gpus > fabric.num_gpus:
-        raise TopoError(f"one site's share of the job needs {site_lay.gpus:,} GPUs; the smallest site has "
-                        f"{fabric.num_gpus:,}", key="dp")
-    ones = []
-    for g, (f, sites) in enumerate(region.site_groups()):
-        if one_site is not None:
-            ones.append((f, sites, one_site[g]))
-            continue
-        mine = site_profile(region, step_options.get("profile"), sites[0])  # reg70: a site's key, none given
-        try:
-            ones.append((f, sites, estimate_step(f, model, site_lay, **{**step_options, "profile": mine})))
-        except TopoError as exc:
-            raise site_failure(region, f, exc) from None
+    dps = site_shares(region, lay, shares)
+    lays = [lay.model_copy(update={"dp": d, "global_batch": lay.global_batch * d // lay.dp}) for d in dps]
+    _check_fit(region, lays)
+    ones = _share_steps(region, model, dps, lays, one_site, step_options)
     # regdp67: every site's share ends its step and its in-site reduction at its own time (SiteReady)
-    ready = SiteReady(tuple(one.step_time_s for _, _, one in ones),
-                      tuple(dp_window_s(one, site_lay) for _, _, one in ones),
-                      tuple(one.breakdown_s["compute"] for _, _, one in ones))
-    runs = [(sites, _across_from(region, f, model, lay, site_lay, one, across, outer_every, ready,
-                                 region_channels(region, step_options.get("profile")))) for f, sites, one in ones]
+    ready = SiteReady(tuple(one.step_time_s for *_, one in ones),
+                      tuple(dp_window_s(one, sl) for _, _, sl, one in ones),
+                      tuple(one.breakdown_s["compute"] for *_, one in ones))
+    channels = region_channels(region, step_options.get("profile"))
+    runs = [(sites, _across_from(region, f, model, lay, sl, one, across, outer_every, ready, dps, channels))
+            for f, sites, sl, one in ones]
     # reg70: every way's row is the job's, the same from every site; the figures of one site are the slowest
     # share's (the first among equals), and the site whose own end of the chosen way is the latest paces the step
     out = max(runs, key=lambda r: r[1].one_site_step_s)[1]
@@ -217,11 +221,99 @@ def estimate_across_sites(region: Region, model: ModelSpec, lay: ParallelLayout,
     out.pacing_site = region.site_names[sites[0]]
     out.site_step_s = {region.site_names[i]: r.one_site_step_s for group, r in runs for i in group}
     out.site_step_s = {n: out.site_step_s[n] for n in region.site_names}
-    out.site_profile = {region.site_names[i]: one.profile for _, group, one in ones for i in group}
+    out.site_profile = {region.site_names[i]: one.profile for _, group, _, one in ones for i in group}
     out.site_profile = {n: out.site_profile[n] for n in region.site_names}
+    out.tokens_per_step = sum(one.tokens_per_step * len(group) for _, group, _, one in ones)
+    out.shares = shares
     if len(runs) > 1:
         out.notes.append(_lockstep_note(region, out))
     return out
+
+
+def _share_steps(region: Region, model: ModelSpec, dps, lays, one_site, step_options: dict) -> list[tuple]:
+    """``(fabric, sites, the share's layout, its step)`` once per distinct site fabric and share (``one_site``: a
+    search's steps per group, reused)."""
+    ones = []
+    for g, (f, group) in enumerate(region.site_groups()):
+        for d in dict.fromkeys(dps[i] for i in group):
+            sites = tuple(i for i in group if dps[i] == d)
+            if one_site is not None:
+                ones.append((f, sites, lays[sites[0]], one_site[g]))
+                continue
+            mine = site_profile(region, step_options.get("profile"), sites[0])  # reg70: a site's key, none given
+            try:
+                ones.append((f, sites, lays[sites[0]],
+                             estimate_step(f, model, lays[sites[0]], **{**step_options, "profile": mine})))
+            except TopoError as exc:
+                raise site_failure(region, f, exc) from None
+    return ones
+
+
+def _shares_run(region: Region, shares: str, across: str, one_site) -> str:
+    """The split run: ``equal`` for ``pp`` across the sites, a search's steps, or sites all of one size."""
+    if shares not in SHARES:
+        raise TopoError(f"unknown split of the replicas over the sites {shares!r}; allowed: {', '.join(SHARES)}",
+                        key="shares")
+    alike = len({f.num_gpus for f in region.fabrics}) == 1  # by size: equal shares, checked as such
+    return "equal" if across == "pp" or one_site is not None or alike else shares
+
+
+SHARES = ("by-size", "equal")
+"""How a region's job splits its replicas over the sites (:func:`site_shares`); the CLI's ``--shares``."""
+
+
+def site_shares(region: Region, lay: ParallelLayout, shares: str = "by-size") -> tuple[int, ...]:
+    """Each site's data-parallel replicas of the whole job's ``lay.dp``, in site order.
+
+    ``equal``: ``dp / K`` each. ``by-size``: in proportion to each site's GPUs (largest remainders first, the first
+    site among equals), each at least 1 and at most what its GPUs hold; sites all of one size split equally, as
+    ``equal`` does. Each replica keeps the layout and the micro-batches, so site ``i`` runs ``global_batch x dp_i /
+    dp`` sequences.
+
+    Parameters
+    ----------
+    region : Region
+    lay : ParallelLayout
+        The whole job's layout.
+    shares : str
+        One of :data:`SHARES`.
+
+    Returns
+    -------
+    tuple of int
+        ``dp_i``, summing to ``lay.dp``.
+    """
+    K = region.num_sites
+    sizes = [f.num_gpus for f in region.fabrics]
+    if shares == "equal" or len(set(sizes)) == 1:
+        return (lay.dp // K,) * K
+    exact = [lay.dp * n / sum(sizes) for n in sizes]
+    dps = [max(1, int(x)) for x in exact]
+    for i in sorted(range(K), key=lambda i: (-(exact[i] - int(exact[i])), i)):
+        if sum(dps) >= lay.dp:
+            break
+        dps[i] += 1
+    while sum(dps) > lay.dp:  # the floor of 1 took more than the job has: from the largest
+        dps[max(range(K), key=lambda i: dps[i])] -= 1
+    return tuple(dps)
+
+
+def _check_fit(region: Region, lays: list[ParallelLayout]) -> None:
+    """Refuse a share larger than its site, or placed on a failed GPU or NVLink switch of its site (the site named,
+    :func:`site_failure`)."""
+    for i, (f, sl) in enumerate(zip(region.fabrics, lays)):
+        if sl.dp < 1:
+            raise TopoError(f"{region.site_names[i]} gets no replica of the job's dp {sum(x.dp for x in lays):,}; "
+                            f"allowed: at least {region.num_sites} (one a site)", key="dp")
+        if sl.gpus > f.num_gpus:
+            raise TopoError(f"{region.site_names[i]}'s share of the job ({sl.dp:,} replicas) needs {sl.gpus:,} GPUs; "
+                            f"the site has {f.num_gpus:,}", key="dp")
+        if f.failures:
+            placed, _ = default_placement(sl, f.spec.gpus_per_domain, f.layout.num_gpus)
+            try:
+                refuse_failed_gpus(placed, f.spec.gpus_per_domain, f.failures, f.layout.num_gpus)
+            except TopoError as exc:
+                raise site_failure(region, f, exc) from None
 
 
 def _chosen(m: MultisiteStep) -> AcrossSites:
@@ -231,25 +323,34 @@ def _chosen(m: MultisiteStep) -> AcrossSites:
 
 def _across_from(region: Region, fabric, model: ModelSpec, lay: ParallelLayout, site_lay: ParallelLayout,
                  one: StepResult, across: str, outer_every: int | None,
-                 ready: SiteReady | None = None, channels: int | None = None) -> MultisiteStep:
+                 ready: SiteReady | None = None, dps: tuple[int, ...] | None = None,
+                 channels: int | None = None) -> MultisiteStep:
     """The job's step across the sites seen from the site whose share steps as ``one`` on ``fabric``: the one-site
     figures its, each way's row the job's (``own_end_s`` its); ``ready``: every site's step, in-site reduction end
-    and compute (:class:`SiteReady`; None: every site's are ``one``'s); ``channels``: NCCL's, the amax tree's
-    crossing NICs (None: :func:`~topo.engine.region_estimate.region_channels` of the sites' own profiles)."""
+    and compute (:class:`SiteReady`; None: every site's are ``one``'s); ``dps``: each site's replicas (None:
+    ``site_lay``'s at every site); ``channels``: NCCL's, the amax tree's crossing NICs (None:
+    :func:`~topo.engine.region_estimate.region_channels` of the sites' own profiles)."""
     K = region.num_sites
     T1 = one.step_time_s
+    dps = dps or (site_lay.dp,) * K
     ready = ready or SiteReady((T1,), (dp_window_s(one, site_lay),), (one.breakdown_s["compute"],))
-    out = MultisiteStep(region=region.name, model=model.name, num_sites=K, gpus=site_lay.gpus * K,
-                        one_site_step_s=T1, one_site=one.to_dict(), assumptions=_assumptions(region),
-                        tokens_per_step=one.tokens_per_step * K)
+    replica = site_lay.gpus // site_lay.dp
+    out = MultisiteStep(region=region.name, model=model.name, num_sites=K, gpus=replica * sum(dps),
+                        one_site_step_s=T1, one_site=one.to_dict(), assumptions=_assumptions(region, dps),
+                        tokens_per_step=one.tokens_per_step * K,
+                        site_dp=dict(zip(region.site_names, dps)),
+                        site_gpus={n: replica * d for n, d in zip(region.site_names, dps)})
+    out.idle_gpus = region.num_gpus - out.gpus
     sizes = sorted({f.num_gpus for f in region.fabrics})
-    if len(sizes) > 1:  # every site runs the same share, each on its own fabric
-        idle = [(n, f.num_gpus - site_lay.gpus) for n, f in zip(region.site_names, region.fabrics)]
-        said = ", ".join(f"{n} {k:,}" for n, k in idle if k)  # walk29: a larger site's idle half went unsaid
-        out.assumptions.append(f"sites of different sizes ({', '.join(f'{n:,}' for n in sizes)} GPUs): every site "
-                               f"runs the same share of the job, each timed on its own fabric; the slowest paces "
-                               f"the step; {sum(k for _, k in idle):,} of the region's "
-                               f"{sum(f.num_gpus for f in region.fabrics):,} GPUs run no part of it ({said})")
+    if len(sizes) > 1:  # walk29: a larger site's idle GPUs went unsaid; regshare71: its replicas by its size
+        how = ("every site runs the same share of the job" if len(set(dps)) == 1 else
+               f"each site runs replicas of the job in proportion to its GPUs ({_dp_text(out)})")
+        said = ", ".join(f"{n} {f.num_gpus - out.site_gpus[n]:,}" for n, f in zip(region.site_names, region.fabrics)
+                         if f.num_gpus > out.site_gpus[n])
+        idle = f"; {out.idle_gpus:,} of the region's {region.num_gpus:,} GPUs run no part of it ({said})" if said \
+            else f"; all {region.num_gpus:,} GPUs of the region run it"
+        out.assumptions.append(f"sites of different sizes ({', '.join(f'{n:,}' for n in sizes)} GPUs): {how}, each "
+                               f"timed on its own fabric; the slowest paces the step{idle}")
     placed, _ = default_placement(site_lay, fabric.spec.gpus_per_domain, fabric.layout.num_gpus)
     # one replica's gradients, from the job's reduction (dp x K): a site holding a single replica (or a single
     # expert replica) reduces nothing inside, and its gradients still cross (walk9: 0 B crossed at dp = K)
@@ -258,7 +359,11 @@ def _across_from(region: Region, fabric, model: ModelSpec, lay: ParallelLayout, 
     amax_s, amax_calls = _amax_across_s(region, model, placed, channels or region_channels(region))
     out.strategies.append(_dp(region, one, site_lay, V, amax_s, ready))
     out.assumptions += _amax_note(out.strategies[-1], amax_s, amax_calls, ready.slowest_s)
-    if lay.pp >= K and lay.pp % K == 0:
+    if len(set(dps)) > 1:  # a pipeline's stages pair the sites' replicas one to one
+        out.assumptions.append(f"pp across sites: not timed, the sites run unequal shares ({_dp_text(out)}); "
+                               f"pipeline stages across the sites pair each site's replicas one to one, so every "
+                               f"site runs the same share (shares equal)")
+    elif lay.pp >= K and lay.pp % K == 0:
         out.strategies.append(_pp(region, one, placed, model, ready))
         out.assumptions.append(_PP_ACROSS)
     elif across == "pp":
@@ -288,6 +393,8 @@ def _lockstep_note(region: Region, out: MultisiteStep) -> str:
         return f"{name} {format_time(out.site_step_s[name])}" + (f" (failed: {', '.join(failed)})" if failed else "")
 
     steps = ", ".join(one(i, n) for i, n in enumerate(region.site_names))
+    if len(set(out.site_dp.values())) > 1:
+        steps += f" ({_dp_text(out)})"
     return (f"the sites step in lockstep, each share on its own fabric: {steps}; {out.pacing_site}'s paces the job's "
             f"step; the one-site figures are {out.slowest_site}'s share's, the slowest (vs one site and the DCI for "
             f"95% are against its step)")
@@ -317,10 +424,10 @@ def site_failure(region: Region, fabric, exc: TopoError) -> TopoError:
     return TopoError(f"site {site}: {exc.message}", source=exc.source, key=exc.key)
 
 
-def _check_job(lay: ParallelLayout, K: int, across: str) -> None:
-    """Refuse a job whose ranks or batch do not split over ``K`` sites, or an unknown way across them."""
+def _check_job(lay: ParallelLayout, K: int, across: str, shares: str = "equal") -> None:
+    """Refuse a job whose ranks or batch do not split over ``K`` sites (equal shares), or an unknown way across."""
     for key, size, what in (("dp", lay.dp, "data-parallel ranks"), ("global_batch", lay.global_batch, "sequences")):
-        if size % K:  # walk14: one line for both named dp when only the batch was at fault
+        if size % K and shares == "equal":  # walk14: one line for both named dp when only the batch was at fault
             raise TopoError(f"{size} {what} do not divide by the {K} sites; allowed: a multiple of {K}", key=key)
     if across not in ("dp", "pp", "outer"):
         raise TopoError(f"unknown way across sites {across!r}; allowed: dp, pp, outer", key="across")
@@ -602,9 +709,21 @@ def _outer(region: Region, T1: float, V: float, H: int, slowest_s: float) -> Acr
                        own_end_s=T1 + exposed)
 
 
-def _assumptions(region: Region) -> list[str]:
+def _dp_text(out: MultisiteStep) -> str:
+    """Each site's replicas, ``east dp 2, west dp 1``."""
+    return ", ".join(f"{n} dp {d:,}" for n, d in out.site_dp.items())
+
+
+def _assumptions(region: Region, dps: tuple[int, ...]) -> list[str]:
+    if len(set(dps)) == 1:
+        share = "the job's per-site share (dp / sites, global batch / sites) on one site's fabric"
+    else:
+        share = ("each site's share of the replicas in proportion to its GPUs (" +
+                 ", ".join(f"{n} dp {d:,}" for n, d in zip(region.site_names, dps)) + "), each replica the same "
+                 "layout and micro-batches (the global batch split as the replicas), on its own fabric; the DCI "
+                 "carries one replica's gradients as with equal shares (a site's replicas reduced inside first)")
     return list(region.spec.assumptions) + [
-        "one site's throughput: the job's per-site share (dp / sites, global batch / sites) on one site's fabric",
+        f"one site's throughput: {share}",
         f"the backward is {BACKWARD_SHARE:.2g} of a micro-batch's compute (the window the DP reduction overlaps)",
     ]
 
