@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from ..engine.region_estimate import TREE_ROOT_RULE, RegionEstimate, estimate_region
+from ..engine.region_estimate import TREE_ROOT_RULE, RegionEstimate, estimate_region, site_profile
 from ..errors import TopoError
 from ..units import count_noun, format_count, format_size, format_time, in_unit
-from .estimate_args import profile_notes
+from .estimate_args import profile_mismatch
 from .output import emit, emit_json, note, table
 from .region import region_from_args
 
-__all__ = ["run_estimate", "render_estimate"]
+__all__ = ["run_estimate", "render_estimate", "region_profile_notes"]
 
 
 # flags of estimate that a single fabric's engine takes and a region does not (yet): named in the error
@@ -26,7 +26,7 @@ def run_estimate(args, sizes, notes=()) -> int:
     region = region_from_args(args)
     result = estimate_region(region, args.collective or "all_reduce", sizes, args.algorithm or "auto",
                              datatype=args.datatype, profile=args.profile)  # a file of no site's network refused
-    for msg in profile_notes(args.profile, region.fabrics):
+    for msg in region_profile_notes(region, args.profile):
         note(msg)
     result.notes.extend(notes)
     if args.json:  # the document carries tree_roots with or without --detail (RegionEstimate.to_dict)
@@ -34,6 +34,31 @@ def run_estimate(args, sizes, notes=()) -> int:
     else:
         emit(render_estimate(result) + ("\n" + render_detail(result) if args.detail else ""))
     return 0
+
+
+def region_profile_notes(region, profile) -> list[str]:
+    """:func:`~topo.cli.estimate_args.profile_mismatch`'s note for each site priced with a profile of another GPU
+    generation (or a file fitted on another cluster), each note once: ``profile`` where a command gives one, else
+    the site's own ``profile`` key (:func:`~topo.engine.region_estimate.site_profile`; rev70: a Blackwell key on an
+    H100 site was taken without the note ``--profile`` gives).
+
+    Parameters
+    ----------
+    region : Region
+    profile : optional
+        The command's ``--profile`` (None: each site's key).
+
+    Returns
+    -------
+    list of str
+    """
+    notes = []
+    for i, (name, fabric) in enumerate(zip(region.site_names, region.fabrics)):
+        msg = profile_mismatch(site_profile(region, profile, i), fabric)
+        if msg and profile is None:  # a site's key: the site and the key named
+            msg = f"note: site {name}'s profile key: " + msg.removeprefix("note: ")
+        notes.append(msg)
+    return list(dict.fromkeys(n for n in notes if n))
 
 
 def _detail(r: RegionEstimate) -> dict:

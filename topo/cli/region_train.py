@@ -14,13 +14,13 @@ from ..training.multisite_search import search_across_sites
 from ..training.parallel import layout_fields, make_layout
 from ..units import format_bandwidth, format_in, format_size, format_time
 from .common import data_parallel
-from .estimate_args import profile_notes
 from .layout_dp import job_gpus, placed_by, sized_by
 from .search_options import layout_for_search, search_options
 from .output import emit, emit_json, mfu_text, note, table
 from .train_text import (dispatcher_cell, dispatcher_searched, given_flags, gpu_hours_text, memory_line, not_fit_line,
                          row_flags, recompute_cell, uncertainty_line)
 from .region import region_from_args
+from .region_estimate import region_profile_notes
 
 __all__ = ["run_region_train", "render_across_sites"]
 
@@ -43,7 +43,7 @@ def run_region_train(args, options: dict, say=str) -> int:
                         f"--global-batch 2304{also}", key="--global-batch")
     region = region_from_args(args)
     check_region_profile(region, args.profile)  # a calibrated file of no site's network, before any note
-    for msg in profile_notes(args.profile, region.fabrics):
+    for msg in region_profile_notes(region, args.profile):
         note(msg)
     if region.default_waves_note():  # walk26: one wave between two big sites, left in by omission
         note(f"note: {region.default_waves_note()}")

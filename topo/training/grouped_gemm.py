@@ -131,10 +131,7 @@ def expert_host_ops(path: str, cast: str, backward: bool = False) -> tuple[float
     tuple of float
         ``(torch ops from Python, tensors from C++, Python calls)`` an expert.
     """
-    if path not in CPP_LOOP_PATHS:
-        return 0.0, 0.0, 0.0
-    counts = _expert_host_table()["per_expert"][cast]["backward" if backward else "forward"]
-    return float(counts[0]), float(counts[1]), float(counts[2])
+    return _per_expert("per_expert", path, cast, backward)
 
 
 def expert_python_calls(path: str, cast: str, backward: bool = False) -> tuple[float, float, float]:
@@ -156,9 +153,15 @@ def expert_python_calls(path: str, cast: str, backward: bool = False) -> tuple[f
         ``(Python-level calls, Python objects converted to C++ by a bound call, Python objects built from C++)``
         an expert, which sum to :func:`expert_host_ops`' third.
     """
+    return _per_expert("python_kinds", path, cast, backward)
+
+
+def _per_expert(table: str, path: str, cast: str, backward: bool) -> tuple[float, float, float]:
+    """One expert's three counts of ``te_grouped_linear_host.toml``'s ``table`` for a pass; none off
+    :data:`CPP_LOOP_PATHS` (:func:`expert_host_ops`, :func:`expert_python_calls`)."""
     if path not in CPP_LOOP_PATHS:
         return 0.0, 0.0, 0.0
-    counts = _expert_host_table()["python_kinds"][cast]["backward" if backward else "forward"]
+    counts = _expert_host_table()[table][cast]["backward" if backward else "forward"]
     return float(counts[0]), float(counts[1]), float(counts[2])
 
 
