@@ -13,7 +13,10 @@ eq. 3 (topo's ``megatron``) counts the layers 4 times. Term by term, per token, 
 - hybrid (``hybrid_flops``, a model with a ``layer_pattern``): the pattern's ``*``, ``-``, ``E`` blocks as above
   (GQA attention without the MLA norms), each ``M`` block ``2 h (2 d_in + 2 G N + H) + 7 d_in N + 2 d_in h`` with
   ``d_in = 2 h`` as the function takes it (not the mixer's ``expand`` or ``num_heads x head_dim``), the logits
-  ``2 h V_pad (1 + mtp)`` and no MTP layer.
+  ``2 h V_pad (1 + mtp)``; each MTP depth's blocks (``mtp_pattern``) as the pattern's, since the counts are
+  ``get_hybrid_layer_counts`` of the unified ``main/mtp/...`` pattern (NVIDIA/Megatron-LM@2a75ac12
+  megatron/training/training.py and megatron/core/models/hybrid/hybrid_layer_allocation.py), and no MTP
+  projection.
 
 ``V_pad``: the vocabulary padded to a multiple of ``make_vocab_size_divisible_by x tp`` (megatron/core/tokenizers/
 utils/build_tokenizer.py ``vocab_size_with_padding``), the argument's default 128 (megatron/training/
@@ -157,8 +160,14 @@ def _mamba_forward(model: ModelSpec) -> float:
 
 
 def _hybrid_forward(model: ModelSpec, seq: int, vocab: int) -> float:
-    """``hybrid_flops`` / 3 per token: the pattern's blocks counted apart, the logits once per MTP depth."""
-    mamba = model.num_mamba_layers * _mamba_forward(model) if model.mamba is not None else 0.0
-    attn = model.num_attention_layers * (_attention_projections(model) + _core_attention(model, seq))
-    return (attn + _mlp_forward(model, model.num_dense_layers, model.num_moe_layers) + mamba
-            + 2 * model.hidden * vocab * (1 + model.mtp_layers))
+    """``hybrid_flops`` / 3 per token: the blocks of the pattern and of every MTP depth (``get_hybrid_layer_counts``
+    of the unified ``main/mtp/mtp`` pattern) counted apart, the logits once per MTP depth, no MTP projection."""
+    mtp = model.mtp_layers
+
+    def n(kind: str) -> int:
+        return model.count(kind) + mtp * model.mtp_block.count(kind)
+
+    mamba = n(Block.MAMBA) * _mamba_forward(model) if model.mamba is not None else 0.0
+    attn = (n(Block.ATTENTION) + n(Block.LOCAL)) * (_attention_projections(model) + _core_attention(model, seq))
+    return (attn + _mlp_forward(model, n(Block.MLP), n(Block.MOE)) + mamba
+            + 2 * model.hidden * vocab * (1 + mtp))

@@ -230,7 +230,7 @@ def _stage_rows_of(model: ModelSpec, lay: ParallelLayout) -> list[tuple[float, f
         nd = ne = 0
         units = [u for i in held for u in stages[i]]
         with_emb = "embedding" in units
-        for u in units:
+        for u in _held_units(model, units):
             ab = memo.get((u, with_emb))
             if ab is None:
                 ab = memo[(u, with_emb)] = unit_params(model, lay, u, with_emb)
@@ -240,6 +240,22 @@ def _stage_rows_of(model: ModelSpec, lay: ParallelLayout) -> list[tuple[float, f
                 ends += ab[0]
         out.append((d, e, big, nd, ne, ends))
     return out
+
+
+def _held_units(model: ModelSpec, units: list[str]) -> list[str]:
+    """The units whose weights a GPU running ``units`` holds: all of them, but one MTP depth (its layer unit and
+    its ``mtp_head``) where the depths share one module (``model.mtp_shared``, Megatron-Core's
+    ``mtp_use_repeated_layer``). The depths are the stage's last units (:func:`.operators.pipeline_units`): each
+    MTP layer unit precedes the heads, or its own head under a ``pipeline_layout``."""
+    extra = units.count("mtp_head") - 1
+    if not model.mtp_shared or extra <= 0:
+        return units
+    kept, drop = list(units), {"mtp_head": extra, model.mtp_block: extra}
+    for i in range(len(kept) - 1, -1, -1):  # the later depths' units are the last ones placed
+        if drop.get(kept[i], 0) > 0:
+            drop[kept[i]] -= 1
+            del kept[i]
+    return kept
 
 
 def end_unit_params(model: ModelSpec, lay: ParallelLayout) -> list[float]:

@@ -195,9 +195,20 @@ class ModelSpec(_Strict):
     moe: MoeSpec | None = None
     mamba: MambaSpec | None = None
     mtp_layers: Annotated[int, Field(strict=True, ge=0)] = 0
-    """Multi-token prediction modules trained with the model (DeepSeek-V3 sec. 2.2: each is one more transformer
-    layer of the model's last kind, a projection of ``2 h`` to ``h`` and the shared output head; config.json's
-    ``num_nextn_predict_layers``), on the last pipeline stage."""
+    """Multi-token prediction depths trained with the model (DeepSeek-V3 sec. 2.2: each is the embedding and hidden
+    norms, a projection of ``2 h`` to ``h``, the depth's layers (:attr:`mtp_block`) and the shared output head;
+    config.json's ``num_nextn_predict_layers``, Megatron-Core's ``mtp_num_layers``), on the last pipeline stage."""
+    mtp_pattern: Annotated[str, Field(min_length=1)] | None = None
+    """A hybrid model's MTP depth, its blocks on ``layer_pattern``'s alphabet (``"*E"``: attention then MoE), as
+    Megatron-Core's ``HybridModel`` builds each depth from the part after ``/`` of its unified pattern
+    (NVIDIA/Megatron-LM@2a75ac12 ``megatron/core/models/hybrid/hybrid_layer_allocation.py``
+    ``parse_hybrid_pattern``; Megatron-Bridge's ``mtp_hybrid_override_pattern``). Required on a hybrid with
+    ``mtp_layers``: without it Megatron-Core builds no MTP there. A model without a ``layer_pattern`` takes none:
+    its depth is one transformer layer like its last (Megatron-Core's GPT path)."""
+    mtp_shared: StrictBool = False
+    """Every MTP depth runs one shared module (Megatron-Core's ``mtp_use_repeated_layer``: "only 1 layer is created
+    and applied mtp_num_layers times", ``megatron/core/transformer/multi_token_prediction.py`` @2a75ac12): priced
+    once per depth, its weights held once."""
     layer_pattern: str | None = None
     """One character per layer: ``M`` Mamba-2 mixer, ``*`` attention, ``-`` MLP, ``E`` MoE (Megatron-LM's
     ``hybrid_override_pattern``); ``layers`` must equal its length. Default: every layer attention + MLP (MoE
@@ -218,6 +229,7 @@ class ModelSpec(_Strict):
                 raise ValueError("layer_pattern has MoE layers (E) but the file has no [moe] table")
         elif self.mamba is not None:
             raise ValueError("a [mamba] table needs a layer_pattern saying which layers are Mamba-2 (M)")
+        self._check_mtp()
         kv = self.kv_heads or self.heads
         if self.heads % kv:
             raise ValueError(f"heads ({self.heads}) must be a multiple of kv_heads ({kv})")
@@ -231,6 +243,30 @@ class ModelSpec(_Strict):
         if self.moe and self.moe.dense_layers > self.layers:
             raise ValueError(f"moe.dense_layers ({self.moe.dense_layers}) exceeds layers ({self.layers})")
         return self
+
+    def _check_mtp(self) -> None:
+        """``mtp_pattern`` and ``mtp_shared`` against ``mtp_layers`` and the model's kind; one line each."""
+        if self.mtp_layers == 0 and (self.mtp_pattern is not None or self.mtp_shared):
+            key = "mtp_pattern" if self.mtp_pattern is not None else "mtp_shared"
+            raise ValueError(f"{key} describes multi-token-prediction depths, but mtp_layers is 0; set mtp_layers "
+                             f">= 1 or drop {key}")
+        if self.mtp_pattern is None:
+            if self.mtp_layers and self.layer_pattern is not None:
+                raise ValueError(f"mtp_layers = {self.mtp_layers} on a hybrid (layer_pattern) needs mtp_pattern, "
+                                 f"one MTP depth's blocks (e.g. \"*E\"): Megatron-Core builds a hybrid's MTP "
+                                 f"only from its pattern")
+            return
+        if self.layer_pattern is None:
+            raise ValueError(f"mtp_pattern {self.mtp_pattern!r} applies to a hybrid (a model with layer_pattern); "
+                             f"a transformer's MTP depth is one layer like its last")
+        bad = sorted(set(self.mtp_pattern) - set("M*-E"))
+        if bad:
+            raise ValueError(f"mtp_pattern: unknown layer kind {bad[0]!r} in {self.mtp_pattern!r}; allowed: M "
+                             f"(Mamba-2), * (attention), - (MLP), E (MoE)")
+        if Block.MAMBA in self.mtp_pattern and self.mamba is None:
+            raise ValueError("mtp_pattern has a Mamba-2 layer (M) but the file has no [mamba] table")
+        if Block.MOE in self.mtp_pattern and self.moe is None:
+            raise ValueError("mtp_pattern has an MoE layer (E) but the file has no [moe] table")
 
     # --- derived shape -------------------------------------------------------------------------------------
     @property
@@ -256,6 +292,14 @@ class ModelSpec(_Strict):
         return tuple(self.attention_kind(i) + (Block.MLP if (self.moe is None or i < dense or (i + 1) % every)
                                                  else Block.MOE)
                      for i in range(self.layers))
+
+    @property
+    def mtp_block(self) -> str:
+        """The blocks of one MTP depth, as one pipeline unit: a hybrid's ``mtp_pattern`` (``"*E"``), else the
+        model's last layer (a transformer's, ``"*E"`` on DeepSeek-V3); ``""`` without layers."""
+        if self.mtp_pattern is not None:
+            return self.mtp_pattern
+        return self.blocks[-1] if self.blocks else ""
 
     def attention_kind(self, layer: int) -> str:
         """``*``: layer ``layer`` (0-based) attends to the whole causal prefix; ``W``: a local window
@@ -446,6 +490,15 @@ class ModelSpec(_Strict):
         """Weights one token goes through (routed top-k plus shared experts), with embeddings."""
         return (sum(self.count(k) * self.block_params(k, active=True) for k in BLOCK_KINDS if self.count(k))
                 + self.embedding_params)
+
+    @cached_property
+    def mtp_params(self) -> int:
+        """Weights of the multi-token-prediction modules (not in :attr:`total_params`, as the published counts
+        leave them out): per depth held, its blocks (:attr:`mtp_block`), two norms and the ``2 h -> h`` projection
+        (the output head is the model's); one depth held where they share one module (:attr:`mtp_shared`)."""
+        h = self.hidden
+        held = 1 if self.mtp_shared else self.mtp_layers
+        return held * (sum(self.block_params(k) for k in self.mtp_block) + 2 * h * h + 2 * h) if held else 0
 
     @property
     def sources(self) -> list[str]:

@@ -1621,8 +1621,8 @@ def pipeline_units(model: ModelSpec, lay: ParallelLayout) -> list[list[str]]:
     The ``layers`` (with the embedding and the loss as two more units when ``lay.pipeline_embedding``, as
     Megatron-LM's ``account_for_embedding_in_pipeline_split`` / ``..._loss_...`` do) are split into ``pp x vpp``
     consecutive chunks as evenly as possible (earlier chunks take the extra unit); stage ``i`` runs chunks
-    ``i, i + pp, ...``; the model's multi-token-prediction modules (a layer and an ``mtp_head`` each) run on the
-    last stage. A ``lay.pipeline_layout`` says instead which chunk holds what (:mod:`.pipeline_layout`).
+    ``i, i + pp, ...``; the model's multi-token-prediction depths (a unit of :attr:`.ModelSpec.mtp_block` and an
+    ``mtp_head`` each) run on the last stage. A ``lay.pipeline_layout`` says instead which chunk holds what (:mod:`.pipeline_layout`).
 
     Kept by what :func:`_placed` reads (the model's blocks and MTP modules, the layout's pipeline fields; at most
     :data:`UNITS_KEPT` placements, a search asks ~220k times for a few hundred), each call given its own lists."""
@@ -1631,8 +1631,7 @@ def pipeline_units(model: ModelSpec, lay: ParallelLayout) -> list[list[str]]:
     if got is None:
         if len(_UNITS) >= UNITS_KEPT:
             _UNITS.clear()
-        got = _UNITS[key] = tuple(map(tuple, _placed(model, lay, list(model.blocks),
-                                                     model.blocks[-1] if model.blocks else "")))
+        got = _UNITS[key] = tuple(map(tuple, _placed(model, lay, list(model.blocks), model.mtp_block)))
     return [list(s) for s in got]
 
 
@@ -1653,7 +1652,7 @@ def pipeline_key(model: ModelSpec, lay: ParallelLayout) -> tuple:
     -------
     tuple
     """
-    return (model.blocks, model.layers, model.mtp_layers, lay.pp, lay.vpp, lay.pipeline_embedding,
+    return (model.blocks, model.layers, model.mtp_layers, model.mtp_block, lay.pp, lay.vpp, lay.pipeline_embedding,
             lay.pipeline_layout)
 
 
