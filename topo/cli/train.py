@@ -756,8 +756,8 @@ def _framework_options(L: dict, model, gpu) -> str:
             "ep_comm_sms": _ep_sms_idle(L, model), "fp8_recipe": _fp8_recipe_idle(L, model),
             **dict.fromkeys(("overlap_ep", "ep_dispatch_bytes"), "ep 1: no all-to-all" if L.get("ep", 1) == 1 else ""),
             "dp_bucket_params": _dp_idle(L), "tp_overlap_config": _tp_overlap_idle(L),
-            "cudnn_version": "" if generation in ("blackwell", "") else f"{generation} reads one attention table "
-            "(cuDNN versions are published for Blackwell only)",
+            "cudnn_version": "" if generation in ("blackwell", "hopper", "") else f"{generation} reads one attention "
+            "table (cuDNN versions are published for Hopper and Blackwell only)",
             "dp_all_reduce_combine_bytes": _dp_idle(L) or _all_reduce_idle(L),
             "dp_overlap_policy": _dp_idle(L) or ("" if L.get("overlap_dp", True) else "overlap_dp is off: every "
                                                  "data-parallel collective is exposed"),

@@ -349,6 +349,7 @@ class KernelModel:
     burst: dict = field(default_factory=dict)
     host_cpu: str = ""  # the host CPU launch_host_s is priced on (topo/data/compute/host_cpu.toml)
     attention_table: str = ""
+    attention_cudnn: bool = True  # its attention table's cuDNN sets price it (not where it scales another's die)
     launch_gpu_graph_s: float | None = None  # the gap of a kernel captured in a CUDA graph (None: launch_gpu_s)
     sync_s: float = 0.0  # a device-to-host sync's round trip after the GPU drains ([launch] sync_s)
     launch_sms: int | None = None  # SMs a GEMM's tile shape is chosen for (None: ``sms``; see _tile_s)
@@ -587,7 +588,8 @@ def attention_rate_flops(km: KernelModel, head_dim: float, seq: float, causal: b
         Keys of a sliding window (0: none).
     cudnn : str
         The cuDNN version the kernel runs (the layout's ``cudnn_version``; "": the table's own, the newest):
-        its rate relative to the table's (:func:`cudnn_factor`), at the window's length where it has one.
+        its rate relative to the table's (:func:`cudnn_factor`), at the window's length where it has one; not on
+        a generation that scales another's table (``KernelModel.attention_cudnn``: Ampere).
     fp8 : str
         An FP8 backward over a causal square (``fp8`` or ``mxfp8``: the op's ``fp8_attention``; ``window`` 0,
         ``seq`` the square's side): the table's ``fp8_band_backward`` rate of that scaling at its head dim
@@ -598,7 +600,8 @@ def attention_rate_flops(km: KernelModel, head_dim: float, seq: float, causal: b
     float
         FLOP/s.
     """
-    factor = cudnn_factor(km.attention_table, cudnn, min(seq, window) if window > 0 else seq, backward)
+    factor = cudnn_factor(km.attention_table, cudnn, min(seq, window) if window > 0 else seq, backward) \
+        if km.attention_cudnn else 1.0
     band_fp8 = _fp8_band_fraction(km.attention_table, fp8, seq, head_dim) if fp8 and backward and not window \
         else None
     if band_fp8 is not None:
@@ -642,11 +645,12 @@ def _fp8_band_fraction(attention_table: str, fp8: str, seq: float, head_dim: flo
 
 @lru_cache(maxsize=1024)
 def cudnn_factor(attention_table: str, cudnn: str, seq: float, backward: bool) -> float:
-    """A cuDNN version's attention rate over the attention table's own (its newest), one pass at ``seq`` keys:
-    the published table the version reads (:func:`.cudnn.table_version`, ``[attention.<table>.cudnn.versions]``)
-    as a fraction of its measuring GPU's peak, over the table's own at hdim 128 causal, linear in log2 of the
-    length inside the published lengths, flat outside. 1 for a table without versions (Hopper's), for ``cudnn``
-    "" and for the newest.
+    """A cuDNN version's attention rate over the attention table's own, one pass at ``seq`` keys: the published set
+    the version reads (:func:`.cudnn.table_version`, ``[attention.<table>.cudnn.versions]``) as a fraction of its
+    measuring GPU's peak, over the table's own fraction at hdim 128 causal at the set's lengths (the set's ``seq``,
+    else its table's ``[cudnn] seq``), linear in log2 of the length inside them, flat outside. 1 for a table
+    without versions (Ampere's), for ``cudnn`` "" and for the table's own version (``newest``, where one is named:
+    Hopper's table is no published set's, so every version reads one).
 
     Parameters
     ----------
@@ -663,26 +667,32 @@ def cudnn_factor(attention_table: str, cudnn: str, seq: float, backward: bool) -
     -------
     float
         The rate ratio.
+
+    Raises
+    ------
+    ValueError
+        Where a set's lengths fall outside the table's own (a ratio the table cannot price there).
     """
-    if not cudnn or not attention_table:
-        return 1.0
-    versions = _table()["attention"][attention_table].get("cudnn")
-    if versions is None:
+    attn = _table()["attention"]
+    versions = (attn[attention_table] if attention_table else attn).get("cudnn")
+    if not cudnn or versions is None:
         return 1.0
     published = versions["versions"]
-    pick = table_version(cudnn, [*published, versions["newest"]])
-    if pick == versions["newest"]:
+    own_version = [versions["newest"]] if "newest" in versions else []
+    pick = table_version(cudnn, [*published, *own_version])
+    if pick not in published:
         return 1.0
     v = published[pick]
-    own, peaks, seq_grid, _ = _attention_curve(attention_table, True, backward)
-    grid = np.log2(np.asarray(versions["seq"], dtype=float))
-    if list(versions["seq"]) != list(seq_grid):
-        raise ValueError(f"kernels.toml: attention.{attention_table}.cudnn: seq {versions['seq']} differs from the "
-                         f"table's {seq_grid}")
+    lengths = [float(x) for x in v.get("seq", versions.get("seq", []))]
+    table_seq = _attention_curve(attention_table, True, backward)[2]
+    if not lengths or min(lengths) < min(table_seq) or max(lengths) > max(table_seq):
+        raise ValueError(f"kernels.toml: attention.{attention_table or '(hopper)'}.cudnn.versions.{pick}: seq "
+                         f"{lengths} lies outside the table's {table_seq}")
     mine = np.asarray(v["bwd" if backward else "fwd"], dtype=float) / float(v["peak_TFLOPs"])
-    newest = np.asarray(own["128"], dtype=float) / peaks["128"]
+    own = np.asarray([_table_fraction(attention_table, 128, n, True, backward) for n in lengths])
+    grid = np.log2(np.asarray(lengths))
     x = min(max(math.log2(max(1.0, seq)), grid[0]), grid[-1])
-    return float(np.interp(x, grid, mine / newest))
+    return float(np.interp(x, grid, mine / own))
 
 
 def _table_fraction(attention_table: str, head_dim: float, seq: float, causal: bool, backward: bool) -> float:
@@ -825,6 +835,15 @@ def _attention_table(gpu: str, generation: str, named: str = "") -> str:
     return _burst_footing(attn, "")
 
 
+def _attention_cudnn(table: str, generation: str) -> bool:
+    """Whether a GPU of ``generation`` reading attention table ``table`` takes its cuDNN versions' ratios: the
+    versions' sets were measured on one generation's die (``[attention.<table>.cudnn] generation``, Hopper's), so a
+    generation that scales that table (Ampere) keeps the table's rate whatever its cuDNN."""
+    attn = _table()["attention"]
+    versions = (attn[table] if table else attn).get("cudnn") or {}
+    return versions.get("generation", generation) == generation
+
+
 # The one clock footing an attention table may have: its rates are derated by the generation's sustained ratio
 # (MSMF / MAMF), which only a burst-clock rate may take; no soaked attention table is published (kernels.toml
 # [attention] clock).
@@ -929,6 +948,7 @@ def _kernel_model(gpu: str, generation: str, sms: int, peaks: tuple, hbm_Bps: fl
         permute_efficiency=permute_efficiency(mem),
         attention_scale=1.0 if generation in t["attention"] else float(t["attention"]["scale"][generation]),
         attention_table=_attention_table(gpu, generation, attention),
+        attention_cudnn=_attention_cudnn(_attention_table(gpu, generation, attention), generation),
         sustained=float({**t["sustained"], **over.get("sustained", {})}[generation]),
         launch_gpu_s=_launch_gap_s(launch, generation, graphed=False),
         launch_gpu_graph_s=_launch_gap_s(launch, generation, graphed=True),

@@ -328,9 +328,10 @@ class ParallelLayout(BaseModel):
     ``fp8_delayed_scale_inverse_kernels``). Needs ``precision = "fp8"`` and ``fp8_recipe = "delayed"`` or unset."""
     cudnn_version: str = CUDNN_NEWEST
     """The cuDNN the fused attention runs (the container's: ``topo/data/compute/cudnn_releases.toml`` lists each
-    framework release's, with its source), ``9.MINOR[.PATCH[.BUILD]]``: Blackwell attention reads the published
-    table of that version, the nearest older one between them (``kernels.toml [attention.blackwell.cudnn]``,
-    :mod:`topo.training.cudnn`). Default the newest published table; no effect on Hopper and Ampere (one table)."""
+    framework release's, with its source), ``9.MINOR[.PATCH[.BUILD]]``: Hopper and Blackwell attention read the
+    published set of that version, the nearest older one between them (``kernels.toml [attention.cudnn]``,
+    ``[attention.blackwell.cudnn]``, :mod:`topo.training.cudnn`). Default the newest published version (on Hopper
+    cuDNN 9.19's set); no effect on Ampere (one table)."""
     attention_fp8: Literal["", "fp8", "mxfp8"] = ""
     """Fused attention in FP8 (Transformer Engine's ``fp8_dpa``, Megatron-Core's ``fp8_dot_product_attention``) and
     the scaling its cuDNN SDPA runs: ``fp8`` (per-tensor) or ``mxfp8`` (TE's default under an MXFP8 recipe); ""
