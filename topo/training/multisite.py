@@ -266,9 +266,11 @@ def site_shares(region: Region, lay: ParallelLayout, shares: str = "by-size") ->
     """Each site's data-parallel replicas of the whole job's ``lay.dp``, in site order.
 
     ``equal``: ``dp / K`` each. ``by-size``: in proportion to each site's GPUs (largest remainders first, the first
-    site among equals), each at least 1 and at most what its GPUs hold; sites all of one size split equally, as
-    ``equal`` does. Each replica keeps the layout and the micro-batches, so site ``i`` runs ``global_batch x dp_i /
-    dp`` sequences.
+    site among equals), each at least 1 and at most the replicas its GPUs hold (share72: a remainder that would put
+    a site one replica over is given to the next site with room, most room first); sites all of one size split
+    equally, as ``equal`` does. A job larger than the region's sites hold is split uncapped (the share over its
+    site is refused naming the site). Each replica keeps the layout and the micro-batches, so site ``i`` runs
+    ``global_batch x dp_i / dp`` sequences.
 
     Parameters
     ----------
@@ -287,12 +289,15 @@ def site_shares(region: Region, lay: ParallelLayout, shares: str = "by-size") ->
     sizes = [f.num_gpus for f in region.fabrics]
     if shares == "equal" or len(set(sizes)) == 1:
         return (lay.dp // K,) * K
+    caps = [n // (lay.gpus // lay.dp) for n in sizes]
+    caps = caps if sum(caps) >= lay.dp else [lay.dp] * K  # too large for the region: _check_fit names a site
     exact = [lay.dp * n / sum(sizes) for n in sizes]
-    dps = [max(1, int(x)) for x in exact]
+    dps = [max(1, min(int(x), c)) for x, c in zip(exact, caps)]
     for i in sorted(range(K), key=lambda i: (-(exact[i] - int(exact[i])), i)):
-        if sum(dps) >= lay.dp:
-            break
-        dps[i] += 1
+        if sum(dps) < lay.dp and dps[i] < caps[i]:
+            dps[i] += 1
+    while sum(dps) < lay.dp:  # a capped site's remainder: to the site with the most room
+        dps[max(range(K), key=lambda i: caps[i] - dps[i])] += 1
     while sum(dps) > lay.dp:  # the floor of 1 took more than the job has: from the largest
         dps[max(range(K), key=lambda i: dps[i])] -= 1
     return tuple(dps)
@@ -718,7 +723,7 @@ def _assumptions(region: Region, dps: tuple[int, ...]) -> list[str]:
     if len(set(dps)) == 1:
         share = "the job's per-site share (dp / sites, global batch / sites) on one site's fabric"
     else:
-        share = ("each site's share of the replicas in proportion to its GPUs (" +
+        share = ("each site's share of the replicas in proportion to its GPUs, at most the replicas they hold (" +
                  ", ".join(f"{n} dp {d:,}" for n, d in zip(region.site_names, dps)) + "), each replica the same "
                  "layout and micro-batches (the global batch split as the replicas), on its own fabric; the DCI "
                  "carries one replica's gradients as with equal shares (a site's replicas reduced inside first)")
