@@ -43,3 +43,36 @@ def test_the_cli_fills_the_sites_without_a_share_over_its_site(tmp_path_factory)
     assert p.returncode == 0, p.stderr
     assert "(east dp 10, west dp 32)" in p.stdout and "16 of the region's 1,024 GPUs run no part of it (east 16)" \
         in p.stdout
+
+
+SMALL = two_sites("rs72n", "1 and 2 SUs", "dgx-h100-superpod", 1, 2)
+
+
+@pytest.fixture(scope="module")
+def small(tmp_path_factory):
+    return built_region(tmp_path_factory, SMALL, "rs72n")
+
+
+def test_a_share_smaller_than_its_site_crosses_through_its_own_gpus_nics(small):
+    """The hierarchical reduction's cross-site all-reduce: each GPU of a site's share all-reduces its own shard of
+    the site's reduced replica through its own NIC, so a site's 2(K-1)/K V (K = 2: V, one replica's fp32
+    gradients) crosses through the share's NICs, not the site's. DGX H100: one 400 Gb/s ConnectX-7 a GPU, 50 GB/s
+    (../shared/data/hardware.md, DGX H100 RA). Equal shares of 2 replicas of TP 8 a site, 16 GPUs: V / (16 x 50
+    GB/s) = 40.1 ms, above the span's V / 1.6 TB/s (16 waves of 800 Gb/s, 20.1 ms), so the NICs bind; main spread V
+    over a site's 256 (east) NICs, V / 12.8 TB/s, and the span bound it. By size (dp 3: east 1 replica, 8 GPUs) east's
+    8 NICs bind, V / (8 x 50 GB/s)."""
+    model = load_model("llama3-8b")
+    for shares, dp, nics in (("equal", 4, 16), ("by-size", 3, 8)):
+        job = estimate_across_sites(small, model, make_layout(tp=8, dp=dp, global_batch=2 * dp, seq_len=4096),
+                                    shares=shares)
+        assert min(job.site_gpus.values()) == nics
+        s = job.strategies[0]
+        V = s.dci_bytes_per_step
+        assert V == pytest.approx(4 * 8.03e9, rel=0.005)  # Llama 3 8B's parameters, Meta's model card
+        assert s.bottleneck == "nic"
+        assert s.dci_time_s == pytest.approx(s.latency_s + V / (nics * 50e9), rel=1e-12)
+        assert s.dci_Bps_for_95pct == float("inf")  # the share's NICs alone take longer than the budget
+    whole = estimate_across_sites(small, model, make_layout(tp=8, dp=96, global_batch=96, seq_len=4096))
+    s = whole.strategies[0]  # every GPU of both sites: the span binds, V / 1.6 TB/s
+    assert s.bottleneck == "dci:east-west"
+    assert s.dci_time_s == pytest.approx(s.latency_s + s.dci_bytes_per_step / 1.6e12, rel=1e-12)
