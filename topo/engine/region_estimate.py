@@ -552,7 +552,21 @@ class _SiteTimes:
 
 def site_profile(region: Region, profile, site: int):
     """The profile that prices site ``site``'s in-site collectives: ``profile`` where a command gives one (every
-    site's), else the site's ``profile`` key (:attr:`~topo.fabric.region.Region.site_profiles`; None: its own)."""
+    site's), else the site's ``profile`` key (:attr:`~topo.fabric.region.Region.site_profiles`; None: its own).
+
+    Parameters
+    ----------
+    region : Region
+    profile : optional
+        The command's (``--profile``), as :func:`estimate_region` takes it; None: none given.
+    site : int
+        The site's index.
+
+    Returns
+    -------
+    object
+        ``profile``, else the site's key (a name, a file, or None for its own network's).
+    """
     return profile if profile is not None else region.site_profiles[site]
 
 
