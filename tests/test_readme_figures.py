@@ -18,6 +18,8 @@ README = (ROOT / "README.md").read_text()
 FLAT = re.sub(r"\s+", " ", README)  # prose wraps anywhere
 COMMANDS = re.sub(r"\s+", " ", README.replace("\\\n", " ").replace("`", " "))  # sh lines continued, prose's quotes
 
+BY_SIZE = ("topo train two-site-h100 --set 'sites[1].set=[\"cluster.num_units=2\"]' --model llama3-8b --tp 8 "
+           "--global-batch 512")
 CASES = [
     # walk20: DeepSeek-V3's published layout and token count (arXiv 2412.19437: 2,048 GPUs, PP16 DualPipe, EP64,
     # 14.8T tokens; its table 1: 2.664M H800 GPU-hours for pre-training; sec. 3.3.2's recompute) with --tokens
@@ -47,6 +49,13 @@ CASES = [
      "--set interconnect.waves=64", [("98.5% at 64, at 1,000 km", "        98.5%")]),
     ("topo train two-site-h100 --model nemotron4-340b --tp 8 --pp 8 --vpp 12 --global-batch 768",
      [("with a batch of 768 it would be 85.6%", "        85.6%")]),
+    # share72: a region's replicas by its sites' size (regshare71), and the equal split the README gives beside it
+    (BY_SIZE,
+     [("by size: east dp 192, west dp 64, 383.6 ms (92.2%)", "(east dp 192, west dp 64)"),
+      ("383.6 ms (92.2%)", "383.6 ms        92.2%"), ("by size: east dp 192", "all 2,048 GPUs of the region run it")]),
+    (BY_SIZE + " --shares equal",
+     [("--shares equal: dp 64 a site, 1,024 GPUs idle, 687.0 ms", "687.0 ms"),
+      ("1,024 GPUs idle", "1,024 of the region's 2,048 GPUs run no part of it")]),
     ("topo train dgx-h100-superpod --model llama3-8b --gpus 1024 --tp 8 --pp 2 --dp 64 --global-batch 256",
      [("(a step of 431 ms)", "step time   430.8 ms"),
       ('"uncertainty 378.6 ms - 499.8 ms: on 20 published Hopper runs of dense BF16 models whose family the fit '
@@ -84,7 +93,7 @@ GIVEN = ("topo plan two-site-h100 --no-collectives --one-site",
          "--global-batch 2048 --dp-sharding fsdp_grad_op --pipeline-embedding",
          "topo train meta-llama3-24k --model llama3-405b --gpus 16384 --tp 8 --pp 16 --dp 128 --vpp 8 --seq 8192 "
          "--global-batch 2048 --dp-sharding fsdp_grad_op --pipeline-embedding --tokens 15.6e12",
-         CASES[0][0])
+         CASES[0][0], BY_SIZE)
 
 
 def test_the_commands_behind_the_figures_are_in_the_readme():

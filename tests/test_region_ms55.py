@@ -68,12 +68,13 @@ LINE = TRI.replace('distance_km = 40', 'topology = "line"\ndistance_km = 40').sp
 
 def _region_job(tmp_path_factory, name: str, text: str):
     """The region ``text`` written to a file of its own and Llama 3 8B tp 8 dp 96 across its sites, an outer
-    synchronisation every 10 steps: (region, job)."""
+    synchronisation every 10 steps, equal shares (32 replicas a site, 768 GPUs; share72: the pins below are the
+    equal split's, by-size the default since regshare71): (region, job)."""
     path = tmp_path_factory.mktemp(name) / f"{name}.toml"
     path.write_text(text)
     region = build_region(str(path))
     job = estimate_across_sites(region, load_model("llama3-8b"), make_layout(tp=8, dp=96, global_batch=288),
-                                outer_every=10)
+                                outer_every=10, shares="equal")
     return region, job
 
 
@@ -126,14 +127,31 @@ def test_the_spans_at_their_figures_keep_95_percent(tri):
     need = np.array([dp.dci_Bps_for_95pct_by_span[n] for n in region.span_names()])
     spans = {**region.spans, "waves": need / region.spans["wave_rate_Bps"]}
     again = estimate_across_sites(dataclasses.replace(region, spans=spans, _cache={}), load_model("llama3-8b"),
-                                  make_layout(tp=8, dp=96, global_batch=288))
+                                  make_layout(tp=8, dp=96, global_batch=288), shares="equal")
+    assert again.throughput_vs_one_site == pytest.approx(0.95, abs=2e-3)
+    assert again.throughput_vs_one_site >= 0.95 - 1e-9
+
+
+def test_the_spans_at_their_figures_keep_95_percent_with_by_size_shares(tri):
+    """share72: the same with the sites' replicas by their size (55 / 27 / 14 of the job's 96), the default."""
+    region, _ = tri
+    lay = make_layout(tp=8, dp=96, global_batch=288)
+    job = estimate_across_sites(region, load_model("llama3-8b"), lay)
+    assert job.site_dp == {"ash": 55, "bel": 27, "cor": 14}
+    dp = next(s for s in job.strategies if s.strategy == "dp")
+    need = np.array([dp.dci_Bps_for_95pct_by_span[n] for n in region.span_names()])
+    spans = {**region.spans, "waves": need / region.spans["wave_rate_Bps"]}
+    again = estimate_across_sites(dataclasses.replace(region, spans=spans, _cache={}), load_model("llama3-8b"), lay)
     assert again.throughput_vs_one_site == pytest.approx(0.95, abs=2e-3)
     assert again.throughput_vs_one_site >= 0.95 - 1e-9
 
 
 def test_cli_says_each_span_s_figure_and_the_rule(tri, tmp_path):
+    """The CLI's job (dp left out, equal shares: the smallest site's 32 replicas on every site, as :data:`TRI`'s
+    fixture) says each span's figure and the rule, its ``--json`` the library's."""
     (tmp_path / "tri.toml").write_text(TRI)
-    args = ["train", str(tmp_path / "tri.toml"), "--model", "llama3-8b", "--tp", "8", "--global-batch", "288"]
+    args = ["train", str(tmp_path / "tri.toml"), "--model", "llama3-8b", "--tp", "8", "--global-batch", "288",
+            "--shares", "equal"]
     text = run_cli(*args, check=True).stdout
     dp = next(s for s in tri[1].strategies if s.strategy == "dp")
     assert "DCI for 95% per span and direction (dp): ash-bel " in text, text

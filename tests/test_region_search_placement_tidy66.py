@@ -46,10 +46,13 @@ def _share(got) -> ParallelLayout:
 
 
 def test_each_ranked_layout_is_estimate_across_sites_afresh(nvl, ranked):
+    """The search ranks equal shares (regshare71's Left 1), so the layout afresh asks for them (share72: by-size,
+    the default since regshare71, runs east's larger share and its steps differ)."""
     model = load_model("llama3-8b")
     for got in ranked.ranked:
         share = _share(got)
-        want = estimate_across_sites(nvl, model, share.model_copy(update={"dp": share.dp * 2, "global_batch": 288}))
+        want = estimate_across_sites(nvl, model, share.model_copy(update={"dp": share.dp * 2, "global_batch": 288}),
+                                     shares="equal")
         assert want.site_step_s == got.site_step_s
         assert want.step_time_s == ranked.step_time_s(got)
         assert want.pacing_site == got.pacing_site

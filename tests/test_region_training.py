@@ -138,10 +138,11 @@ def test_sites_of_different_sizes_are_said():
 def test_cli_train_across_unlike_sites_fills_the_smallest_site_on_every_site():
     """walk14: with dp left out, the job filled every GPU of the region; on unlike sites (the README's own
     three-site example, 512 + 1,024 + 1,024 GPUs) that is a dp no site's equal share can run (2,560 / 8 = 320, which
-    does not even divide by 3), and the job was refused. Each site runs the same share, on the smallest site's
-    fabric, so dp left out fills the smallest site on every site, as the search's default does."""
+    does not even divide by 3), and the job was refused. With equal shares (``--shares equal``; share72: the
+    default since regshare71 is by-size, each site its own replicas, tests/test_region_shares_regshare71.py) each
+    site runs the same share, so dp left out fills the smallest site on every site, as the search's default does."""
     unlike = ["train", "two-site-h100", "--set", 'sites[1].set=["cluster.num_units=2"]', "--model", "llama3-8b",
-              "--tp", "8", "--global-batch", "384", "--json"]
+              "--tp", "8", "--global-batch", "384", "--shares", "equal", "--json"]
     doc = json.loads(run_cli(*unlike, check=True).stdout)
     assert doc["gpus"] == 2 * 512 and doc["num_sites"] == 2  # 2 x the 512-GPU site, not 1,536 + 512
     alike = json.loads(run_cli("train", "two-site-h100", "--model", "llama3-8b", "--tp", "8", "--global-batch",
@@ -152,9 +153,10 @@ def test_cli_train_across_unlike_sites_fills_the_smallest_site_on_every_site():
 def test_a_job_the_smallest_site_cannot_split_names_that_site():
     """rev52: the region's "of the smallest site" was spliced into data_parallel's message by str.replace on its
     text (a change of its words would drop it silently); the error now carries its fields and builds the line once.
-    512 GPUs (the smaller site) over tp x pp = 8 x 3 = 24: 512 / 24 is not whole."""
+    512 GPUs (the smaller site) over tp x pp = 8 x 3 = 24: 512 / 24 is not whole. Equal shares (``--shares
+    equal``; share72: by-size, the default, fills each site with its own replicas, 16 + 48 of 24 GPUs, and runs)."""
     unlike = ["train", "two-site-h100", "--set", 'sites[1].set=["cluster.num_units=2"]', "--model", "llama3-8b",
-              "--global-batch", "384"]
+              "--global-batch", "384", "--shares", "equal"]
     allowed = "allowed: tp, cp, pp whose product divides 512, or --dp N (the job then takes tp x cp x pp x N of them)"
     p = run_cli(*unlike, "--tp", "8", "--pp", "3")
     assert p.returncode == 2 and p.stderr == (

@@ -107,7 +107,8 @@ class RegionEstimate:
         return {**doc, "candidate_time_s": self.candidates, "unavailable": self.unavailable, "notes": self.notes}
 
 
-def dci_phase(region: Region, src, dst, nbytes, steps: int, channels: int | None = None) -> tuple[Phase, np.ndarray]:
+def dci_phase(region: Region, src, dst, nbytes, steps: int, channels: int | None = None,
+              site_gpus=None) -> tuple[Phase, np.ndarray]:
     """The cross-site phase where site ``src[i]`` sends ``nbytes[i]`` to site ``dst[i]``, in ``steps`` steps that
     each pay the slowest cross-site hop's latency once: the faster of the lowest-latency routes alone and the split
     over every pair's direct span, 2-hop paths and paths one hop longer than its route
@@ -125,18 +126,22 @@ def dci_phase(region: Region, src, dst, nbytes, steps: int, channels: int | None
     channels : int, optional
         The NCCL channels of a flat ring or tree, whose bytes cross a site's border through one NIC a channel
         (:func:`crossing_nics`); None: through every NIC of the site (the hierarchical ways).
+    site_gpus : sequence of int, optional
+        Per site, the GPUs whose NICs carry its bytes (a training job's share of the site, share72); None: every
+        GPU of each site.
 
     Returns
     -------
     tuple of (Phase, numpy.ndarray)
         The phase, and the bytes on every directed span.
     """
-    ph, loads, _, _ = min(dci_phase_options(region, src, dst, nbytes, steps, channels), key=lambda o: o[0].time_s)
+    ph, loads, _, _ = min(dci_phase_options(region, src, dst, nbytes, steps, channels, site_gpus),
+                          key=lambda o: o[0].time_s)
     return ph, loads  # the route alone when splitting does not pay its latency
 
 
-def dci_phase_options(region: Region, src, dst, nbytes, steps: int,
-                      channels: int | None = None) -> list[tuple[Phase, np.ndarray, float, float]]:
+def dci_phase_options(region: Region, src, dst, nbytes, steps: int, channels: int | None = None,
+                      site_gpus=None) -> list[tuple[Phase, np.ndarray, float, float]]:
     """Both ways :func:`dci_phase` may carry the transfers (the lowest-latency routes, then the split), each as
     ``(phase, bytes on every directed span, dci_s, nic_s)``: the phase's bandwidth time is the larger of ``dci_s``
     (the busiest directed span's or site border's time, which scale with the spans' capacities: a border's
@@ -146,7 +151,7 @@ def dci_phase_options(region: Region, src, dst, nbytes, steps: int,
 
     Parameters
     ----------
-    region, src, dst, nbytes, steps, channels : as :func:`dci_phase`.
+    region, src, dst, nbytes, steps, channels, site_gpus : as :func:`dci_phase`.
 
     Returns
     -------
@@ -158,21 +163,24 @@ def dci_phase_options(region: Region, src, dst, nbytes, steps: int,
     up = np.array([region.up_latency_s(s) for s in range(region.num_sites)])
     routed = region.route_loads(src, dst, nbytes), region.route_latency_s(src, dst)
     split = region.split_loads(src, dst, nbytes) if src.size else routed
-    return [_phase(region, src, dst, nbytes, steps, up, loads, lat, channels) for loads, lat in (routed, split)]
+    return [_phase(region, src, dst, nbytes, steps, up, loads, lat, channels, site_gpus)
+            for loads, lat in (routed, split)]
 
 
 def _phase(region: Region, src, dst, nbytes, steps: int, up, loads, route_lat,
-           channels: int | None = None) -> tuple[Phase, np.ndarray, float, float]:
+           channels: int | None = None, site_gpus=None) -> tuple[Phase, np.ndarray, float, float]:
     """:func:`dci_phase` for one way of carrying the transfers: ``loads`` per directed span, ``route_lat`` per
     transfer (one way, its longest path that carries a share); with its DCI's and a GPU's NICs' times
-    (:func:`dci_phase_options`): a site's bytes over the NICs they cross through (:func:`crossing_nics`)."""
+    (:func:`dci_phase_options`): a site's bytes over the NICs they cross through (:func:`crossing_nics`; of
+    ``site_gpus[s]`` GPUs, None every GPU of the site)."""
     cap = np.repeat(region.span_bandwidth_Bps, 2)
     with np.errstate(divide="ignore", invalid="ignore"):
         span_t = np.where(loads > 0, loads / cap, 0.0)
     names = region.span_names()
     site_bytes = site_exchange_bytes(region, src, dst, nbytes)
     border = site_bytes / np.array([region.border_Bps(s) for s in range(region.num_sites)])
-    nic = max(float(site_bytes[s] / (crossing_nics(f, channels) * f.layout.nic_rate_Bps))
+    gpus = [None] * region.num_sites if site_gpus is None else site_gpus
+    nic = max(float(site_bytes[s] / (crossing_nics(f, channels, gpus[s]) * f.layout.nic_rate_Bps))
               for s, f in enumerate(region.fabrics))
     cands = [(float(span_t.max()), names[int(span_t.argmax()) // 2] + (" (back)" if span_t.argmax() % 2 else "")),
              (float(border.max()), f"border:{region.site_names[int(border.argmax())]}"), (nic, "nic")]
@@ -248,7 +256,7 @@ def chain_hops_s(region: Region) -> np.ndarray:
     return up[a] + region.route_latency_s(a, b) + up[b]
 
 
-def tree_dci_phase(region: Region, size_bytes: float, channels: int) -> tuple[Phase, np.ndarray]:
+def tree_dci_phase(region: Region, size_bytes: float, channels: int, site_gpus=None) -> tuple[Phase, np.ndarray]:
     """The tree's crossing of the sites (:func:`~topo.engine.algorithms.across_sites.flat_tree`): each chained span
     (:func:`tree_root_order`) carries ``size_bytes`` each way, through one NIC a channel at each chained root
     (:func:`crossing_nics`): its bandwidth part ``max(S / (min(c, NICs) x one NIC's rate), S / span, border)``.
@@ -260,6 +268,8 @@ def tree_dci_phase(region: Region, size_bytes: float, channels: int) -> tuple[Ph
         ``S``.
     channels : int
         NCCL's channels (:func:`region_channels`).
+    site_gpus : sequence of int, optional
+        As :func:`dci_phase`.
 
     Returns
     -------
@@ -268,7 +278,7 @@ def tree_dci_phase(region: Region, size_bytes: float, channels: int) -> tuple[Ph
     """
     order = tree_root_order(region)
     chain_a, chain_b = np.r_[order[:-1], order[1:]], np.r_[order[1:], order[:-1]]
-    return dci_phase(region, chain_a, chain_b, float(size_bytes), 0, channels)
+    return dci_phase(region, chain_a, chain_b, float(size_bytes), 0, channels, site_gpus)
 
 
 def region_channels(region: Region, profile=None) -> int:
@@ -288,7 +298,7 @@ def region_channels(region: Region, profile=None) -> int:
     return min(resolve_profile(site_profile(region, profile, sites[0]), f).channels for f, sites in region.site_groups())
 
 
-def crossing_nics(fabric, channels: int | None = None) -> float:
+def crossing_nics(fabric, channels: int | None = None, gpus: int | None = None) -> float:
     """The NICs of a site that its bytes to and from other sites go through, each at one NIC's rate.
 
     The hierarchical ways cross through every NIC: each GPU all-reduces (gathers, scatters) its own shard with the
@@ -306,14 +316,17 @@ def crossing_nics(fabric, channels: int | None = None) -> float:
         The site's.
     channels : int, optional
         NCCL's channels (``comm->nChannels``, the profile's ``channels``) of a flat ring or tree; None: every NIC.
+    gpus : int, optional
+        The site's GPUs that take part (a training job's share of the site, share72: its ranks' NICs alone carry
+        its bytes); None: every GPU of the site.
 
     Returns
     -------
     float
-        NICs (a site's NICs: its GPUs x NICs a server / GPUs a server).
+        NICs (the GPUs' NICs: GPUs x NICs a server / GPUs a server).
     """
     L = fabric.layout
-    every = fabric.num_gpus * max(1, L.nics_per_server) / L.gpus_per_server
+    every = (fabric.num_gpus if gpus is None else gpus) * max(1, L.nics_per_server) / L.gpus_per_server
     return every if channels is None else min(float(channels), every)
 
 
@@ -539,7 +552,21 @@ class _SiteTimes:
 
 def site_profile(region: Region, profile, site: int):
     """The profile that prices site ``site``'s in-site collectives: ``profile`` where a command gives one (every
-    site's), else the site's ``profile`` key (:attr:`~topo.fabric.region.Region.site_profiles`; None: its own)."""
+    site's), else the site's ``profile`` key (:attr:`~topo.fabric.region.Region.site_profiles`; None: its own).
+
+    Parameters
+    ----------
+    region : Region
+    profile : optional
+        The command's (``--profile``), as :func:`estimate_region` takes it; None: none given.
+    site : int
+        The site's index.
+
+    Returns
+    -------
+    object
+        ``profile``, else the site's key (a name, a file, or None for its own network's).
+    """
     return profile if profile is not None else region.site_profiles[site]
 
 

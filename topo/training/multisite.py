@@ -266,9 +266,11 @@ def site_shares(region: Region, lay: ParallelLayout, shares: str = "by-size") ->
     """Each site's data-parallel replicas of the whole job's ``lay.dp``, in site order.
 
     ``equal``: ``dp / K`` each. ``by-size``: in proportion to each site's GPUs (largest remainders first, the first
-    site among equals), each at least 1 and at most what its GPUs hold; sites all of one size split equally, as
-    ``equal`` does. Each replica keeps the layout and the micro-batches, so site ``i`` runs ``global_batch x dp_i /
-    dp`` sequences.
+    site among equals), each at least 1 and at most the replicas its GPUs hold (share72: a remainder that would put
+    a site one replica over is given to the next site with room, most room first); sites all of one size split
+    equally, as ``equal`` does. A job larger than the region's sites hold is split uncapped (the share over its
+    site is refused naming the site). Each replica keeps the layout and the micro-batches, so site ``i`` runs
+    ``global_batch x dp_i / dp`` sequences.
 
     Parameters
     ----------
@@ -287,12 +289,15 @@ def site_shares(region: Region, lay: ParallelLayout, shares: str = "by-size") ->
     sizes = [f.num_gpus for f in region.fabrics]
     if shares == "equal" or len(set(sizes)) == 1:
         return (lay.dp // K,) * K
+    caps = [n // (lay.gpus // lay.dp) for n in sizes]
+    caps = caps if sum(caps) >= lay.dp else [lay.dp] * K  # too large for the region: _check_fit names a site
     exact = [lay.dp * n / sum(sizes) for n in sizes]
-    dps = [max(1, int(x)) for x in exact]
+    dps = [max(1, min(int(x), c)) for x, c in zip(exact, caps)]
     for i in sorted(range(K), key=lambda i: (-(exact[i] - int(exact[i])), i)):
-        if sum(dps) >= lay.dp:
-            break
-        dps[i] += 1
+        if sum(dps) < lay.dp and dps[i] < caps[i]:
+            dps[i] += 1
+    while sum(dps) < lay.dp:  # a capped site's remainder: to the site with the most room
+        dps[max(range(K), key=lambda i: caps[i] - dps[i])] += 1
     while sum(dps) > lay.dp:  # the floor of 1 took more than the job has: from the largest
         dps[max(range(K), key=lambda i: dps[i])] -= 1
     return tuple(dps)
@@ -356,22 +361,23 @@ def _across_from(region: Region, fabric, model: ModelSpec, lay: ParallelLayout, 
     # expert replica) reduces nothing inside, and its gradients still cross (walk9: 0 B crossed at dp = K)
     V = _site_gradient_bytes(model, placed.model_copy(update={"dp": placed.dp * K,
                                                                "global_batch": placed.global_batch * K}))
-    amax_s, amax_calls = _amax_across_s(region, model, placed, channels or region_channels(region))
-    out.strategies.append(_dp(region, one, site_lay, V, amax_s, ready))
+    nic_gpus = tuple(out.site_gpus.values())  # share72: a share's bytes cross through its own GPUs' NICs
+    amax_s, amax_calls = _amax_across_s(region, model, placed, channels or region_channels(region), nic_gpus)
+    out.strategies.append(_dp(region, one, site_lay, V, amax_s, ready, nic_gpus))
     out.assumptions += _amax_note(out.strategies[-1], amax_s, amax_calls, ready.slowest_s)
     if len(set(dps)) > 1:  # a pipeline's stages pair the sites' replicas one to one
         out.assumptions.append(f"pp across sites: not timed, the sites run unequal shares ({_dp_text(out)}); "
                                f"pipeline stages across the sites pair each site's replicas one to one, so every "
                                f"site runs the same share (shares equal)")
     elif lay.pp >= K and lay.pp % K == 0:
-        out.strategies.append(_pp(region, one, placed, model, ready))
+        out.strategies.append(_pp(region, one, placed, model, ready, nic_gpus))
         out.assumptions.append(_PP_ACROSS)
     elif across == "pp":
         raise TopoError(f"pipeline stages across {K} sites need pp a multiple of {K}, got {lay.pp}", key="pp")
     else:  # said, not silently left out of the table (walk9)
         out.assumptions.append(f"pp across sites: not timed, pp {lay.pp} is not a multiple of the {K} sites")
     if outer_every:
-        out.strategies.append(_outer(region, T1, V, outer_every, ready.slowest_s))
+        out.strategies.append(_outer(region, T1, V, outer_every, ready.slowest_s, nic_gpus))
     elif across == "outer":
         raise TopoError("the outer synchronisation needs its period, outer_every (inner steps between outer "
                         "synchronisations)",
@@ -509,13 +515,15 @@ def _allowed_s(E: float, fixed_s: float, window_s: float = 0.0, share: float = 1
     return min((E - fixed_s) / share if share else math.inf, E + window_s - fixed_s)
 
 
-def _for_95pct(region: Region, src, dst, nbytes, steps: int, allowed) -> tuple[float, dict[str, float], float]:
+def _for_95pct(region: Region, src, dst, nbytes, steps: int, allowed,
+               site_gpus=None) -> tuple[float, dict[str, float], float]:
     """The DCI for 95% of one site by :data:`SPAN_RULE`: ``(the largest span's, each span's, their total)``, per
     direction. ``allowed(latency_s)`` is the bandwidth time the budget leaves a phase of that latency
-    (:func:`_allowed_s`); inf where it leaves none or a GPU's NICs alone take longer, whatever the spans."""
+    (:func:`_allowed_s`); inf where it leaves none or a GPU's NICs alone take longer, whatever the spans
+    (``site_gpus``: each site's share's GPUs, whose NICs carry its bytes)."""
     names = region.span_names()
     best = None
-    for ph, loads, _, nic_s in dci_phase_options(region, src, dst, nbytes, steps):  # the routes, the split
+    for ph, loads, _, nic_s in dci_phase_options(region, src, dst, nbytes, steps, None, site_gpus):  # routes, split
         each = np.maximum(loads[0::2], loads[1::2])  # a span's capacity is per direction: its busier one
         if not each.any():
             return 0.0, dict.fromkeys(names, 0.0), 0.0
@@ -537,7 +545,8 @@ def _border_kept(region: Region, src, dst, nbytes, each: np.ndarray, t: float) -
     return each * max(1.0, float(np.max(np.where(sent > 0, sent / (t * np.maximum(border, 1e-300)), 0.0))))
 
 
-def _amax_across_s(region: Region, model: ModelSpec, lay: ParallelLayout, channels: int) -> tuple[float, int]:
+def _amax_across_s(region: Region, model: ModelSpec, lay: ParallelLayout, channels: int,
+                   site_gpus=None) -> tuple[float, int]:
     """What delayed FP8 scaling's amax reductions add to a step when DP spans the sites, and their calls a step:
     Transformer Engine all-reduces each model chunk's amax buffer over the tensor x data x context group
     (:mod:`.fp8_amax`), which then spans the sites; one site's step has each call inside the site, and each call
@@ -547,15 +556,17 @@ def _amax_across_s(region: Region, model: ModelSpec, lay: ParallelLayout, channe
     ``fp8_amax`` line does (:func:`~topo.training.step.step_breakdown`). ``(0.0, 0)`` without the reduction, or
     with ``tp_only_amax_red`` (its tensor x context group stays inside a site: :func:`.fp8_amax.amax_group`).
     ``lay``: one site's share, placed; ``channels``: NCCL's (:func:`~topo.engine.region_estimate.region_channels`),
-    the tree's crossing through one NIC each (:func:`~topo.engine.region_estimate.tree_dci_phase`)."""
+    the tree's crossing through one NIC each (:func:`~topo.engine.region_estimate.tree_dci_phase`); ``site_gpus``:
+    each site's share's GPUs, whose NICs carry its bytes."""
     calls = amax_reductions(model, lay, stage_block_counts(model, lay))
     K = region.num_sites
     if not calls or K < 2 or amax_group(lay) != AMAX_GROUP:
         return 0.0, 0
     hops_s = 2 * float(np.sum(chain_hops_s(region)))
     a, b = _ring(K)
-    per_call = [min(hops_s + tree_dci_phase(region, size, channels)[0].bandwidth_s,
-                    dci_phase(region, a, b, 2 * (K - 1) / K * size, 2 * (K - 1))[0].time_s) for size, _ in calls]
+    per_call = [min(hops_s + tree_dci_phase(region, size, channels, site_gpus)[0].bandwidth_s,
+                    dci_phase(region, a, b, 2 * (K - 1) / K * size, 2 * (K - 1), site_gpus=site_gpus)[0].time_s)
+                for size, _ in calls]
     total = sum(n * t for (_, n), t in zip(calls, per_call))
     return sum(step_breakdown(lay, _NO_COMPUTE, {AMAX_PHASE: total}, 0.0).values()), int(sum(n for _, n in calls))
 
@@ -617,7 +628,8 @@ def dp_window_s(one: StepResult, lay: ParallelLayout) -> float:
     return max(0.0, t_bwd - in_site)
 
 
-def _dp(region: Region, one, lay, V, amax_s: float = 0.0, ready: SiteReady | None = None) -> AcrossSites:
+def _dp(region: Region, one, lay, V, amax_s: float = 0.0, ready: SiteReady | None = None,
+        site_gpus=None) -> AcrossSites:
     r"""DP across the sites: the gradients' hierarchical all-reduce (the cross-site phase in the window the in-site
     reduction leaves in the last backward; the FP8 amax all-reduces are no DP traffic and take no part in that
     window) and ``amax_s``, the amax reductions' crossing (:func:`_amax_across_s`), exposed; seen from the site
@@ -636,10 +648,11 @@ def _dp(region: Region, one, lay, V, amax_s: float = 0.0, ready: SiteReady | Non
     site that paces it. Equal sites: :math:`R = T - w`, the one-site formula ``T + max(e, D - w)``. The need for
     95% of one site (the slowest share's step :math:`T_s = \max_i T_i`, budget :math:`E = T_s (1/0.95 - 1) -
     amax_s`, so that :math:`T \le T_s / 0.95`): the edge within :math:`E`, the phase within :math:`E + T_s - R`.
+    ``site_gpus``: each site's share's GPUs, whose NICs carry the site's shards (each GPU its own, share72).
     """
     K = region.num_sites
     a, b = _ring(K)
-    ph, loads = dci_phase(region, a, b, 2 * (K - 1) / K * V, 2 * (K - 1))
+    ph, loads = dci_phase(region, a, b, 2 * (K - 1) / K * V, 2 * (K - 1), site_gpus=site_gpus)
     T1 = one.step_time_s
     window = dp_window_s(one, lay)
     ready = ready or SiteReady((T1,), (window,))
@@ -651,7 +664,7 @@ def _dp(region: Region, one, lay, V, amax_s: float = 0.0, ready: SiteReady | Non
     T = max(t + max(edge, ph.time_s - w) + amax_s for t, w in zip(ready.steps_s, ready.windows_s))
     E = Ts * (1 / TARGET_FRACTION - 1) - amax_s
     need, each, total = _for_95pct(region, a, b, 2 * (K - 1) / K * V, 2 * (K - 1),
-                                   lambda lat: _allowed_s(E, lat, Ts - ready.last_ready_s, bucket))
+                                   lambda lat: _allowed_s(E, lat, Ts - ready.last_ready_s, bucket), site_gpus)
     return AcrossSites("dp", T, Ts / T, ph.time_s + amax_s, T - Ts, float(loads.max()), need,
                        ph.bound, latency_s=ph.latency_s, dci_Bps_for_95pct_by_span=each,
                        dci_total_Bps_for_95pct=total, own_end_s=own)
@@ -673,37 +686,40 @@ def _pp_crossings(K: int, lay: ParallelLayout, send_bytes: float) -> tuple[np.nd
     return a, b, nbytes
 
 
-def _pp(region: Region, one, lay, model, ready: SiteReady) -> AcrossSites:
+def _pp(region: Region, one, lay, model, ready: SiteReady, site_gpus=None) -> AcrossSites:
     r"""Pipeline stages across the sites, seen from the site whose share steps as ``one``: site :math:`i` (step
     :math:`T_i`, compute :math:`c_i`, ``ready``) ends at :math:`T_i + L + \max(0, B - c_i)` (:math:`L` the fill's and
     the drain's latency, :math:`B` the crossings' bandwidth time, streamed behind the compute); the job's step is the
-    latest, and the need for 95% keeps every site's end within the slowest share's step / 0.95."""
+    latest, and the need for 95% keeps every site's end within the slowest share's step / 0.95 (``site_gpus``: each
+    site's share's GPUs, whose NICs carry its sends)."""
     K = region.num_sites
     size = sum(it["size_bytes"] for it in step_traffic(model, lay) if it["dim"] == "pp")
     a, b, nbytes = _pp_crossings(K, lay, size * (lay.gpus * K // lay.pp))  # a stage's ranks across the job
-    ph, loads = dci_phase(region, a, b, nbytes, 1)  # latency: one crossing
+    ph, loads = dci_phase(region, a, b, nbytes, 1, site_gpus=site_gpus)  # latency: one crossing
     latency = 2 * (K - 1) * lay.vpp * ph.latency_s  # fill and drain, once per virtual stage
     sites = tuple(zip(ready.steps_s, ready.computes_s))
     T = max(t + latency + max(0.0, ph.bandwidth_s - c) for t, c in sites)
     Ts = ready.slowest_s
     need, each, total = _for_95pct(region, a, b, nbytes, 1, lambda lat: min(
-        _allowed_s(Ts / TARGET_FRACTION - t, 2 * (K - 1) * lay.vpp * lat, c, 0.0) for t, c in sites))
+        _allowed_s(Ts / TARGET_FRACTION - t, 2 * (K - 1) * lay.vpp * lat, c, 0.0) for t, c in sites), site_gpus)
     own = one.step_time_s + latency + max(0.0, ph.bandwidth_s - one.breakdown_s["compute"])
     return AcrossSites("pp", T, Ts / T, latency + ph.bandwidth_s, T - Ts, float(loads.max()), need,
                        ph.bound, latency_s=latency, dci_Bps_for_95pct_by_span=each, dci_total_Bps_for_95pct=total,
                        own_end_s=own)
 
 
-def _outer(region: Region, T1: float, V: float, H: int, slowest_s: float) -> AcrossSites:
+def _outer(region: Region, T1: float, V: float, H: int, slowest_s: float, site_gpus=None) -> AcrossSites:
     """The outer synchronisation every ``H`` inner steps, seen from the site whose share steps in ``T1``: each site
-    adds the phase over ``H`` to its own step; the job's step is the slowest share's (``slowest_s``) plus it."""
+    adds the phase over ``H`` to its own step; the job's step is the slowest share's (``slowest_s``) plus it
+    (``site_gpus``: each site's share's GPUs, whose NICs carry its bytes)."""
     K = region.num_sites
     a, b = _ring(K)
-    ph, loads = dci_phase(region, a, b, 2 * (K - 1) / K * V, 2 * (K - 1))
+    ph, loads = dci_phase(region, a, b, 2 * (K - 1) / K * V, 2 * (K - 1), site_gpus=site_gpus)
     exposed = ph.time_s / H
     T = slowest_s + exposed
     E = slowest_s * (1 / TARGET_FRACTION - 1)
-    need, each, total = _for_95pct(region, a, b, 2 * (K - 1) / K * V, 2 * (K - 1), lambda lat: _allowed_s(H * E, lat))
+    need, each, total = _for_95pct(region, a, b, 2 * (K - 1) / K * V, 2 * (K - 1), lambda lat: _allowed_s(H * E, lat),
+                                   site_gpus)
     return AcrossSites("outer", T, slowest_s / T, ph.time_s, exposed, float(loads.max()) / H, need, ph.bound, H,
                        latency_s=ph.latency_s, dci_Bps_for_95pct_by_span=each, dci_total_Bps_for_95pct=total,
                        own_end_s=T1 + exposed)
@@ -718,7 +734,7 @@ def _assumptions(region: Region, dps: tuple[int, ...]) -> list[str]:
     if len(set(dps)) == 1:
         share = "the job's per-site share (dp / sites, global batch / sites) on one site's fabric"
     else:
-        share = ("each site's share of the replicas in proportion to its GPUs (" +
+        share = ("each site's share of the replicas in proportion to its GPUs, at most the replicas they hold (" +
                  ", ".join(f"{n} dp {d:,}" for n, d in zip(region.site_names, dps)) + "), each replica the same "
                  "layout and micro-batches (the global batch split as the replicas), on its own fabric; the DCI "
                  "carries one replica's gradients as with equal shares (a site's replicas reduced inside first)")
