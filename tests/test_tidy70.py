@@ -5,6 +5,7 @@ import json
 import pytest
 
 from conftest import run_cli
+from small_regions import region_file, two_sites
 
 
 def _step(*flags):
@@ -30,3 +31,28 @@ def test_a_large_pipeline_bubble_is_noted_with_the_steps_own_share():
     assert "note: pipeline bubble" in text
     quiet = _step("--global-batch", "32")
     assert not [n for n in quiet["notes"] if n.startswith("pipeline bubble")], quiet["notes"]
+
+
+@pytest.fixture(scope="module")
+def nvl_region(tmp_path_factory):
+    """Two GB200 NVL72 sites, east 16 racks and west 8 (walk29's 448 + 448 + 224, scaled down)."""
+    return region_file(tmp_path_factory, two_sites("tidy70", "two NVL72 sites", "gb200-nvl72-superpod", 16, 8),
+                       "tidy70")
+
+
+def test_a_failed_racks_skip_that_the_filled_dp_would_refuse_names_dp_in_its_first_line(nvl_region):
+    """walk29 Left 6: `--fail east:nvswitch3` offered `--skip-domains [3]`, and with dp filled from the GPUs that was
+    refused in turn (west's 8 racks less rack 3: 7 x 72 = 504 GPUs, which tp 8 x pp 4 = 32 does not divide), naming
+    `--dp N` only then. The first line now says `--dp 30` with it (2 sites x floor(504 / 32) = 2 x 15), and the
+    pair runs. On one site (32 racks, 31 x 72 = 2,232 past rack 3) alike: `--dp 69`; with --dp given, no dp named."""
+    job = ("train", nvl_region, "--model", "llama3-8b", "--tp", "8", "--pp", "4", "--fail", "east:nvswitch3")
+    err = run_cli(*job, "--global-batch", "144").stderr
+    first = err.strip().splitlines()[0]
+    assert "--skip-domains [3] (the job on the other domains, 64 of each) with --dp 30 (" in first, first
+    assert "504" in first and "32 does not divide" in first, first
+    run_cli(*job, "--skip-domains", "3", "--dp", "30", "--global-batch", "120", check=True)
+    one = ("train", "gb200-nvl72-superpod", "--model", "llama3-8b", "--tp", "8", "--pp", "4", "--fail", "nvswitch3")
+    err = run_cli(*one, "--global-batch", "4032").stderr
+    assert "--skip-domains [3] with --dp 69 (" in err and "2,232" in err, err
+    given = run_cli(*one, "--dp", "72", "--global-batch", "4032").stderr
+    assert "--skip-domains [3]" in given and "with --dp" not in given, given

@@ -26,7 +26,7 @@ from ..training.comm import CommEngine
 from ..training.step import estimate_step
 from .common import GivenOnce, add_spec_arguments, fabric_from_args
 from .estimate_args import add_profile_argument, profile_notes
-from .layout_dp import filled_dp, job_gpus, layout_dp, placed_by, sized_by
+from .layout_dp import filled_dp, job_gpus, layout_dp, placed_by, sized_by, skip_way_dp
 from .search_options import layout_for_search, search_options
 from .region import is_region_args
 from .region_train import run_region_train
@@ -342,6 +342,7 @@ def _run(args) -> int:
     sizes = {d: getattr(args, d) for d in ("tp", "cp", "pp", "dp", "ep", "vpp")}
     if args.jax_mesh is not None:  # an empty mesh is an error, not no mesh
         _apply_mesh(args, sizes, common, moe=model.moe is not None)
+    filled = sizes["dp"] is None and args.gpus is None
     if sizes["dp"] is None:  # --gpus, else from the first GPU past the skipped domains (one rule: layout_dp)
         known = (sizes["tp"] or 1) * (sizes["cp"] or 1) * (sizes["pp"] or 1)
         sizes["dp"] = filled_dp(known, fabric, {f"--{d}": getattr(args, d) for d in ("tp", "cp", "pp")}, args.gpus,
@@ -355,13 +356,15 @@ def _run(args) -> int:
         result = estimate_step(fabric, model, lay, convention=args.flops, efficiency=args.efficiency,
                                contention=not args.no_contention, engine=engine)
     except TopoError as exc:  # a job larger than the fabric: named by --gpus or --dp when that flag sized it
+        if filled:  # a skip past a failure that the filled dp would refuse names dp (walk29 Left 6)
+            exc = skip_way_dp(exc, fabric, lay.tp * lay.cp * lay.pp, lay.first_gpu)
         if sized_by(exc, args.gpus, args.dp) is not exc:
             raise sized_by(exc, args.gpus, args.dp) from None
         if exc.source == "layout" and exc.key == "first_gpu":  # the flag's own: a layout gives none here
             raise TopoError(exc.message, key="--first-gpu") from None
         if exc.source == "layout" and _given_as_flag(args, exc.key):  # --skip-domains 999: not 'layout: ...'
             raise _as_flags(args, exc) from None
-        raise
+        raise exc from None
     return _finish(args, result, model, fabric, lay)
 
 
