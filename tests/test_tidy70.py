@@ -56,3 +56,18 @@ def test_a_failed_racks_skip_that_the_filled_dp_would_refuse_names_dp_in_its_fir
     assert "--skip-domains [3] with --dp 69 (" in err and "2,232" in err, err
     given = run_cli(*one, "--dp", "72", "--global-batch", "4032").stderr
     assert "--skip-domains [3]" in given and "with --dp" not in given, given
+
+
+def test_a_region_searchs_placement_notes_each_name_the_site_whose_fabric_places_the_share_so(nvl_region):
+    """walk29 Left 3: a region search said two contradictory placement notes, both "(west's)": 64 of each rack and
+    every GPU of the racks. Every row is the same share (576 GPUs here, west's 8 racks): west places it at all 72 of
+    each rack (8 x 64 = 512 < 576), east (16 racks) at 64 of each (9 racks), so the notes differ by site, not by
+    row. Each is now said as its own site's."""
+    out = run_cli("train", nvl_region, "--model", "llama3-8b", "--global-batch", "1152", "--search", "--top", "2",
+                  check=True).stdout
+    notes = [line for line in out.splitlines() if "placement:" in line]
+    assert len(notes) == 2, notes
+    every = next(n for n in notes if "every GPU of the 72-GPU" in n)
+    some = next(n for n in notes if "64 of each 72-GPU" in n)
+    assert every.startswith("note: one site's share (west's): "), every
+    assert some.startswith("note: one site's share (east's): "), some
