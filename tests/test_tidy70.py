@@ -71,3 +71,20 @@ def test_a_region_searchs_placement_notes_each_name_the_site_whose_fabric_places
     some = next(n for n in notes if "64 of each 72-GPU" in n)
     assert every.startswith("note: one site's share (west's): "), every
     assert some.startswith("note: one site's share (east's): "), some
+
+
+def test_a_regions_report_attaches_its_plan_and_says_why_not_its_job(tmp_path):
+    """walk29 Left 2: `topo report REGION --plan` was one error line, so the board's page had neither the costs nor
+    the job. --plan now attaches the region's plan (`topo plan REGION`'s text, every site's power, capex, TCO and
+    the DCI's bill) to the page; --train and --layout are still refused, the line saying what is missing: the way the
+    job spans the sites and its sizes as `topo train REGION` takes them."""
+    out = tmp_path / "r.html"
+    run_cli("report", "two-site-h100", "--plan", "-o", str(out), check=True)
+    page = out.read_text()
+    planned = run_cli("plan", "two-site-h100", check=True).stdout
+    assert 'id="plan"' in page
+    for line in ("DCI cost over 5 years", "facility power              6.5 MW (sites and DCI)"):
+        assert line in planned and line in page, line
+    bad = run_cli("report", "two-site-h100", "--train", "llama3-8b", "-o", str(tmp_path / "t.html"))
+    assert bad.returncode == 2 and len(bad.stderr.splitlines()) == 1, bad.stderr
+    assert "--across" in bad.stderr and "topo train two-site-h100" in bad.stderr, bad.stderr
