@@ -88,3 +88,23 @@ def test_a_regions_report_attaches_its_plan_and_says_why_not_its_job(tmp_path):
     bad = run_cli("report", "two-site-h100", "--train", "llama3-8b", "-o", str(tmp_path / "t.html"))
     assert bad.returncode == 2 and len(bad.stderr.splitlines()) == 1, bad.stderr
     assert "--across" in bad.stderr and "topo train two-site-h100" in bad.stderr, bad.stderr
+
+
+def test_train_with_a_failed_nic_says_the_stop_comes_first_and_where_it_is_priced():
+    """goodput69: a failed NIC stops the job (Llama 3 Table 5 counts NIC failures among the interruptions, as
+    `topo plan`'s failure impact says: "nic0.0 stops the job ..."), but `topo train --fail nic0.0` showed only the
+    step after the restart. Its text and --json now say the stop, that the step shown is the one after the restart,
+    and why train does not price the stop: the checkpoint's write and reload, which set it, are the plan's storage
+    sizing (its goodput), with the command that gives it. No such note without a NIC failed."""
+    job = ("train", "dgx-h100-superpod", "--model", "llama3-8b", "--tp", "8", "--global-batch", "256")
+    d = json.loads(run_cli(*job, "--fail", "nic0.0", "--json", check=True).stdout)
+    note = next(n for n in d["notes"] if n.startswith("nic0.0 stops the job"))
+    assert "after the restart" in note and "topo plan dgx-h100-superpod --model llama3-8b" in note, note
+    assert "storage" in note, note
+    command = note[note.index("topo plan "):note.index(" gives the job's goodput")].split()[1:]
+    planned = run_cli(*command, check=True).stdout
+    assert "goodput" in planned and "stops the job" in planned
+    text = run_cli(*job, "--fail", "nic0.0", check=True).stdout
+    assert "note: nic0.0 stops the job" in text
+    leaf = json.loads(run_cli(*job, "--fail", "leaf0", "--json", check=True).stdout)
+    assert not [n for n in leaf["notes"] if "stops the job" in n]

@@ -10,6 +10,7 @@ import sys
 from ..errors import TopoError
 from ..inputs import is_input_file
 from ..units import UnitError, format_count, format_in, format_size, format_time, parse_count
+from ..plan.blast import INTERRUPTING_CAUSE
 from ..training.flops import CONVENTIONS, six_n_params
 from ..training.fp8_amax import sp_amax_reduced
 from ..training.gpus import gpu_compute
@@ -549,7 +550,31 @@ def _progress():
     return show
 
 
+def stop_notes(fabric, r) -> list[str]:
+    """Each failed part whose failure stops the job first (:data:`~topo.plan.blast.INTERRUPTING_CAUSE`: a NIC, as
+    the failure table counts it, goodput69), said beside the step after the restart, with why train does not price
+    the stop: detection, restart, the checkpoint's reload and the work since it set it, which are the plan's
+    storage sizing and renewal goodput (``topo plan --model --layout``'s goodput and failure impact)."""
+    L = r.layout
+    layout = ",".join(f"{k}={L[k]}" for k in ("tp", "cp", "pp", "vpp", "dp", "ep", "micro_batch", "global_batch"))
+    out = []
+    for part in fabric.failures:
+        kind = re.match(r"(?:[\w-]+:)?([a-z]+)\d+(?:\.\d+)?$", str(part))
+        if kind and kind[1] in INTERRUPTING_CAUSE:
+            out.append(f"{part} stops the job when it fails (the failure table's '{INTERRUPTING_CAUSE[kind[1]]}' "
+                       f"interruptions, Llama 3 Table 5, topo/data/catalog/reliability.toml): the step above is the "
+                       f"one after the restart on the parts left. The stop's cost (detection, restart, the "
+                       f"checkpoint's reload and the work since the last checkpoint) is not in it: it depends on the "
+                       f"checkpoint's write and reload times, which the plan's storage sizes, and train sizes none; "
+                       f"topo plan {fabric.name} --model {r.model} --layout {layout} gives the job's goodput, which "
+                       f"counts these stops at the failure table's rate (its failure impact: a NIC 'stops the job')")
+    return out
+
+
 def _finish(args, r, model, fabric, lay) -> int:
+    stops = stop_notes(fabric, r)  # said as written: its command's --layout pairs are no flags (note_flags)
+    if args.json:
+        r.notes += stops
     if getattr(args, "mesh_amax", False):
         r.chosen_by["fp8_amax_reduction"] = "jax_mesh"
     ops = step_op_table(fabric, model, lay, args.efficiency) if args.ops else None
@@ -559,6 +584,8 @@ def _finish(args, r, model, fabric, lay) -> int:
                    **({"block_ops": ops, "stage_compute": stages} if ops else {})})
     else:
         _print_step(r, args.tokens, model)
+        for n in stops:
+            emit(f"note: {n}")
         if ops:
             print_op_table(ops)
             print_stage_table(stages, r.layout["microbatches"])
