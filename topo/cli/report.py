@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import time
 
 from ..atomic import check_output
@@ -260,11 +261,9 @@ def _one_figure(args, specs):
 
 
 def _image(fig, fmt: str) -> bytes:
-    try:
-        import kaleido  # noqa: F401
-    except ImportError:
+    if importlib.util.find_spec("kaleido") is None:  # plotly's image export imports it; said before it tries
         raise TopoError(f"writing {fmt} needs the kaleido package and a Chromium: pip install kaleido, and "
-                        "apt-get install chromium (or use --format html)", key="--format") from None
+                        "apt-get install chromium (or use --format html)", key="--format")
     width = 1400 if fig.layout.height and fig.layout.height > 500 else 1100
     for attempt in (1, 2):
         try:
