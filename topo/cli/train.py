@@ -353,9 +353,14 @@ def _run(args) -> int:
         check_layout(model, lay, gpus=args.gpus, gpus_per_domain=fabric.spec.gpus_per_domain)
     except TopoError as exc:
         raise _as_flags(args, exc) from None
+    return _finish(args, _flags_step(args, fabric, model, lay, engine, filled), model, fabric, lay)
+
+
+def _flags_step(args, fabric, model, lay, engine: CommEngine, filled: bool):
+    """The step of a layout the flags gave, its errors named by the flags (``filled``: dp filled the GPUs)."""
     try:
-        result = estimate_step(fabric, model, lay, convention=args.flops, efficiency=args.efficiency,
-                               contention=not args.no_contention, engine=engine)
+        return estimate_step(fabric, model, lay, convention=args.flops, efficiency=args.efficiency,
+                             contention=not args.no_contention, engine=engine)
     except TopoError as exc:  # a job larger than the fabric: named by --gpus or --dp when that flag sized it
         if filled:  # a skip past a failure that the filled dp would refuse names dp (walk29 Left 6)
             exc = skip_way_dp(exc, fabric, lay.tp * lay.cp * lay.pp, lay.first_gpu)
@@ -366,7 +371,6 @@ def _run(args) -> int:
         if exc.source == "layout" and _given_as_flag(args, exc.key):  # --skip-domains 999: not 'layout: ...'
             raise _as_flags(args, exc) from None
         raise exc from None
-    return _finish(args, result, model, fabric, lay)
 
 
 def _run_layout(args, fabric, model, common: dict, engine: CommEngine) -> int:
