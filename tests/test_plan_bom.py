@@ -1,7 +1,6 @@
 """The bill of materials ties to the fabric's link table: one cable per link, one module per optical NIC link,
 one twin-port module per two switch ports; the floor layout decides the medium."""
 
-import math
 
 import numpy as np
 import pytest
@@ -133,6 +132,7 @@ def test_link_lengths_follow_the_floor_plan(default):
     fabric, cat, floor, _ = default
     fl = cat.floor
     w, pitch, slack = fl.rack_width_m.value, fl.row_pitch_m.value, fl.slack_m.value
+    assert (w, pitch, slack) == (0.6, 2.4, 4.0)  # the figures above, which the closed forms below take
     assert (floor.racks_per_row, floor.servers_per_rack, floor.units_per_row) == (100, 4, 11)
     assert (floor.pods_per_hall, floor.pods_per_hall_limit, floor.num_halls) == (12, "power", 5)
     assert floor.campus_width_m == 3 * 60 + 2 * 20

@@ -4,7 +4,6 @@ import html
 import json
 import re
 
-import pytest
 
 from conftest import run_cli
 from topo.engine.region_estimate import estimate_region

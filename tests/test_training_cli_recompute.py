@@ -4,7 +4,6 @@
 ``--recompute selective`` with flash attention has no s x s scores left to recompute; a silently idle flag reads as
 a different model. The options line names a recipe's BF16 layers of an FP8 run."""
 
-import pytest
 
 from conftest import run_cli
 

@@ -5,12 +5,14 @@ each design of several fills its own GPUs (plan65: one dp fitted one design only
 from __future__ import annotations
 
 import math
+import re
 
 from ..errors import TopoError
 from .. import training  # lazy (PEP 562): topo plan without --model imports no step model (test_startup)
 from .common import UndividedGpus, data_parallel
 
-__all__ = ["layout_dp", "design_dp", "layout_source", "on_design", "job_gpus", "filled_dp", "sized_by", "placed_by"]
+__all__ = ["layout_dp", "design_dp", "layout_source", "on_design", "job_gpus", "filled_dp", "sized_by", "placed_by",
+           "skip_way_dp"]
 
 
 def job_gpus(fabric, first_gpu=None, skip_domains=None) -> tuple[int, str]:
@@ -60,6 +62,47 @@ def placed_by(args, filled: str) -> str | None:
         return None
     flags = [f"--{k.replace('_', '-')}" for k in ("first_gpu", "skip_domains") if getattr(args, k, None) is not None]
     return " and ".join(flags) or (layout_source(args.layout) if getattr(args, "layout", None) else None)
+
+
+def skip_way_dp(exc: TopoError, fabric, known: int, first_gpu: int = 0, sites: int = 1) -> TopoError:
+    """A failure's refusal (key ``fail``) whose way past it skips NVLink domains (``skip_domains = [..]``,
+    :func:`~topo.training.mapping.refuse_failed_gpus`), for a job whose dp was filled from the GPUs: where tp x cp
+    x pp (``known``) does not divide the GPUs a filled dp would fill past those domains (:func:`job_gpus`; on
+    ``fabric``, a region's smallest site), the skip alone is refused in turn, so the way names dp too (walk29:
+    ``--skip-domains [3]`` on a region, then "does not divide the 16,056 GPUs", ``--dp N`` named only then).
+
+    Parameters
+    ----------
+    exc : TopoError
+        The step's refusal.
+    fabric : Fabric
+        The fabric the job fills (a region's smallest site).
+    known : int
+        tp x cp x pp.
+    first_gpu : int
+        The job's first GPU.
+    sites : int
+        Sites that each run the share (dp counts every site's).
+
+    Returns
+    -------
+    TopoError
+        ``exc``, with ``--dp N`` (the most the GPUs past the skipped domains hold) after the skip where it is needed.
+    """
+    found = re.search(r"skip_domains = \[([0-9,]+)\]( \([^()]*\))?", exc.message)
+    if exc.key != "fail" or found is None:
+        return exc
+    skip = tuple(int(d) for d in found[1].split(","))
+    gpus, _ = job_gpus(fabric, first_gpu, skip)
+    if gpus % known == 0:
+        return exc
+    where = " of the smallest site (every site runs that share)" if sites > 1 else ""
+    way = (f"{found[0]} with --dp {sites * (gpus // known)} (a dp left to fill the GPUs would take the {gpus:,}"
+           f"{where} past the skipped domain{'s' if len(skip) > 1 else ''}, which tp x cp x pp = {known} does not "
+           f"divide)")
+    if exc.message[found.end():].startswith(" with "):  # the skip that keeps the job's dp on spare domains
+        way += f", or {found[0]}"
+    return TopoError(exc.message.replace(found[0], way, 1), source=exc.source, key=exc.key)
 
 
 def _whole(v) -> bool:

@@ -14,7 +14,7 @@ from ..training.multisite_search import search_across_sites
 from ..training.parallel import layout_fields, make_layout
 from ..units import format_bandwidth, format_in, format_size, format_time
 from .common import data_parallel
-from .layout_dp import job_gpus, placed_by, sized_by
+from .layout_dp import job_gpus, placed_by, sized_by, skip_way_dp
 from .search_options import layout_for_search, search_options
 from .output import emit, emit_json, mfu_text, note, table
 from .train_text import (dispatcher_cell, dispatcher_searched, given_flags, gpu_hours_text, memory_line, not_fit_line,
@@ -64,6 +64,9 @@ def run_region_train(args, options: dict, say=str) -> int:
                                   convention=args.flops, efficiency=args.efficiency, contention=not args.no_contention,
                                   profile=args.profile)
     except TopoError as exc:  # a share larger than its site: named by --gpus or --dp when that flag sized it
+        if args.dp is None and args.gpus is None and "dp" not in fields:  # a filled dp: walk29 Left 6
+            exc = skip_way_dp(exc, min(region.fabrics, key=lambda f: f.num_gpus), lay.tp * lay.cp * lay.pp,
+                              lay.first_gpu, region.num_sites)
         raise _named_by_layout(args, fields, sized_by(exc, args.gpus, args.dp)) from None
     if args.json:
         emit_json(r.to_dict(train_tokens=args.tokens))

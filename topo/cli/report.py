@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import time
 
 from ..atomic import check_output
@@ -10,6 +11,7 @@ from ..units import format_in, format_time
 from ..fabric.builders import build_fabric
 from ..fabric.inventory import inventory
 from ..plan import plan, read_plan_file
+from ..plan.region import plan_region
 from ..spec import DEFAULT_SPEC, load_spec
 from ..spec.load import resolve_spec_path
 from ..training.mfu import parse_layout
@@ -26,6 +28,7 @@ from .layout_dp import design_dp, on_design
 from .output import note
 from .output_suffix import check_output_suffix
 from .region import region_from_args
+from .region_plan import render_region_plan
 
 PLAN_FIGURES = ("power", "capex", "ownership", "goodput")  # the planner's figures: one bar or line per SPEC
 FIGURES = ("inventory", "fabric", "oversubscription", "loads", "heatmap", "curves", "comparison") + PLAN_FIGURES
@@ -129,12 +132,7 @@ def run_region_report(args, out, output, start) -> int:
     """A region of several sites: the sites and the DCI with their loads under a 1 GiB all-reduce, as HTML."""
     from ..report import write_region_page
 
-    given = [flag for flag, on in (("--format", args.format != "html"), ("--plan", args.plan),
-                                   ("--plan-file", args.plan_file), ("--train", args.train),
-                                   ("--layout", args.layout)) if on]
-    if given:
-        raise TopoError("a region's report is the HTML page of its sites and DCI (no --format png|svg, --plan, "
-                        "--plan-file, --train or --layout yet)", key=given[0])
+    _refuse_region_flags(args)
     args.spec = args.specs[0]
     region = region_from_args(args)
     output = {**output, "inputs": [*output["inputs"], *site_spec_files(region.spec)]}  # its sites' files too
@@ -149,9 +147,29 @@ def run_region_report(args, out, output, start) -> int:
         note(f"note: {cut_apart_text(inv)}: the page draws the sites and spans without a collective over every GPU")
     for n in est.notes if est is not None else []:
         note(f"note: {n}")
-    size = write_region_page(region, inv, est, out, **output)
+    # walk29 Left 2: the region's plan as topo plan REGION gives it (a region's plan runs no site's collectives)
+    planned = render_region_plan(plan_region(region)) if args.plan else None
+    size = write_region_page(region, inv, est, out, plan_text=planned, **output)
     note(f"wrote {_where(out)} ({format_in(size, 'MB', '.1f')}) in {format_time(time.perf_counter() - start)}")
     return 0
+
+
+def _refuse_region_flags(args) -> None:
+    """The one line for a flag a region's report does not take: its page is HTML (no one figure of a region's is
+    drawn alone), a region's plan takes no plan file (as ``topo plan REGION``), and a job across the sites needs
+    what ``--train`` and ``--layout`` do not carry."""
+    if args.format != "html":
+        raise TopoError("a region's report is the HTML page of its sites and DCI (with --plan, its plan); no one "
+                        "figure of a region is drawn alone", key="--format")
+    if args.plan_file:
+        raise TopoError("a region's plan takes no plan file (as topo plan REGION); allowed: --plan, with the "
+                        "region file's own [plan] keys or --set", key="--plan-file")
+    given = [flag for flag, on in (("--train", args.train), ("--layout", args.layout)) if on]
+    if given:
+        raise TopoError(f"a job across a region's sites needs the way it spans them (--across dp|pp|outer, "
+                        f"--outer-every) and its sizes as topo train takes them, which the report's --train and "
+                        f"--layout do not carry yet; allowed: topo train {args.specs[0]} --model M --tp ... "
+                        f"--global-batch N (its text), or --train on one site's spec", key=given[0])
 
 
 def _check_figure_options(args) -> None:
@@ -243,11 +261,9 @@ def _one_figure(args, specs):
 
 
 def _image(fig, fmt: str) -> bytes:
-    try:
-        import kaleido  # noqa: F401
-    except ImportError:
+    if importlib.util.find_spec("kaleido") is None:  # plotly's image export imports it; said before it tries
         raise TopoError(f"writing {fmt} needs the kaleido package and a Chromium: pip install kaleido, and "
-                        "apt-get install chromium (or use --format html)", key="--format") from None
+                        "apt-get install chromium (or use --format html)", key="--format")
     width = 1400 if fig.layout.height and fig.layout.height > 500 else 1100
     for attempt in (1, 2):
         try:

@@ -10,6 +10,7 @@ import sys
 from ..errors import TopoError
 from ..inputs import is_input_file
 from ..units import UnitError, format_count, format_in, format_size, format_time, parse_count
+from ..plan.blast import INTERRUPTING_CAUSE
 from ..training.flops import CONVENTIONS, six_n_params
 from ..training.fp8_amax import sp_amax_reduced
 from ..training.gpus import gpu_compute
@@ -26,7 +27,7 @@ from ..training.comm import CommEngine
 from ..training.step import estimate_step
 from .common import GivenOnce, add_spec_arguments, fabric_from_args
 from .estimate_args import add_profile_argument, profile_notes
-from .layout_dp import filled_dp, job_gpus, layout_dp, placed_by, sized_by
+from .layout_dp import filled_dp, job_gpus, layout_dp, placed_by, sized_by, skip_way_dp
 from .search_options import layout_for_search, search_options
 from .region import is_region_args
 from .region_train import run_region_train
@@ -347,6 +348,7 @@ def _run(args) -> int:
     sizes = {d: getattr(args, d) for d in ("tp", "cp", "pp", "dp", "ep", "vpp")}
     if args.jax_mesh is not None:  # an empty mesh is an error, not no mesh
         _apply_mesh(args, sizes, common, moe=model.moe is not None)
+    filled = sizes["dp"] is None and args.gpus is None
     if sizes["dp"] is None:  # --gpus, else from the first GPU past the skipped domains (one rule: layout_dp)
         known = (sizes["tp"] or 1) * (sizes["cp"] or 1) * (sizes["pp"] or 1)
         sizes["dp"] = filled_dp(known, fabric, {f"--{d}": getattr(args, d) for d in ("tp", "cp", "pp")}, args.gpus,
@@ -356,18 +358,24 @@ def _run(args) -> int:
         check_layout(model, lay, gpus=args.gpus, gpus_per_domain=fabric.spec.gpus_per_domain)
     except TopoError as exc:
         raise _as_flags(args, exc) from None
+    return _finish(args, _flags_step(args, fabric, model, lay, engine, filled), model, fabric, lay)
+
+
+def _flags_step(args, fabric, model, lay, engine: CommEngine, filled: bool):
+    """The step of a layout the flags gave, its errors named by the flags (``filled``: dp filled the GPUs)."""
     try:
-        result = estimate_step(fabric, model, lay, convention=args.flops, efficiency=args.efficiency,
-                               contention=not args.no_contention, engine=engine)
+        return estimate_step(fabric, model, lay, convention=args.flops, efficiency=args.efficiency,
+                             contention=not args.no_contention, engine=engine)
     except TopoError as exc:  # a job larger than the fabric: named by --gpus or --dp when that flag sized it
+        if filled:  # a skip past a failure that the filled dp would refuse names dp (walk29 Left 6)
+            exc = skip_way_dp(exc, fabric, lay.tp * lay.cp * lay.pp, lay.first_gpu)
         if sized_by(exc, args.gpus, args.dp) is not exc:
             raise sized_by(exc, args.gpus, args.dp) from None
         if exc.source == "layout" and exc.key == "first_gpu":  # the flag's own: a layout gives none here
             raise TopoError(exc.message, key="--first-gpu") from None
         if exc.source == "layout" and _given_as_flag(args, exc.key):  # --skip-domains 999: not 'layout: ...'
             raise _as_flags(args, exc) from None
-        raise
-    return _finish(args, result, model, fabric, lay)
+        raise exc from None
 
 
 def _run_layout(args, fabric, model, common: dict, engine: CommEngine) -> int:
@@ -551,7 +559,31 @@ def _progress():
     return show
 
 
+def stop_notes(fabric, r) -> list[str]:
+    """Each failed part whose failure stops the job first (:data:`~topo.plan.blast.INTERRUPTING_CAUSE`: a NIC, as
+    the failure table counts it, goodput69), said beside the step after the restart, with why train does not price
+    the stop: detection, restart, the checkpoint's reload and the work since it set it, which are the plan's
+    storage sizing and renewal goodput (``topo plan --model --layout``'s goodput and failure impact)."""
+    L = r.layout
+    layout = ",".join(f"{k}={L[k]}" for k in ("tp", "cp", "pp", "vpp", "dp", "ep", "micro_batch", "global_batch"))
+    out = []
+    for part in fabric.failures:
+        kind = re.match(r"(?:[\w-]+:)?([a-z]+)\d+(?:\.\d+)?$", str(part))
+        if kind and kind[1] in INTERRUPTING_CAUSE:
+            out.append(f"{part} stops the job when it fails (the failure table's '{INTERRUPTING_CAUSE[kind[1]]}' "
+                       f"interruptions, Llama 3 Table 5, topo/data/catalog/reliability.toml): the step above is the "
+                       f"one after the restart on the parts left. The stop's cost (detection, restart, the "
+                       f"checkpoint's reload and the work since the last checkpoint) is not in it: it depends on the "
+                       f"checkpoint's write and reload times, which the plan's storage sizes, and train sizes none; "
+                       f"topo plan {fabric.name} --model {r.model} --layout {layout} gives the job's goodput, which "
+                       f"counts these stops at the failure table's rate (its failure impact: a NIC 'stops the job')")
+    return out
+
+
 def _finish(args, r, model, fabric, lay) -> int:
+    stops = stop_notes(fabric, r)  # said as written: its command's --layout pairs are no flags (note_flags)
+    if args.json:
+        r.notes += stops
     if getattr(args, "mesh_amax", False):
         r.chosen_by["fp8_amax_reduction"] = "jax_mesh"
     ops = step_op_table(fabric, model, lay, args.efficiency) if args.ops else None
@@ -561,6 +593,8 @@ def _finish(args, r, model, fabric, lay) -> int:
                    **({"block_ops": ops, "stage_compute": stages} if ops else {})})
     else:
         _print_step(r, args.tokens, model)
+        for n in stops:
+            emit(f"note: {n}")
         if ops:
             print_op_table(ops)
             print_stage_table(stages, r.layout["microbatches"])

@@ -67,9 +67,10 @@ def _table(headers, rows) -> str:
     return f"<table><tr>{head}</tr>{body}</table>"
 
 
-def render_region_page(region: Region, inv: RegionInventory, est: RegionEstimate | None) -> str:
+def render_region_page(region: Region, inv: RegionInventory, est: RegionEstimate | None,
+                       plan_text: str | None = None) -> str:
     """The HTML document of a region's report; ``est`` None when the sites are cut apart (``inv.cut_apart``): the
-    sites and spans drawn, the cut said, the collective not run."""
+    sites and spans drawn, the cut said, the collective not run; ``plan_text``: the region's plan, as text."""
     figs = _Figures()
     sites = _table(["site", "spec", "GPUs", "attach", "bisection", "to DCI"],
                    [[s.name, s.spec, f"{s.num_gpus:,}", s.attach_tier, format_bandwidth(s.bisection_bandwidth_Bps)
@@ -92,6 +93,7 @@ def render_region_page(region: Region, inv: RegionInventory, est: RegionEstimate
         f'<section id="dci"><h2>Sites and DCI</h2><p class="caption">{e(_DCI_CAPTION)}</p>'
         f'<div class="cell">{figs.div(region_figure(region, est), "region")}</div>{sites}{spans}</section>',
         _collective_section(inv, est),
+        _plan_section(plan_text),
         "<section id=\"assumed\"><h2>Assumptions</h2><p class=\"caption\">What the region file assumes where "
         "nothing is published (its <code>assumptions</code>).</p><ul>"
         + ("".join(f"<li>{e(a)}</li>" for a in inv.assumptions) or "<li>none given</li>") + "</ul></section></main>",
@@ -99,6 +101,15 @@ def render_region_page(region: Region, inv: RegionInventory, est: RegionEstimate
         f'<script type="application/json" id="topo-figures">{figs.json()}</script>',
         f"<script>{_SCRIPT % json.dumps(_CONFIG)}</script></body></html>\n",
     ])
+
+
+def _plan_section(plan_text: str | None) -> str:
+    """The region's plan (``topo report REGION --plan``) as ``topo plan REGION`` says it; "" without one."""
+    if plan_text is None:
+        return ""
+    return ('<section id="plan"><h2>Plan</h2><p class="caption">Every site\'s power, capex and TCO and the DCI\'s '
+            "bill, as topo plan on the region gives them.</p>"
+            f'<pre style="overflow-x: auto">{e(plan_text)}</pre></section>')
 
 
 def _collective_section(inv: RegionInventory, est: RegionEstimate | None) -> str:
@@ -126,6 +137,8 @@ _CANDIDATES_CAPTION = ("Time of each way to run the collective over every GPU of
                        "busiest link, SITE:SRC->DST).")
 
 
-def write_region_page(region: Region, inv: RegionInventory, est: RegionEstimate | None, path, **output) -> int:
-    """Write the page whole or not at all (:func:`topo.atomic.open_output`); returns its size in bytes."""
-    return write_bytes(path, render_region_page(region, inv, est).encode("utf-8"), **output)
+def write_region_page(region: Region, inv: RegionInventory, est: RegionEstimate | None, path,
+                      plan_text: str | None = None, **output) -> int:
+    """Write the page whole or not at all (:func:`topo.atomic.open_output`); returns its size in bytes;
+    ``plan_text``: the region's plan as ``topo plan REGION`` says it, in its own section (None: none)."""
+    return write_bytes(path, render_region_page(region, inv, est, plan_text).encode("utf-8"), **output)

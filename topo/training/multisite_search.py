@@ -117,7 +117,8 @@ def search_across_sites(region: Region, model: ModelSpec, global_batch: int, *, 
     res, group_steps, searched = _search_groups(region, fabric, model, share, global_batch // K, top,
                                                 {**step_kw, **options}, timed.figure)  # searched: the notes' sites
     others = _other_notes(region, fabric, res)
-    mine = [n for n in res.notes if n in res.failure_notes[0] or all(n not in x["notes"] for x in others)]
+    own = res.failure_notes[0] + res.placement_notes[0]
+    mine = [n for n in res.notes if n in own or all(n not in x["notes"] for x in others)]
     out = MultisiteSearch(region=region.name, model=model.name, num_sites=K, gpus=share * K,
                           global_batch=global_batch, across=across,
                           search={k: getattr(res, k) for k in ("considered", "rejected_invalid", "rejected_memory",
@@ -173,12 +174,15 @@ class _Timed:
 
 
 def _other_notes(region: Region, fabric, res) -> list[dict]:
-    """What ``--fail`` took down on each site group searched after ``fabric``'s (:func:`_search_groups`' order),
-    with the group's site names: ``[{"sites": [...], "notes": [...]}]``, groups without failures left out."""
+    """What ``--fail`` took down on each site group searched after ``fabric``'s (:func:`_search_groups`' order), and
+    how it placed the share where ``fabric``'s group did not say the same (walk29: 64 of each rack on the larger
+    sites, every GPU on the smallest, both said as the smallest's), with the group's site names:
+    ``[{"sites": [...], "notes": [...]}]``, groups with nothing of their own left out."""
     groups = region.site_groups()
     rest = [sites for f, sites in groups if not any(region.fabrics[i] is fabric for i in sites)]
-    return [{"sites": [region.site_names[i] for i in sites], "notes": list(notes)}
-            for sites, notes in zip(rest, res.failure_notes[1:]) if notes]
+    placed = [[n for n in per if n not in res.placement_notes[0]] for per in res.placement_notes[1:]]
+    return [{"sites": [region.site_names[i] for i in sites], "notes": list(notes) + own}
+            for sites, notes, own in zip(rest, res.failure_notes[1:], placed) if notes or own]
 
 
 def _search_groups(region: Region, fabric, model: ModelSpec, share: int, batch: int, top: int, options: dict,

@@ -174,6 +174,8 @@ class SearchResult:
     site_steps: list[tuple] = field(default_factory=list)
     # what --fail took down on the searched fabric, then on each of also_on (each fabric's own, in ``notes`` too)
     failure_notes: list[list[str]] = field(default_factory=list)
+    # how the searched fabric, then each of also_on, placed the layouts (each fabric's own, in ``notes`` too)
+    placement_notes: list[list[str]] = field(default_factory=list)
 
     def to_dict(self, top: int | None = None) -> dict:
         rows = self.ranked[:top] if top else self.ranked

@@ -362,13 +362,15 @@ def search_layouts(fabric: Fabric, model: ModelSpec, gpus: int, global_batch: in
 def _search_result(s: "_Search", ranked: list, gpus: int, global_batch: int, elapsed_s: float) -> SearchResult:
     """The :class:`SearchResult` of search ``s`` with its ``ranked`` layouts: its counts, notes and site steps."""
     failed = [failure_notes(x.fabric, x.engine) for x in s.sites()]
-    notes = (sorted(s.placement_notes) + [n for n in [common_factor_note(gpus, global_batch)] if n]
+    placed = [sorted(x.placement_notes) for x in s.sites()]
+    notes = (sorted({n for per in placed for n in per}) + [n for n in [common_factor_note(gpus, global_batch)] if n]
              + list(dict.fromkeys(n for per in failed for n in per)))
     return SearchResult(spec=s.fabric.name, model=s.model.name, gpus=gpus, global_batch=global_batch,
                         ranked=ranked, considered=s.considered, rejected_memory=s.too_big,
                         rejected_invalid=s.invalid, engine_calls=s.routed_calls(), elapsed_s=elapsed_s,
                         evaluated=s.evaluated, pruned=max(0, s.considered - s.invalid - s.too_big - s.evaluated),
                         notes=notes, site_steps=[s.per_site.get(id(r), (r,)) for r in ranked], failure_notes=failed,
+                        placement_notes=placed,
                         profile=s.profile.name)
 
 
@@ -401,7 +403,7 @@ class _Search:
         self.considered = self.invalid = self.too_big = self.evaluated = 0
         self.closest = None  # (memory, layout) of the smallest layout that does not fit
         self.unplaced = None  # (layout, TopoError) of the first layout that fits but cannot be placed
-        self.placement_notes: set = set()  # what default_placement said of the layouts it placed
+        self.placement_notes: set = set()  # what default_placement said of the layouts it placed on this fabric
         self.reasons: dict = {}  # why candidates broke a rule: reason -> count (a few distinct reasons)
         self.mem_cache: dict = {}
         self.act_cache: dict = {}  # each stage's activations per micro-batch (memory_per_gpu's ``activations``)
@@ -726,7 +728,9 @@ class _Search:
                 continue
             # placed as the step places it (64 of 72 on NVL72), so the bound sees the step's groups
             lay, note = default_placement(lay, self.spec.gpus_per_domain, self.fabric.layout.num_gpus)
-            self.placement_notes.update(n for n in [note] + [self._note_on(x, lay) for x in self.others] if n)
+            for x, said in zip(self.sites(), [note] + [self._note_on(x, lay) for x in self.others]):
+                if said:  # each fabric's own (walk29: a region's two notes were both said as the first site's)
+                    x.placement_notes.add(said)
             keys = _keys(lay)
             bound, mem = self.bound_all(lay, keys)
             if first:

@@ -105,6 +105,7 @@ from .model import BLOCK_KINDS, Block, ModelSpec
 from .nvls_buffers import may_run_nvls, step_nvls_bytes
 from .operators import (END_UNITS, bf16_layers, busiest_rank_load, expert_capacity, optimizer_step_s,
                         pipeline_key, pipeline_units, rank_computes, ring_step_s)
+from .pipeline_bubble import bubble_note
 from .parallel import ParallelLayout, check_layout, dp_bucket_calls, xla_all_reduce_calls
 from .result import DimensionComm, StepResult
 from .ring_attention import a2a_exchanges, ring_sends
@@ -1256,6 +1257,7 @@ def _step_result(fabric: Fabric, model: ModelSpec, lay: ParallelLayout, gpu, sc,
     # the NVLS buffers of the communicators whose collectives topo's choice runs as NVLS: only the step knows them
     mem = replace(mem, nvls_bytes=step_nvls_bytes(profile, gpu.generation, comms))
     notes = ([placed] if placed else []) + _notes(model, lay, gpu, mem, mapping)
+    notes += [n for n in [bubble_note(breakdown, m)] if n]
     layout = lay.model_dump()
     # seq_len: the tokens the step ran a sequence at (the model's when the layout gives none), never null
     layout.update(gpus=lay.gpus, microbatches=m, etp=lay.expert_tp, edp=lay.expert_dp, seq_len=seq,
