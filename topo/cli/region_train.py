@@ -17,8 +17,8 @@ from .common import data_parallel
 from .layout_dp import job_gpus, placed_by, sized_by, skip_way_dp
 from .search_options import layout_for_search, search_options
 from .output import emit, emit_json, mfu_text, note, table
-from .train_text import (dispatcher_cell, dispatcher_searched, given_flags, gpu_hours_text, memory_line, not_fit_line,
-                         row_flags, recompute_cell, uncertainty_line)
+from .train_text import (dispatcher_cell, dispatcher_searched, given_flags, model_flag, gpu_hours_text, memory_line,
+                         not_fit_line, row_flags, recompute_cell, uncertainty_line)
 from .region import region_from_args
 from .region_estimate import region_profile_notes
 
@@ -192,7 +192,7 @@ def _search(args, region, model, options: dict, say=str) -> int:
     if res.ranked:  # walk26: the job's flags of #1, its dp the whole job's (dp x sites) as the flags take it
         first = {**layouts[0], "dp": layouts[0]["dp"] * res.ranked[0].num_sites}
         # walk29: the region itself and the command's own options (--seq, --set, --fail, ...), not "REGION"
-        lines.append(f"#1 across sites: topo train {' '.join(given_flags(args) + [''])}--model {res.model} "
+        lines.append(f"#1 across sites: topo train {' '.join(given_flags(args) + [''])}{model_flag(args)} "
                      f"--global-batch {res.global_batch} "
                      f"{row_flags(first, bool(extra))}" + (f" --across {across}" if across != "dp" else "")
                      + (f" --outer-every {args.outer_every}" if args.outer_every else ""))

@@ -33,7 +33,7 @@ from .region import is_region_args
 from .region_train import run_region_train
 from .output import emit, emit_json, mfu_text, note, table
 from .train_ops import print_op_table, print_stage_table
-from .train_text import (bias_text, command_options, dispatcher_cell, dispatcher_searched, gb, given_flags,
+from .train_text import (bias_text, command_options, dispatcher_cell, dispatcher_searched, gb, given_flags, model_flag,
                          gpu_hours_text, memory_line, tight_memory_note, not_fit_line, recompute_cell, row_flags, runs_on,
                          uncertainty_line)
 
@@ -1000,7 +1000,7 @@ def _print_search(res, args, held: dict, model) -> None:
              f"{u['p90']:.0%}{bias_text(u)} (#1: {format_time(u['low_s'])} - "
              f"{format_time(u['high_s'])})")
     if res.ranked:
-        emit(f"#1's breakdown: topo train {' '.join(given_flags(args) + [''])}--model {res.model} "
+        emit(f"#1's breakdown: topo train {' '.join(given_flags(args) + [''])}{model_flag(args)} "
              f"--global-batch {res.global_batch} "
              f"{row_flags(res.ranked[0].layout, bool(extra))}" + (" and the --layout fields held" if held else ""))
     for n in res.notes:

@@ -11,7 +11,7 @@ from ..training.parallel import DEFAULT_ORDER
 from ..units import format_gpu_hours, format_in, format_time
 
 __all__ = ["gb", "gpu_hours_text", "memory_line", "tight_memory_note", "not_fit_line", "uncertainty_line", "runs_on", "bias_text", "dispatcher_searched",
-           "dispatcher_cell", "row_flags", "command_options", "given_flags"]
+           "dispatcher_cell", "row_flags", "command_options", "given_flags", "model_flag"]
 
 
 def gb(x: float) -> str:
@@ -161,6 +161,13 @@ def recompute_cell(L: dict) -> str:
     if L["recompute"] == "full" or not mods:  # full recomputes every module
         return L["recompute"]
     return f"selective+{mods}" if L["recompute"] == "selective" else mods
+
+
+def model_flag(args) -> str:
+    """``--model`` as the command was given it, quoted for a shell: a model file's path, not the name inside it
+    (walk30: a search of ``--model moe200.toml`` printed ``--model moe200``, which no bundled model is, so its
+    "#1's breakdown" line run as printed was an error)."""
+    return f"--model {shlex.quote(str(args.model))}"
 
 
 gpu_hours_text = format_gpu_hours  # one formula, in topo.units (topo plan --tokens prints it too)

@@ -80,10 +80,12 @@ def channels_for(shape: NodeShape, groups: np.ndarray, channels: int | None = No
         return 1
     slots = nic_slots(shape, groups)
     if slots is None:  # domains hold unequal numbers of ranks: one channel per NIC of the smallest domain
-        starts, sizes = domain_runs(groups[0], shape.gpus_per_domain)
-        fewest = min(np.unique(shape.nic_of(groups[0, a:a + k])).size for a, k in zip(starts, sizes))
-        per_rank = shape.nics_per_gpu if fewest == sizes.min() else 1
-        return int(min(fewest * per_rank, MAX_CHANNELS))
+        counts = []
+        for rows, starts, sizes in run_patterns(groups, shape.gpus_per_domain):
+            r = groups[rows[0]]
+            fewest = min(np.unique(shape.nic_of(r[a:a + k])).size for a, k in zip(starts, sizes))
+            counts.append(fewest * (shape.nics_per_gpu if fewest == sizes.min() else 1))
+        return int(min(min(counts), MAX_CHANNELS))
     n, slot = slots
     per_rank = shape.nics_per_gpu if n == slot.size else 1
     return int(min(n * per_rank, MAX_CHANNELS))
@@ -106,17 +108,47 @@ def domain_runs(ranks: np.ndarray, gpus_per_domain: int) -> tuple[np.ndarray, np
     return starts, np.diff(np.r_[starts, doms.size])
 
 
+def run_patterns(groups: np.ndarray, gpus_per_domain: int) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """The groups that split alike over NVLink domains, each kind with its runs (:func:`domain_runs`).
+
+    Concurrent groups whose size does not divide the domain's split differently (walk30: 96-rank groups on 72-GPU
+    racks, the first 72 + 24, the second 48 + 48), so no group's runs stand for another's.
+
+    Parameters
+    ----------
+    groups : numpy.ndarray
+        ``[communicators, ranks]`` GPU ids in NCCL order.
+    gpus_per_domain : int
+
+    Returns
+    -------
+    list of tuple
+        ``(rows, starts, lengths)``: the rows of ``groups`` of one kind and that kind's runs.
+    """
+    doms = groups // gpus_per_domain
+    cuts = np.diff(doms, axis=1) != 0
+    kinds, which = np.unique(cuts, axis=0, return_inverse=True)
+    which = np.asarray(which).ravel()
+    out = []
+    for k in range(len(kinds)):
+        rows = np.flatnonzero(which == k)
+        out.append((rows, *domain_runs(groups[rows[0]], gpus_per_domain)))
+    return out
+
+
 def _block_size(shape: NodeShape, groups: np.ndarray) -> int | None:
-    """Ranks per domain along a group's ring when every domain holds the same number, else None."""
-    _, runs = domain_runs(groups[0], shape.gpus_per_domain)
-    return int(runs[0]) if np.all(runs == runs[0]) else None
+    """Ranks per domain along every group's ring when every domain of every group holds the same number, else
+    None."""
+    kinds = run_patterns(groups, shape.gpus_per_domain)
+    runs = kinds[0][2]
+    return int(runs[0]) if len(kinds) == 1 and np.all(runs == runs[0]) else None
 
 
 def ring_orders(shape: NodeShape, groups: np.ndarray, channels: int) -> np.ndarray:
     """Ring order of every channel of every group.
 
-    ``groups`` rows are ranks in NCCL order (by domain), all rows alike in structure, ``g`` ranks in each of ``D``
-    domains. Every channel enters and leaves each domain through the same NIC slot, so network hops stay on one
+    ``groups`` rows are ranks in NCCL order (by domain), ``g`` ranks in each of ``D`` domains, or each row by its own
+    runs where rows split unlike over the domains. Every channel enters and leaves each domain through the same NIC slot, so network hops stay on one
     rail:
 
     - ranks sharing NICs (e.g. 8 GPUs on 4 NICs): channel ``c`` uses NIC ``c mod n``: it enters each domain at
@@ -144,11 +176,11 @@ def ring_orders(shape: NodeShape, groups: np.ndarray, channels: int) -> np.ndarr
     slots = nic_slots(shape, groups)
     out = np.empty((channels, G, n), dtype=np.int64)
     if slots is None and channels > 1:  # unequal domains: channel c rotates domain run b by c - b, as below
-        starts, sizes = domain_runs(groups[0], shape.gpus_per_domain)
-        block = np.repeat(np.arange(starts.size), sizes)
-        off = np.arange(n) - starts[block]
-        for c in range(channels):
-            out[c] = groups[:, starts[block] + (c - block + off) % sizes[block]]
+        for rows, starts, sizes in run_patterns(groups, shape.gpus_per_domain):  # each group by its own runs
+            block = np.repeat(np.arange(starts.size), sizes)
+            off = np.arange(n) - starts[block]
+            for c in range(channels):
+                out[c, rows] = groups[rows][:, starts[block] + (c - block + off) % sizes[block]]
         return out
     if slots is None or slots[1].size == 1:
         out[:] = groups[None]
