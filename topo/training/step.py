@@ -247,11 +247,22 @@ def step_traffic(model: ModelSpec, lay: ParallelLayout, stage: int | None = None
     not built (the search's NVLS check asks for the few collectives that may run NVLS, ~1M items a search)."""
     if parts not in _PARTS:
         raise TopoError(f"step_traffic parts: {parts!r} is not one of {', '.join(_PARTS)}")
+    names = _builders(parts, only)
+    if not names:
+        return []
     t = _Traffic(model, lay, stage, only)
     builders = globals()
-    for name in _PARTS[parts]:
+    for name in names:
         builders[name](t)
     return t.out
+
+
+def _builders(parts: str, only) -> tuple[str, ...]:
+    """The builders of ``parts`` (:data:`_PARTS`) that may add an item ``only`` keeps: one of the collectives each
+    may add (:data:`BUILDER_COLLECTIVES`) passes it; every one where ``only`` is None."""
+    if only is None:
+        return _PARTS[parts]
+    return tuple(name for name in _PARTS[parts] if any(map(only, BUILDER_COLLECTIVES[name])))
 
 
 class _Traffic:
@@ -609,6 +620,16 @@ def _router_traffic(t: _Traffic) -> None:
 _PARTS = {"all": ("_tp_traffic", "_cp_traffic", "_pp_traffic", "_dp_traffic", "_ep_traffic", "_router_traffic"),
           "dispatcher_free": ("_tp_traffic", "_cp_traffic", "_pp_traffic", "_dp_traffic", "_router_traffic"),
           "dispatcher": ("_ep_traffic",)}  # by name: each builder looked up when called (a replaced one is run)
+BUILDER_COLLECTIVES = {"_tp_traffic": ("all_gather", "reduce_scatter", "all_reduce"),
+                       "_cp_traffic": ("alltoall", "all_gather", "reduce_scatter", "sendrecv"),
+                       "_pp_traffic": ("pipeline", "all_gather"),
+                       "_dp_traffic": ("all_reduce", "reduce_scatter", "all_gather"),
+                       "_ep_traffic": ("alltoall", "all_gather", "reduce_scatter"),
+                       "_router_traffic": ("all_reduce",)}
+"""The collectives each builder of :data:`_PARTS` may add (its ``add`` calls, :func:`_alltoall_side_traffic`'s in
+``_ep_traffic``'s): :func:`step_traffic` with ``only`` runs no builder whose collectives ``only`` refuses all of
+(the search's NVLS check under NCCL's ``auto``, where only the all-reduce may run NVLS, ~26k calls at 100k GPUs);
+``tests/test_step_traffic_builders_fast70.py`` records every item each builder adds against it."""
 
 
 def _routing_map_gathered(lay: ParallelLayout) -> bool:
@@ -856,7 +877,7 @@ def nvls_communicators(model: ModelSpec, lay: ParallelLayout, algorithm: str, pa
     :func:`step_traffic`'s: ``dispatcher`` gives the EP communicators alone (no amax group), so a
     search unites a shape's dispatcher-free set, found once, with each dispatcher's."""
     out, may = set(), partial(may_run_nvls, algorithm=algorithm)
-    for stage in pace_stages(model, lay):
+    for stage in (pace_stages(model, lay) if _builders(parts, may) else ()):  # no builder adds one: no stage
         out.update((comm_dim(it), it["groups"]) for it in step_traffic(model, lay, stage, parts, only=may))
     if parts == "dispatcher":
         return out
