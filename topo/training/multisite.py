@@ -267,11 +267,11 @@ def site_shares(region: Region, lay: ParallelLayout, shares: str = "by-size") ->
 
     ``equal``: ``dp / K`` each. ``by-size``: in proportion to the GPUs each site's placement holds
     (:func:`site_capacities`: skip72, past the job's skipped NVLink domains from its first GPU; largest remainders
-    first, the first site among equals), each at least 1 and at most the replicas those GPUs hold (share72: a remainder that would put
-    a site one replica over is given to the next site with room, most room first); sites all of one size split
-    equally, as ``equal`` does. A job larger than the region's sites hold is split uncapped (the share over its
-    site is refused naming the site). Each replica keeps the layout and the micro-batches, so site ``i`` runs
-    ``global_batch x dp_i / dp`` sequences.
+    first, the first site among equals), each at least 1 and at most the replicas those GPUs hold (share72: a
+    remainder that would put a site one replica over is given to the next site with room, most room first); sites
+    all of one size split equally, as ``equal`` does. A job larger than the region's sites hold is split uncapped
+    (the share over its site is refused by the site's check or its placement's). Each replica keeps the layout and
+    the micro-batches, so site ``i`` runs ``global_batch x dp_i / dp`` sequences.
 
     Parameters
     ----------
@@ -336,12 +336,9 @@ def _check_fit(region: Region, lays: list[ParallelLayout]) -> None:
         if sl.dp < 1:
             raise TopoError(f"{region.site_names[i]} gets no replica of the job's dp {sum(x.dp for x in lays):,}; "
                             f"allowed: at least {region.num_sites} (one a site)", key="dp")
-        held = site_capacities(region, sl.first_gpu, sl.skip_domains, sl.gpus_per_domain_used)[i]
-        if sl.gpus > held:  # skip72: what the placement holds (past a skip, a range check keyed gpus said it)
-            placed = "" if held == f.num_gpus else f", and the job's placement there holds {held:,} of them"
+        if sl.gpus > f.num_gpus:
             raise TopoError(f"{region.site_names[i]}'s share of the job ({sl.dp:,} replicas) needs {sl.gpus:,} GPUs; "
-                            f"the site has {f.num_gpus:,}{placed}; allowed: at most {held // (sl.gpus // sl.dp):,} "
-                            f"replicas there", key="dp")
+                            f"the site has {f.num_gpus:,}", key="dp")
         if f.failures:
             placed, _ = default_placement(sl, f.spec.gpus_per_domain, f.layout.num_gpus)
             try:
