@@ -41,11 +41,13 @@ def nvl_region(tmp_path_factory):
 
 
 def test_a_failed_racks_skip_that_the_filled_dp_would_refuse_names_dp_in_its_first_line(nvl_region):
-    """walk29 Left 6: `--fail east:nvswitch3` offered `--skip-domains [3]`, and with dp filled from the GPUs that was
-    refused in turn (west's 8 racks less rack 3: 7 x 72 = 504 GPUs, which tp 8 x pp 4 = 32 does not divide), naming
-    `--dp N` only then. The first line now says `--dp 30` with it (2 sites x floor(504 / 32) = 2 x 15), and the
-    pair runs. On one site (32 racks, 31 x 72 = 2,232 past rack 3) alike: `--dp 69`; with --dp given, no dp named."""
-    job = ("train", nvl_region, "--model", "llama3-8b", "--tp", "8", "--pp", "4", "--fail", "east:nvswitch3")
+    """walk29 Left 6, under equal shares (its premise: every site runs the smallest site's share): `--fail
+    east:nvswitch3` offered `--skip-domains [3]`, and with dp filled from the GPUs that was refused in turn (west's 8
+    racks less rack 3: 7 x 72 = 504 GPUs, which tp 8 x pp 4 = 32 does not divide), naming `--dp N` only then. The
+    first line now says `--dp 30` with it (2 sites x floor(504 / 32) = 2 x 15), and the pair runs. On one site (32
+    racks, 31 x 72 = 2,232 past rack 3) alike: `--dp 69`; with --dp given, no dp named."""
+    job = ("train", nvl_region, "--model", "llama3-8b", "--tp", "8", "--pp", "4", "--fail", "east:nvswitch3",
+           "--shares", "equal")
     err = run_cli(*job, "--global-batch", "144").stderr
     first = err.strip().splitlines()[0]
     assert "--skip-domains [3] (the job on the other domains, 64 of each) with --dp 30 (" in first, first
@@ -56,6 +58,23 @@ def test_a_failed_racks_skip_that_the_filled_dp_would_refuse_names_dp_in_its_fir
     assert "--skip-domains [3] with --dp 69 (" in err and "2,232" in err, err
     given = run_cli(*one, "--dp", "72", "--global-batch", "4032").stderr
     assert "--skip-domains [3]" in given and "with --dp" not in given, given
+
+
+def test_a_failed_racks_skip_under_by_size_shares_needs_no_dp_and_refills_each_sites_share(nvl_region):
+    """skip72: under the by-size default the same refusal offered tidy70's `--dp 30` (equal-share words), and the
+    skip alone was refused ("needs GPUs 0 to 583, but the fabric has 576"): the split counted west's whole 576 GPUs,
+    not the 7 x 72 = 504 its placement holds past rack 3. Each site's share is now capped by what the placement
+    holds there (east 15 x 72 = 1,080, west 504: 33 + 15 = 48 replicas of 32 GPUs at most, and 144 / 48 = 3), so
+    the skip alone is the way, said with the dp it refills (48, split 1,080 : 504, largest remainder: 32.7 -> 33,
+    15.3 -> 15); the command runs at exactly those shares."""
+    job = ("train", nvl_region, "--model", "llama3-8b", "--tp", "8", "--pp", "4", "--fail", "east:nvswitch3",
+           "--global-batch", "144")
+    first = run_cli(*job).stderr.strip().splitlines()[0]
+    assert "--skip-domains [3] (a dp left to fill the GPUs is then 48, the replicas split by what each site holds " \
+           "past the skipped domain: east 33, west 15)" in first, first
+    assert "--dp" not in first and "smallest site" not in first, first
+    d = json.loads(run_cli(*job, "--skip-domains", "3", "--json", check=True).stdout)
+    assert d["site_dp"] == {"east": 33, "west": 15}, d["site_dp"]
 
 
 def test_a_region_searchs_placement_notes_each_name_the_site_whose_fabric_places_the_share_so(nvl_region):

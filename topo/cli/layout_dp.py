@@ -12,7 +12,7 @@ from .. import training  # lazy (PEP 562): topo plan without --model imports no 
 from .common import UndividedGpus, data_parallel
 
 __all__ = ["layout_dp", "design_dp", "layout_source", "on_design", "job_gpus", "filled_dp", "sized_by", "placed_by",
-           "skip_way_dp"]
+           "skip_way_dp", "skip_offered", "placement_fields"]
 
 
 def job_gpus(fabric, first_gpu=None, skip_domains=None) -> tuple[int, str]:
@@ -33,14 +33,24 @@ def job_gpus(fabric, first_gpu=None, skip_domains=None) -> tuple[int, str]:
     tuple of (int, str)
     """
     total = fabric.layout.num_gpus
-    first = first_gpu if _whole(first_gpu) else 0
-    skip = tuple(d for d in skip_domains if _whole(d)) if isinstance(skip_domains, (list, tuple)) else ()
+    placed = placement_fields({"first_gpu": first_gpu, "skip_domains": skip_domains})
+    first, skip = placed["first_gpu"], placed["skip_domains"]
     gpus = training.free_gpus(total, fabric.spec.gpus_per_domain, first, skip)
     if gpus in (0, total):  # a first GPU past the fabric: the placement's own check names it
         return total, ""
     words = ([f"from GPU {first:,}"] if first else []) + (
         [f"past skipped NVLink domain{'s' if len(skip) > 1 else ''} {','.join(map(str, skip))}"] if skip else [])
     return gpus, " ".join(words + ["to the fabric's last"])
+
+
+def placement_fields(placement: dict) -> dict:
+    """A job's placement fields as given (``first_gpu``, ``skip_domains``, ``gpus_per_domain_used``: a flag's or a
+    layout's, None or absent where not given) as the placement counts them: a value of the wrong kind as not given
+    (the layout's own checks name it), so ``first_gpu`` 0, no skip, every GPU of each domain."""
+    first, skip, used = (placement.get(k) for k in ("first_gpu", "skip_domains", "gpus_per_domain_used"))
+    return {"first_gpu": first if _whole(first) else 0,
+            "skip_domains": tuple(d for d in skip if _whole(d)) if isinstance(skip, (list, tuple)) else (),
+            "gpus_per_domain_used": used if _whole(used) and used > 0 else None}
 
 
 def sized_by(exc: TopoError, gpus: int | None, dp: int | None, placed: str | None = None) -> TopoError:
@@ -89,10 +99,9 @@ def skip_way_dp(exc: TopoError, fabric, known: int, first_gpu: int = 0, sites: i
     TopoError
         ``exc``, with ``--dp N`` (the most the GPUs past the skipped domains hold) after the skip where it is needed.
     """
-    found = re.search(r"skip_domains = \[([0-9,]+)\]( \([^()]*\))?", exc.message)
-    if exc.key != "fail" or found is None:
+    found, skip = skip_offered(exc)
+    if found is None:
         return exc
-    skip = tuple(int(d) for d in found[1].split(","))
     gpus, _ = job_gpus(fabric, first_gpu, skip)
     if gpus % known == 0:
         return exc
@@ -103,6 +112,16 @@ def skip_way_dp(exc: TopoError, fabric, known: int, first_gpu: int = 0, sites: i
     if exc.message[found.end():].startswith(" with "):  # the skip that keeps the job's dp on spare domains
         way += f", or {found[0]}"
     return TopoError(exc.message.replace(found[0], way, 1), source=exc.source, key=exc.key)
+
+
+def skip_offered(exc: TopoError) -> tuple:
+    """The way past a failure a refusal (key ``fail``) offers by skipping NVLink domains
+    (:func:`~topo.training.mapping.refuse_failed_gpus`): its match (``skip_domains = [..]`` and the parenthesis
+    after it, if any) and the domains, else ``(None, ())``."""
+    found = re.search(r"skip_domains = \[([0-9,]+)\]( \([^()]*\))?", exc.message)
+    if exc.key != "fail" or found is None:
+        return None, ()
+    return found, tuple(int(d) for d in found[1].split(","))
 
 
 def _whole(v) -> bool:

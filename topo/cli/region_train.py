@@ -9,12 +9,13 @@ from ..engine.region_estimate import check_region_profile
 from ..errors import TopoError
 from ..inputs import is_input_file
 from ..training.model import load_model
-from ..training.multisite import SPAN_RULE, AcrossSites, MultisiteStep, estimate_across_sites
+from ..training.multisite import (SPAN_RULE, AcrossSites, MultisiteStep, estimate_across_sites, site_capacities,
+                                  site_shares)
 from ..training.multisite_search import search_across_sites
 from ..training.parallel import layout_fields, make_layout
 from ..units import format_bandwidth, format_in, format_size, format_time
 from .common import data_parallel
-from .layout_dp import job_gpus, placed_by, sized_by, skip_way_dp
+from .layout_dp import job_gpus, placed_by, placement_fields, sized_by, skip_offered, skip_way_dp
 from .search_options import layout_for_search, search_options
 from .output import emit, emit_json, mfu_text, note, table
 from .train_text import (dispatcher_cell, dispatcher_searched, given_flags, model_flag, gpu_hours_text, memory_line,
@@ -64,7 +65,9 @@ def run_region_train(args, options: dict, say=str) -> int:
                                   convention=args.flops, efficiency=args.efficiency, contention=not args.no_contention,
                                   profile=args.profile)
     except TopoError as exc:  # a share larger than its site: named by --gpus or --dp when that flag sized it
-        if args.dp is None and args.gpus is None and "dp" not in fields:  # a filled dp: walk29 Left 6
+        if args.dp is None and args.gpus is None and "dp" not in fields and _by_size(args, region):
+            exc = _skip_way_by_size(exc, region, lay, args, fields)  # skip72: the split refilled past the skip
+        elif args.dp is None and args.gpus is None and "dp" not in fields:  # a filled dp: walk29 Left 6
             exc = skip_way_dp(exc, min(region.fabrics, key=lambda f: f.num_gpus), lay.tp * lay.cp * lay.pp,
                               lay.first_gpu, region.num_sites)
         raise _named_by_layout(args, fields, sized_by(exc, args.gpus, args.dp)) from None
@@ -96,11 +99,12 @@ def _job_layout(args, region, fields: dict, options: dict):
         known = math.prod(k if type(k) is int and k > 0 else 1 for k in known)
         flags = {f"--{d}": getattr(args, d) for d in ("tp", "cp", "pp")}
         site = min(region.fabrics, key=lambda f: f.num_gpus)
-        gpus, filled = _share_gpus(region, {**fields, **{k: v for k, v in options.items() if v is not None}})
+        placement = {**fields, **{k: v for k, v in options.items() if v is not None}}
+        gpus, filled = _share_gpus(region, placement)
         if args.gpus or (site.num_gpus * region.num_sites == region.num_gpus and not filled):  # the whole region
             sizes["dp"] = data_parallel(known, args.gpus or region.num_gpus, flags)
         elif _by_size(args, region):  # regshare71: each site's own replicas, as many as the batch splits into
-            sizes["dp"] = _largest_dp(region, known, args, fields)
+            sizes["dp"] = _largest_dp(region, known, args, fields, placement)
         else:  # walk14: unlike sites (512 + 1,024 + 1,024) filled 2,560 GPUs, a dp no site's share could run
             sizes["dp"] = region.num_sites * data_parallel(
                 known, gpus, flags, where=f"of the smallest site{' ' + filled if filled else ''} (every site runs "
@@ -119,14 +123,38 @@ def _by_size(args, region) -> bool:
             and len({f.num_gpus for f in region.fabrics}) > 1)
 
 
-def _largest_dp(region, known: int, args, fields: dict) -> int:
-    """The most replicas of ``known`` GPUs each that every site's GPUs hold together (each site its own) and the
-    global batch splits into (whole micro-batches of ``--micro-batch`` a replica; at least one a site)."""
-    most = sum(f.num_gpus // known for f in region.fabrics)
+def _largest_dp(region, known: int, args, fields: dict, placement: dict) -> int:
+    """The most replicas of ``known`` GPUs each that every site's GPUs hold together (each site its own: what the
+    job's ``placement`` holds there, :func:`~topo.training.multisite.site_capacities`; skip72: not the whole site
+    past a skipped domain) and the global batch splits into (whole micro-batches of ``--micro-batch`` a replica; at
+    least one a site)."""
+    most = sum(n // known for n in site_capacities(region, **placement_fields(placement)))
     batch = args.global_batch or fields.get("global_batch") or 0
     mb = getattr(args, "micro_batch", None) or fields.get("micro_batch") or 1
     fits = [d for d in range(most, region.num_sites - 1, -1) if batch and batch % (d * mb) == 0]
     return fits[0] if fits else most
+
+
+def _skip_way_by_size(exc: TopoError, region, lay, args, fields: dict) -> TopoError:
+    """A failure's refusal whose way past it skips NVLink domains (:func:`~topo.cli.layout_dp.skip_offered`), for a
+    job split by size whose dp was filled from the GPUs: with the skip, dp is filled again from what each site's
+    placement then holds (:func:`_largest_dp`), so the skip alone is the way, said with the dp and the shares it
+    runs (skip72: tidy70's ``--dp N``, the smallest site's share on every site, was the equal split's); ``exc`` as it
+    is where no dp past the skip splits the global batch."""
+    found, skip = skip_offered(exc)
+    if found is None:
+        return exc
+    placement = {"first_gpu": lay.first_gpu, "skip_domains": skip, "gpus_per_domain_used": lay.gpus_per_domain_used}
+    dp = _largest_dp(region, lay.tp * lay.cp * lay.pp, args, fields, placement)
+    if lay.global_batch % (dp * lay.micro_batch):
+        return exc
+    dps = site_shares(region, lay.model_copy(update={"dp": dp, "skip_domains": skip}), "by-size")
+    each = ", ".join(f"{n} {d:,}" for n, d in zip(region.site_names, dps))
+    way = (f"skip_domains = [{found[1]}] (a dp left to fill the GPUs is then {dp:,}, the replicas split by what "
+           f"each site holds past the skipped domain{'s' if len(skip) > 1 else ''}: {each})")
+    if exc.message[found.end():].startswith(" with "):  # the skip that keeps the job's dp on spare domains
+        way += f", or {found[0]}"
+    return TopoError(exc.message.replace(found[0], way, 1), source=exc.source, key=exc.key)
 
 
 def _named_by_layout(args, fields: dict, exc: TopoError) -> TopoError:

@@ -272,11 +272,15 @@ def _domains_from(first_gpu: int, gpus_per_domain: int, num_fabric_gpus: int, sk
     return total - start - len({s for s in skip if start <= s < total})
 
 
-def free_gpus(num_fabric_gpus: int, gpus_per_domain: int, first_gpu: int = 0, skip_domains=()) -> int:
+def free_gpus(num_fabric_gpus: int, gpus_per_domain: int, first_gpu: int = 0, skip_domains=(),
+              gpus_per_domain_used: int | None = None) -> int:
     """GPUs a job that fills the fabric takes, as a scheduler runs it: every GPU from ``first_gpu`` to the fabric's
     last, less those of the NVLink domains ``skip_domains`` passes over (the domains :func:`_placed_ids` places
     ranks on at every GPU of each, the count :func:`default_placement` then picks for a job that needs more than a
-    recipe's 64 of an NVL72 rack); with ``first_gpu`` 0 and no skip, every GPU of the fabric.
+    recipe's 64 of an NVL72 rack); with ``first_gpu`` 0 and no skip, every GPU of the fabric. With
+    ``gpus_per_domain_used`` (a layout that names it), the most :func:`_placed_ids` places at that many a domain
+    before the fabric's last GPU: what a job's placement holds on the fabric (skip72: a region's by-size shares are
+    capped by it, :func:`~topo.training.multisite.site_shares`).
 
     Parameters
     ----------
@@ -286,6 +290,9 @@ def free_gpus(num_fabric_gpus: int, gpus_per_domain: int, first_gpu: int = 0, sk
         The job's first GPU id.
     skip_domains : iterable of int, optional
         NVLink domain indices the job passes over (the layout's ``skip_domains``).
+    gpus_per_domain_used : int, optional
+        The job's GPUs of each domain (None: every GPU of each, as :func:`default_placement` places a job that
+        needs them).
 
     Returns
     -------
@@ -293,7 +300,10 @@ def free_gpus(num_fabric_gpus: int, gpus_per_domain: int, first_gpu: int = 0, sk
         At least 0.
     """
     D = gpus_per_domain
-    return max(0, _domains_from(first_gpu, D, num_fabric_gpus, skip_domains) * D - first_gpu % D)
+    used = gpus_per_domain_used or D
+    # the last domain's run from first_gpu's place in its domain: what reaches past the fabric's last GPU is not held
+    over = max(0, first_gpu % D + used - D)
+    return max(0, _domains_from(first_gpu, D, num_fabric_gpus, skip_domains) * used - over)
 
 
 def default_placement(lay: ParallelLayout, gpus_per_domain: int, num_fabric_gpus: int

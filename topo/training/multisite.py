@@ -39,14 +39,14 @@ from ..fabric.region_split import split_notes
 from ..fabric.region import Region
 from ..units import format_time, whole_bytes
 from .fp8_amax import AMAX_GROUP, AMAX_PHASE, amax_group, amax_reductions
-from .mapping import EXPERT_DP_GROUPS, default_placement, refuse_failed_gpus
+from .mapping import EXPERT_DP_GROUPS, default_placement, free_gpus, refuse_failed_gpus
 from .memory import busiest_stage, stage_params
 from .model import ModelSpec
 from .parallel import ParallelLayout, batch_allowed, check_batch, dp_bucket_params
 from .result import StepResult
 from .step import estimate_step, stage_block_counts, step_breakdown, step_traffic
 
-__all__ = ["AcrossSites", "MultisiteStep", "SHARES", "SiteReady", "site_shares", "dp_window_s",
+__all__ = ["AcrossSites", "MultisiteStep", "SHARES", "SiteReady", "site_shares", "site_capacities", "dp_window_s",
            "estimate_across_sites", "share_fabric",
            "site_failure", "TARGET_FRACTION", "BACKWARD_SHARE", "SPAN_RULE"]
 
@@ -265,12 +265,13 @@ SHARES = ("by-size", "equal")
 def site_shares(region: Region, lay: ParallelLayout, shares: str = "by-size") -> tuple[int, ...]:
     """Each site's data-parallel replicas of the whole job's ``lay.dp``, in site order.
 
-    ``equal``: ``dp / K`` each. ``by-size``: in proportion to each site's GPUs (largest remainders first, the first
-    site among equals), each at least 1 and at most the replicas its GPUs hold (share72: a remainder that would put
-    a site one replica over is given to the next site with room, most room first); sites all of one size split
-    equally, as ``equal`` does. A job larger than the region's sites hold is split uncapped (the share over its
-    site is refused naming the site). Each replica keeps the layout and the micro-batches, so site ``i`` runs
-    ``global_batch x dp_i / dp`` sequences.
+    ``equal``: ``dp / K`` each. ``by-size``: in proportion to the GPUs each site's placement holds
+    (:func:`site_capacities`: skip72, past the job's skipped NVLink domains from its first GPU; largest remainders
+    first, the first site among equals), each at least 1 and at most the replicas those GPUs hold (share72: a
+    remainder that would put a site one replica over is given to the next site with room, most room first); sites
+    all of one size split equally, as ``equal`` does. A job larger than the region's sites hold is split uncapped
+    (the share over its site is refused by the site's check or its placement's). Each replica keeps the layout and
+    the micro-batches, so site ``i`` runs ``global_batch x dp_i / dp`` sequences.
 
     Parameters
     ----------
@@ -286,9 +287,9 @@ def site_shares(region: Region, lay: ParallelLayout, shares: str = "by-size") ->
         ``dp_i``, summing to ``lay.dp``.
     """
     K = region.num_sites
-    sizes = [f.num_gpus for f in region.fabrics]
-    if shares == "equal" or len(set(sizes)) == 1:
+    if shares == "equal" or len({f.num_gpus for f in region.fabrics}) == 1:
         return (lay.dp // K,) * K
+    sizes = site_capacities(region, lay.first_gpu, lay.skip_domains, lay.gpus_per_domain_used)
     caps = [n // (lay.gpus // lay.dp) for n in sizes]
     caps = caps if sum(caps) >= lay.dp else [lay.dp] * K  # too large for the region: _check_fit names a site
     exact = [lay.dp * n / sum(sizes) for n in sizes]
@@ -301,6 +302,31 @@ def site_shares(region: Region, lay: ParallelLayout, shares: str = "by-size") ->
     while sum(dps) > lay.dp:  # the floor of 1 took more than the job has: from the largest
         dps[max(range(K), key=lambda i: dps[i])] -= 1
     return tuple(dps)
+
+
+def site_capacities(region: Region, first_gpu: int = 0, skip_domains=(),
+                    gpus_per_domain_used: int | None = None) -> tuple[int, ...]:
+    """The GPUs the job's placement holds on each site, in site order: every GPU from ``first_gpu`` past the NVLink
+    domains ``skip_domains`` lists (indices within a site), at ``gpus_per_domain_used`` of each where the layout
+    names it (:func:`~topo.training.mapping.free_gpus`, the one count of what a placement holds; skip72: the
+    by-size split counted each site's whole fabric, so a skip gave the smaller site more than it held).
+
+    Parameters
+    ----------
+    region : Region
+    first_gpu : int
+        The job's first GPU on each site.
+    skip_domains : iterable of int
+        The NVLink domains the job passes over on each site.
+    gpus_per_domain_used : int, optional
+        The layout's GPUs of each domain (None: every GPU of each, as the default placement takes them when needed).
+
+    Returns
+    -------
+    tuple of int
+    """
+    return tuple(free_gpus(f.layout.num_gpus, f.spec.gpus_per_domain, first_gpu, tuple(skip_domains),
+                           gpus_per_domain_used) for f in region.fabrics)
 
 
 def _check_fit(region: Region, lays: list[ParallelLayout]) -> None:
