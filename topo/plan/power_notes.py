@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 
-from ..units import count_noun, format_in
+from ..units import count_noun, format_in, format_time
 from .catalog import Catalog
 from .power import PowerBreakdown
 from .storage import StoragePlan
@@ -60,7 +60,7 @@ def storage_scale_note(cat: Catalog, store: StoragePlan, num_servers: int) -> li
     if store.servers <= num_servers:
         return []
     others = [k for k in cat.storage.kinds if k != store.kind]
-    need = {"bandwidth": f"a checkpoint in {store.write_budget_s:g} s (storage.write_budget_s)",
+    need = {"bandwidth": f"a checkpoint in {format_time(store.write_budget_s, zeros=False)} (storage.write_budget_s)",
             "capacity": "the checkpoints and the dataset (storage.checkpoints_kept, the workload's tokens)",
             "per_gpu": "storage.servers_per_gpu"}[store.limit]
     return [f"{store.servers:,} storage servers for {num_servers:,} compute servers: {store.kind or 'the default'}'s "

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from functools import lru_cache
 
 from ..resources import data_dir
-from ..units import GB
+from ..units import GB, format_time
 from .routing import spread_destinations
 
 __all__ = ["SECTIONS", "flex_rates", "flex_fixed_s", "flex_dispatch_s", "nearest_column", "api_includes_copy",
@@ -235,7 +235,7 @@ def rate_and_fixed_s(measured_bytes: float, api_Bps: float | None, kernel_Bps: f
     rest_s = measured_bytes / api_Bps - api_copy_s
     if rest_s <= 0:
         raise ValueError(f"a published call of {measured_bytes:.3g} B at {api_Bps:.3g} B/s is no longer than its "
-                         f"copy ({api_copy_s:.3g} s): api_includes_copy cannot hold")
+                         f"copy ({format_time(api_copy_s)}): api_includes_copy cannot hold")
     return measured_bytes / rest_s, 0.0
 
 
