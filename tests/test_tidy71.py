@@ -1,0 +1,75 @@
+"""tidy71: the reviews' leftovers (rev69, rev70, plan70), each one rule in one place (findings section 300 of
+the session of 2026-12-07a)."""
+
+import copy
+
+import pytest
+
+from topo.cli.main import main
+from topo.errors import TopoError
+from topo.training import ep_dispatch, ep_internode
+from topo.training.ep_dispatch import flex_dispatch_s
+from topo.training.ep_internode import internode_call_s
+from topo.training.gpus import gpu_compute
+from topo.training.kernels import memory_s
+
+
+def _copy(gpu):
+    km = gpu_compute(gpu).kernels
+    return lambda b: memory_s(km, b)
+
+
+def _edited(monkeypatch, module, loader, edit):
+    data = copy.deepcopy(getattr(module, loader)())
+    edit(data)
+    monkeypatch.setattr(module, loader, lambda: data)
+
+
+def test_an_edited_dispatcher_table_is_one_line_naming_the_file_the_key_and_the_value(monkeypatch):
+    """rev70 Left 3: a dispatcher table's ``api_includes_copy`` that is not a boolean, or a call's rate no longer
+    than the copy it says it holds, is the project's error naming the data file, the table's key, the value and what
+    is allowed (a ``TopoError``, which the CLI prints as one line), not a plain ``ValueError``."""
+    _edited(monkeypatch, ep_dispatch, "_tables", lambda d: d["flex"]["GB200"].update(api_includes_copy="yes"))
+    with pytest.raises(TopoError) as err:
+        flex_dispatch_s("GB200", 8, 1e8, 2, _copy("GB200"))
+    assert str(err.value) == ("ep_dispatch.toml: flex.GB200.api_includes_copy: is 'yes' in a table with a call's "
+                              "rate: allowed true or false (whether that rate holds the copy out of the buffer)")
+    # GB300 takes GB200's figures: the key named is the table read
+    with pytest.raises(TopoError, match="^ep_dispatch.toml: flex.GB200.api_includes_copy: "):
+        flex_dispatch_s("GB300", 8, 1e8, 2, _copy("GB300"))
+
+
+def test_a_call_rate_no_longer_than_its_copy_is_one_line(monkeypatch):
+    """DeepEP's GB200 table publishes the call's rate alone; said to hold the copy at a rate of 10,000 GB/s its
+    call at the published shape (4,096 tokens x 7,168 x 2 B x the destinations) is shorter than the copy itself."""
+    def edit(d):
+        d["flex_deepep"]["GB200"].update(api_includes_copy=True, dispatch_GBps=[1e4] * 4, tokens=4096, hidden=7168,
+                                         topk=8)
+    _edited(monkeypatch, ep_dispatch, "_tables", edit)
+    with pytest.raises(TopoError) as err:
+        flex_dispatch_s("GB200", 32, 1e8, 2, _copy("GB200"), "deepep")
+    assert str(err.value).startswith("ep_dispatch.toml: flex_deepep.GB200.dispatch_GBps: a published call of ")
+    assert "no longer than the copy it holds" in str(err.value)
+    assert "allowed: a rate whose call outlasts that copy, or api_includes_copy = false" in str(err.value)
+
+
+def test_the_internode_table_names_its_file(monkeypatch):
+    _edited(monkeypatch, ep_internode, "_data", lambda d: d["internode"]["H100"].update(api_includes_copy=1))
+    with pytest.raises(TopoError, match=r"^ep_internode.toml: internode.H100.api_includes_copy: is 1 in a table"):
+        internode_call_s("H100", 16, 1e8, 2, _copy("H100"))
+
+
+def test_an_unknown_backend_names_the_layout_key():
+    with pytest.raises(TopoError, match=r"^ep_flex_backend: is 'nccl': allowed hybridep, deepep$"):
+        ep_dispatch.gpu_figures("GB200", "nccl")
+
+
+def test_train_says_the_edited_table_in_one_line(monkeypatch, capsys):
+    """The same through ``topo train``: exit 2 and the one line, no traceback."""
+    _edited(monkeypatch, ep_dispatch, "_tables", lambda d: d["flex"]["GB200"].update(api_includes_copy="yes"))
+    rc = main(["train", "gb200-nvl72-superpod", "--model", "qwen3-30b-a3b", "--gpus", "8", "--global-batch", "256",
+               "--dp", "8", "--ep", "8", "--layout", "ep_dispatcher=deepep"])
+    err = capsys.readouterr().err
+    assert rc == 2 and err == ("error: ep_dispatch.toml: flex.GB200.api_includes_copy: is 'yes' in a table with a "
+                               "call's rate: allowed true or false (whether that rate holds the copy out of the "
+                               "buffer)\n")
