@@ -73,3 +73,30 @@ def test_train_says_the_edited_table_in_one_line(monkeypatch, capsys):
     assert rc == 2 and err == ("error: ep_dispatch.toml: flex.GB200.api_includes_copy: is 'yes' in a table with a "
                                "call's rate: allowed true or false (whether that rate holds the copy out of the "
                                "buffer)\n")
+
+
+REGION = ('name = "mixnet"\ndescription = "an InfiniBand site and a RoCE site (a test region)"\n'
+          '[[sites]]\nname = "east"\nspec = "dgx-h100-superpod"\nset = ["cluster.num_units=1"]\n'
+          '[[sites]]\nname = "west"\nspec = "dgx-h100-superpod"\nset = ["cluster.num_units=1", '
+          '"fabric.technology=roce"]\nprofile = "{west}"\n'
+          '[interconnect]\ntopology = "mesh"\ndistance_km = 40\nlatency_per_km = "4.9 us"\nequipment_latency = "50 us"\n'
+          'waves = 16\nwave_rate = "800 Gb/s"\nattach = "top"\n')
+
+
+@pytest.mark.parametrize("west, said", [
+    ("hopper+infiniband_ndr", "site west: 'hopper+infiniband_ndr' is a profile of infiniband_ndr, but the site's "
+                              "network is roce"),
+    ("nosuch", "site west: "),
+    ("missing.toml", "site west: missing.toml: "),
+])
+def test_a_site_profile_key_refused_names_the_region_file_and_the_entry(tmp_path, west, said):
+    """rev70 Left 5: a site's ``profile`` key refused is named as a spec's errors are: the region file, then the
+    ``[[sites]]`` entry's key (``sites[1].profile``, as ``sites[1].power_limit_MW``), then the site; a missing
+    profile file named after the site."""
+    from topo.fabric.region import build_region
+    from topo.engine.region_estimate import check_region_profile
+    path = tmp_path / "mixnet.toml"
+    path.write_text(REGION.replace("{west}", west))
+    with pytest.raises(TopoError) as err:
+        check_region_profile(build_region(str(path)), None)
+    assert str(err.value).startswith(f"{path}: sites[1].profile: {said}"), str(err.value)
