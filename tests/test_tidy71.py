@@ -100,3 +100,33 @@ def test_a_site_profile_key_refused_names_the_region_file_and_the_entry(tmp_path
     with pytest.raises(TopoError) as err:
         check_region_profile(build_region(str(path)), None)
     assert str(err.value).startswith(f"{path}: sites[1].profile: {said}"), str(err.value)
+
+
+def test_a_peer_of_another_profile_bounds_nvls_with_its_own():
+    """rev70 Left 2: a peer search of an equal spec shared ``nvls_bounds``, whose values read the profile
+    (:func:`~topo.training.nvls_buffers.nvls_bound_bytes`: channels x directions x chunk x steps x heads); since reg70
+    two equal-spec sites may have different profiles. A peer whose profile runs twice the NVLS channels bounds the
+    same layout with its own figure (twice the first's, the closed form's one factor); a peer of the same profile
+    still shares the cache."""
+    import dataclasses
+
+    import topo
+    from topo.engine.profiles import resolve_profile
+    from topo.training.comm import CommEngine
+    from topo.training.model import load_model
+    from topo.training.parallel import make_layout
+    from topo.training.search import _keys, _Search
+    fabric = topo.build_fabric(topo.load_spec("dgx-h100-superpod", ["cluster.num_units=1"]))
+    assert fabric.spec.nvls
+    gpu = gpu_compute(fabric.spec.gpu, host_cpu=fabric.spec.host_cpu[0])
+    own = resolve_profile(None, fabric)
+    wide = dataclasses.replace(own, nvls_channels=2 * own.nvls_channels)
+    s = _Search(fabric, load_model("llama3-8b"), CommEngine(fabric, profile=own), gpu, 5,
+                dict(convention="6n", efficiency=None), None, None)
+    same, other = s.peer(fabric, None, own), s.peer(fabric, None, wide)
+    assert same.nvls_bounds is s.nvls_bounds and same.mem_cache is s.mem_cache is other.mem_cache
+    lay = make_layout(tp=8, dp=4, global_batch=32, micro_batch=1, sequence_parallel=False)  # TP all-reduces
+    for x in (s, other):
+        x.bound_of(lay, _keys(lay))
+    (first,), (second,) = s.nvls_bounds.values(), other.nvls_bounds.values()
+    assert first > 0 and second == 2 * first
