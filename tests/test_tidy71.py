@@ -130,3 +130,14 @@ def test_a_peer_of_another_profile_bounds_nvls_with_its_own():
         x.bound_of(lay, _keys(lay))
     (first,), (second,) = s.nvls_bounds.values(), other.nvls_bounds.values()
     assert first > 0 and second == 2 * first
+
+
+def test_site_ready_takes_every_sites_compute():
+    """rev70 Left 6: ``SiteReady.computes_s`` defaulted to ``()``, which ``_pp`` zips with the steps into nothing and
+    ``max()``es; it is now required and of one length with the steps and windows."""
+    from topo.training.multisite import SiteReady
+    with pytest.raises(TypeError):
+        SiteReady((1.0,), (0.5,))
+    with pytest.raises(ValueError, match="one entry a site"):
+        SiteReady((1.0, 2.0), (0.5, 0.5), (0.8,))
+    assert SiteReady((1.0, 2.0), (0.5, 0.5), (0.8, 1.6)).last_ready_s == 1.5
