@@ -141,3 +141,18 @@ def test_site_ready_takes_every_sites_compute():
     with pytest.raises(ValueError, match="one entry a site"):
         SiteReady((1.0, 2.0), (0.5, 0.5), (0.8,))
     assert SiteReady((1.0, 2.0), (0.5, 0.5), (0.8, 1.6)).last_ready_s == 1.5
+
+
+def test_plan_without_collectives_names_the_cut(capsys):
+    """rev69 Left (d): ``topo plan meta-llama3-24k --fail pod:0 --no-collectives`` said its network figures are
+    the failed fabric's (bisection 66 of 88 TB/s, right as a cut) but not that
+    pod 0's 3,072 GPUs reach none of the other 21,504 (24,576 - 3,072); the note now says so, in the words of
+    ``topo.fabric.cut`` (one rule with describe, estimate and the report)."""
+    rc = main(["plan", "meta-llama3-24k", "--fail", "pod:0", "--no-collectives"])
+    out = capsys.readouterr().out
+    assert rc == 0
+    assert ("note: with failed parts (pod:0): GPUs 0 to 3,071 (pod 0) are cut off: no working path joins them to the "
+            "other 21,504 GPUs; the network figures (bisection, cross-pod collectives) are those of the failed "
+            "fabric") in out, out[-1500:]
+    main(["plan", "meta-llama3-24k", "--fail", "ctsw3", "--no-collectives"])  # a failure that cuts nothing off
+    assert "note: with failed parts (ctsw3): the network figures" in capsys.readouterr().out
