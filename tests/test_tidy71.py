@@ -156,3 +156,19 @@ def test_plan_without_collectives_names_the_cut(capsys):
             "fabric") in out, out[-1500:]
     main(["plan", "meta-llama3-24k", "--fail", "ctsw3", "--no-collectives"])  # a failure that cuts nothing off
     assert "note: with failed parts (ctsw3): the network figures" in capsys.readouterr().out
+
+
+def test_rate_scale_is_an_assumption_and_the_reconciliation_says_the_scale(capsys):
+    """rev69 Left (e)/(f): ``plan.reliability.rate_scale`` is a user's knob, not a published figure (status
+    assumption); with it at 2 the reconciliation line's network row is twice Llama 3's (35 interruptions in 54 days
+    on 16,384 GPUs: 35 / 54 x 1,024 / 16,384 = 0.0405/day on dgx-h100-superpod's 1,024 GPUs, 0.0810 at x 2), and
+    the line says so."""
+    from topo.plan.catalog import load_catalog
+    scale = load_catalog().reliability.rate_scale
+    assert scale.status == "assumption" and scale.value == 1
+    main(["plan", "dgx-h100-superpod", "--no-collectives", "--set", "plan.reliability.rate_scale=2"])
+    out = capsys.readouterr().out
+    assert f"Llama 3's network row x 2 (plan.reliability.rate_scale) gives {2 * 35 / 54 * 1024 / 16384:.1f}/day" \
+        in out, out
+    main(["plan", "dgx-h100-superpod", "--no-collectives"])
+    assert f"; Llama 3's network row gives {35 / 54 * 1024 / 16384:.1f}/day here" in capsys.readouterr().out

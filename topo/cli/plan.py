@@ -465,6 +465,12 @@ def _compute_lines(r: PlanResult) -> list[str]:
             + " its cluster"]
 
 
+def _scaled(rel) -> str:
+    """`` x 2 (plan.reliability.rate_scale)`` where the failure table's rates are scaled (rev69: the scaled row was
+    called Llama 3's); "" at 1."""
+    return f" x {rel.rate_scale:g} (plan.reliability.rate_scale)" if rel.rate_scale != 1 else ""
+
+
 def _failure_lines(rel, num_gpus: int) -> list[str]:
     """Interruptions, optics failures, and the checkpoint and recovery times (the stall says what it is and the
     write rate the goodput model takes: the storage servers' aggregate, ms52's one rate). A job on part of the
@@ -480,7 +486,8 @@ def _failure_lines(rel, num_gpus: int) -> list[str]:
             f"{_after(rel.first_nic_optics_failure_s)} ({format_count(rel.nic_optical_modules)} modules); of any "
             f"module: {_after(rel.first_optical_failure_s)} ({format_count(rel.optical_modules)} modules)",
             f"          optics reconciled: modules on GPU links at their MTTF fail "
-            f"{rel.optics_parts_per_day:.1f}/day; Llama 3's network row gives {rel.table_network_per_day:.1f}/day "
+            f"{rel.optics_parts_per_day:.1f}/day; Llama 3's network row{_scaled(rel)} gives "
+            f"{rel.table_network_per_day:.1f}/day "
             f"here (an MTTF of {rel.table_network_mttf_years_per_gpu_link:,.0f} years per GPU link)",
             f"          checkpoint {format_in(rel.checkpoint_bytes, 'TB', '.3g')} ({rel.params:.3g} parameters"
             f"{_params_origin(rel.params_source)}), "
@@ -492,7 +499,7 @@ def _failure_lines(rel, num_gpus: int) -> list[str]:
 
 def _scope_words(rel) -> str:
     """Whose parts interrupt: a named job's GPUs (the cluster's rate beside) or every GPU; the table's scale."""
-    scale = f", the failure table's rates x {rel.rate_scale:g} (reliability.rate_scale)" if rel.rate_scale != 1 else ""
+    scale = f", the failure table's rates{_scaled(rel)}" if rel.rate_scale != 1 else ""
     if rel.interruptions_of == "cluster":
         return f"from all {format_count(rel.interrupting_gpus)} GPUs' parts (no job named){scale}"
     return (f"from the job's {format_count(rel.interrupting_gpus)} GPUs' parts (their servers, NICs, and the switches "
