@@ -172,3 +172,34 @@ def test_rate_scale_is_an_assumption_and_the_reconciliation_says_the_scale(capsy
         in out, out
     main(["plan", "dgx-h100-superpod", "--no-collectives"])
     assert f"; Llama 3's network row gives {35 / 54 * 1024 / 16384:.1f}/day here" in capsys.readouterr().out
+
+
+def test_report_plan_shows_the_jobs_idle_gpus(tmp_path, capsys):
+    """plan70 Left (c): ``topo report --plan --train M --layout L`` planned without the job, so its goodput row did
+    not say that a 512-GPU job on dgx-h100-superpod's 1,024 GPUs leaves 504 idle beside its 8 hot spares (one server,
+    plan70's figure); it now plans with the job as ``topo plan --model`` does, and the row says the words ``plan``
+    prints."""
+    out = tmp_path / "r.html"
+    assert main(["report", "dgx-h100-superpod", "--plan", "--train", "llama3-8b", "--layout",
+                 "tp=8,dp=64,global_batch=256", "-o", str(out)]) == 0
+    page = out.read_text()
+    assert "on the job&#x27;s 512 GPUs (8 held as hot spares, 504 idle)" in page
+    main(["plan", "dgx-h100-superpod", "--model", "llama3-8b", "--layout", "tp=8,dp=64,global_batch=256",
+          "--no-collectives"])
+    text = capsys.readouterr().out
+    assert "FLOP effective on the job's 512 GPUs (8 held as hot spares, 504 idle)" in text
+    goodput = text.split("goodput   ")[1].split("%")[0]
+    assert f"goodput</td><td>{goodput}% (sync checkpoints)" in page  # the job's goodput, not the cluster's
+
+
+def test_it_power_says_a_count_sized_without_the_jobs_step(capsys):
+    """plan70 Left (d): with ``--it-power --model``, a count the job's layout does not fit is sized with the
+    catalog's MFU, silently. h100-100k at 49.5 MW, llama3-8b as tp=8, global batch 8,960: 20 pods (35,840 GPUs, dp
+    4,480, 8,960 = 2 x 4,480) fit, 21 pods (37,632 GPUs) would run dp 4,704, which 8,960 sequences do not fill,
+    so "21 would draw" is the catalog's MFU 0.35's figure (workload.toml: SemiAnalysis), not the job's 0.228: the
+    note says so."""
+    main(["plan", "h100-100k", "--it-power", "49.5MW", "--model", "llama3-8b", "--layout", "tp=8,global_batch=8960",
+          "--no-collectives"])
+    out = capsys.readouterr().out
+    assert ("the budget binds: 21 would draw 52.01 MW (at MFU 0.35, plan.workload.mfu: the job's layout does not "
+            "fit 21 pods, so that count has no step of the job to size with)") in out, out[-2000:]
