@@ -203,3 +203,21 @@ def test_it_power_says_a_count_sized_without_the_jobs_step(capsys):
     out = capsys.readouterr().out
     assert ("the budget binds: 21 would draw 52.01 MW (at MFU 0.35, plan.workload.mfu: the job's layout does not "
             "fit 21 pods, so that count has no step of the job to size with)") in out, out[-2000:]
+
+
+def test_a_blockwise_weight_is_held_and_gathered_as_one_tensor_kind_on_blackwell():
+    """rev69 Left (a): on Blackwell the memory priced a blockwise recipe's kept weight as an MXFP8Tensor (2.0625
+    B/param) while the gather carried it as a Float8BlockwiseQTensor. Transformer Engine at the pinned
+    d0067d0da6cb01811b8072a7d304f0e00344ce2b keeps the blockwise tensor on Blackwell and converts only its scales for
+    each GEMM (pytorch/csrc/extensions/gemm.cpp:312-322, "Emulate the FP8 block scaling recipe with MXFP8 on Blackwell
+    and newer"; extensions/swizzle.cpp:303-357 convert_block_scaling_to_mxfp8_tensor: the MXFP8 view takes the same
+    data pointer, its swizzled E8M0 scales allocated for the GEMM only; PR #2157), and Float8BlockQuantizer keeps its
+    row- and column-wise data whatever the GPU (csrc/quantizer.cpp:1061, no non-TN test). So one kind on both
+    generations: 1 + 1 + 2 x 4 / (128 x 128) = 2.00048828125 B/param, gathered at 1 byte."""
+    from topo.training.fp8_params import fp8_param_bytes, gathers_in_fp8
+    from topo.training.parallel import make_layout
+    lay = make_layout(tp=1, dp=8, global_batch=64, precision="fp8", fp8_recipe="blockwise", fp8_param_gather=True)
+    assert fp8_param_bytes(lay, "blackwell") == fp8_param_bytes(lay, "hopper") == 1 + 1 + 2 * 4 / (128 * 128)
+    assert gathers_in_fp8(lay)
+    mx = lay.model_copy(update={"fp8_recipe": "mxfp8"})
+    assert fp8_param_bytes(mx, "blackwell") == 1 + 1 + 2 / 32 and not gathers_in_fp8(mx)
