@@ -540,7 +540,21 @@ class _SiteTimes:
 
 def site_profile(region: Region, profile, site: int):
     """The profile that prices site ``site``'s in-site collectives: ``profile`` where a command gives one (every
-    site's), else the site's ``profile`` key (:attr:`~topo.fabric.region.Region.site_profiles`; None: its own)."""
+    site's), else the site's ``profile`` key (:attr:`~topo.fabric.region.Region.site_profiles`; None: its own).
+
+    Parameters
+    ----------
+    region : Region
+    profile : optional
+        The command's profile (``--profile``), as :func:`~topo.engine.profiles.resolve_profile` takes it.
+    site : int
+        The site's index.
+
+    Returns
+    -------
+    object
+        A profile as :func:`~topo.engine.profiles.resolve_profile` takes it, or None (the site's fabric's own).
+    """
     return profile if profile is not None else region.site_profiles[site]
 
 
