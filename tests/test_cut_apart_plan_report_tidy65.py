@@ -13,8 +13,9 @@ def test_plan_names_no_collectives_and_it_runs():
     assert bad.stderr.startswith("error: --fail: ") and "allowed: --no-collectives (the plan of the failed fabric " \
         "without them: its degraded bisection, power and cost)" in bad.stderr, bad.stderr
     ok = run_cli("plan", SPEC, *FAIL, "--no-collectives", check=True)
-    assert "note: with failed parts (nvswitch1): the network figures (bisection, cross-pod collectives) are those " \
-        "of the failed fabric" in ok.stdout
+    assert "note: with failed parts (nvswitch1): nvswitch1 failed: its NVLink domain (GPUs 72 to 143), whose GPUs " \
+        "reach each other only through it; the network figures (bisection, cross-pod collectives) are those of the " \
+        "failed fabric" in ok.stdout  # tidy71: the cut named, as describe names it
 
 
 def test_report_writes_the_page_with_the_cut_named(tmp_path):

@@ -95,9 +95,9 @@ def test_each_sites_share_steps_with_its_own_profile(d):
 
 
 @pytest.mark.parametrize("west, said", [
-    ("ib", ["site west", "sites.profile", "infiniband_ndr", "roce", "allowed:"]),
-    ("hopper+infiniband_ndr", ["site west", "sites.profile", "infiniband_ndr", "roce", "allowed:"]),
-    ("nosuch", ["site west", "sites.profile", "nosuch"]),
+    ("ib", ["site west", "sites[1].profile", "infiniband_ndr", "roce", "allowed:"]),
+    ("hopper+infiniband_ndr", ["site west", "sites[1].profile", "infiniband_ndr", "roce", "allowed:"]),
+    ("nosuch", ["site west", "sites[1].profile", "nosuch"]),
 ])
 def test_a_site_profile_of_another_network_or_unknown_is_one_line(d, west, said):
     path = _region_file(d["folder"], d["ib"], d.get(west, west))

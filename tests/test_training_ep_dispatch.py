@@ -84,7 +84,7 @@ def test_deepep_has_its_own_published_rates():
     # call of 1 GB (BF16): half a dispatch at 400 GB/s, half a combine at 190 GB/s
     assert flex_fixed_s("GB200", 32, _copy(), "deepep") == {k: 0.0 for k in ("dispatch", "dispatch_fp8", "combine")}
     assert flex_dispatch_s("GB200", 32, 1e9, 2, _copy(), "deepep") == pytest.approx(0.5 * (1 / 400 + 1 / 190))
-    with pytest.raises(ValueError, match="ep_flex_backend='nccl'"):
+    with pytest.raises(ValueError, match="ep_flex_backend: is 'nccl'"):
         flex_rates("GB200", 32, "nccl")
 
 

@@ -4,6 +4,7 @@ side."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from .. import training
 from ..atomic import check_output, open_output
@@ -11,7 +12,7 @@ from ..errors import TopoError, Unreachable
 from ..fabric.cut import cut_message
 from ..plan import LOST_PART_LABELS, DesignComparison, PlanResult, plan
 from ..plan.budget import fit_it_power
-from ..plan.train_time import TrainingJob
+from ..plan.train_time import TrainingJob, job_layer
 from ..plan.result import RANGED
 from ..spec import DEFAULT_SPEC
 from ..spec.load import resolve_spec_path
@@ -78,10 +79,8 @@ def _layers(args, design: str | None = None, fabric=None) -> tuple[list[tuple[st
     layers, job = _flag_layers(args), None
     if args.model or args.layout:
         step, precision, params = train_step(args, design, fabric)
-        layers.insert(0, ("--model", {"workload": {"mfu": float(step.mfu), "precision": precision,
-                                                    "params": params}}))
-        job = TrainingJob(model=args.model, gpus=int(step.gpus), step_time_s=float(step.step_time_s),
-                          tokens_per_step=int(step.tokens_per_step), tokens=args.tokens)
+        layer, job = job_layer(args.model, step, precision, params, args.tokens)
+        layers.insert(0, layer)
     return layers, job
 
 
@@ -206,12 +205,15 @@ def _sized(args, name: str | None):
     step on that count (:func:`_layers`: its MFU, parameters and precision, which size the dataset and the
     checkpoint, hence the storage), so the fit's IT power is the final plan's (plan70; tidy69 Left d). A count the
     job's layout does not fit is planned with the job's parameters and precision and the catalog's MFU (or
-    ``--mfu``): the final plan refuses such a count by the layout's words."""
+    ``--mfu``), kept in the fit (``no_step_units``), whose note says it where that count is the one past the fit
+    (plan70 Left d); the final plan refuses such a count by the layout's words."""
     if args.it_power is None:
         return None, None
     flags = _flag_layers(args)
     if args.model and args.layout:
         flags.insert(0, ("--model", {"workload": _job_workload(args)}))
+
+    no_step: dict[int, str] = {}  # unit counts the job's layout does not fit -> the MFU they were sized with
 
     def it_power_W(spec) -> float:
         layers = flags
@@ -219,10 +221,15 @@ def _sized(args, name: str | None):
             try:
                 layers = _layers(args, name, fabric_from_args(args, name, spec))[0]
             except TopoError:  # the job's layout does not fit this count (or its fabric): no step to size with
-                pass
-        return plan(spec, layers=layers, plan_file=args.plan_file, collectives=False).power.it_power_W
+                layers = None
+        r = plan(spec, layers=layers or flags, plan_file=args.plan_file, collectives=False)
+        if layers is None:
+            key = "--mfu" if args.mfu is not None else "plan.workload.mfu"
+            no_step[spec.cluster.num_units] = f"{r.compute.mfu:.3g}, {key}"
+        return r.power.it_power_W
 
-    return fit_it_power(spec_from_args(args, name), args.it_power, it_power_W)
+    sized, fit = fit_it_power(spec_from_args(args, name), args.it_power, it_power_W)
+    return sized, replace(fit, no_step_units=tuple(sorted(no_step)), no_step_mfu=next(iter(no_step.values()), ""))
 
 
 def _job_workload(args) -> dict:
@@ -465,6 +472,12 @@ def _compute_lines(r: PlanResult) -> list[str]:
             + " its cluster"]
 
 
+def _scaled(rel) -> str:
+    """`` x 2 (plan.reliability.rate_scale)`` where the failure table's rates are scaled (rev69: the scaled row was
+    called Llama 3's); "" at 1."""
+    return f" x {rel.rate_scale:g} (plan.reliability.rate_scale)" if rel.rate_scale != 1 else ""
+
+
 def _failure_lines(rel, num_gpus: int) -> list[str]:
     """Interruptions, optics failures, and the checkpoint and recovery times (the stall says what it is and the
     write rate the goodput model takes: the storage servers' aggregate, ms52's one rate). A job on part of the
@@ -480,7 +493,8 @@ def _failure_lines(rel, num_gpus: int) -> list[str]:
             f"{_after(rel.first_nic_optics_failure_s)} ({format_count(rel.nic_optical_modules)} modules); of any "
             f"module: {_after(rel.first_optical_failure_s)} ({format_count(rel.optical_modules)} modules)",
             f"          optics reconciled: modules on GPU links at their MTTF fail "
-            f"{rel.optics_parts_per_day:.1f}/day; Llama 3's network row gives {rel.table_network_per_day:.1f}/day "
+            f"{rel.optics_parts_per_day:.1f}/day; Llama 3's network row{_scaled(rel)} gives "
+            f"{rel.table_network_per_day:.1f}/day "
             f"here (an MTTF of {rel.table_network_mttf_years_per_gpu_link:,.0f} years per GPU link)",
             f"          checkpoint {format_in(rel.checkpoint_bytes, 'TB', '.3g')} ({rel.params:.3g} parameters"
             f"{_params_origin(rel.params_source)}), "
@@ -492,7 +506,7 @@ def _failure_lines(rel, num_gpus: int) -> list[str]:
 
 def _scope_words(rel) -> str:
     """Whose parts interrupt: a named job's GPUs (the cluster's rate beside) or every GPU; the table's scale."""
-    scale = f", the failure table's rates x {rel.rate_scale:g} (reliability.rate_scale)" if rel.rate_scale != 1 else ""
+    scale = f", the failure table's rates{_scaled(rel)}" if rel.rate_scale != 1 else ""
     if rel.interruptions_of == "cluster":
         return f"from all {format_count(rel.interrupting_gpus)} GPUs' parts (no job named){scale}"
     return (f"from the job's {format_count(rel.interrupting_gpus)} GPUs' parts (their servers, NICs, and the switches "
@@ -530,13 +544,7 @@ def _goodput_lines(r: PlanResult, mark) -> list[str]:
                      for name, x in rel.lost_fraction_by_part.items())
     lost += mark(*(f"reliability.checkpoint.{k}" for k in ("detection_s", "restart_s", "snapshot_Bps", "repair_s",
                                                            "hot_spare_fraction")))
-    idle = r.num_gpus - rel.training_gpus  # walk24: the FLOP line x the goodput missed them by 0.8% with no word
-    spare = (f" on the {format_count(rel.training_gpus)} GPUs not held as hot spares ({format_count(idle)})"
-             if idle else "")
-    if idle and r.training is not None:  # plan70: a job's own GPUs train; the rest deliver none of its work
-        held = rel.hot_spare_servers * (r.num_gpus // r.num_servers)
-        spare = (f" on the job's {format_count(rel.training_gpus)} GPUs ({format_count(held)} held as hot spares, "
-                 f"{format_count(idle - held)} idle)")
+    spare = r.training_gpus_words()  # walk24's hot spares, plan70's job's idle GPUs
     whose = " (the job's, at its GPUs' interruptions)" if rel.interruptions_of == "job" else ""
     out = [f"goodput   {100 * rel.goodput:.1f}%{whose} -> {rel.effective_flop:.3g} FLOP effective{spare}, "
            f"${r.cost_per_effective_gpu_hour_usd:,.2f} per effective GPU-hour"

@@ -12,6 +12,7 @@ from ..fabric.builders import build_fabric
 from ..fabric.inventory import inventory
 from ..plan import plan, read_plan_file
 from ..plan.region import plan_region
+from ..plan.train_time import job_layer
 from ..spec import DEFAULT_SPEC, load_spec
 from ..spec.load import resolve_spec_path
 from ..training.mfu import parse_layout
@@ -111,13 +112,8 @@ def run(args) -> int:
                      f"bisection and the collectives that still run{plan_too}")
         for msg in profile_notes(args.profile, [r.fabric for r in reports]):
             note(msg)
-        plans = None
-        if args.plan or args.plan_file:
-            # rev67: without the plan's own collectives (topo plan --no-collectives): the page's plan section draws
-            # none of them (its network figures are the report's, priced with --profile), and a cut fabric's plan
-            # would stop at them with the page's note already printed
-            plans = [plan(r.fabric, plan_file=args.plan_file, collectives=False) for r in reports]
         trains = _trains(job, reports, args.layout, specs, args.profile) if job else None
+        plans = _plans(args, reports, job, trains) if args.plan or args.plan_file else None
         size = write_page(reports, out, plans=plans, trains=trains, **output)
         note(f"wrote {_where(out)} ({format_in(size, 'MB', '.1f')}) in {format_time(time.perf_counter() - start)}")
         return 0
@@ -306,6 +302,23 @@ def _named(exc: TopoError, layout: str, design: str, designs: int) -> TopoError:
     if designs > 1:
         return on_design(exc, layout, design)
     return TopoError(exc.message, source="--layout" if exc.source in (None, "layout") else exc.source, key=exc.key)
+
+
+def _plans(args, reports, job, trains) -> list:
+    """Each report's plan: without the plan's own collectives (rev67, as topo plan --no-collectives: the page's plan
+    section draws none of them, its network figures are the report's, priced with --profile, and a cut fabric's
+    plan would stop at them with the page's note already printed); with ``--train``'s job where its step fits, as
+    ``topo plan --model`` plans it (:func:`~topo.plan.train_time.job_layer`: its MFU, and the goodput and effective
+    figures on the job's GPUs, the rest idle; plan70 Left c)."""
+    out = []
+    for i, r in enumerate(reports):
+        layers, training = [], None
+        if trains is not None and trains[0][i].fits:
+            model, lays = job
+            layer, training = job_layer(model.name, trains[0][i], lays[i].precision, float(model.total_params))
+            layers = [layer]
+        out.append(plan(r.fabric, layers=layers, plan_file=args.plan_file, collectives=False, training=training))
+    return out
 
 
 def _trains(job, reports, layout: str, specs, profile=None):

@@ -21,6 +21,7 @@ from ..inputs import read_toml
 from ..resources import data_dir
 from ..fabric.region import Region
 from ..fabric.region_split import split_notes
+from ..spec.region_load import site_profile_keys
 from .algorithms.across_sites import (CROSS_SITE_ALGORITHMS, Phase, Timed, dci_phase_bytes, flat_ring, flat_tree,
                                       hierarchical, pipelined, window_s)
 from .collectives import DATA_TYPES, busbw_factor, count_column, normalize_collective
@@ -558,33 +559,38 @@ def site_profile(region: Region, profile, site: int):
     ----------
     region : Region
     profile : optional
-        The command's (``--profile``), as :func:`estimate_region` takes it; None: none given.
+        The command's profile (``--profile``), as :func:`~topo.engine.profiles.resolve_profile` takes it.
     site : int
         The site's index.
 
     Returns
     -------
     object
-        ``profile``, else the site's key (a name, a file, or None for its own network's).
+        A profile as :func:`~topo.engine.profiles.resolve_profile` takes it, or None (the site's fabric's own).
     """
     return profile if profile is not None else region.site_profiles[site]
 
 
 def _check_site_keys(region: Region) -> None:
     """Refuse a site's ``profile`` key of another network than the site's (a bundled name or a file): the key says
-    which profile the site's own network has (reg70); unknown names as :func:`resolve_profile` says them."""
-    for i, (name, key) in enumerate(zip(region.site_names, region.site_profiles)):
+    which profile the site's own network has (reg70); unknown names as :func:`resolve_profile` says them. Named as a
+    spec's errors are: the region file, the entry's key (``sites[1].profile``), the site."""
+    first = 0
+    for j, (entry, key) in enumerate(zip(region.spec.sites, site_profile_keys(region.spec))):
+        fabric, first = region.fabrics[first], first + entry.count
         if key is None:
             continue
+        where = dict(source=region.spec.source_of(f"sites[{j}].profile") or None, key=f"sites[{j}].profile")
         try:
-            resolve_profile(key, region.fabrics[i])
+            resolve_profile(key, fabric)
         except TopoError as exc:
-            raise TopoError(f"site {name}: {exc.message}", source=exc.source, key="sites.profile") from None
-        net, own = profile_network(key), site_network(region.fabrics[i])
+            said = [p for p in (exc.source, exc.key) if p and p not in exc.message] + [exc.message]  # its file
+            raise TopoError(f"site {entry.name}: {': '.join(said)}", **where) from None
+        net, own = profile_network(key), site_network(fabric)
         if net is not None and net != own:
-            raise TopoError(f"site {name}: {key!r} is a profile of {net}, but the site's network is {own}: a site's "
-                            f"profile prices its own in-site collectives; allowed: a profile of {own}, nccl, or a "
-                            "file based on nccl (or none: the site's own)", key="sites.profile")
+            raise TopoError(f"site {entry.name}: {key!r} is a profile of {net}, but the site's network is {own}: a "
+                            f"site's profile prices its own in-site collectives; allowed: a profile of {own}, nccl, "
+                            "or a file based on nccl (or none: the site's own)", **where)
 
 
 def check_region_profile(region: Region, profile) -> None:

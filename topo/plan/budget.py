@@ -37,6 +37,8 @@ class PowerFit:
     next_it_power_W: float | None  # at one more (None: the fabric cannot grow to it)
     spec_count: int  # the spec's own count, before sizing
     fabric_bound: str | None = None  # the builder's refusal of one more unit, when the fabric (not power) binds
+    no_step_units: tuple[int, ...] = ()  # with a job: the unit counts its layout does not fit, sized without its step
+    no_step_mfu: str = ""  # the MFU those counts were sized with and its key ("0.35, plan.workload.mfu")
 
     @property
     def headroom_W(self) -> float:
@@ -57,8 +59,12 @@ class PowerFit:
         if self.fabric_bound is not None:
             return head + (f"the fabric binds, not the budget: {format_count(self.count + 1)} cannot be built "
                            f"({self.fabric_bound})")
+        no_step = ""  # plan70 Left d: the next count's IT power without the job's step, said
+        if (self.count + 1) * self.units_per_step in self.no_step_units:
+            no_step = (f" (at MFU {self.no_step_mfu}: the job's layout does not fit {format_count(self.count + 1)} "
+                       f"{self.unit}s, so that count has no step of the job to size with)")
         return head + (f"the budget binds: {format_count(self.count + 1)} would draw "
-                       f"{format_in(self.next_it_power_W, 'MW', ',.2f')}")
+                       f"{format_in(self.next_it_power_W, 'MW', ',.2f')}{no_step}")
 
     def to_dict(self) -> dict:
         return {**asdict(self), "headroom_W": self.headroom_W}

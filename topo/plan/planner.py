@@ -11,6 +11,7 @@ from typing import Sequence
 
 from ..fabric.bisection import bisection
 from ..fabric.builders import build_fabric
+from ..fabric.cut import cut_words
 from ..engine.profiles import resolve_profile
 from ..errors import TopoError
 from ..inputs import read_toml
@@ -402,8 +403,9 @@ def _notes(fabric, cat, inv, floor, bom, gpu, relia, store, pw, tco, server_name
         notes.append(f"over {tco.years:g} years, past their lives: " + ", ".join(
             f"{k} bought {n + 1} times" for k, n in refreshed.items())
             + " (each refresh at today's prices; the TCO depreciates capex x years / life)")
-    if fabric.failures:
-        notes.append(f"with failed parts ({', '.join(fabric.failures)}): the network figures (bisection, cross-pod "
+    if fabric.failures:  # the GPUs they cut off in topo.fabric.cut's words (rev69: --no-collectives said none)
+        cut = "".join(f"{w}; " for w in cut_words(fabric))
+        notes.append(f"with failed parts ({', '.join(fabric.failures)}): {cut}the network figures (bisection, cross-pod "
                      "collectives) are those of the failed fabric; the bill of materials, power and cost are the "
                      "installed ones")
     if server.servers_per_rack is not None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..units import whole_bytes
+from ..units import format_count, whole_bytes
 from .blast import BlastRadius
 from .bom import BillOfMaterials
 from .compute import ComputeBudget
@@ -76,6 +76,20 @@ class PlanResult:
         """The share of installed GPU-hours that trains: goodput x training GPUs / installed GPUs."""
         r = self.reliability
         return r.goodput * r.training_gpus / self.num_gpus
+
+    def training_gpus_words(self) -> str:
+        """Whose GPUs the effective figures count, in words, as ``plan`` and ``report --plan`` say them: " on the
+        job's 512 GPUs (8 held as hot spares, 504 idle)" with a job (plan70), " on the 24,336 GPUs not held as hot
+        spares (240)" without (walk24); "" where every GPU trains."""
+        rel = self.reliability
+        idle = self.num_gpus - rel.training_gpus
+        if not idle:
+            return ""
+        if self.training is None:
+            return f" on the {format_count(rel.training_gpus)} GPUs not held as hot spares ({format_count(idle)})"
+        held = rel.hot_spare_servers * (self.num_gpus // self.num_servers)
+        return (f" on the job's {format_count(rel.training_gpus)} GPUs ({format_count(held)} held as hot spares, "
+                f"{format_count(idle - held)} idle)")
 
     @property
     def cost_per_effective_gpu_hour_usd(self) -> float:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-__all__ = ["TrainingJob", "time_to_train_s", "cost_per_million_tokens_usd"]
+__all__ = ["TrainingJob", "time_to_train_s", "cost_per_million_tokens_usd", "job_layer"]
 
 SECONDS_PER_HOUR = 3600.0
 
@@ -57,3 +57,30 @@ def cost_per_million_tokens_usd(cost_per_effective_gpu_hour_usd: float, gpus: in
     0.5556
     """
     return cost_per_effective_gpu_hour_usd * gpus / (tokens_per_s * SECONDS_PER_HOUR) * 1e6
+
+
+def job_layer(model: str, step, precision: str, params: float, tokens: float | None = None):
+    """``(layer, job)``: the catalog layer a job's step sets (``--model``: its MFU, precision and parameters) and its
+    :class:`TrainingJob`, as ``plan --model`` and ``report --plan --train`` plan a job.
+
+    Parameters
+    ----------
+    model : str
+        The model's name.
+    step : StepResult
+        Its step on the design (:func:`topo.training.step.estimate_step`).
+    precision : str
+        The layout's precision.
+    params : float
+        The model's parameters.
+    tokens : float, optional
+        Tokens to train (None: no time to train).
+
+    Returns
+    -------
+    tuple
+        ``("--model", {"workload": {...}})`` and the :class:`TrainingJob`.
+    """
+    layer = ("--model", {"workload": {"mfu": float(step.mfu), "precision": precision, "params": params}})
+    return layer, TrainingJob(model=model, gpus=int(step.gpus), step_time_s=float(step.step_time_s),
+                              tokens_per_step=int(step.tokens_per_step), tokens=tokens)

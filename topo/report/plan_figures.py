@@ -195,7 +195,8 @@ def summary_table_html(results: Sequence[PlanResult]) -> str:
         ("interruptions per day", lambda r: f"{r.reliability.interruptions_per_day:.1f} ("
                                             + ("the job's GPUs; " if r.reliability.interruptions_of == "job" else "")
                                             + f"optics: {r.reliability.optics_in_interruptions})"),
-        ("goodput", lambda r: f"{100 * r.reliability.goodput:.1f}% ({r.reliability.checkpoint_mode} checkpoints)"),
+        ("goodput", lambda r: f"{100 * r.reliability.goodput:.1f}% ({r.reliability.checkpoint_mode} checkpoints)"
+                              + (f", effective{r.training_gpus_words()}" if r.training_gpus_words() else "")),
         ("capex", lambda r: f"{_span(r, 'capex_usd', _musd)} (facility per W of "
                             f"{'IT x PUE' if r.capex.facility_basis == 'facility' else 'IT'})"),
         ("build (quarters: GPUs online)", lambda r: "-" if r.deployment is None else ", ".join(

@@ -23,12 +23,13 @@ import tomllib
 from collections.abc import Callable
 from functools import lru_cache
 
+from ..errors import TopoError
 from ..resources import data_dir
 from ..units import GB, format_time
 from .routing import spread_destinations
 
 __all__ = ["SECTIONS", "flex_rates", "flex_fixed_s", "flex_dispatch_s", "nearest_column", "api_includes_copy",
-           "rate_and_fixed_s", "call_s", "gpu_figures", "figures_for"]
+           "rate_and_fixed_s", "call_s", "gpu_figures", "figures_for", "figures_key"]
 
 KINDS = ("dispatch", "dispatch_fp8", "combine")
 
@@ -38,6 +39,7 @@ FP8_FACTOR = (1 + 4 / 128) / 2
 
 
 SECTIONS = {"hybridep": "flex", "deepep": "flex_deepep"}  # backend -> the data file's table
+SOURCE = "ep_dispatch.toml"
 
 
 @lru_cache(maxsize=1)
@@ -45,11 +47,46 @@ def _tables() -> dict:
     return tomllib.loads((data_dir("compute") / "ep_dispatch.toml").read_text(encoding="utf-8"))
 
 
-def figures_for(data: dict, section: str, gpu: str) -> dict | None:
+def figures_key(data: dict, section: str, gpu: str) -> str | None:
     """The one rule by which a data file of published dispatcher figures prices ``gpu`` (``ep_dispatch.toml``,
-    ``ep_internode.toml``): the ``section`` table's own ``[section.GPU]``, else that of the GPU it takes figures from
-    (the file's ``[same_as]`` ``gpus``: an assumption with its source there), else the same in the table the section's
-    ``fallback`` names; None without figures.
+    ``ep_internode.toml``): the dotted key of the ``section`` table's own ``[section.GPU]``, else that of the GPU it
+    takes figures from (the file's ``[same_as]`` ``gpus``: an assumption with its source there), else the same in
+    the table the section's ``fallback`` names; None without figures. The key names the table in errors.
+
+    Parameters
+    ----------
+    data : dict
+        The parsed data file.
+    section : str
+        The backend's table in it (``flex``, ``internode_deepep``, ...).
+    gpu : str
+        GPU name as the fabric's spec gives it.
+
+    Returns
+    -------
+    str or None
+        ``SECTION.GPU`` of the table read.
+
+    Examples
+    --------
+    >>> data = {"same_as": {"gpus": {"B300": "B200"}}, "a": {"B200": {"x": 1}, "fallback": "b"},
+    ...         "b": {"H100": {"x": 2}}}
+    >>> figures_key(data, "a", "B300"), figures_key(data, "a", "H100"), figures_key(data, "a", "A100")
+    ('a.B200', 'b.H100', None)
+    """
+    twin = data.get("same_as", {}).get("gpus", {}).get(gpu)
+    while True:
+        table = data[section]
+        for name in (gpu, twin):
+            if name and isinstance(table.get(name), dict):
+                return f"{section}.{name}"
+        if "fallback" not in table:
+            return None
+        section = table["fallback"]
+
+
+def figures_for(data: dict, section: str, gpu: str) -> dict | None:
+    """The table of published figures that prices ``gpu`` (:func:`figures_key`'s), None without figures.
 
     Parameters
     ----------
@@ -72,15 +109,11 @@ def figures_for(data: dict, section: str, gpu: str) -> dict | None:
     >>> figures_for(data, "a", "B300"), figures_for(data, "a", "H100"), figures_for(data, "a", "A100")
     ({'x': 1}, {'x': 2}, None)
     """
-    twin = data.get("same_as", {}).get("gpus", {}).get(gpu)
-    table = data[section]
-    while True:
-        for name in (gpu, twin):
-            if name and isinstance(table.get(name), dict):
-                return table[name]
-        if "fallback" not in table:
-            return None
-        table = data[table["fallback"]]
+    key = figures_key(data, section, gpu)
+    if key is None:
+        return None
+    section, name = key.split(".", 1)
+    return data[section][name]
 
 
 def gpu_figures(gpu: str, backend: str = "hybridep") -> dict | None:
@@ -101,7 +134,7 @@ def gpu_figures(gpu: str, backend: str = "hybridep") -> dict | None:
         The ``[flex.GPU]`` or ``[flex_deepep.GPU]`` table (or its twin's, or its fallback's).
     """
     if backend not in SECTIONS:
-        raise ValueError(f"ep_flex_backend={backend!r}: allowed {', '.join(SECTIONS)}")
+        raise TopoError(f"is {backend!r}: allowed {', '.join(SECTIONS)}", key="ep_flex_backend")
     return figures_for(_tables(), SECTIONS[backend], gpu)
 
 
@@ -111,10 +144,11 @@ def _flex_parts(gpu: str, ranks: int, copy_s: Callable[[float], float] | None, b
     t = gpu_figures(gpu, backend)
     if t is None:
         return None
+    where = dict(source=SOURCE, key=figures_key(_tables(), SECTIONS[backend], gpu))
     i = nearest_column(t["ranks"], ranks)
     has_api = "dispatch_GBps" in t
     received = 0.0
-    if has_api and ("kernel_dispatch_GBps" in t or api_includes_copy(t)):
+    if has_api and ("kernel_dispatch_GBps" in t or api_includes_copy(t, **where)):
         received = t["tokens"] * spread_destinations(t["ranks"][i], t["topk"]) * t["hidden"] * 2.0
     out = {}
     for k in KINDS:
@@ -122,14 +156,15 @@ def _flex_parts(gpu: str, ranks: int, copy_s: Callable[[float], float] | None, b
         api = float(t[f"{k}_GBps"][i]) * GB if has_api else None
         kernel = float(t[f"kernel_{k}_GBps"][i]) * GB if f"kernel_{k}_GBps" in t else None
         held = 0.0  # the copy the call's rate holds; without copy_s only the kernel's rate is read (flex_rates)
-        if has_api and api_includes_copy(t):
+        if has_api and api_includes_copy(t, **where):
             if copy_s is None and kernel is None:
-                raise ValueError(f"{gpu}'s call rate holds the copy out of the buffer: pricing it needs copy_s")
+                raise TopoError("the call's rate holds the copy out of the buffer and no kernel rate is given: "
+                                "pricing it needs copy_s", **where)
             held = 0.0 if copy_s is None else copy_s(2.0 * received * f)
         if not received:  # a kernel's rate alone, or a call's that holds no copy: that rate, no fixed part
             out[k] = (api if kernel is None else kernel, 0.0)
             continue
-        out[k] = rate_and_fixed_s(received * f, api, kernel, held)
+        out[k] = rate_and_fixed_s(received * f, api, kernel, held, source=SOURCE, key=f"{where['key']}.{k}_GBps")
     return out
 
 
@@ -186,7 +221,7 @@ def nearest_column(sizes: list[int], ranks: int) -> int:
     return next((j for j, r in enumerate(sizes) if r >= ranks), len(sizes) - 1)
 
 
-def api_includes_copy(table: dict) -> bool:
+def api_includes_copy(table: dict, *, source: str | None = None, key: str | None = None) -> bool:
     """Whether a table's published call rates (its Torch API columns) include the copy of the received tokens out
     of the dispatcher's buffer: the table's ``api_includes_copy``, which every table with such a rate states
     (HybridEP's: yes; DeepEP's, whose kernel writes the output itself: no). A kernel's own rate never does.
@@ -195,19 +230,28 @@ def api_includes_copy(table: dict) -> bool:
     ----------
     table : dict
         A GPU's table of published figures (``ep_dispatch.toml``, ``ep_internode.toml``).
+    source, key : str, optional
+        The data file and the table's dotted key, named in the error.
 
     Returns
     -------
     bool
+
+    Raises
+    ------
+    TopoError
+        The flag is not a boolean.
     """
     flag = table.get("api_includes_copy")
     if not isinstance(flag, bool):
-        raise ValueError(f"api_includes_copy={flag!r} in a dispatcher table with a call's rate: allowed true, false")
+        raise TopoError(f"is {flag!r} in a table with a call's rate: allowed true or false (whether that rate holds "
+                        "the copy out of the buffer)", source=source,
+                        key=".".join(p for p in (key, "api_includes_copy") if p))
     return flag
 
 
 def rate_and_fixed_s(measured_bytes: float, api_Bps: float | None, kernel_Bps: float | None,
-                     api_copy_s: float) -> tuple[float, float]:
+                     api_copy_s: float, *, source: str | None = None, key: str | None = None) -> tuple[float, float]:
     """The one rule by which a published call is priced with the copy of the received tokens counted once, as the
     permutation topo prices apart: the kernel's rate where published, plus the call's fixed part, ``measured_bytes``
     at the call's rate less at the kernel's less the copy the call's rate holds (none below zero; zero without a
@@ -223,19 +267,27 @@ def rate_and_fixed_s(measured_bytes: float, api_Bps: float | None, kernel_Bps: f
     api_copy_s : float
         Seconds of the copy the call's rate holds (read and write at HBM rate; 0 where it holds none:
         :func:`api_includes_copy`).
+    source, key : str, optional
+        The data file and the call's rate's dotted key, named in the error.
 
     Returns
     -------
     tuple of float
         The rate (bytes/s) the call's bytes move at, and the fixed part (s).
+
+    Raises
+    ------
+    TopoError
+        Without a kernel's rate, a call no longer than the copy it holds.
     """
     if kernel_Bps is not None:
         fixed = 0.0 if api_Bps is None else measured_bytes / api_Bps - measured_bytes / kernel_Bps - api_copy_s
         return kernel_Bps, max(0.0, fixed)
     rest_s = measured_bytes / api_Bps - api_copy_s
     if rest_s <= 0:
-        raise ValueError(f"a published call of {measured_bytes:.3g} B at {api_Bps:.3g} B/s is no longer than its "
-                         f"copy ({format_time(api_copy_s)}): api_includes_copy cannot hold")
+        raise TopoError(f"a published call of {measured_bytes:.3g} B at {api_Bps / GB:.6g} GB/s is no longer than the "
+                        f"copy it holds ({format_time(api_copy_s)}): allowed: a rate whose call outlasts that copy, or "
+                        "api_includes_copy = false", source=source, key=key)
     return measured_bytes / rest_s, 0.0
 
 

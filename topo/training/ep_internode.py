@@ -25,18 +25,20 @@ from functools import lru_cache
 
 from ..resources import data_dir
 from ..units import GB
-from .ep_dispatch import FP8_FACTOR, KINDS, api_includes_copy, call_s, figures_for, nearest_column, rate_and_fixed_s
+from .ep_dispatch import (FP8_FACTOR, KINDS, api_includes_copy, call_s, figures_for, figures_key, nearest_column,
+                          rate_and_fixed_s)
 from .routing import spread_destinations
 
 __all__ = ["internode_table", "internode_fixed_s", "internode_call_s", "FP8_FACTOR"]
 
 
 SECTIONS = {"hybridep": "internode", "deepep": "internode_deepep"}  # backend -> the data file's table
+SOURCE = "ep_internode.toml"
 
 
 @lru_cache(maxsize=1)
 def _data() -> dict:
-    return tomllib.loads((data_dir("compute") / "ep_internode.toml").read_text(encoding="utf-8"))
+    return tomllib.loads((data_dir("compute") / SOURCE).read_text(encoding="utf-8"))
 
 
 def internode_table(gpu: str, ranks: int, backend: str = "hybridep") -> dict | None:
@@ -64,7 +66,9 @@ def internode_table(gpu: str, ranks: int, backend: str = "hybridep") -> dict | N
         return None
     i = nearest_column(t["ranks"], ranks)
     out = {k: t[k] for k in ("tokens", "hidden", "topk", "gpus_per_node")}
-    out["api_includes_copy"] = api_includes_copy(t) if f"{KINDS[0]}_GBps" in t else False
+    out["key"] = figures_key(_data(), SECTIONS[backend], gpu)
+    out["api_includes_copy"] = (api_includes_copy(t, source=SOURCE, key=out["key"]) if f"{KINDS[0]}_GBps" in t
+                                else False)
     out["ranks"] = t["ranks"][i]
     for k in KINDS:
         api = t.get(f"{k}_GBps")
@@ -107,7 +111,7 @@ def internode_fixed_s(gpu: str, ranks: int, copy_s: Callable[[float], float],
         f = FP8_FACTOR if k == "dispatch_fp8" else 1.0
         api, kernel = t[k]
         held = copy_s(2.0 * received * f) if t["api_includes_copy"] else 0.0
-        out[k] = rate_and_fixed_s(rdma * f, api, kernel, held)[1]
+        out[k] = rate_and_fixed_s(rdma * f, api, kernel, held, source=SOURCE, key=f"{t['key']}.{k}_GBps")[1]
     return out
 
 

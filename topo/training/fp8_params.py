@@ -19,7 +19,7 @@ from functools import lru_cache
 from ..resources import data_dir
 from .parallel import ParallelLayout
 
-__all__ = ["fp8_param_bytes", "gathers_in_fp8", "kept_in_fp8"]
+__all__ = ["fp8_param_bytes", "gathers_in_fp8", "kept_in_fp8", "tensor_kind"]
 
 
 @lru_cache(maxsize=1)
@@ -30,6 +30,25 @@ def _table() -> dict:
 def kept_in_fp8(lay: ParallelLayout) -> bool:
     """Whether ``lay`` keeps its layers' weights in FP8 (``fp8_param_gather`` with precision fp8)."""
     return bool(lay.fp8_param_gather) and lay.precision == "fp8"
+
+
+def tensor_kind(lay: ParallelLayout) -> str:
+    """The Transformer Engine tensor a weight kept in FP8 is, as ``fp8_params.toml`` names its table: ``blockwise``
+    (Float8BlockwiseQTensor), ``mxfp8`` (MXFP8Tensor), else ``float8_tensor`` (delayed or per-tensor current
+    scaling). The one mapping the memory and the gather read, on every GPU: on Blackwell Transformer Engine keeps a
+    blockwise weight as such and converts only its scales to MXFP8's for each GEMM (``fp8_params.toml``; rev69 Left
+    a: the memory priced it as an MXFP8Tensor, the gather as blockwise).
+
+    Parameters
+    ----------
+    lay : ParallelLayout
+        Its ``fp8_recipe``.
+
+    Returns
+    -------
+    str
+    """
+    return {"blockwise": "blockwise", "mxfp8": "mxfp8"}.get(lay.fp8_recipe, "float8_tensor")
 
 
 def gathers_in_fp8(lay: ParallelLayout) -> bool:
@@ -49,8 +68,7 @@ def gathers_in_fp8(lay: ParallelLayout) -> bool:
     """
     if not kept_in_fp8(lay):
         return False
-    kind = {"blockwise": "blockwise", "mxfp8": "mxfp8"}.get(lay.fp8_recipe, "float8_tensor")
-    return bool(_table()[kind]["gathered_in_fp8"])
+    return bool(_table()[tensor_kind(lay)]["gathered_in_fp8"])
 
 
 def fp8_param_bytes(lay: ParallelLayout, generation: str | None) -> float:
@@ -63,17 +81,16 @@ def fp8_param_bytes(lay: ParallelLayout, generation: str | None) -> float:
         Its ``fp8_recipe`` (unset, delayed or current: per-tensor ``Float8Tensor``; blockwise; mxfp8).
     generation : str or None
         The GPU's generation (``GpuCompute.generation``); Blackwell runs FP8 GEMMs in any layout, so a per-tensor
-        weight keeps no transpose there, and runs a blockwise recipe as MXFP8. None: unknown, the transpose
-        counted (the larger figure).
+        weight keeps no transpose there. None: unknown, the transpose counted (the larger figure).
 
     Returns
     -------
     float
-        Bytes per parameter: 2 on Hopper, 1 on Blackwell (per-tensor); 2.0005 blockwise; 2.0625 MXFP8.
+        Bytes per parameter: 2 on Hopper, 1 on Blackwell (per-tensor); 2.0005 blockwise (on Blackwell too: its
+        weight stays blockwise, :func:`tensor_kind`); 2.0625 MXFP8.
     """
     t = _table()
     non_tn = generation in t["non_tn_fp8_gemm"]["generations"]
-    kind = {"blockwise": "mxfp8" if non_tn else "blockwise", "mxfp8": "mxfp8"}.get(lay.fp8_recipe, "float8_tensor")
-    row = t[kind]
+    row = t[tensor_kind(lay)]
     columnwise = 0.0 if row["columnwise_only_without_non_tn_gemm"] and non_tn else row["columnwise_bytes"]
     return row["rowwise_bytes"] + columnwise + row["scale_bytes"]

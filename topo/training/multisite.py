@@ -627,11 +627,17 @@ class SiteReady:
     in-site DP reduction leaves in its last backward (``windows_s``, :func:`dp_window_s`): the site is ready for
     the cross-site phase of the ``dp`` strategy at :math:`r_i = T_i - w_i` from the step's start (the sites start
     each step together: the previous step's cross-site phase ended it for all); and its compute (``computes_s``,
-    the window a pipeline's crossings stream behind, :func:`_pp`)."""
+    the window a pipeline's crossings stream behind, :func:`_pp`); one entry a distinct site in each, none left
+    out."""
 
     steps_s: tuple[float, ...]
     windows_s: tuple[float, ...]
-    computes_s: tuple[float, ...] = ()
+    computes_s: tuple[float, ...]
+
+    def __post_init__(self):
+        if not len(self.steps_s) == len(self.windows_s) == len(self.computes_s) > 0:
+            raise ValueError(f"SiteReady takes one entry a site in steps_s, windows_s and computes_s, got "
+                             f"{len(self.steps_s)}, {len(self.windows_s)} and {len(self.computes_s)}")
 
     @property
     def slowest_s(self) -> float:
@@ -681,7 +687,7 @@ def _dp(region: Region, one, lay, V, amax_s: float = 0.0, ready: SiteReady | Non
     ph, loads = dci_phase(region, a, b, 2 * (K - 1) / K * V, 2 * (K - 1), site_gpus=site_gpus)
     T1 = one.step_time_s
     window = dp_window_s(one, lay)
-    ready = ready or SiteReady((T1,), (window,))
+    ready = ready or SiteReady((T1,), (window,), (one.breakdown_s["compute"],))
     Ts = ready.slowest_s
     per_gpu = V / lay.gpus
     bucket = min(1.0, dp_bucket_params(lay) * lay.reduce_bytes / (per_gpu * lay.dp * lay.cp)) if per_gpu else 0.0

@@ -436,15 +436,18 @@ class _Search:
     def peer(self, fabric, efficiency, profile=None):
         """A search of the same model on ``fabric``, another fabric the layouts run on in lockstep (its own engine
         and failures); of an equal spec, it shares this one's caches of memory, compute and bounds, which read the
-        spec, the GPU and the model alone (the NVLS check that routes is not cached, :meth:`nvls_checked`);
-        ``profile``: its collectives' (None: the fabric's own)."""
+        spec, the GPU and the model alone (the NVLS check that routes is not cached, :meth:`nvls_checked`), and the
+        NVLS buffers' bounds only where its profile is this one's (they read the profile's channels and chunk: two
+        sites of one spec may have different ``profile`` keys, reg70); ``profile``: its collectives' (None: the
+        fabric's own)."""
         if fabric.spec != self.spec:
             gpu = gpu_compute(fabric.spec.gpu, efficiency, host_cpu=fabric.spec.host_cpu[0])
             return _Search(fabric, self.model, CommEngine(fabric, profile=profile), gpu, self.keep, self.step_kw,
                            None, None)
         out = _Search(fabric, self.model, CommEngine(fabric, profile=profile), self.gpu, self.keep, self.step_kw,
                       None, None)
-        for name in ("mem_cache", "act_cache", "bound_cache", "nvls_bounds", "waits", "blocks"):
+        shared = ("mem_cache", "act_cache", "bound_cache", "waits", "blocks")
+        for name in shared + (("nvls_bounds",) if out.profile == self.profile else ()):
             setattr(out, name, getattr(self, name))
         return out
 
