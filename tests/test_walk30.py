@@ -1,6 +1,6 @@
 """walk30's fixes (an MoE research team with its own 200B-A20B model file choosing between 2,048 H100 and 1,152
-B200 / GB200): a search's first-row line that named the model inside the file, not the file; concurrent rings split unlike over
-NVL72 racks ordered by the first ring's split, so every channel of the others left by one NIC."""
+B200 / GB200): a search's first-row line that named the model inside the file, not the file; concurrent rings split
+unlike over NVL72 racks ordered by the first ring's split, so every channel of the others left by one NIC."""
 
 import json
 import shlex

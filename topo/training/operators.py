@@ -1622,7 +1622,8 @@ def pipeline_units(model: ModelSpec, lay: ParallelLayout) -> list[list[str]]:
     Megatron-LM's ``account_for_embedding_in_pipeline_split`` / ``..._loss_...`` do) are split into ``pp x vpp``
     consecutive chunks as evenly as possible (earlier chunks take the extra unit); stage ``i`` runs chunks
     ``i, i + pp, ...``; the model's multi-token-prediction depths (a unit of :attr:`.ModelSpec.mtp_block` and an
-    ``mtp_head`` each) run on the last stage. A ``lay.pipeline_layout`` says instead which chunk holds what (:mod:`.pipeline_layout`).
+    ``mtp_head`` each) run on the last stage. A ``lay.pipeline_layout`` says instead which chunk holds what
+    (:mod:`.pipeline_layout`).
 
     Kept by what :func:`_placed` reads (the model's blocks and MTP modules, the layout's pipeline fields; at most
     :data:`UNITS_KEPT` placements, a search asks ~220k times for a few hundred), each call given its own lists."""

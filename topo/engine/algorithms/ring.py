@@ -148,8 +148,8 @@ def ring_orders(shape: NodeShape, groups: np.ndarray, channels: int) -> np.ndarr
     """Ring order of every channel of every group.
 
     ``groups`` rows are ranks in NCCL order (by domain), ``g`` ranks in each of ``D`` domains, or each row by its own
-    runs where rows split unlike over the domains. Every channel enters and leaves each domain through the same NIC slot, so network hops stay on one
-    rail:
+    runs where rows split unlike over the domains. Every channel enters and leaves each domain through the same NIC
+    slot, so network hops stay on one rail:
 
     - ranks sharing NICs (e.g. 8 GPUs on 4 NICs): channel ``c`` uses NIC ``c mod n``: it enters each domain at
       that NIC's first rank, visits the others, and leaves from that NIC's last rank;

@@ -26,7 +26,7 @@ import numpy as np
 from ..placement import Placement
 from ..schedule import (AlgorithmUnavailable, LatencyCounts, LatencyTerm, NodeShape, Schedule, SchedulePhase,
                         Transfers, ranks_per_domain)
-from .ring import channels_for, domain_runs, nic_slots
+from .ring import channels_for, nic_slots, run_patterns
 
 __all__ = ["tree_schedule", "double_binary_tree", "tree_flows"]
 
@@ -88,32 +88,34 @@ def double_binary_tree(n: int) -> tuple[np.ndarray, np.ndarray, int]:
 def _uneven_tree_flows(placement: Placement, channels: int, shape: NodeShape | None):
     """:func:`tree_flows` when the domains hold unequal numbers of ranks (128 ranks on two 72-GPU racks): each
     domain's chain starts at its rank ``c mod size`` for channel ``c`` (so channels use different heads and NICs),
-    the trees join the heads as over equal domains. ``g`` is the longest chain."""
-    groups = placement.groups
-    G, n = groups.shape
-    starts, sizes = domain_runs(groups[0], placement.gpus_per_domain)
-    D = starts.size
-    block = np.repeat(np.arange(D), sizes)
-    off = np.arange(n) - starts[block]
-    p0, p1, depth = double_binary_tree(D)
+    the trees join the heads as over equal domains. Concurrent groups that split unlike over the domains are each
+    joined by their own runs (:func:`.ring.run_patterns`). ``g`` is the longest chain, ``D`` and ``depth`` the
+    largest of any group."""
     per_gpu = shape.nics_per_gpu if shape is not None else 1
     srcs, dsts, choices = [], [], []
-    for c in range(channels):
-        rot = starts[block] + (c + off) % sizes[block]  # chain order of every domain, from its head
-        order = groups[:, rot]
-        heads = order[:, starts]
-        choice = (c // int(sizes.min())) % per_gpu
-        for parent in (p0, p1):
-            child = np.flatnonzero(parent >= 0)
-            srcs.append(heads[:, child].ravel())
-            dsts.append(heads[:, parent[child]].ravel())
-            choices.append(np.full(G * child.size, choice))
-        inner = np.flatnonzero(off >= 1)
-        for _ in range(2):
-            srcs.append(order[:, inner].ravel())
-            dsts.append(order[:, inner - 1].ravel())
-            choices.append(np.full(G * inner.size, choice))
-    return (np.concatenate(srcs), np.concatenate(dsts), np.concatenate(choices)), int(sizes.max()), D, depth
+    g = D = depth = 0
+    for rows, starts, sizes in run_patterns(placement.groups, placement.gpus_per_domain):
+        groups = placement.groups[rows]
+        n = groups.shape[1]
+        block = np.repeat(np.arange(starts.size), sizes)
+        off = np.arange(n) - starts[block]
+        p0, p1, d = double_binary_tree(starts.size)
+        g, D, depth = max(g, int(sizes.max())), max(D, int(starts.size)), max(depth, d)
+        for c in range(channels):
+            order = groups[:, starts[block] + (c + off) % sizes[block]]  # chain order of every domain, from its head
+            heads = order[:, starts]
+            choice = np.full(1, (c // int(sizes.min())) % per_gpu)
+            for parent in (p0, p1):
+                child = np.flatnonzero(parent >= 0)
+                srcs.append(heads[:, child].ravel())
+                dsts.append(heads[:, parent[child]].ravel())
+                choices.append(np.repeat(choice, rows.size * child.size))
+            inner = np.flatnonzero(off >= 1)
+            for _ in range(2):
+                srcs.append(order[:, inner].ravel())
+                dsts.append(order[:, inner - 1].ravel())
+                choices.append(np.repeat(choice, rows.size * inner.size))
+    return (np.concatenate(srcs), np.concatenate(dsts), np.concatenate(choices)), g, D, depth
 
 
 def tree_flows(placement: Placement, channels: int, shape: NodeShape | None = None):
