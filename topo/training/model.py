@@ -496,9 +496,14 @@ class ModelSpec(_Strict):
         """Weights of the multi-token-prediction modules (not in :attr:`total_params`, as the published counts
         leave them out): per depth held, its blocks (:attr:`mtp_block`), two norms and the ``2 h -> h`` projection
         (the output head is the model's); one depth held where they share one module (:attr:`mtp_shared`)."""
-        h = self.hidden
         held = 1 if self.mtp_shared else self.mtp_layers
-        return held * (sum(self.block_params(k) for k in self.mtp_block) + 2 * h * h + 2 * h) if held else 0
+        return held * (sum(self.block_params(k) for k in self.mtp_block) + self.mtp_head_params) if held else 0
+
+    @property
+    def mtp_head_params(self) -> int:
+        """Weights of one multi-token-prediction depth outside its blocks: two norms and the ``2 h -> h``
+        projection (the output head is the model's)."""
+        return 2 * self.hidden * self.hidden + 2 * self.hidden
 
     @property
     def sources(self) -> list[str]:

@@ -57,7 +57,7 @@ def unit_params(model: ModelSpec, lay: ParallelLayout, unit: str, embedding_held
     if unit == "mtp_head":  # two norms and the 2h -> h projection; the output head is shared, and a last stage
         # without the embedding holds a copy of it for the next tokens (Megatron-Core builds one where mtp_process)
         emb = 0 if embedding_held else model.vocab * model.hidden
-        return (2 * model.hidden * model.hidden + 2 * model.hidden + emb) / lay.tp, 0.0
+        return (model.mtp_head_params + emb) / lay.tp, 0.0
     dense = expert = 0.0
     for k in unit:
         d, e = block_params_on_gpu(model, lay, k)
