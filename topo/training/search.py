@@ -326,10 +326,8 @@ def search_layouts(fabric: Fabric, model: ModelSpec, gpus: int, global_batch: in
         ``contention``) and its step on each fabric (``fabric``'s, then ``also_on``'s), at or above that step (a
         region's step across its sites): step 4 (module doc) compares it for the mixed time, exact. None: the step.
     split : callable, optional
-        ``split(lay)``: each fabric's own share (``fabric``'s, then ``also_on``'s) of the enumerated layout, which
-        is then the whole job's (``gpus`` may exceed a fabric's), or None where the job does not split onto them (a
-        region's replicas by the sites' sizes, regsearch72); each fabric bounds, places and times its own share,
-        a layout's step the slowest share's. None: every fabric runs the layout itself.
+        ``split(lay)``: each fabric's own share of the job's ``lay`` (a region's by-size replicas, regsearch72), None
+        where it does not split; each fabric bounds, places and times its own. None: each runs ``lay`` itself.
     **options
         Enumeration choices and fixed layout fields (see :func:`candidate_layouts`).
 
@@ -349,18 +347,11 @@ def search_layouts(fabric: Fabric, model: ModelSpec, gpus: int, global_batch: in
     check_num_sm(options.get("tp_overlap_config", TP_OVERLAP_DEFAULT), gpu)  # its layouts are not checked one by one
     s = _Search(fabric, model, engine_for(fabric, engine, profile), gpu,
                 keep or max(top + 2, 5), dict(convention=convention, efficiency=efficiency), progress, max_layouts)
-    s.others = s.peers(also_on, efficiency, also_profiles)
-    s.rank_by, s.mix = rank_by, contention
-    for i, x in enumerate(s.sites()):
-        x.split, x.index = split, i
-    if split is None and "gpus_per_domain_used" not in options and any(_places_apart(fabric, f) for f in also_on):
-        for x in s.sites():  # regsearch66: each fabric places the layout as its own step does (64 or 72 a rack)
-            x.own_placement = True
+    s.others, s.rank_by, s.mix = s.peers(also_on, efficiency, also_profiles), rank_by, contention
+    _place_apart(s, split, "gpus_per_domain_used" in options)
     def candidates(wanted):
-        got = candidate_layouts(model, gpus, global_batch, gpus_per_domain=fabric.spec.gpus_per_domain,
-                                wanted=wanted, **options)
-        return got if split is None else ((lay, why) if lay is None or split(lay) is not None else (None, UNSPLIT)
-                                          for lay, why in got)
+        return _split_candidates(candidate_layouts(model, gpus, global_batch, wanted=wanted,
+                                                   gpus_per_domain=fabric.spec.gpus_per_domain, **options), split)
     s.passes(candidates, batch)
     s.raise_if_none_fits(gpus, global_batch)
     results = s.ranked(top, contention)
@@ -368,6 +359,25 @@ def search_layouts(fabric: Fabric, model: ModelSpec, gpus: int, global_batch: in
         s.passes(candidates, batch, count=False)
         results = s.ranked(top, contention)
     return _search_result(s, results[:top], gpus, global_batch, time.perf_counter() - t0)
+
+
+def _place_apart(s: "_Search", split, fixed: bool) -> None:
+    """How each fabric of search ``s`` places a layout: its own share (``split``), or where the fabrics place one
+    layout apart and the options do not fix its ``gpus_per_domain_used``, as its own step does (regsearch66: 64 or
+    72 a rack)."""
+    for i, x in enumerate(s.sites()):
+        x.split, x.index = split, i
+    if split is None and not fixed and any(_places_apart(s.fabric, x.fabric) for x in s.others):
+        for x in s.sites():
+            x.own_placement = True
+
+
+def _split_candidates(got, split):
+    """:func:`candidate_layouts`' items ``got``, each job layout ``split`` (None: all as they are) cannot split onto
+    the fabrics given as ``(None, UNSPLIT)``."""
+    if split is None:
+        return got
+    return ((lay, why) if lay is None or split(lay) is not None else (None, UNSPLIT) for lay, why in got)
 
 
 def _search_result(s: "_Search", ranked: list, gpus: int, global_batch: int, elapsed_s: float) -> SearchResult:
