@@ -181,27 +181,31 @@ def _share_gpus(region, placement: dict) -> tuple[int, str]:
 def _search(args, region, model, options: dict, say=str) -> int:
     across = args.across or ("outer" if args.outer_every else "dp")
     gpus, filled = args.gpus, ""
-    if gpus is None:  # a share from its first GPU past its skipped domains, as one site's search and step fill it
+    if gpus is None and not _by_size(args, region):  # a share from its first GPU past its skipped domains, as one
+        # site's search and step fill it (by-size: every GPU the placement holds on the sites, the library's default)
         share, filled = _share_gpus(region, options)
         gpus = share * region.num_sites if filled else None
     try:
         res = search_across_sites(region, model, args.global_batch, gpus=gpus, top=args.top or 5, across=across,
                                   outer_every=args.outer_every, convention=args.flops, efficiency=args.efficiency,
                                   contention=not args.no_contention, profile=args.profile,
-                                  **search_options(args, options))
+                                  shares=getattr(args, "shares", "by-size"), **search_options(args, options))
     except TopoError as exc:  # GPUs the placement sized: named by its flag, not --gpus (rev66)
         raise sized_by(exc, args.gpus, None, placed_by(args, filled)) from None
     if args.json:
         emit_json(res.to_dict())
         return 0
     s = res.search
+    split = (f"{res.global_batch // res.num_sites:,} per site); one site's share searched" if res.shares == "equal"
+             else "each site's share by its size); the job's layouts searched, each site's share timed on its own "
+                  "fabric")
     lines = [f"{res.model} on {res.region}: {res.num_sites} sites, global batch {res.global_batch:,} "
-             f"({res.global_batch // res.num_sites:,} per site); one site's share searched: {s['considered']:,} "
-             f"layouts considered, {s['evaluated']} evaluated; ranked by the step across the sites ({across})", ""]
+             f"({split}: {s['considered']:,} layouts considered, {s['evaluated']} evaluated; ranked by the step "
+             f"across the sites ({across})", ""]
     rows = []
     for i, r in enumerate(res.ranked, 1):
         L, pick = r.one_site["layout"], next(x for x in r.strategies if x.strategy == r.chosen)
-        rows.append([i, L["tp"], L["cp"], L["pp"], L["vpp"], L["dp"] * r.num_sites, L["ep"], L["micro_batch"],
+        rows.append([i, L["tp"], L["cp"], L["pp"], L["vpp"], sum(r.site_dp.values()), L["ep"], L["micro_batch"],
                      recompute_cell(L), L["dp_sharding"],
                      format_time(r.one_site_step_s), format_time(pick.step_time_s), f"{pick.throughput_vs_one_site:.1%}",
                      "latency alone is too much" if math.isinf(pick.dci_Bps_for_95pct)
@@ -218,7 +222,7 @@ def _search(args, region, model, options: dict, say=str) -> int:
     lines.append(f"DCI for 95%: the largest span's, per direction; each span's in --json, or train the layout: "
                  f"{SPAN_RULE}")
     if res.ranked:  # walk26: the job's flags of #1, its dp the whole job's (dp x sites) as the flags take it
-        first = {**layouts[0], "dp": layouts[0]["dp"] * res.ranked[0].num_sites}
+        first = {**layouts[0], "dp": sum(res.ranked[0].site_dp.values())}
         # walk29: the region itself and the command's own options (--seq, --set, --fail, ...), not "REGION"
         lines.append(f"#1 across sites: topo train {' '.join(given_flags(args) + [''])}{model_flag(args)} "
                      f"--global-batch {res.global_batch} "

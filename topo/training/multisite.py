@@ -46,7 +46,7 @@ from .parallel import ParallelLayout, batch_allowed, check_batch, dp_bucket_para
 from .result import StepResult
 from .step import estimate_step, stage_block_counts, step_breakdown, step_traffic
 
-__all__ = ["AcrossSites", "MultisiteStep", "SHARES", "SiteReady", "site_shares", "site_capacities", "dp_window_s",
+__all__ = ["AcrossSites", "MultisiteStep", "SHARES", "SiteReady", "site_shares", "shares_run", "site_capacities", "dp_window_s",
            "estimate_across_sites", "share_fabric",
            "site_failure", "TARGET_FRACTION", "BACKWARD_SHARE", "SPAN_RULE"]
 
@@ -184,8 +184,9 @@ def estimate_across_sites(region: Region, model: ModelSpec, lay: ParallelLayout,
     outer_every : int, optional
         Inner steps between outer synchronisations (adds the ``outer`` strategy).
     one_site : tuple of StepResult, optional
-        The share's step already estimated on each site group's fabric, in
-        :meth:`~topo.fabric.region.Region.site_groups`' order (a search has them; equal shares only), reused.
+        The share's step already estimated (a search has them), reused: on each site group's fabric, in
+        :meth:`~topo.fabric.region.Region.site_groups`' order (equal shares), or on each site, in site order (``K``
+        of them: each site's own share, any ``shares``; regsearch72).
     shares : str
         ``by-size`` (each site's replicas in proportion to its GPUs, :func:`site_shares`) or ``equal`` (every
         site the same share, ``dp`` and ``global_batch`` divided by the sites). Pipeline stages across the sites
@@ -200,7 +201,7 @@ def estimate_across_sites(region: Region, model: ModelSpec, lay: ParallelLayout,
     MultisiteStep
     """
     K = region.num_sites
-    shares = _shares_run(region, shares, across, one_site)
+    shares = shares_run(region, shares, across, one_site)
     _check_job(lay, K, across, shares)
     check_region_profile(region, step_options.get("profile"))
     dps = site_shares(region, lay, shares)
@@ -237,8 +238,8 @@ def _share_steps(region: Region, model: ModelSpec, dps, lays, one_site, step_opt
     for g, (f, group) in enumerate(region.site_groups()):
         for d in dict.fromkeys(dps[i] for i in group):
             sites = tuple(i for i in group if dps[i] == d)
-            if one_site is not None:
-                ones.append((f, sites, lays[sites[0]], one_site[g]))
+            if one_site is not None:  # per site (K of them) or per group
+                ones.append((f, sites, lays[sites[0]], one_site[sites[0] if len(one_site) == len(dps) else g]))
                 continue
             mine = site_profile(region, step_options.get("profile"), sites[0])  # reg70: a site's key, none given
             try:
@@ -249,13 +250,36 @@ def _share_steps(region: Region, model: ModelSpec, dps, lays, one_site, step_opt
     return ones
 
 
-def _shares_run(region: Region, shares: str, across: str, one_site) -> str:
-    """The split run: ``equal`` for ``pp`` across the sites, a search's steps, or sites all of one size."""
+def shares_run(region: Region, shares: str, across: str, one_site) -> str:
+    """The split run: ``equal`` for ``pp`` across the sites, a search's steps per site group (``one_site`` not one
+    per site), or sites all of one size; else ``shares``.
+
+    Parameters
+    ----------
+    region : Region
+    shares : str
+        The split asked, one of :data:`SHARES`.
+    across : str
+        The way across the sites (``dp``, ``pp``, ``outer``).
+    one_site : tuple of StepResult or None
+        As :func:`estimate_across_sites` takes it.
+
+    Returns
+    -------
+    str
+        One of :data:`SHARES`.
+
+    Raises
+    ------
+    TopoError
+        ``shares`` not one of :data:`SHARES`.
+    """
     if shares not in SHARES:
         raise TopoError(f"unknown split of the replicas over the sites {shares!r}; allowed: {', '.join(SHARES)}",
                         key="shares")
     alike = len({f.num_gpus for f in region.fabrics}) == 1  # by size: equal shares, checked as such
-    return "equal" if across == "pp" or one_site is not None or alike else shares
+    grouped = one_site is not None and len(one_site) != region.num_sites
+    return "equal" if across == "pp" or grouped or alike else shares
 
 
 SHARES = ("by-size", "equal")

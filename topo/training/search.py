@@ -134,6 +134,8 @@ def candidate_layouts(model: ModelSpec, gpus: int, global_batch: int, *, gpus_pe
 
 SKIPPED = "skipped"
 """The reason :func:`candidate_layouts` gives a combination its ``wanted`` left unbuilt."""
+UNSPLIT = "a share of the job that its fabric cannot run"
+"""The reason :func:`search_layouts` gives a job layout its ``split`` does not split onto the fabrics."""
 
 
 def _combinations(model, gpus, global_batch, gpus_per_domain, seq_len, dp_sharding, recompute, micro_batches, vpps,
@@ -291,7 +293,7 @@ def search_layouts(fabric: Fabric, model: ModelSpec, gpus: int, global_batch: in
                    convention: str = "6n", efficiency: float | None = None, engine: CommEngine | None = None,
                    max_layouts: int | None = None, progress=None, contention: bool = True, batch: int = 2048,
                    keep: int | None = None, also_on: tuple[Fabric, ...] = (), profile=None, rank_by=None,
-                   also_profiles: tuple | None = None, **options) -> SearchResult:
+                   also_profiles: tuple | None = None, split=None, **options) -> SearchResult:
     """Rank every valid layout that fits by step time (fastest first); see the module doc.
 
     Parameters
@@ -323,6 +325,9 @@ def search_layouts(fabric: Fabric, model: ModelSpec, gpus: int, global_batch: in
         ``rank_by(step, steps)``: the figure layouts are ranked by, from a step (the slowest fabric's, mixed with
         ``contention``) and its step on each fabric (``fabric``'s, then ``also_on``'s), at or above that step (a
         region's step across its sites): step 4 (module doc) compares it for the mixed time, exact. None: the step.
+    split : callable, optional
+        ``split(lay)``: each fabric's own share of the job's ``lay`` (a region's by-size replicas, regsearch72), None
+        where it does not split; each fabric bounds, places and times its own. None: each runs ``lay`` itself.
     **options
         Enumeration choices and fixed layout fields (see :func:`candidate_layouts`).
 
@@ -332,7 +337,7 @@ def search_layouts(fabric: Fabric, model: ModelSpec, gpus: int, global_batch: in
         No layout is valid, or none fits (saying by how much the closest one misses).
     """
     t0 = time.perf_counter()
-    if gpus > fabric.layout.num_gpus:
+    if split is None and gpus > fabric.layout.num_gpus:
         raise TopoError(f"{gpus:,} GPUs asked, but the fabric has {fabric.layout.num_gpus:,}{FEWER_GPUS}", key="gpus")
     if options.get("pipeline_layout"):
         raise TopoError("a pipeline_layout fixes pp and vpp, which the search chooses; allowed with the search: "
@@ -342,14 +347,11 @@ def search_layouts(fabric: Fabric, model: ModelSpec, gpus: int, global_batch: in
     check_num_sm(options.get("tp_overlap_config", TP_OVERLAP_DEFAULT), gpu)  # its layouts are not checked one by one
     s = _Search(fabric, model, engine_for(fabric, engine, profile), gpu,
                 keep or max(top + 2, 5), dict(convention=convention, efficiency=efficiency), progress, max_layouts)
-    s.others = s.peers(also_on, efficiency, also_profiles)
-    s.rank_by, s.mix = rank_by, contention
-    if "gpus_per_domain_used" not in options and any(_places_apart(fabric, f) for f in also_on):
-        for x in s.sites():  # regsearch66: each fabric places the layout as its own step does (64 or 72 a rack)
-            x.own_placement = True
+    s.others, s.rank_by, s.mix = s.peers(also_on, efficiency, also_profiles), rank_by, contention
+    _place_apart(s, split, "gpus_per_domain_used" in options)
     def candidates(wanted):
-        return candidate_layouts(model, gpus, global_batch, gpus_per_domain=fabric.spec.gpus_per_domain,
-                                 wanted=wanted, **options)
+        return _split_candidates(candidate_layouts(model, gpus, global_batch, wanted=wanted,
+                                                   gpus_per_domain=fabric.spec.gpus_per_domain, **options), split)
     s.passes(candidates, batch)
     s.raise_if_none_fits(gpus, global_batch)
     results = s.ranked(top, contention)
@@ -357,6 +359,25 @@ def search_layouts(fabric: Fabric, model: ModelSpec, gpus: int, global_batch: in
         s.passes(candidates, batch, count=False)
         results = s.ranked(top, contention)
     return _search_result(s, results[:top], gpus, global_batch, time.perf_counter() - t0)
+
+
+def _place_apart(s: "_Search", split, fixed: bool) -> None:
+    """How each fabric of search ``s`` places a layout: its own share (``split``), or where the fabrics place one
+    layout apart and the options do not fix its ``gpus_per_domain_used``, as its own step does (regsearch66: 64 or
+    72 a rack)."""
+    for i, x in enumerate(s.sites()):
+        x.split, x.index = split, i
+    if split is None and not fixed and any(_places_apart(s.fabric, x.fabric) for x in s.others):
+        for x in s.sites():
+            x.own_placement = True
+
+
+def _split_candidates(got, split):
+    """:func:`candidate_layouts`' items ``got``, each job layout ``split`` (None: all as they are) cannot split onto
+    the fabrics given as ``(None, UNSPLIT)``."""
+    if split is None:
+        return got
+    return ((lay, why) if lay is None or split(lay) is not None else (None, UNSPLIT) for lay, why in got)
 
 
 def _search_result(s: "_Search", ranked: list, gpus: int, global_batch: int, elapsed_s: float) -> SearchResult:
@@ -426,6 +447,8 @@ class _Search:
         self.rank_by = None  # search_layouts' rank_by: the figure a ranked layout is ordered by (None: its step)
         self.mix = True  # whether the ranked layouts are mixed (search_layouts' contention)
         self.figures: dict = {}  # with rank_by: id(step) -> (step, its figure), the step held so its id stays its own
+        self.split, self.index = None, 0  # search_layouts' split, and this fabric's place in its shares
+        self.jobs: dict = {}  # with split: id(step) -> (step, the job's layout it is the slowest share of)
 
     def peers(self, fabrics, efficiency, profiles=None) -> list:
         """:meth:`peer` on each of ``fabrics``, each with its profile (``profiles``; None: this search's engine's
@@ -491,7 +514,13 @@ class _Search:
         out = max(runs, key=lambda r: (not r.fits, r.step_time_s))
         if self.others:
             self.per_site[id(out)] = tuple(runs)
+        if self.split is not None:
+            self.jobs[id(out)] = (out, lay)
         return out
+
+    def layout_of(self, r) -> ParallelLayout:
+        """The layout step ``r`` was evaluated for: with a split, the job's (``r`` is one share's step)."""
+        return self.jobs[id(r)][1] if self.split is not None else _layout_of(r, self.model)
 
     def threshold(self) -> float:
         """The ``keep``-th best step time so far (a bound at or above it cannot enter); after :meth:`widen`, the
@@ -506,14 +535,17 @@ class _Search:
         unplaced flex-dispatcher layout would count its all-to-all's copies per GPU, not per domain, above it). With
         :attr:`own_placement` (fabrics of a search that place a job apart, :func:`_places_apart`), a layout another
         fabric placed is placed again for this one, as its own step places the layout unplaced."""
+        if self.split is not None:  # the job's layout: this fabric's share of it, unplaced
+            lay = self.split(lay)[self.index]
         if self.own_placement and lay.gpus_per_domain_used is not None:
             lay = lay.model_copy(update={"gpus_per_domain_used": None})
         return default_placement(lay, self.spec.gpus_per_domain, self.fabric.layout.num_gpus)[0]
 
     def bound_of(self, lay, keys):
         """Memory check and compute + communication-floor bound (None: does not fit), a lower bound on the step of
-        ``lay`` placed or not (:meth:`placed`); ``keys`` are :func:`_keys` of ``lay``."""
+        ``lay`` placed or not (:meth:`placed`); ``keys`` are :func:`_keys` of ``lay`` (with a split, of the share)."""
         lay = self.placed(lay)
+        keys = _keys(lay) if self.split is not None else keys
         mk, bk, _ = keys
         dom = self.spec.gpus_per_domain  # NCCL's buffers read the rank order,
         nccl = nccl_buffer_bytes(lay, self.model.moe is not None, dom)  # which the shape's key leaves out
@@ -603,6 +635,7 @@ class _Search:
         compute counts no wait, the floors hide behind the longest waits' windows (:meth:`waited` at cover 0), and
         DP counts its floor alone (:func:`~topo.training.step.dp_floor_s`, whatever the windows)."""
         lay = self.placed(lay)
+        keys = _keys(lay) if self.split is not None else keys
         _, sc, tp_f, ep_f, amax_f = self.bound_cache[keys[1]]
         try:
             mapping = map_layout(lay, self.spec.gpus_per_domain, self.fabric.layout.num_gpus)
@@ -730,8 +763,8 @@ class _Search:
                     self.bounds.append(math.inf)
                 continue
             # placed as the step places it (64 of 72 on NVL72), so the bound sees the step's groups
-            lay, note = default_placement(lay, self.spec.gpus_per_domain, self.fabric.layout.num_gpus)
-            for x, said in zip(self.sites(), [note] + [self._note_on(x, lay) for x in self.others]):
+            lay, notes = self._placed_with_notes(lay)
+            for x, said in zip(self.sites(), notes):
                 if said:  # each fabric's own (walk29: a region's two notes were both said as the first site's)
                     x.placement_notes.add(said)
             keys = _keys(lay)
@@ -755,6 +788,16 @@ class _Search:
         if self.progress is not None:
             self.progress(self.evaluated, None, f"layouts evaluated of {self.considered:,} considered")
         return cut
+
+    def _placed_with_notes(self, lay) -> tuple:
+        """``lay`` placed on the first fabric and what :func:`.mapping.default_placement` says of it on each (None
+        where nothing; :meth:`_note_on` each other's); with a split, ``lay`` as it is (the job's: each fabric places
+        its own share, :meth:`placed`) and each fabric's note of its own share."""
+        if self.split is not None:
+            return lay, [default_placement(x.split(lay)[x.index], x.spec.gpus_per_domain, x.fabric.layout.num_gpus)[1]
+                         for x in self.sites()]
+        placed, note = default_placement(lay, self.spec.gpus_per_domain, self.fabric.layout.num_gpus)
+        return placed, [note] + [self._note_on(x, placed) for x in self.others]
 
     def _note_on(self, other, lay):
         """What :func:`.mapping.default_placement` says of ``lay`` on ``other``'s fabric where it places the layout
@@ -826,7 +869,7 @@ class _Search:
         which falls to the ``top``-th figure (:meth:`rank_of`)."""
         if self.cap is None or round(r.step_time_s, 9) >= self.cap:
             return
-        self.mixed.append(self.step_of(_layout_of(r, self.model), contention=True) if self.mix else r)
+        self.mixed.append(self.step_of(self.layout_of(r), contention=True) if self.mix else r)
         self.mixed.sort(key=self.rank_of)
         self.cap = min(self.cap, self.rank_of(self.mixed[self.top - 1])[0])
 
@@ -852,7 +895,7 @@ class _Search:
             for r in results:
                 if len(mixed) >= top and round(r.step_time_s, 9) > sorted(map(self.rank_of, mixed))[top - 1][0]:
                     break
-                mixed.append(self.step_of(_layout_of(r, self.model), contention=True) if contention else r)
+                mixed.append(self.step_of(self.layout_of(r), contention=True) if contention else r)
             results = mixed
         return sorted(results, key=self.rank_of)
 
