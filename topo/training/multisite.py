@@ -46,7 +46,7 @@ from .parallel import ParallelLayout, batch_allowed, check_batch, dp_bucket_para
 from .result import StepResult
 from .step import estimate_step, stage_block_counts, step_breakdown, step_traffic
 
-__all__ = ["AcrossSites", "MultisiteStep", "SHARES", "SiteReady", "site_shares", "site_capacities", "dp_window_s",
+__all__ = ["AcrossSites", "DEFAULT_SHARES", "MultisiteStep", "SHARES", "SiteReady", "check_shares", "site_shares", "site_capacities", "dp_window_s",
            "estimate_across_sites", "share_fabric",
            "site_failure", "TARGET_FRACTION", "BACKWARD_SHARE", "SPAN_RULE"]
 
@@ -159,9 +159,39 @@ class MultisiteStep:
         return d
 
 
+SHARES = ("by-size", "equal")
+"""How a region's job splits its replicas over the sites (:func:`site_shares`); the CLI's ``--shares``."""
+DEFAULT_SHARES = "by-size"
+"""The split when none is given: ``topo train REGION``'s ``--shares`` and a sweep's region point (tidy72)."""
+
+
+def check_shares(shares) -> str:
+    """``shares`` if it is one of :data:`SHARES` (the one check of ``--shares`` and a sweep's ``shares`` axis).
+
+    Parameters
+    ----------
+    shares : object
+        The split asked for.
+
+    Returns
+    -------
+    str
+        ``shares``.
+
+    Raises
+    ------
+    TopoError
+        Naming the key ``shares``, the value and the splits allowed.
+    """
+    if shares not in SHARES:
+        raise TopoError(f"unknown split of the replicas over the sites {shares!r}; allowed: {', '.join(SHARES)}",
+                        key="shares")
+    return shares
+
+
 def estimate_across_sites(region: Region, model: ModelSpec, lay: ParallelLayout, *, across: str = "dp",
                           outer_every: int | None = None, one_site: tuple[StepResult, ...] | None = None,
-                          shares: str = "by-size", **step_options) -> MultisiteStep:
+                          shares: str = DEFAULT_SHARES, **step_options) -> MultisiteStep:
     """One training step of ``model`` laid out as ``lay`` (the whole job) across the sites of ``region``.
 
     Each site runs its share of the job's replicas (:func:`site_shares`: by default in proportion to its GPUs, the
@@ -251,18 +281,12 @@ def _share_steps(region: Region, model: ModelSpec, dps, lays, one_site, step_opt
 
 def _shares_run(region: Region, shares: str, across: str, one_site) -> str:
     """The split run: ``equal`` for ``pp`` across the sites, a search's steps, or sites all of one size."""
-    if shares not in SHARES:
-        raise TopoError(f"unknown split of the replicas over the sites {shares!r}; allowed: {', '.join(SHARES)}",
-                        key="shares")
+    check_shares(shares)
     alike = len({f.num_gpus for f in region.fabrics}) == 1  # by size: equal shares, checked as such
     return "equal" if across == "pp" or one_site is not None or alike else shares
 
 
-SHARES = ("by-size", "equal")
-"""How a region's job splits its replicas over the sites (:func:`site_shares`); the CLI's ``--shares``."""
-
-
-def site_shares(region: Region, lay: ParallelLayout, shares: str = "by-size") -> tuple[int, ...]:
+def site_shares(region: Region, lay: ParallelLayout, shares: str = DEFAULT_SHARES) -> tuple[int, ...]:
     """Each site's data-parallel replicas of the whole job's ``lay.dp``, in site order.
 
     ``equal``: ``dp / K`` each. ``by-size``: in proportion to the GPUs each site's placement holds

@@ -1,0 +1,52 @@
+"""tidy72: this session's small leftovers, each one rule in one place (findings section "tidy72")."""
+
+from pathlib import Path
+
+import pytest
+
+from topo.fabric.region import build_region
+from topo.sweep.point import clear_cache, run_point
+from topo.training.model import load_model
+from topo.training.multisite import estimate_across_sites
+from topo.training.parallel import make_layout
+
+ROOT = Path(__file__).resolve().parents[1]
+SMALL_WEST = ["cluster.num_units=2"]  # the README's region example: east 1,536 GPUs, west 512 (share72)
+
+
+def _sweep_point(**extra):
+    text = (ROOT / "topologies" / "two-site-h100.toml").read_text()
+    head, west = text.split('name = "west"')
+    text = head + 'name = "west"' + west.replace("cluster.num_units=6", SMALL_WEST[0])  # a sweep sets no list
+    clear_cache()
+    return run_point({"spec": "small-west", "model": "llama3-8b", "layout": "tp=8,dp=128", "global_batch": 512,
+                      **extra}, ["train"], {"small-west": ("small-west", text)})
+
+
+def test_a_sweeps_region_point_takes_shares_as_train_does():
+    """share72 Left 4: a sweep's region point split by size with no way to ask for equal shares. Its ``shares`` key
+    now runs the split ``topo train REGION --shares`` runs (one default, by-size), the library's figures exactly."""
+    region = build_region("two-site-h100", ['sites[1].set=["%s"]' % SMALL_WEST[0]])
+    lay = make_layout("job", tp=8, dp=128, global_batch=512)
+    model = load_model("llama3-8b")
+    for shares in ("by-size", "equal"):
+        row = _sweep_point(shares=shares)
+        m = estimate_across_sites(region, model, lay, shares=shares)
+        assert row["error"] is None, row
+        assert row["step_time_s"] == pytest.approx(m.one_site_step_s / m.throughput_vs_one_site, rel=1e-12)
+        assert row["shares"] == shares and tuple(m.site_dp.values()) == ((96, 32) if shares == "by-size" else (64, 64))
+    assert _sweep_point()["shares"] == "by-size"  # the default, as topo train's
+    bad = _sweep_point(shares="half")
+    assert bad["error_kind"] == "input" and "shares" in bad["error"] and "by-size, equal" in bad["error"]
+
+
+def test_a_sweeps_shares_axis_is_checked_before_the_sweep(tmp_path):
+    """A bad ``shares`` value is one line naming the axis before any point runs (the one check, check_shares)."""
+    from topo.errors import TopoError
+    from topo.sweep import study_from_dict
+    study = {"name": "t", "specs": ["two-site-h100"], "compute": ["train"],
+             "axes": {"model": ["llama3-8b"], "layout": ["tp=8,dp=384"], "shares": ["equal", "half"]}}
+    with pytest.raises(TopoError) as got:
+        study_from_dict(study, source="t.toml", folder=tmp_path)
+    assert got.value.key == "axes.shares" and "'half'" in got.value.message
+    assert "allowed: by-size, equal" in got.value.message
