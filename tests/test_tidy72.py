@@ -50,3 +50,26 @@ def test_a_sweeps_shares_axis_is_checked_before_the_sweep(tmp_path):
         study_from_dict(study, source="t.toml", folder=tmp_path)
     assert got.value.key == "axes.shares" and "'half'" in got.value.message
     assert "allowed: by-size, equal" in got.value.message
+
+
+@pytest.fixture(scope="module")
+def nvl_region(tmp_path_factory):
+    """Two GB200 NVL72 sites, east 16 racks and west 8 (tests/test_tidy70.py's)."""
+    from small_regions import region_file, two_sites
+    return region_file(tmp_path_factory, two_sites("tidy72", "two NVL72 sites", "gb200-nvl72-superpod", 16, 8),
+                       "tidy72")
+
+
+def test_a_dp_larger_than_the_sites_hold_past_a_skip_names_the_short_site(nvl_region):
+    """skip72 Left 1: `--skip-domains 3 --dp 50` was refused "--dp: the job needs GPUs 0 to 1,159, but the fabric
+    has 1,152", the placement's line without the site. The sites hold 15 x 72 = 1,080 (east) and 7 x 72 = 504
+    (west) GPUs past rack 3, 33 + 15 replicas of tp 8 x pp 4 = 32; dp 50 by size (1,080 : 504, largest remainder)
+    gives east 34 replicas = 1,088 GPUs, which from GPU 0 past rack 3 reach GPU 1,088 + 72 - 1 = 1,159. The line now
+    names east, its share and the replicas its placement holds, the placement's words after it, by --dp still."""
+    from conftest import run_cli
+    p = run_cli("train", nvl_region, "--model", "llama3-8b", "--tp", "8", "--pp", "4", "--fail", "east:nvswitch3",
+                "--skip-domains", "3", "--dp", "50", "--global-batch", "100")
+    assert p.returncode == 2 and p.stderr.startswith(
+        "error: --dp: site east: its share of the job (34 replicas; its placement holds 33) needs GPUs 0 to 1,159, "
+        "but the fabric has 1,152; grow the spec's [cluster]"), p.stderr
+

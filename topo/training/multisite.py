@@ -39,7 +39,7 @@ from ..fabric.region_split import split_notes
 from ..fabric.region import Region
 from ..units import format_time, whole_bytes
 from .fp8_amax import AMAX_GROUP, AMAX_PHASE, amax_group, amax_reductions
-from .mapping import EXPERT_DP_GROUPS, default_placement, free_gpus, refuse_failed_gpus
+from .mapping import EXPERT_DP_GROUPS, default_placement, free_gpus, map_layout, refuse_failed_gpus
 from .memory import busiest_stage, stage_params
 from .model import ModelSpec
 from .parallel import ParallelLayout, batch_allowed, check_batch, dp_bucket_params
@@ -353,6 +353,26 @@ def site_capacities(region: Region, first_gpu: int = 0, skip_domains=(),
                            gpus_per_domain_used) for f in region.fabrics)
 
 
+def _check_placed(region: Region, i: int, sl: ParallelLayout) -> None:
+    """Refuse site ``i``'s share where its placement (past skipped domains, from its first GPU) runs past the
+    site's last GPU: the placement's own line (:func:`~topo.training.mapping.map_layout`, its key, so the CLI names
+    the flag that sized the job), the site, its share and the replicas its placement holds named first (tidy72:
+    skip72's Left 1, the same line said no site)."""
+    f = region.fabrics[i]
+    held = site_capacities(region, sl.first_gpu, sl.skip_domains, sl.gpus_per_domain_used)[i]
+    if sl.gpus <= held:
+        return
+    placed, _ = default_placement(sl, f.spec.gpus_per_domain, f.layout.num_gpus)
+    try:
+        map_layout(placed, f.spec.gpus_per_domain, f.layout.num_gpus)
+    except TopoError as exc:
+        if exc.key != "gpus" or not exc.message.startswith("the job needs"):
+            raise
+        share = f"its share of the job ({sl.dp:,} replicas; its placement holds {held // (sl.gpus // sl.dp):,})"
+        raise TopoError(f"site {region.site_names[i]}: {share}{exc.message.removeprefix('the job')}",
+                        source=exc.source, key=exc.key) from None
+
+
 def _check_fit(region: Region, lays: list[ParallelLayout]) -> None:
     """Refuse a share larger than its site, or placed on a failed GPU or NVLink switch of its site (the site named,
     :func:`site_failure`)."""
@@ -363,6 +383,7 @@ def _check_fit(region: Region, lays: list[ParallelLayout]) -> None:
         if sl.gpus > f.num_gpus:
             raise TopoError(f"{region.site_names[i]}'s share of the job ({sl.dp:,} replicas) needs {sl.gpus:,} GPUs; "
                             f"the site has {f.num_gpus:,}", key="dp")
+        _check_placed(region, i, sl)
         if f.failures:
             placed, _ = default_placement(sl, f.spec.gpus_per_domain, f.layout.num_gpus)
             try:
