@@ -73,3 +73,23 @@ def test_a_dp_larger_than_the_sites_hold_past_a_skip_names_the_short_site(nvl_re
         "error: --dp: site east: its share of the job (34 replicas; its placement holds 33) needs GPUs 0 to 1,159, "
         "but the fabric has 1,152; grow the spec's [cluster]"), p.stderr
 
+
+def test_plan_tokens_gives_the_interval_train_tokens_gives_over_the_goodput():
+    """walk30 Left 2: `plan --tokens` gave the days at the step and with the goodput, no interval, where `train
+    --tokens` gives the days at the step's out-of-family interval's ends (step_uncertainty.toml). The plan's are
+    now train's ends over the plan's goodput: t = tokens x step_end / tokens_per_step / goodput, one rule."""
+    import json
+    from conftest import run_cli
+    args = ("dgx-h100-superpod", "--model", "llama3-8b", "--layout", "tp=8,global_batch=256")
+    d = json.loads(run_cli("plan", *args, "--tokens", "1T", "--no-collectives", "--json", check=True).stdout)
+    t = json.loads(run_cli("train", "dgx-h100-superpod", "--model", "llama3-8b", "--tp", "8", "--global-batch", "256",
+                           "--tokens", "1T", "--json", check=True).stdout)
+    ends = d["time_to_train"]["time_to_train_interval_s"]
+    assert ends == pytest.approx([x / d["goodput"] for x in t["time_to_train_interval_s"]], rel=1e-9)
+    low, high = t["uncertainty"]["low_s"], t["uncertainty"]["high_s"]
+    tokens_per_step = 256 * 8192  # Llama 3 8B's 8,192-token sequences
+    assert ends == pytest.approx([1e12 * s / tokens_per_step / d["goodput"] for s in (low, high)], rel=1e-9)
+    text = run_cli("plan", *args, "--tokens", "1T", "--no-collectives", check=True).stdout
+    days = [f"{x / 86400:,.1f} days" for x in ends]  # train --tokens's words (format_in: the unit at each end)
+    assert f"; {days[0]} - {days[1]} at the uncertainty's ends" in text, text
+
