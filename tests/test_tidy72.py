@@ -93,3 +93,24 @@ def test_plan_tokens_gives_the_interval_train_tokens_gives_over_the_goodput():
     days = [f"{x / 86400:,.1f} days" for x in ends]  # train --tokens's words (format_in: the unit at each end)
     assert f"; {days[0]} - {days[1]} at the uncertainty's ends" in text, text
 
+
+@pytest.mark.parametrize("units, leaf, spine", [(2, 16, 8), (4, 32, 16), (8, 64, 32)])
+def test_the_bundled_dgx_b200_superpod_is_the_reference_architectures(units, leaf, spine):
+    """walk30 Left 5: no B200 spec was bundled. dgx-b200-superpod against NVIDIA's DGX SuperPOD with DGX B200 RA
+    (RA-11334-001, "DGX SuperPOD Architecture", the larger-SuperPOD table: 2 / 4 / 8 SUs of 32 DGX B200 -> 16 / 32 /
+    64 leaf and 8 / 16 / 32 spine switches, one node-leaf and one leaf-spine cable a GPU) and the DGX B200 User
+    Guide (8 x B200; NVLink switches of 14.4 TB/s aggregate = 8 x 1.8 TB/s bidirectional, 900 GB/s a GPU each way;
+    8 single-port ConnectX-7 at 400 Gb/s; 4 OSFP cages, so 2 ports a NIC-side module)."""
+    import json
+    from conftest import run_cli
+    from topo.plan.catalog import load_catalog
+    d = json.loads(run_cli("describe", "dgx-b200-superpod", "--set", f"cluster.num_units={units}", "--json",
+                           check=True).stdout)
+    assert (d["gpu"], d["num_gpus"], d["num_servers"], d["gpus_per_server"]) == ("B200", 256 * units, 32 * units, 8)
+    assert [(t["name"], t["num_switches"]) for t in d["tiers"]] == [("leaf", leaf), ("spine", spine)]
+    assert d["num_scale_out_links"] == 2 * 256 * units  # node-leaf + leaf-spine cables, the RA's columns
+    assert d["nics_per_server"] == 8 and d["nic_rate_Bps"] == 400e9 / 8
+    assert d["scale_up"]["bandwidth_per_gpu_Bps"] == 14.4e12 / 8 / 2
+    assert d["largest_nonblocking_gpus"] == d["num_gpus"]  # non-blocking, rail-optimized
+    server = load_catalog().servers["DGX B200"]
+    assert (server.gpus.value, server.nic_module_ports.value, server.max_power_W.value) == (8, 2, 14300)
