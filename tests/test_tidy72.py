@@ -114,3 +114,27 @@ def test_the_bundled_dgx_b200_superpod_is_the_reference_architectures(units, lea
     assert d["largest_nonblocking_gpus"] == d["num_gpus"]  # non-blocking, rail-optimized
     server = load_catalog().servers["DGX B200"]
     assert (server.gpus.value, server.nic_module_ports.value, server.max_power_W.value) == (8, 2, 14300)
+
+
+def test_train_names_what_the_model_leaves_out_for_an_eager_moe_or_a_blackwell_mamba():
+    """walk30 Left 1: `topo train` named nothing the model leaves out for an MoE or hybrid of one's own (the README's
+    closing paragraphs did). An eager grouped-expert MoE block's host work is priced at the counted launches and
+    calls (findings sections 305, 313: a floor); no published Mamba-2 SSD rate exists on Blackwell (section 293).
+    Each is one `not modelled:` note where it applies, in the step's notes (text and --json), nowhere else."""
+    import json
+    from conftest import run_cli
+    from topo.training.step import left_out_notes
+    moe, hybrid, dense = (load_model(n) for n in ("qwen3-30b-a3b", "nemotron-h-56b", "llama3-8b"))
+    eager = make_layout("job", tp=1, ep=8, dp=8, global_batch=64)
+    [note] = left_out_notes(moe, eager, "hopper")
+    assert note.startswith("not modelled: an eager MoE block's host work")
+    graphed = eager.model_copy(update={"cuda_graph_scope": ("full_iteration",)})
+    assert left_out_notes(moe, graphed, "hopper") == []  # the host launches nothing a graph holds
+    assert left_out_notes(dense, make_layout("job", tp=8, dp=1, global_batch=8), "blackwell") == []
+    lay = make_layout("job", tp=8, dp=1, global_batch=8)
+    assert left_out_notes(hybrid, lay, "hopper") == []
+    [note] = left_out_notes(hybrid, lay, "blackwell")
+    assert note.startswith("not modelled: a published Mamba-2 SSD kernel rate on Blackwell")
+    d = json.loads(run_cli("train", "dgx-h100-superpod", "--model", "qwen3-30b-a3b", "--tp", "1", "--ep", "8",
+                           "--global-batch", "1024", "--json", check=True).stdout)
+    assert sum(n.startswith("not modelled: an eager MoE block's") for n in d["notes"]) == 1, d["notes"]
