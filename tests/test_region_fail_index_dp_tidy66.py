@@ -37,8 +37,11 @@ def test_a_site_part_by_index_is_the_part_by_name(path):
 
 def test_a_job_too_large_is_named_by_the_flag_that_sized_it(path):
     job = ["--model", "llama3-8b", "--tp", "8", "--global-batch", "512", "--skip-domains", "0"]
-    tail = ("the job needs GPUs 0 to 519, but the fabric has 512; grow the spec's [cluster] (e.g. --set "
-            "cluster.num_units=N: topo describe says what a unit holds) or give the job fewer GPUs\n")
+    # tidy72 (skip72's Left 1): a region's line names the site that is short, its share and what its placement
+    # holds; the placement's words after them are tidy66's, and still named by the flag that sized the job
+    tail = ("site east: its share of the job (64 replicas; its placement holds 63) needs GPUs 0 to 519, but the "
+            "fabric has 512; grow the spec's [cluster] (e.g. --set cluster.num_units=N: topo describe says what a "
+            "unit holds) or give the job fewer GPUs\n")
     p = run_cli("train", str(path), *job, "--dp", "128")
     assert p.returncode == 2 and p.stderr == "error: --dp: " + tail, p.stderr
     p = run_cli("train", str(path), *job, "--gpus", "1024")

@@ -55,7 +55,8 @@ def register(sub) -> None:
                    "where it has no pods) whose IT power at nameplate fits it, and say what bounds it")
     p.add_argument("--tokens", metavar="N", help="with --model and --layout: the time to train N tokens (15T, 2.5B, "
                    "15e12) at the step and with the plan's goodput (failures, restarts, checkpoints), the job's "
-                   "GPU-hours; topo train --tokens gives the time at the step alone")
+                   "GPU-hours and, with the goodput, the days at the step's uncertainty interval's ends (--json: "
+                   "time_to_train_interval_s); topo train --tokens gives the time at the step alone")
     p.add_argument("--no-collectives", action="store_true",
                    help="skip the estimates (the all-reduce and all-to-all across the top tier, over every GPU, and "
                    "the blast radius's collectives): the plan in about half the time at 100k GPUs")
@@ -582,8 +583,17 @@ def _work_lines(r: PlanResult) -> list[str]:
                    f"with goodput {100 * t['goodput']:.1f}% ({format_in(t['time_at_step_s'], 'days', ',.1f')} at "
                    f"the step, as topo train --tokens gives it), "
                    f"{format_gpu_hours(t['gpu_hours_to_train'])} GPU-hours on "
-                   f"{format_count(job.gpus)} GPUs")
+                   f"{format_count(job.gpus)} GPUs{_ends_text(t)}")
     return out
+
+
+def _ends_text(t: dict) -> str:
+    """``; A - B days at the uncertainty's ends`` (with the goodput), as topo train --tokens says its own; "" when
+    the step has no interval."""
+    ends = t.get("time_to_train_interval_s")
+    if not ends:
+        return ""
+    return f"; {format_in(ends[0], 'days', ',.1f')} - {format_in(ends[1], 'days', ',.1f')} at the uncertainty's ends"
 
 
 def _blast_lines(r: PlanResult) -> list[str]:

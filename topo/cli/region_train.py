@@ -9,8 +9,8 @@ from ..engine.region_estimate import check_region_profile
 from ..errors import TopoError
 from ..inputs import is_input_file
 from ..training.model import load_model
-from ..training.multisite import (SPAN_RULE, AcrossSites, MultisiteStep, estimate_across_sites, site_capacities,
-                                  site_shares)
+from ..training.multisite import (DEFAULT_SHARES, SPAN_RULE, AcrossSites, MultisiteStep, estimate_across_sites,
+                                  site_capacities, site_shares)
 from ..training.multisite_search import search_across_sites
 from ..training.parallel import layout_fields, make_layout
 from ..units import format_bandwidth, format_in, format_size, format_time
@@ -61,7 +61,7 @@ def run_region_train(args, options: dict, say=str) -> int:
     across = args.across or ("outer" if args.outer_every else "dp")
     try:
         r = estimate_across_sites(region, model, lay, across=across, outer_every=args.outer_every,
-                                  shares=getattr(args, "shares", "by-size"),
+                                  shares=getattr(args, "shares", DEFAULT_SHARES),
                                   convention=args.flops, efficiency=args.efficiency, contention=not args.no_contention,
                                   profile=args.profile)
     except TopoError as exc:  # a share larger than its site: named by --gpus or --dp when that flag sized it
@@ -119,7 +119,7 @@ def _job_layout(args, region, fields: dict, options: dict):
 def _by_size(args, region) -> bool:
     """Whether the job's replicas split over the sites by their size (``--shares by-size`` on sites of different
     sizes, not ``--across pp``)."""
-    return (getattr(args, "shares", "by-size") == "by-size" and args.across != "pp"
+    return (getattr(args, "shares", DEFAULT_SHARES) == "by-size" and args.across != "pp"
             and len({f.num_gpus for f in region.fabrics}) > 1)
 
 

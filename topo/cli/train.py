@@ -17,6 +17,7 @@ from ..training.gpus import gpu_compute
 from ..training.jax_mesh import MAXTEXT_DP_OVERLAP, MAXTEXT_FP8_AMAX, MAXTEXT_STATE, layout_from_mesh, parse_mesh
 from ..training.kernels import fp8_backward_published, host_launch_price
 from ..training.mapping import FEWER_GPUS
+from ..training.multisite import DEFAULT_SHARES, SHARES
 from ..training.ring_attention import CP_COMM_TYPES
 from ..training.parallel import (DEFAULT_ORDER, DP_SHARDING, PIPELINE_SCHEDULES, RECOMPUTE, check_layout,
                                  delayed_scaling, ParallelLayout, layout_fields, load_layout, make_layout)
@@ -183,7 +184,7 @@ def _output_arguments(p) -> None:
                    "reduction); outer: a low-communication outer synchronisation every --outer-every steps. Each "
                    "way's 'vs one site' is the slowest site's share's step (what the job steps at over a free DCI) "
                    "over the step across sites, and its 'DCI for 95%%' the capacity at which that is 95%%")
-    p.add_argument("--shares", choices=("by-size", "equal"), default="by-size",
+    p.add_argument("--shares", choices=SHARES, default=DEFAULT_SHARES,
                    help="a region of sites of different sizes: each site's replicas of the job in proportion to its "
                    "GPUs (by-size, the default: with dp left out, the most replicas the sites' GPUs and the global "
                    "batch allow) or the same share on every site (equal: the smallest site's); --across pp runs "

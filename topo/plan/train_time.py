@@ -3,6 +3,7 @@ train a token budget with the plan's goodput, and the cost of its work.
 
     time at the step      t_step = tokens x step_time / tokens_per_step        (topo train --tokens: no failures)
     time to train         t_wall = t_step / goodput                             (failures, restarts, checkpoints)
+    at the interval's     the same with step_time at the step's out-of-family interval's ends (topo train --tokens's)
     GPU-hours             job GPUs x t_wall / 3,600 s
     cost per 1M tokens    cost per effective GPU-hour x job GPUs x step_time / tokens_per_step / 3,600 s x 1e6
 
@@ -29,6 +30,8 @@ class TrainingJob:
     step_time_s: float
     tokens_per_step: int
     tokens: float | None = None  # a token budget to train (None: no time to train)
+    # the step's out-of-family interval (low_s, high_s), as topo train prints it (step_uncertainty.toml); None: none
+    step_interval_s: tuple[float, float] | None = None
 
     @property
     def tokens_per_s(self) -> float:
@@ -36,7 +39,10 @@ class TrainingJob:
         return self.tokens_per_step / self.step_time_s
 
     def to_dict(self) -> dict:
-        return {**asdict(self), "tokens_per_s": self.tokens_per_s}
+        d = asdict(self)
+        if d["step_interval_s"] is not None:
+            d["step_interval_s"] = list(d["step_interval_s"])
+        return {**d, "tokens_per_s": self.tokens_per_s}
 
 
 def time_to_train_s(tokens: float, tokens_per_s: float, goodput: float) -> tuple[float, float]:
@@ -82,5 +88,7 @@ def job_layer(model: str, step, precision: str, params: float, tokens: float | N
         ``("--model", {"workload": {...}})`` and the :class:`TrainingJob`.
     """
     layer = ("--model", {"workload": {"mfu": float(step.mfu), "precision": precision, "params": params}})
+    u = step.uncertainty  # tidy72: the step's interval (step_uncertainty.toml), as train --tokens gives it
     return layer, TrainingJob(model=model, gpus=int(step.gpus), step_time_s=float(step.step_time_s),
-                              tokens_per_step=int(step.tokens_per_step), tokens=tokens)
+                              tokens_per_step=int(step.tokens_per_step), tokens=tokens,
+                              step_interval_s=(float(u["low_s"]), float(u["high_s"])) if "low_s" in u else None)

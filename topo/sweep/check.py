@@ -17,6 +17,7 @@ from ..plan.catalog import load_catalog
 from ..spec import spec_from_dict
 from ..spec.sites import is_region_data
 from ..training.model import load_model
+from ..training.multisite import check_shares
 from ..training.parallel import layout_pairs
 from ..units import UnitError, parse_size_bytes
 from .point import ESTIMATE_KEYS, toml_value
@@ -48,6 +49,8 @@ def _checker(key: str):
         return lambda v: layout_pairs(str(v))
     if key == "profile":
         return _profile
+    if key == "shares":
+        return check_shares
     if key in _PLAN_TABLES:
         return lambda v: load_catalog([(key, {_PLAN_TABLES[key]: {key: v}})])
     if key in ESTIMATE_KEYS:

@@ -35,7 +35,7 @@ from ..spec.region_load import region_from_dict, site_specs
 from ..spec.sites import is_region_data
 from ..training.parallel import ParallelLayout, layout_pairs, make_layout
 from ..training.model import load_model
-from ..training.multisite import estimate_across_sites
+from ..training.multisite import DEFAULT_SHARES, estimate_across_sites
 from ..training.step import estimate_step
 from ..units import parse_size_bytes
 from .files import file_digest
@@ -50,7 +50,8 @@ ESTIMATE_KEYS = ("collective", "size", "traffic") + tuple(
     f.name for f in dataclasses.fields(EstimateOptions) if f.name != "ranks")
 _LAYOUT_FIELDS = tuple(n for n in ParallelLayout.model_fields if n not in ESTIMATE_KEYS)
 # "profile" is an estimate option too: a train point prices its step's collectives with it as estimate does (tidy67)
-TRAIN_KEYS = ("model", "layout", "efficiency", "profile") + _LAYOUT_FIELDS
+# "shares" reaches a region's point only: its replicas' split over the sites, as topo train REGION --shares (tidy72)
+TRAIN_KEYS = ("model", "layout", "efficiency", "profile", "shares") + _LAYOUT_FIELDS
 PLAN_KEYS = ("days", "mfu", "pue", "plan_collectives")
 POINT_KEYS = tuple(dict.fromkeys(("spec", "fail") + ESTIMATE_KEYS + TRAIN_KEYS + PLAN_KEYS))
 
@@ -67,7 +68,7 @@ FIGURES: dict[str, dict[str, tuple[str, str | None]]] = {
         "tokens_per_s": ("float64", "low"), "exposed_comm_s": ("float64", "high"),
         "memory_per_gpu_bytes": ("float64", "high"), "fits": ("bool", None), "train_gpus": ("int64", None),
         "slowest_dim": ("string", None), "slowest_dim_level": ("string", None),
-        "throughput_vs_one_site": ("float64", "low")},
+        "throughput_vs_one_site": ("float64", "low"), "shares": ("string", None)},
     "plan": {
         "capex_usd": ("float64", "high"), "network_capex_usd": ("float64", "high"),
         "capex_per_gpu_usd": ("float64", "high"), "it_power_W": ("float64", "high"),
@@ -236,13 +237,14 @@ def _train(fabric, point: dict):
 
 
 def _train_region(region: Region, model, lay, point: dict):
-    m = estimate_across_sites(region, model, lay, efficiency=point.get("efficiency"), profile=point.get("profile"))
+    m = estimate_across_sites(region, model, lay, efficiency=point.get("efficiency"), profile=point.get("profile"),
+                              shares=point.get("shares", DEFAULT_SHARES))
     one, ratio = m.one_site, m.throughput_vs_one_site
     step = m.one_site_step_s / ratio
     figs = {"step_time_s": step, "mfu": one["mfu"] * ratio, "tflop_per_s_per_gpu": one["tflop_per_s_per_gpu"] * ratio,
             "tokens_per_s": lay.global_batch * (lay.seq_len or model.seq_len) / step,
             "memory_per_gpu_bytes": one["memory_per_gpu_bytes"], "fits": one["fits"], "train_gpus": m.gpus,
-            "slowest_dim": "dci" if ratio < 1 else None, "throughput_vs_one_site": ratio}
+            "slowest_dim": "dci" if ratio < 1 else None, "throughput_vs_one_site": ratio, "shares": m.shares}
     return (_job(figs["mfu"], lay.precision, model), None), figs
 
 

@@ -17,8 +17,9 @@ A study is a small TOML file::
 Axis names are spec field paths (with a dot or a bracket) or one of :data:`topo.sweep.point.POINT_KEYS`:
 ``spec``, ``fail``; for ``estimate`` ``collective``, ``size``, ``traffic`` and the options of
 :class:`topo.engine.options.EstimateOptions` (``gpus``, ``groups``, ``algorithm``, ``ecmp``, ``sharing``, ...); for
-``train`` ``model``, ``layout`` (``"tp=8,pp=16,dp=768"``), ``efficiency`` and the fields of a training layout
-(``global_batch``, ``micro_batch``, ...); for ``plan`` ``days``, ``mfu``, ``pue``, ``plan_collectives``.
+``train`` ``model``, ``layout`` (``"tp=8,pp=16,dp=768"``), ``efficiency``, ``shares`` (a region's split of the
+replicas over its sites, as ``topo train REGION --shares``: ``by-size``, the default, or ``equal``) and the fields of
+a training layout (``global_batch``, ``micro_batch``, ...); for ``plan`` ``days``, ``mfu``, ``pue``, ``plan_collectives``.
 
 Points are the product of the axes (the first axis varies slowest); for each point whose values contain
 ``{seed}``, one point per seed. Each point gets ``point``, a hash of its inputs, the spec's text, the content of

@@ -39,14 +39,15 @@ from ..fabric.region_split import split_notes
 from ..fabric.region import Region
 from ..units import format_time, whole_bytes
 from .fp8_amax import AMAX_GROUP, AMAX_PHASE, amax_group, amax_reductions
-from .mapping import EXPERT_DP_GROUPS, default_placement, free_gpus, refuse_failed_gpus
+from .mapping import EXPERT_DP_GROUPS, default_placement, free_gpus, map_layout, refuse_failed_gpus
 from .memory import busiest_stage, stage_params
 from .model import ModelSpec
 from .parallel import ParallelLayout, batch_allowed, check_batch, dp_bucket_params
 from .result import StepResult
 from .step import estimate_step, stage_block_counts, step_breakdown, step_traffic
 
-__all__ = ["AcrossSites", "MultisiteStep", "SHARES", "SiteReady", "site_shares", "shares_run", "site_capacities", "dp_window_s",
+__all__ = ["AcrossSites", "DEFAULT_SHARES", "MultisiteStep", "SHARES", "SiteReady", "check_shares", "site_shares",
+           "shares_run", "site_capacities", "dp_window_s",
            "estimate_across_sites", "share_fabric",
            "site_failure", "TARGET_FRACTION", "BACKWARD_SHARE", "SPAN_RULE"]
 
@@ -159,9 +160,39 @@ class MultisiteStep:
         return d
 
 
+SHARES = ("by-size", "equal")
+"""How a region's job splits its replicas over the sites (:func:`site_shares`); the CLI's ``--shares``."""
+DEFAULT_SHARES = "by-size"
+"""The split when none is given: ``topo train REGION``'s ``--shares`` and a sweep's region point (tidy72)."""
+
+
+def check_shares(shares) -> str:
+    """``shares`` if it is one of :data:`SHARES` (the one check of ``--shares`` and a sweep's ``shares`` axis).
+
+    Parameters
+    ----------
+    shares : object
+        The split asked for.
+
+    Returns
+    -------
+    str
+        ``shares``.
+
+    Raises
+    ------
+    TopoError
+        Naming the key ``shares``, the value and the splits allowed.
+    """
+    if shares not in SHARES:
+        raise TopoError(f"unknown split of the replicas over the sites {shares!r}; allowed: {', '.join(SHARES)}",
+                        key="shares")
+    return shares
+
+
 def estimate_across_sites(region: Region, model: ModelSpec, lay: ParallelLayout, *, across: str = "dp",
                           outer_every: int | None = None, one_site: tuple[StepResult, ...] | None = None,
-                          shares: str = "by-size", **step_options) -> MultisiteStep:
+                          shares: str = DEFAULT_SHARES, **step_options) -> MultisiteStep:
     """One training step of ``model`` laid out as ``lay`` (the whole job) across the sites of ``region``.
 
     Each site runs its share of the job's replicas (:func:`site_shares`: by default in proportion to its GPUs, the
@@ -274,19 +305,13 @@ def shares_run(region: Region, shares: str, across: str, one_site) -> str:
     TopoError
         ``shares`` not one of :data:`SHARES`.
     """
-    if shares not in SHARES:
-        raise TopoError(f"unknown split of the replicas over the sites {shares!r}; allowed: {', '.join(SHARES)}",
-                        key="shares")
+    check_shares(shares)
     alike = len({f.num_gpus for f in region.fabrics}) == 1  # by size: equal shares, checked as such
     grouped = one_site is not None and len(one_site) != region.num_sites
     return "equal" if across == "pp" or grouped or alike else shares
 
 
-SHARES = ("by-size", "equal")
-"""How a region's job splits its replicas over the sites (:func:`site_shares`); the CLI's ``--shares``."""
-
-
-def site_shares(region: Region, lay: ParallelLayout, shares: str = "by-size") -> tuple[int, ...]:
+def site_shares(region: Region, lay: ParallelLayout, shares: str = DEFAULT_SHARES) -> tuple[int, ...]:
     """Each site's data-parallel replicas of the whole job's ``lay.dp``, in site order.
 
     ``equal``: ``dp / K`` each. ``by-size``: in proportion to the GPUs each site's placement holds
@@ -353,6 +378,26 @@ def site_capacities(region: Region, first_gpu: int = 0, skip_domains=(),
                            gpus_per_domain_used) for f in region.fabrics)
 
 
+def _check_placed(region: Region, i: int, sl: ParallelLayout) -> None:
+    """Refuse site ``i``'s share where its placement (past skipped domains, from its first GPU) runs past the
+    site's last GPU: the placement's own line (:func:`~topo.training.mapping.map_layout`, its key, so the CLI names
+    the flag that sized the job), the site, its share and the replicas its placement holds named first (tidy72:
+    skip72's Left 1, the same line said no site)."""
+    f = region.fabrics[i]
+    held = site_capacities(region, sl.first_gpu, sl.skip_domains, sl.gpus_per_domain_used)[i]
+    if sl.gpus <= held:
+        return
+    placed, _ = default_placement(sl, f.spec.gpus_per_domain, f.layout.num_gpus)
+    try:
+        map_layout(placed, f.spec.gpus_per_domain, f.layout.num_gpus)
+    except TopoError as exc:
+        if exc.key != "gpus" or not exc.message.startswith("the job needs"):
+            raise
+        share = f"its share of the job ({sl.dp:,} replicas; its placement holds {held // (sl.gpus // sl.dp):,})"
+        raise TopoError(f"site {region.site_names[i]}: {share}{exc.message.removeprefix('the job')}",
+                        source=exc.source, key=exc.key) from None
+
+
 def _check_fit(region: Region, lays: list[ParallelLayout]) -> None:
     """Refuse a share larger than its site, or placed on a failed GPU or NVLink switch of its site (the site named,
     :func:`site_failure`)."""
@@ -363,6 +408,7 @@ def _check_fit(region: Region, lays: list[ParallelLayout]) -> None:
         if sl.gpus > f.num_gpus:
             raise TopoError(f"{region.site_names[i]}'s share of the job ({sl.dp:,} replicas) needs {sl.gpus:,} GPUs; "
                             f"the site has {f.num_gpus:,}", key="dp")
+        _check_placed(region, i, sl)
         if f.failures:
             placed, _ = default_placement(sl, f.spec.gpus_per_domain, f.layout.num_gpus)
             try:

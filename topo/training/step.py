@@ -1714,7 +1714,38 @@ def _notes(model, lay, gpu, mem, mapping) -> list[str]:
     if margins:
         notes.append(margins)
     notes += _straddle_notes(lay, mapping)
-    return notes
+    return notes + left_out_notes(model, lay, gpu.generation)
+
+
+def left_out_notes(model, lay, generation: str) -> list[str]:
+    """``not modelled:`` notes for what the step leaves out of this model kind, where it applies (walk30: the
+    README's closing paragraphs said it, the step did not): an eager grouped-expert MoE block's host work beyond the
+    launches and calls counted (findings sections 305 and 313: a floor; no source sizes the rest), and a Mamba-2
+    mixer on Blackwell, whose SSD rate no source publishes (section 293).
+
+    Parameters
+    ----------
+    model : ModelSpec
+    lay : ParallelLayout
+    generation : str
+        The GPU's generation.
+
+    Returns
+    -------
+    list of str
+    """
+    out = []
+    scope = set(lay.cuda_graph_scope)
+    if model.moe is not None and lay.moe_grouped_gemm and not scope & {"moe", "full_iteration"}:
+        out.append("not modelled: an eager MoE block's host work beyond the kernel launches and Transformer Engine "
+                   "calls counted (per-expert Python, allocation, synchronisation), which no published source sizes: "
+                   "priced at that floor, so the step is more likely longer than shorter; the interval's signed "
+                   "median is its runs' (topo's fine-grained MoE rows run short of their measurements)")
+    if model.mamba is not None and generation == "blackwell":
+        out.append("not modelled: a published Mamba-2 SSD kernel rate on Blackwell (none found), so the mixer's "
+                   "price is the least sure part of this step (Nemotron-H's Blackwell rows: topo's excess sits in "
+                   "the mixer)")
+    return out
 
 
 STRADDLE_DIMS = (("tp", "TP"), ("cp", "CP"), ("dp", "DP"))
