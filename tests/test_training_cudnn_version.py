@@ -34,12 +34,37 @@ def test_each_release_names_its_containers_cudnn_with_a_source():
     assert entry["cudnn"] == "9.11.0.98" and entry["at_most"] and entry["status"] == "bound"
     assert release_cudnn("MLPerf Training v5.0 (NeMo 25.04 container)") == "9.11.0.98"
     for software in ("Megatron-LM dev (commit not stated)", "NeMo AutoModel", "NeMo 26.08", "DeepSeek HAI-LLM",
-                     "MLPerf Training v5.1 (PyTorch 25.01 container, NeMo v2.4.0)"):
+                     "MaxText@efb6d9e4 (2024-04-09; JAX version not stated)", "PyTorch 2.4 (no container)"):
         assert release_cudnn(software) is None, software
     for name, e in RELEASES.items():
         parse_version(e["cudnn"])
         assert e["status"] in ("published", "bound") and e["source"], name
         assert e.get("at_most", False) == (e["status"] == "bound"), name
+
+
+def test_a_named_ngc_container_reads_its_cudnn():
+    """A software string that names an NGC PyTorch / JAX container, a NeMo container by its NGC banner, or the
+    ModelZoo's own Dockerfile reads that container's entry (cudnn_releases.toml): PyTorch 25.09 ships cuDNN 9.13.0.50
+    (Lambda's MLPerf v5.1 log: container mlperftv51/llama31_8b-arm:20250922, PyTorch 25.09, cuDNN 9.13.0.50);
+    yanring/Megatron-MoE-ModelZoo@798dfb5 dockers/H100.Dockerfile installs cuDNN 9.11.0.92. PyTorch 25.01 / 25.08
+    and the 25.08 NeMo container are bounded by NeMo 25.09's 9.11.0.98 (Megatron-Bridge@2075a5b8), JAX 25.10 by
+    NeMo 25.11's 9.13.1.26, PyTorch 26.04 by NeMo 26.06's 9.21.1.3 (@067f987d)."""
+    assert release_cudnn("MLPerf Training v6.0 (PyTorch 25.09 container)") == "9.13.0.50"
+    assert release_entry("PyTorch 25.09 container")["status"] == "published"
+    assert release_cudnn("Megatron-LM dev (Megatron-MoE-ModelZoo@798dfb50)") == "9.11.0.92"
+    for software, want in (("MLPerf Training v5.1 (PyTorch 25.01 container, NeMo v2.4.0)", "9.11.0.98"),
+                           ("MLPerf Training v6.0 (PyTorch 25.08 container, NeMo@eddf23fc)", "9.11.0.98"),
+                           ("MLPerf Training v5.1 (NVIDIA Release 25.08 NeMo container)", "9.11.0.98"),
+                           ("JAX-Toolbox MaxText (nvcr.io/nvidia/jax:25.10-maxtext)", "9.13.1.26"),
+                           ("MLPerf Training v6.0 (PyTorch 26.04 container, Megatron-Bridge)", "9.21.1.3")):
+        entry = release_entry(software)
+        assert entry["cudnn"] == want and entry["at_most"] and entry["status"] == "bound", software
+    # on a H100 a 2025 PyTorch container reads cuDNN 9.4's set (hdim 128 causal 8K forward 645.95 TFLOP/s,
+    # NVIDIA/cudnn-frontend@61100c8 benchmark/benchmark_results.csv), not the default's 9.19 (644 forward, 541
+    # backward at 8K): its backward runs at 9.4's 461.89
+    old = cudnn_factor("", release_cudnn("MLPerf Training v6.0 (PyTorch 25.08 container, NeMo@eddf23fc)"), 8192, True)
+    assert old == pytest.approx(cudnn_factor("", "9.4.0", 8192, True))
+    assert old < 0.9 * cudnn_factor("", NEWEST, 8192, True)
 
 
 def test_a_version_reads_the_nearest_older_published_table():
