@@ -43,25 +43,24 @@ def test_each_release_names_its_containers_cudnn_with_a_source():
 
 
 def test_a_named_ngc_container_reads_its_cudnn():
-    """A software string that names an NGC PyTorch / JAX container, a NeMo container by its NGC banner, or the
-    ModelZoo's own Dockerfile reads that container's entry (cudnn_releases.toml): PyTorch 25.09 ships cuDNN 9.13.0.50
-    (Lambda's MLPerf v5.1 log: container mlperftv51/llama31_8b-arm:20250922, PyTorch 25.09, cuDNN 9.13.0.50);
-    yanring/Megatron-MoE-ModelZoo@798dfb5 dockers/H100.Dockerfile installs cuDNN 9.11.0.92. PyTorch 25.01 / 25.08
-    and the 25.08 NeMo container are bounded by NeMo 25.09's 9.11.0.98 (Megatron-Bridge@2075a5b8), JAX 25.10 by
-    NeMo 25.11's 9.13.1.26, PyTorch 26.04 by NeMo 26.06's 9.21.1.3 (@067f987d)."""
-    assert release_cudnn("MLPerf Training v6.0 (PyTorch 25.09 container)") == "9.13.0.50"
-    assert release_entry("PyTorch 25.09 container")["status"] == "published"
+    """A software string that names an NGC PyTorch / JAX container, a PyTorch base by its NGC banner, or the
+    ModelZoo's own Dockerfile reads that container's entry (cudnn_releases.toml). MLPerf Training v5.1's SYSJSON
+    (mlcommons/training_results_v5.1@441d65f4): "PyTorch NVIDIA Release 25.01" cuDNN 9.7.0.66 (Nebius
+    nebius_h200_n128 llama31_405b), "PyTorch NVIDIA Release 25.08" 9.12.0.46 (HPE XD670 H200 llama31_8b);
+    yanring/Megatron-MoE-ModelZoo@798dfb5 dockers/H100.Dockerfile installs 9.11.0.92. JAX 25.10 is bounded by
+    9.16.0.29 (JAX-Toolbox's install-cudnn.sh takes the newest cuDNN at build), PyTorch 26.04 by NeMo 26.06's
+    9.21.1.3 (Megatron-Bridge@067f987d)."""
+    assert release_cudnn("MLPerf Training v5.1 (PyTorch 25.01 container, NeMo v2.4.0)") == "9.7.0.66"
+    assert release_cudnn("MLPerf Training v6.0 (PyTorch 25.08 container, NeMo@eddf23fc)") == "9.12.0.46"
+    assert release_cudnn("MLPerf Training v5.1 (NVIDIA Release 25.08 NeMo container)") == "9.12.0.46"
+    assert release_entry("PyTorch 25.01 container")["status"] == "published"
     assert release_cudnn("Megatron-LM dev (Megatron-MoE-ModelZoo@798dfb50)") == "9.11.0.92"
-    for software, want in (("MLPerf Training v5.1 (PyTorch 25.01 container, NeMo v2.4.0)", "9.11.0.98"),
-                           ("MLPerf Training v6.0 (PyTorch 25.08 container, NeMo@eddf23fc)", "9.11.0.98"),
-                           ("MLPerf Training v5.1 (NVIDIA Release 25.08 NeMo container)", "9.11.0.98"),
-                           ("JAX-Toolbox MaxText (nvcr.io/nvidia/jax:25.10-maxtext)", "9.13.1.26"),
+    for software, want in (("JAX-Toolbox MaxText (nvcr.io/nvidia/jax:25.10-maxtext)", "9.16.0.29"),
                            ("MLPerf Training v6.0 (PyTorch 26.04 container, Megatron-Bridge)", "9.21.1.3")):
         entry = release_entry(software)
         assert entry["cudnn"] == want and entry["at_most"] and entry["status"] == "bound", software
-    # on a H100 a 2025 PyTorch container reads cuDNN 9.4's set (hdim 128 causal 8K forward 645.95 TFLOP/s,
-    # NVIDIA/cudnn-frontend@61100c8 benchmark/benchmark_results.csv), not the default's 9.19 (644 forward, 541
-    # backward at 8K): its backward runs at 9.4's 461.89
+    # on a H100 a 2025 PyTorch container reads cuDNN 9.4's set (hdim 128 causal 8K backward 461.89 TFLOP/s,
+    # NVIDIA/cudnn-frontend@61100c8 benchmark/benchmark_results.csv), not the default's 9.19 (541 at 8K)
     old = cudnn_factor("", release_cudnn("MLPerf Training v6.0 (PyTorch 25.08 container, NeMo@eddf23fc)"), 8192, True)
     assert old == pytest.approx(cudnn_factor("", "9.4.0", 8192, True))
     assert old < 0.9 * cudnn_factor("", NEWEST, 8192, True)
