@@ -34,7 +34,7 @@ def test_each_release_names_its_containers_cudnn_with_a_source():
     assert entry["cudnn"] == "9.11.0.98" and entry["at_most"] and entry["status"] == "bound"
     assert release_cudnn("MLPerf Training v5.0 (NeMo 25.04 container)") == "9.11.0.98"
     for software in ("Megatron-LM dev (commit not stated)", "NeMo AutoModel", "NeMo 26.08", "DeepSeek HAI-LLM",
-                     "MaxText@efb6d9e4 (2024-04-09; JAX version not stated)", "PyTorch 2.4 (no container)"):
+                     "Megatron-LM main@1e057005", "PyTorch 2.4 (no container)"):
         assert release_cudnn(software) is None, software
     for name, e in RELEASES.items():
         parse_version(e["cudnn"])
@@ -55,6 +55,10 @@ def test_a_named_ngc_container_reads_its_cudnn():
     assert release_cudnn("MLPerf Training v5.1 (NVIDIA Release 25.08 NeMo container)") == "9.12.0.46"
     assert release_entry("PyTorch 25.01 container")["status"] == "published"
     assert release_cudnn("Megatron-LM dev (Megatron-MoE-ModelZoo@798dfb50)") == "9.11.0.92"
+    # a dated commit: the newest cuDNN released by 2024-04-09 is 9.0.0 (redistrib_9.0.0.json 2024-02-07, 9.1.0's
+    # 2024-04-12), older than every Hopper set: it reads 9.1's (cudnn-frontend@b740542, 8K forward 573 TFLOP/s)
+    assert release_cudnn("MaxText@efb6d9e4 (2024-04-09; JAX version not stated)") == "9.0.0"
+    assert cudnn_factor("", "9.0.0", 8192, False) == pytest.approx(cudnn_factor("", "9.1.0", 8192, False))
     for software, want in (("JAX-Toolbox MaxText (nvcr.io/nvidia/jax:25.10-maxtext)", "9.16.0.29"),
                            ("MLPerf Training v6.0 (PyTorch 26.04 container, Megatron-Bridge)", "9.21.1.3")):
         entry = release_entry(software)

@@ -62,18 +62,18 @@ _CONTAINERS = (
     (re.compile(r"PyTorch (\d\d\.\d\d) container"), "PyTorch {}"),
     (re.compile(r"NVIDIA Release (\d\d\.\d\d)"), "PyTorch {}"),
     (re.compile(r"nvcr\.io/nvidia/jax:(\d\d\.\d\d)"), "JAX {}"),
-    (re.compile(r"(Megatron-MoE-ModelZoo@[0-9a-f]{8})"), "{}"),
+    (re.compile(r"((?:Megatron-MoE-ModelZoo|MaxText)@[0-9a-f]{8})"), "{}"),
 )
 """How a software string names its container: each pattern, the ``cudnn_releases.toml`` key it reads (a NeMo release,
-an NGC PyTorch / JAX container, the NGC banner of a PyTorch base ("NVIDIA Release yy.mm"), a repository whose
-Dockerfile builds its own)."""
+an NGC PyTorch / JAX container, the NGC banner of a PyTorch base ("NVIDIA Release yy.mm"), a repository commit
+(``repo@commit``) whose Dockerfile builds its own or whose publication date bounds it)."""
 
 
 def release_entry(software: str) -> dict | None:
     """The ``cudnn_releases.toml`` entry of the container a run's software string names (``NeMo yy.mm``, a patch
     release ``NeMo yy.mm.pp`` reading ``NeMo yy.mm``'s; ``PyTorch yy.mm container``; the PyTorch base's banner
-    ``NVIDIA Release yy.mm``; ``nvcr.io/nvidia/jax:yy.mm``; ``Megatron-MoE-ModelZoo@commit``), the first that names
-    one the file lists, or None.
+    ``NVIDIA Release yy.mm``; ``nvcr.io/nvidia/jax:yy.mm``; ``Megatron-MoE-ModelZoo@commit``, ``MaxText@commit``),
+    the first that names one the file lists, or None.
 
     Parameters
     ----------
