@@ -34,12 +34,40 @@ def test_each_release_names_its_containers_cudnn_with_a_source():
     assert entry["cudnn"] == "9.11.0.98" and entry["at_most"] and entry["status"] == "bound"
     assert release_cudnn("MLPerf Training v5.0 (NeMo 25.04 container)") == "9.11.0.98"
     for software in ("Megatron-LM dev (commit not stated)", "NeMo AutoModel", "NeMo 26.08", "DeepSeek HAI-LLM",
-                     "MLPerf Training v5.1 (PyTorch 25.01 container, NeMo v2.4.0)"):
+                     "Megatron-LM main@1e057005", "PyTorch 2.4 (no container)"):
         assert release_cudnn(software) is None, software
     for name, e in RELEASES.items():
         parse_version(e["cudnn"])
         assert e["status"] in ("published", "bound") and e["source"], name
         assert e.get("at_most", False) == (e["status"] == "bound"), name
+
+
+def test_a_named_ngc_container_reads_its_cudnn():
+    """A software string that names an NGC PyTorch / JAX container, a PyTorch base by its NGC banner, or the
+    ModelZoo's own Dockerfile reads that container's entry (cudnn_releases.toml). MLPerf Training v5.1's SYSJSON
+    (mlcommons/training_results_v5.1@441d65f4): "PyTorch NVIDIA Release 25.01" cuDNN 9.7.0.66 (Nebius
+    nebius_h200_n128 llama31_405b), "PyTorch NVIDIA Release 25.08" 9.12.0.46 (HPE XD670 H200 llama31_8b);
+    yanring/Megatron-MoE-ModelZoo@798dfb5 dockers/H100.Dockerfile installs 9.11.0.92. JAX 25.10 is bounded by
+    9.16.0.29 (JAX-Toolbox's install-cudnn.sh takes the newest cuDNN at build), PyTorch 26.04 by NeMo 26.06's
+    9.21.1.3 (Megatron-Bridge@067f987d)."""
+    assert release_cudnn("MLPerf Training v5.1 (PyTorch 25.01 container, NeMo v2.4.0)") == "9.7.0.66"
+    assert release_cudnn("MLPerf Training v6.0 (PyTorch 25.08 container, NeMo@eddf23fc)") == "9.12.0.46"
+    assert release_cudnn("MLPerf Training v5.1 (NVIDIA Release 25.08 NeMo container)") == "9.12.0.46"
+    assert release_entry("PyTorch 25.01 container")["status"] == "published"
+    assert release_cudnn("Megatron-LM dev (Megatron-MoE-ModelZoo@798dfb50)") == "9.11.0.92"
+    # a dated commit: the newest cuDNN released by 2024-04-09 is 9.0.0 (redistrib_9.0.0.json 2024-02-07, 9.1.0's
+    # 2024-04-12), older than every Hopper set: it reads 9.1's (cudnn-frontend@b740542, 8K forward 573 TFLOP/s)
+    assert release_cudnn("MaxText@efb6d9e4 (2024-04-09; JAX version not stated)") == "9.0.0"
+    assert cudnn_factor("", "9.0.0", 8192, False) == pytest.approx(cudnn_factor("", "9.1.0", 8192, False))
+    for software, want in (("JAX-Toolbox MaxText (nvcr.io/nvidia/jax:25.10-maxtext)", "9.16.0.29"),
+                           ("MLPerf Training v6.0 (PyTorch 26.04 container, Megatron-Bridge)", "9.21.1.3")):
+        entry = release_entry(software)
+        assert entry["cudnn"] == want and entry["at_most"] and entry["status"] == "bound", software
+    # on a H100 a 2025 PyTorch container reads cuDNN 9.4's set (hdim 128 causal 8K backward 461.89 TFLOP/s,
+    # NVIDIA/cudnn-frontend@61100c8 benchmark/benchmark_results.csv), not the default's 9.19 (541 at 8K)
+    old = cudnn_factor("", release_cudnn("MLPerf Training v6.0 (PyTorch 25.08 container, NeMo@eddf23fc)"), 8192, True)
+    assert old == pytest.approx(cudnn_factor("", "9.4.0", 8192, True))
+    assert old < 0.9 * cudnn_factor("", NEWEST, 8192, True)
 
 
 def test_a_version_reads_the_nearest_older_published_table():

@@ -57,23 +57,41 @@ def _releases() -> dict:
     return tomllib.loads((data_dir("compute") / "cudnn_releases.toml").read_text(encoding="utf-8"))["release"]
 
 
+_CONTAINERS = (
+    (re.compile(r"NeMo (\d\d\.\d\d)"), "NeMo {}"),
+    (re.compile(r"PyTorch (\d\d\.\d\d) container"), "PyTorch {}"),
+    (re.compile(r"NVIDIA Release (\d\d\.\d\d)"), "PyTorch {}"),
+    (re.compile(r"nvcr\.io/nvidia/jax:(\d\d\.\d\d)"), "JAX {}"),
+    (re.compile(r"((?:Megatron-MoE-ModelZoo|MaxText)@[0-9a-f]{8})"), "{}"),
+)
+"""How a software string names its container: each pattern, the ``cudnn_releases.toml`` key it reads (a NeMo release,
+an NGC PyTorch / JAX container, the NGC banner of a PyTorch base ("NVIDIA Release yy.mm"), a repository commit
+(``repo@commit``) whose Dockerfile builds its own or whose publication date bounds it)."""
+
+
 def release_entry(software: str) -> dict | None:
-    """The ``cudnn_releases.toml`` entry of the release a run's software string names (``NeMo yy.mm``; a patch
-    release ``NeMo yy.mm.pp`` reads ``NeMo yy.mm``'s), or None where it names none the file lists.
+    """The ``cudnn_releases.toml`` entry of the container a run's software string names (``NeMo yy.mm``, a patch
+    release ``NeMo yy.mm.pp`` reading ``NeMo yy.mm``'s; ``PyTorch yy.mm container``; the PyTorch base's banner
+    ``NVIDIA Release yy.mm``; ``nvcr.io/nvidia/jax:yy.mm``; ``Megatron-MoE-ModelZoo@commit``, ``MaxText@commit``),
+    the first that names one the file lists, or None.
 
     Parameters
     ----------
     software : str
-        The run's software string (``"NeMo 25.04.01 (DGXC 25.05.04)"``, ``"MLPerf Training v5.0 (NeMo 25.04
-        container)"``).
+        The run's software string (``"NeMo 25.04.01 (DGXC 25.05.04)"``, ``"MLPerf Training v5.1 (PyTorch 25.01
+        container, NeMo v2.4.0)"``).
 
     Returns
     -------
     dict or None
         ``cudnn``, ``status``, ``source`` (and ``at_most`` where the version is an upper bound).
     """
-    m = re.search(r"NeMo (\d\d\.\d\d)", software or "")
-    return _releases().get(f"NeMo {m[1]}") if m else None
+    releases = _releases()
+    for pattern, key in _CONTAINERS:
+        m = pattern.search(software or "")
+        if m and key.format(m[1]) in releases:
+            return releases[key.format(m[1])]
+    return None
 
 
 def release_cudnn(software: str) -> str | None:
