@@ -81,9 +81,10 @@ def test_a_region_searchs_placement_notes_each_name_the_site_whose_fabric_places
     """walk29 Left 3: a region search said two contradictory placement notes, both "(west's)": 64 of each rack and
     every GPU of the racks. Every row is the same share (576 GPUs here, west's 8 racks): west places it at all 72 of
     each rack (8 x 64 = 512 < 576), east (16 racks) at 64 of each (9 racks), so the notes differ by site, not by
-    row. Each is now said as its own site's."""
+    row. Each is now said as its own site's. (regsearch72: the search now ranks the by-size shares by default, so
+    this premise, every site the same share, is asked for with `--shares equal`.)"""
     out = run_cli("train", nvl_region, "--model", "llama3-8b", "--global-batch", "1152", "--search", "--top", "2",
-                  check=True).stdout
+                  "--shares", "equal", check=True).stdout
     notes = [line for line in out.splitlines() if "placement:" in line]
     assert len(notes) == 2, notes
     every = next(n for n in notes if "every GPU of the 72-GPU" in n)
