@@ -1926,8 +1926,10 @@ def rank_computes_at(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute, cov
     for units, flags in zip(stages, in_bf16):
         key = (tuple(units), tuple(flags))  # stages alike (the middle ones, mostly) have one row: computed once
         if key not in seen:
-            base = _shared_base(lay, units, flags, bt, None if blocks is None else (*layout_key, key), blocks)
-            seen[key] = [_waited_row(base, lay, units, flags, bt, c, t) for c, t in zip(covers_s, terms)]
+            shared = None if blocks is None else (*layout_key, key)
+            base = _shared_base(lay, units, flags, bt, shared, blocks)
+            seen[key] = [_shared_waited(base, lay, units, flags, bt, c, t, shared, blocks)
+                         for c, t in zip(covers_s, terms)]
         for j in range(len(covers_s)):
             rows[j].append(_row_copy(seen[key][j]))
     return [_busiest_first([_rank_mean([one[i] for i in ranks]) for ranks in rank_stages(lay)]) for one in rows]
@@ -1942,6 +1944,22 @@ def _shared_base(lay: ParallelLayout, units: list, flags: list, bt, key: tuple |
     got = blocks.get(key)
     if got is None:
         got = blocks[key] = _stage_base(lay, units, flags, bt)
+    return got
+
+
+def _shared_waited(base: tuple, lay: ParallelLayout, units: list, flags: list, bt, ep_cover_s: float, terms: dict,
+                   key: tuple | None, blocks: dict | None) -> tuple:
+    """:func:`_waited_row` of one stage at ``ep_cover_s``, kept in ``blocks`` (when given) by ``key`` (the stage's
+    :func:`_shared_base` key) and the cover, after the tag :data:`WAITED_ROW`: the host's waits
+    (:func:`_host_waits_s`) read of the layout no field outside :func:`stage_base_key`'s (its blocks' times through
+    ``bt``; whether the router syncs, :func:`host_syncs`, from fields of :func:`block_time_key`; the recomputation,
+    :data:`STAGE_BASE_READS`), so layouts of another pp, vpp, dp or placement whose stage holds the same units share
+    its rows at each cover (read, never changed: each layout's rows are :func:`_row_copy`'s)."""
+    if blocks is None:
+        return _waited_row(base, lay, units, flags, bt, ep_cover_s, terms)
+    got = blocks.get((WAITED_ROW, key, ep_cover_s))
+    if got is None:
+        got = blocks[(WAITED_ROW, key, ep_cover_s)] = _waited_row(base, lay, units, flags, bt, ep_cover_s, terms)
     return got
 
 
@@ -1969,6 +1987,7 @@ def _read_field(lay: ParallelLayout, name: str):
 
 
 STAGE_BASE = ("stage base",)  # the tag of :func:`_shared_base`'s entries among a ``blocks`` dict's block times
+WAITED_ROW = ("waited row",)  # the tag of :func:`_shared_waited`'s entries among them
 STAGE_BASE_READS = ("recompute", "recompute_num_layers", "recompute_early_stop", "recompute_modules")
 """Layout fields :func:`_stage_base` reads beyond its blocks' times (in :data:`BLOCK_TIME_UNREAD`, so not in
 :func:`block_time_key`): the recomputation it applies to each layer."""
