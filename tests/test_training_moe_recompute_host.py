@@ -171,7 +171,8 @@ def _early_stopped_replay_wait_s(model, lay, gpu, call_s, cover_s, combine=False
     the left-out add, where ``moe`` is checkpointed on its own as well (its module replays the combine)."""
     def seq(kind):
         ops = [op for op in block_ops(model, lay, kind) if op.passes != "backward"]
-        return ops, [(host_launch_s(op, gpu, precision=lay.precision), op_time_s(op, gpu, lay.precision),
+        return ops, [(host_launch_s(op, gpu, precision=lay.precision),
+                      op_time_s(op, gpu, lay.precision, cudnn=lay.cudnn_version),  # attnh71: the layout's cuDNN
                       kernels_launched(op, lay.precision)) for op in ops]
     moe_ops, moe = seq("E")
     at = next(i for i, op in enumerate(moe_ops) if op.name == SYNC_OP)
