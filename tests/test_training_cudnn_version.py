@@ -238,3 +238,15 @@ def test_a_hopper_set_keeps_its_own_lengths_inside_the_tables():
     finally:
         kernels._table = _table
         kernels.cudnn_factor.cache_clear()
+
+
+def test_the_ngc_banner_reads_the_framework_it_names():
+    """Every NGC container prints the banner "{framework} NVIDIA Release yy.mm" (MLPerf v5.1's SYSJSON prints the
+    PyTorch base's as "PyTorch NVIDIA Release 25.01", mlcommons/training_results_v5.1@441d65f4): a JAX container's
+    banner reads JAX's entry, never PyTorch's of the same month (rev72: "JAX NVIDIA Release 25.08" read 9.12.0.46)."""
+    assert release_entry("JAX NVIDIA Release 25.08") is None  # no JAX 25.08 entry: the default, not PyTorch 25.08's
+    assert release_entry("MaxText (JAX NVIDIA Release 25.01)") is None
+    assert release_entry("TensorFlow NVIDIA Release 25.01") is None
+    assert release_cudnn("JAX NVIDIA Release 25.10") == "9.16.0.29"  # JAX 25.10's bound
+    assert release_cudnn("PyTorch NVIDIA Release 25.01") == "9.7.0.66"
+    assert release_cudnn("MLPerf Training v5.1 (NVIDIA Release 25.08 NeMo container)") == "9.12.0.46"  # no framework

@@ -60,7 +60,10 @@ def _releases() -> dict:
 _CONTAINERS = (
     (re.compile(r"NeMo (\d\d\.\d\d)"), "NeMo {}"),
     (re.compile(r"PyTorch (\d\d\.\d\d) container"), "PyTorch {}"),
-    (re.compile(r"NVIDIA Release (\d\d\.\d\d)"), "PyTorch {}"),
+    # the banner is every NGC container's ("{framework} NVIDIA Release yy.mm"): PyTorch's when it says so or names
+    # no framework (rev72: "JAX NVIDIA Release 25.08" read PyTorch 25.08's cuDNN), JAX's where it names JAX
+    (re.compile(r"(?:PyTorch |(?<![\w-] ))NVIDIA Release (\d\d\.\d\d)"), "PyTorch {}"),
+    (re.compile(r"JAX NVIDIA Release (\d\d\.\d\d)"), "JAX {}"),
     (re.compile(r"nvcr\.io/nvidia/jax:(\d\d\.\d\d)"), "JAX {}"),
     (re.compile(r"((?:Megatron-MoE-ModelZoo|MaxText)@[0-9a-f]{8})"), "{}"),
 )
