@@ -189,7 +189,7 @@ def _search(args, region, model, options: dict, say=str) -> int:
         res = search_across_sites(region, model, args.global_batch, gpus=gpus, top=args.top or 5, across=across,
                                   outer_every=args.outer_every, convention=args.flops, efficiency=args.efficiency,
                                   contention=not args.no_contention, profile=args.profile,
-                                  shares=getattr(args, "shares", "by-size"), **search_options(args, options))
+                                  shares=getattr(args, "shares", DEFAULT_SHARES), **search_options(args, options))
     except TopoError as exc:  # GPUs the placement sized: named by its flag, not --gpus (rev66)
         raise sized_by(exc, args.gpus, None, placed_by(args, filled)) from None
     if args.json:

@@ -29,8 +29,8 @@ from ..engine.region_estimate import check_region_profile, site_profile
 from ..errors import TopoError
 from ..fabric.region import Region
 from .model import ModelSpec
-from .multisite import (MultisiteStep, estimate_across_sites, share_fabric, shares_run, site_capacities,
-                        site_failure, site_shares)
+from .multisite import (DEFAULT_SHARES, MultisiteStep, estimate_across_sites, share_fabric, shares_run,
+                        site_capacities, site_failure, site_shares)
 from .parallel import ParallelLayout, check_layout
 from .search import search_layouts
 
@@ -79,7 +79,7 @@ class MultisiteSearch:
 def search_across_sites(region: Region, model: ModelSpec, global_batch: int, *, gpus: int | None = None,
                         top: int = 5, across: str = "dp", outer_every: int | None = None, convention: str = "6n",
                         efficiency: float | None = None, contention: bool = True, profile=None,
-                        shares: str = "by-size", **options) -> MultisiteSearch:
+                        shares: str = DEFAULT_SHARES, **options) -> MultisiteSearch:
     """Search the job's layouts by their step across the sites: its best ``top``.
 
     Parameters
