@@ -409,12 +409,7 @@ def _check_fit(region: Region, lays: list[ParallelLayout]) -> None:
             raise TopoError(f"{region.site_names[i]}'s share of the job ({sl.dp:,} replicas) needs {sl.gpus:,} GPUs; "
                             f"the site has {f.num_gpus:,}", key="dp")
         _check_placed(region, i, sl)
-        if f.failures:
-            placed, _ = default_placement(sl, f.spec.gpus_per_domain, f.layout.num_gpus)
-            try:
-                refuse_failed_gpus(placed, f.spec.gpus_per_domain, f.failures, f.layout.num_gpus)
-            except TopoError as exc:
-                raise site_failure(region, f, exc) from None
+        _refuse_site_failures(region, f, sl)
 
 
 def _chosen(m: MultisiteStep) -> AcrossSites:
@@ -509,12 +504,7 @@ def share_fabric(region: Region, site_lay: ParallelLayout | None = None):
     any site under it is refused first (:func:`~topo.training.mapping.refuse_failed_gpus`; the share is placed
     alike in every site, ``skip_domains`` as indices within a site), the line naming the site."""
     for fabric in region.fabrics if site_lay is not None else ():
-        if fabric.failures:
-            placed, _ = default_placement(site_lay, fabric.spec.gpus_per_domain, fabric.layout.num_gpus)
-            try:
-                refuse_failed_gpus(placed, fabric.spec.gpus_per_domain, fabric.failures, fabric.layout.num_gpus)
-            except TopoError as exc:
-                raise site_failure(region, fabric, exc) from None
+        _refuse_site_failures(region, fabric, site_lay)
     return min(region.fabrics, key=lambda f: (f.num_gpus, not f.failures))
 
 
@@ -847,3 +837,14 @@ def _assumptions(region: Region, dps: tuple[int, ...]) -> list[str]:
 
 
 _PP_ACROSS = "pp across sites: DP stays inside each site at its per-site degree; the fill and drain pay the crossing"
+
+
+def _refuse_site_failures(region: Region, fabric, lay: ParallelLayout) -> None:
+    """One site's share ``lay`` placed on ``fabric`` past its failed parts, else its refusal naming the site."""
+    if not fabric.failures:
+        return
+    placed, _ = default_placement(lay, fabric.spec.gpus_per_domain, fabric.layout.num_gpus)
+    try:
+        refuse_failed_gpus(placed, fabric.spec.gpus_per_domain, fabric.failures, fabric.layout.num_gpus)
+    except TopoError as exc:
+        raise site_failure(region, fabric, exc) from None
