@@ -79,6 +79,7 @@ from pathlib import Path
 from typing import get_args
 
 from topo.errors import TopoError
+from topo.training.cudnn import parse_published_date
 from topo.training.grouped_gemm import EXPERT_KERNELS
 from topo.training.jax_mesh import parse_mesh
 from topo.training.parallel import MAX_ELEMENT_BYTES, PIPELINE_SCHEDULES, ParallelLayout
@@ -221,6 +222,35 @@ def check_recipe_columns(rows, file: str) -> None:
             if fault:
                 empty = "" if col in (*MAXTEXT_ONLY, *EVERY_ROW, "fp8_recipe") else ", or empty"
                 raise RunColumnError(f"{file}: run {rid}: {col} = {value!r}; allowed: {fault}{empty}")
+
+
+def check_published_dates(rows, file: str) -> None:
+    """Refuse a row whose ``published_date`` is neither a date ``YYYY-MM-DD`` nor ``unknown``, or whose date names
+    no source (``published_date_source``): the date bounds the cuDNN a run with no named container is priced at
+    (:func:`topo.training.cudnn.run_cudnn`).
+
+    Parameters
+    ----------
+    rows : iterable of dict
+        The file's rows (``run_id``, ``published_date``, ``published_date_source``; a column the file lacks counts
+        as empty).
+    file : str
+        The file's name, for the message.
+
+    Raises
+    ------
+    RunColumnError
+        One line: ``FILE: run RUN: published_date = 'VALUE'; allowed: ...``.
+    """
+    for row in rows:
+        value = row.get("published_date") or ""
+        try:
+            parse_published_date(value)
+        except ValueError as exc:
+            raise RunColumnError(f"{file}: run {row['run_id']}: {exc}") from None
+        if not (row.get("published_date_source") or "").strip():
+            raise RunColumnError(f"{file}: run {row['run_id']}: published_date_source = ''; allowed: where the date "
+                                 f"{value!r} comes from (or why it is unknown)")
 
 
 def recipe_column_kw(row) -> dict:

@@ -96,8 +96,9 @@ import numpy as np
 from _results import ROOT, arguments, update_section
 
 sys.path.insert(0, str(ROOT))
-from run_recipe_columns import (RunColumnError, check_recipe_columns, fp8_recipe_of, hybridep_sms_table,  # noqa: E402
-                                layout_column_kw, recipe_column_kw)  # (topo from ROOT, as above)
+from run_recipe_columns import (RunColumnError, check_published_dates, check_recipe_columns,  # noqa: E402
+                                fp8_recipe_of, hybridep_sms_table, layout_column_kw,
+                                recipe_column_kw)  # (topo from ROOT, as above)
 from topo.training.nvls_buffers import NO_NVLS, release_nvls_enabled  # noqa: E402
 
 SPECS = {"DGX-H100": ("dgx-h100-superpod", ()), "DGX-GB200": ("gb200-nvl72-superpod", ()),
@@ -256,12 +257,15 @@ def megatron_fsdp_unfused_wgrad(row) -> bool:
 def _paper_setups():
     """The runs of ``training_runs.csv`` (Megatron-LM SC21, Llama 3): each source's settings, the step time from
     its TFLOPs/GPU and its own FLOP count."""
+    from topo.training.cudnn import run_cudnn
     from topo.training.flops import model_flop_per_step
     from topo.training.parallel import make_layout
     from topo.training.model import load_model
 
     out = []
-    for row in csv.DictReader(open(ROOT / "data" / "reference" / "training_runs.csv")):
+    rows = list(csv.DictReader(open(ROOT / "data" / "reference" / "training_runs.csv")))
+    check_published_dates(rows, "training_runs.csv")
+    for row in rows:
         rid = row["run_id"]
         if rid.startswith("megatron_"):
             model = load_model("megatron-gpt-" + rid.removeprefix("megatron_").replace("p", "."))
@@ -278,6 +282,10 @@ def _paper_setups():
             extra = dict(flash_attention=True, dp_sharding="fsdp_grad_op", recompute="none",
                          vpp=(model.layers + 2) // int(row["pp"]), pipeline_embedding=True,
                          cp_comm_type="all_gather")
+        # the paper names no container: at most the newest cuDNN released by its date (Llama 3: July 2024, 9.2.1)
+        cudnn = run_cudnn("", row["published_date"])
+        if cudnn is not None:
+            extra["cudnn_version"] = cudnn
         lay = make_layout(tp=int(row["tp"]), cp=int(row["cp"]), pp=int(row["pp"]), dp=int(row["dp"]),
                           global_batch=int(row["global_batch_seqs"]), seq_len=int(row["seq_len"]),
                           **{k: v for k, v in extra.items() if not (k == "vpp" and int(row["pp"]) == 1)})
@@ -300,6 +308,7 @@ def _published_rows():
     for name, held_file in (("training_runs_published.csv", False), (HOLDOUT, True)):
         check_note_flags([r for r, h in rows if h == held_file], name)
         check_recipe_columns([r for r, h in rows if h == held_file], name)
+        check_published_dates([r for r, h in rows if h == held_file], name)
     hybridep_sms_table(ROOT / "data" / "reference" / HYBRIDEP_SMS_FILE)  # refused on one line if bad
     return rows
 
@@ -372,7 +381,7 @@ def _framework_kw(row, model, kw: dict) -> None:
     layout, the FP8 recipe, the container's cuDNN, NeMo's bf16 gradient buffer, the memory columns, the recipe
     columns (``run_recipe_columns``: XLA's scheduler and combiner, grouped experts, MaxText's mesh and remat),
     AutoModel's code."""
-    from topo.training.cudnn import release_cudnn
+    from topo.training.cudnn import run_cudnn
 
     pp, vp = kw["pp"], kw["vpp"]
     if model.name.startswith("deepseek-v3") and row["run_id"].startswith(("mb", "nemo")):
@@ -383,8 +392,10 @@ def _framework_kw(row, model, kw: dict) -> None:
     sms = hybridep_sms(row, model)
     if sms is not None and kw.get("ep_dispatcher") == "deepep" and kw.get("ep_flex_backend") == "hybridep":
         kw["ep_comm_sms"] = sms  # the SMs HybridEP's kernels hold beside the overlapped compute
-    cudnn = release_cudnn(row.get("software") or "")
-    if cudnn is not None:  # the container's cuDNN (topo/data/compute/cudnn_releases.toml), else the newest table
+    # the container's cuDNN (topo/data/compute/cudnn_releases.toml), else the newest released by the row's
+    # publication date (cudnn_release_dates.toml), else (date unknown) the newest table
+    cudnn = run_cudnn(row.get("software") or "", row["published_date"])
+    if cudnn is not None:
         kw["cudnn_version"] = cudnn
     if row["run_id"].startswith(("nemo", "mb")):  # grad_reduce_in_fp32 = False: a bf16 gradient buffer
         kw["grad_bytes"] = 2.0

@@ -166,7 +166,7 @@ def test_the_benchmark_sets_each_rows_container_cudnn():
     for software, want in (("NeMo 25.04", "9.11.0.98"), ("NeMo 25.11", "9.13.1.26"),
                            ("Megatron-LM dev (commit not stated)", None)):
         row = {"run_id": "nemo_x", "software": software, "precision": "bf16", "fsdp": "0", "model": "llama3-70b",
-               "gpu": "GB200", "note": ""}
+               "gpu": "GB200", "note": "", "published_date": "unknown"}
         kw = dict(pp=1, vpp=1, dp=8)
         training_accuracy._framework_kw(row, model, kw)
         assert kw.get("cudnn_version") == want, software

@@ -9,17 +9,26 @@ names it, ``NeMo 25.11``) to its cuDNN, each entry with its source. The layout c
 (``ParallelLayout.cudnn_version``, default the newest published table, :data:`NEWEST`);
 :func:`table_version` picks the published table it reads: the nearest older one by major.minor, the oldest for a
 version older than every table (both assumptions, stated in ``kernels.toml``).
+
+A run whose software string names no container uses at most the newest cuDNN published by the run's own publication
+date (:func:`dated_cudnn`; release dates in ``topo/data/compute/cudnn_release_dates.toml``): :func:`run_cudnn` takes
+the container's where one is named, else that bound, else None (the layout's default, the newest).
 """
 
 from __future__ import annotations
 
+import datetime
 import re
 import tomllib
 from functools import lru_cache
 
 from ..resources import data_dir
 
-__all__ = ["NEWEST", "parse_version", "release_cudnn", "release_entry", "table_version"]
+__all__ = ["NEWEST", "UNKNOWN_DATE", "dated_cudnn", "parse_published_date", "parse_version", "release_cudnn",
+           "release_entry", "run_cudnn", "table_version"]
+
+UNKNOWN_DATE = "unknown"
+"""A run's ``published_date`` where its source's date could not be established (the date rule then does not apply)."""
 
 NEWEST = "9.22"
 """The newest cuDNN with a published attention table (``kernels.toml`` ``[attention.<table>.cudnn] newest``; a
@@ -122,3 +131,83 @@ def table_version(version: str, published) -> str:
     tables = sorted(published, key=parse_version)
     older = [t for t in tables if parse_version(t) <= want]
     return older[-1] if older else tables[0]
+
+
+@lru_cache(maxsize=1)
+def _release_dates() -> tuple[tuple[datetime.date, str], ...]:
+    """``(date, version)`` of every cuDNN release ``cudnn_release_dates.toml`` lists, oldest first."""
+    rows = tomllib.loads((data_dir("compute") / "cudnn_release_dates.toml").read_text(encoding="utf-8"))["version"]
+    return tuple(sorted((entry["date"], version) for version, entry in rows.items()))
+
+
+def parse_published_date(value: str) -> datetime.date | None:
+    """A run's publication date (``published_date``: ``YYYY-MM-DD``), or None for :data:`UNKNOWN_DATE`.
+
+    Parameters
+    ----------
+    value : str
+        ``YYYY-MM-DD`` or ``unknown``.
+
+    Returns
+    -------
+    datetime.date or None
+
+    Raises
+    ------
+    ValueError
+        One line naming the key, the value and the forms allowed (an empty value is refused: a run's date is
+        either established or said to be unknown).
+    """
+    text = str(value).strip()
+    if text == UNKNOWN_DATE:
+        return None
+    if re.fullmatch(r"\d{4}-\d\d-\d\d", text):
+        try:
+            return datetime.date.fromisoformat(text)
+        except ValueError:
+            pass
+    raise ValueError(f"published_date = {value!r}; allowed: a date YYYY-MM-DD (the run's publication) or "
+                     f"{UNKNOWN_DATE!r}")
+
+
+def dated_cudnn(published: datetime.date) -> str:
+    """The newest cuDNN released on or before ``published`` (``cudnn_release_dates.toml``): the newest a run
+    published that day could have used. A date before every listed release reads the oldest listed (9.0.0, which
+    reads the oldest published attention set like any older version, :func:`table_version`).
+
+    Parameters
+    ----------
+    published : datetime.date
+        The run's publication date.
+
+    Returns
+    -------
+    str
+        A cuDNN version (``"9.2.1"``).
+    """
+    releases = _release_dates()
+    older = [version for date, version in releases if date <= published]
+    return older[-1] if older else releases[0][1]
+
+
+def run_cudnn(software: str, published: str = UNKNOWN_DATE) -> str | None:
+    """The cuDNN a published run's fused attention is priced at: its container's (:func:`release_cudnn`) where its
+    software string names one, else the newest released by its publication date (:func:`dated_cudnn`), else None
+    (date unknown: the layout's default, the newest published table).
+
+    Parameters
+    ----------
+    software : str
+        The run's software string.
+    published : str
+        Its ``published_date`` (``YYYY-MM-DD`` or ``unknown``, :func:`parse_published_date`).
+
+    Returns
+    -------
+    str or None
+    """
+    container = release_cudnn(software)
+    if container is not None:
+        return container
+    date = parse_published_date(published)
+    return dated_cudnn(date) if date is not None else None
