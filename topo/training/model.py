@@ -92,6 +92,11 @@ class AttentionSpec(_Strict):
     """The output projection carries a bias (gpt-oss: ``o_proj.bias``; Megatron-Core's ``add_bias_linear``):
     its weights are not counted, but Megatron-Core adds it in an eager pass of its own where the layout's
     ``attention_bias_eager`` says so (:data:`topo.training.operators.ATTENTION_BIAS_MOVES`)."""
+    sinks: Literal["none", "learnable", "off-by-one"] = "none"
+    """Attention sinks: an extra logit in every softmax, learnable a head (gpt-oss's ``sinks``; Megatron-Core's
+    ``softmax_type``) or fixed at zero (``off-by-one``). They select the attention kernel (no FlashAttention; cuDNN's
+    fused attention from cuDNN 9.13.1, else unfused: :func:`topo.training.attention_sinks.sink_backend`); their
+    weights (one scalar a head) are not counted. Default ``none``: a plain softmax."""
     full_every: PositiveInt | None = None
     """With ``window``: layer ``i`` (0-based) attends to the whole prefix when ``(i + 1) % full_every == 0``,
     the others are local (gpt-oss: 2, ``layer_types`` alternating sliding and full; Llama 4: 4, every fourth

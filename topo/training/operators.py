@@ -54,6 +54,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from .attention_sinks import sink_backend, sink_grad_bytes
 from .cross_entropy import cross_entropy_moves
 from .fsdp2_copies import copies_units, fsdp2_copies
 from .gpus import GpuCompute, gpu_compute
@@ -260,7 +261,8 @@ def _attention_ops(model: ModelSpec, lay: ParallelLayout, kind: str = Block.ATTE
         if a.rope:
             ops += _rope_ops(model, lay, T * (heads + kv) * d)
     dqk, dv = model.qk_dim, model.v_dim
-    if lay.flash_attention:
+    sinks = sink_backend(a.sinks, lay.cudnn_version, lay.cp, lay.cp_comm_type, lay.attention_fp8)
+    if lay.flash_attention and sinks != "unfused":
         # causal: half of the s x s square; a local layer (W) the area of its window's mask
         flops = 2.0 * T * model.attended_keys(kind, s) * heads * (dqk + dv)
         io = ACT * T * heads * (2 * dqk + 2 * dv)
@@ -277,8 +279,13 @@ def _attention_ops(model: ModelSpec, lay: ParallelLayout, kind: str = Block.ATTE
                       fp8_attention="" if sliding else lay.attention_fp8)
             ops += _fp8_band_ops(core, 2.0 * T * model.attended_keys(Block.ATTENTION, side) * heads * (dqk + dv),
                                  lay.attention_fp8) if sliding and lay.attention_fp8 else [core]
-    else:  # 2021-era: two batched GEMMs over the full square and the softmax/mask/dropout on s x s elements (a
-        # local layer's mask too: unfused kernels compute the square and mask it)
+        if sinks == "fused":  # the sink's gradient in cuDNN's backward (its forward term moves no bytes)
+            nbytes, launches = sink_grad_bytes(T * heads)
+            ops.append(Op("attention_sink_grad", "core_attn", "kernel", 0.0, nbytes, launches=launches,
+                          passes="backward"))
+    else:  # 2021-era, or sinks before cuDNN 9.13.1: two batched GEMMs over the full square and the
+        # softmax/mask/dropout on s x s elements (a local layer's mask too: unfused kernels compute the square and
+        # mask it; the sink's one column a row is not counted)
         sq = T * s * heads
         ops += [_gemm("scores", "core_attn", T, s, dqk, groups=heads, linear=False, weights=False),
                 _gemm("weighted_sum", "core_attn", T, dv, s, groups=heads, linear=False, weights=False),
