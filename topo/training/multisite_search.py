@@ -270,6 +270,16 @@ def _other_notes(region: Region, res, units) -> list[dict]:
     return out
 
 
+
+def _share_said(exc: TopoError, K: int, job: int, batch: int, split) -> TopoError:
+    """``exc`` saying that its GPUs and batch are one site's equal share of the job's, where the search of that
+    share found no layout (walk31: "no layout on 32,256 GPUs with a global batch of 8,192" for a job of 64,512
+    GPUs and 16,384 sequences the user gave); by-size shares (``split``) search the whole job: ``exc`` as it is."""
+    if split is not None or exc.key not in ("gpus", "model"):
+        return exc
+    return TopoError(f"{exc.message} (one site's equal share of the job's {K * job:,} GPUs and global batch of "
+                     f"{K * batch:,} over its {K} sites)", source=exc.source, key=exc.key)
+
 def _search_units(region: Region, fabric, model: ModelSpec, job: int, batch: int, top: int, options: dict,
                   figure, split=None):
     r"""The layouts searched on every unit's fabric (``split`` None: every site group's,
@@ -308,6 +318,7 @@ def _search_units(region: Region, fabric, model: ModelSpec, job: int, batch: int
                              rank_by=lambda one, steps: figure(one, in_units(steps)),
                              split=None if split is None else ordered, **options)
     except TopoError as exc:  # a failed part under the share: its site named, as estimate_across_sites names it
-        raise site_failure(region, getattr(exc, "fabric", fabric), exc) from None
+        raise _share_said(site_failure(region, getattr(exc, "fabric", fabric), exc), region.num_sites, job, batch,
+                          split) from None
     return (res, [in_units(steps) for steps in res.site_steps], [region.site_names[i] for i in units[first][1]],
             [units[g] for g in order])
