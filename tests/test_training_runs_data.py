@@ -237,6 +237,13 @@ def test_data35_deepseek_rows_take_their_recipes_settings(monkeypatch):
         # its Transformer Engine (NVIDIA/TransformerEngine@bee4649c, NeMo@7a8f1cc7 requirements/manifest.json) takes
         # MLA (head_dim_qk 192, head_dim_v 128) into cuDNN's fused attention on H100, into neither kernel on sm100
         assert lay.flash_attention == (setups[rid]["gpu"] == "H100")
+    # the script's loss (dsv3gb73): cross_entropy_fusion_impl = "te" (pretrain_deepseek_v3.py line 70, utils.py
+    # line 374) over GPTConfig's cross_entropy_loss_fusion = True (llm/gpt/model/base.py line 290); Megatron-LM@7094270c
+    # language_module.py lines 83-91 then calls Transformer Engine's parallel cross-entropy, present at bee4649c
+    for rid in ("dgxc2505_h100_deepseekv3_bf16_512", "dgxc2505_h100_deepseekv3_bf16_1024",
+                "dgxc2505_gb200_deepseekv3_bf16_128", "dgxc2505_gb200_deepseekv3_bf16_256",
+                "dgxc2505_gb200_deepseekv3_bf16_512"):
+        assert setups[rid]["lay"].cross_entropy == "te", rid
     s = setups["mcore_gb200_deepseekv3_mxfp8"]
     assert s["model"].mtp_layers == 0 and s["lay"].pipeline_layout == "Et|(tt|)*30L" and s["holdout"]
     assert s["lay"].moe_counts_aligned and s["lay"].optimizer_bytes_per_param == 8.0 and s["lay"].fp8_recipe == "mxfp8"
