@@ -2,8 +2,13 @@
 
 import dataclasses
 
+import numpy as np
 import pytest
 
+from topo.engine.estimate import estimate
+from topo.engine.options import EstimateOptions
+from topo.engine.placement import Placement
+from topo.engine.schedule import NodeShape
 from topo.fabric.builders import build_fabric
 from topo.plan import plan
 from topo.plan.train_time import job_layer
@@ -38,3 +43,37 @@ def test_plan_and_train_intervals_are_one_formula(llama_step):
     # the closed form: tokens x step_end / tokens_per_step (256 sequences of 8,192 tokens a step)
     assert train == pytest.approx([1e12 * step.uncertainty[k] / (256 * 8192) for k in ("low_s", "high_s")],
                                   rel=1e-12)
+
+
+# ---- 3. every communicator of a placement, not the first ------------------------------------------------------
+
+def test_a_placements_domains_are_every_groups():
+    """rev71 Left (section 321): Placement.domains / num_domains read the first group alone. Groups of 3 on 8-GPU
+    domains, GPUs 0-2 and 6-8: the second spans domains 0 and 1, so a communicator spans 2, in either group order."""
+    for rows in ([[0, 1, 2], [6, 7, 8]], [[6, 7, 8], [0, 1, 2]]):
+        pl = Placement(groups=np.array(rows), kind="list", gpus_per_domain=8)
+        assert pl.num_domains == 2
+        assert pl.domains.tolist() == [[r // 8 for r in row] for row in rows]
+    assert Placement(groups=np.array([[0, 1, 2], [3, 4, 5]]), kind="list", gpus_per_domain=8).num_domains == 1
+
+
+@pytest.fixture(scope="module")
+def nvl72():
+    return build_fabric(load_spec("gb200-nvl72-superpod"))  # 4-GPU trays in a 72-GPU NVLink domain
+
+
+def _all_reduce_s(fabric, ranks):
+    opts = EstimateOptions(ranks=ranks, groups=2, group_layout="blocked", rank_order="given")
+    return estimate(fabric, "all_reduce", [8192], opts).results[0].time_s
+
+
+def test_any_group_across_trays_takes_the_mnnvl_hop(nvl72):
+    """rev71 Left: estimate's multi-node NVLink flag read groups[0] alone. Two groups of 3 on GB200's 4-GPU trays,
+    GPUs 0-2 (tray 0) and 3-5 (trays 0 and 1): the second crosses trays, so the pair takes the MNNVL terms
+    (blackwell.toml's mnnvl_*_us) whichever group is listed first, and costs more than 0-2 with 4-6 (tray 1 alone)."""
+    assert NodeShape.of(nvl72).spans_servers([[0, 1, 2], [3, 4, 5]])
+    assert not NodeShape.of(nvl72).spans_servers([[0, 1, 2], [4, 5, 6]])
+    first, second = _all_reduce_s(nvl72, [0, 1, 2, 3, 4, 5]), _all_reduce_s(nvl72, [3, 4, 5, 0, 1, 2])
+    assert first == second
+    assert first > _all_reduce_s(nvl72, [0, 1, 2, 4, 5, 6])
+
