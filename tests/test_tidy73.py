@@ -1,6 +1,7 @@
 """tidy73: the reviews' leftovers (issue 29), each rule in one place."""
 
 import dataclasses
+import json
 
 import numpy as np
 import pytest
@@ -10,10 +11,12 @@ from topo.engine.options import EstimateOptions
 from topo.engine.placement import Placement
 from topo.engine.schedule import NodeShape
 from topo.fabric.builders import build_fabric
+from topo.fabric.region import build_region
 from topo.plan import plan
 from topo.plan.train_time import job_layer
 from topo.spec import load_spec
 from topo.training.model import load_model
+from topo.training.multisite import estimate_across_sites
 from topo.training.parallel import make_layout
 from topo.training.step import estimate_step
 
@@ -77,3 +80,27 @@ def test_any_group_across_trays_takes_the_mnnvl_hop(nvl72):
     assert first == second
     assert first > _all_reduce_s(nvl72, [0, 1, 2, 4, 5, 6])
 
+
+# ---- 4. the NICs of each site's share, in site order --------------------------------------------------------------
+
+UNLIKE = (("east", ["cluster.num_units=1"]),  # 256 GPUs, one 400 Gb/s ConnectX-7 a GPU (DGX H100)
+          ("west", ["cluster.num_units=2", "server.nic_rate=100 Gb/s", "fabric.tiers[0].port_rate=100 Gb/s",
+                    "fabric.tiers[1].port_rate=100 Gb/s"]))  # 512 GPUs at 100 Gb/s a NIC
+
+
+def test_each_sites_share_crosses_through_its_own_nics_in_site_order(tmp_path):
+    """rev71 Left (section 321): multisite's nic_gpus was read from the site_gpus dict's order. By size, dp 3 of tp 8
+    splits 1 : 2 (east 8 GPUs, west 16); the hierarchical reduction's crossing goes through each share's own NICs,
+    so west's 16 NICs of 12.5 GB/s bind: V / (16 x 12.5 GB/s) (east's 8 x 50 GB/s is faster; the sites swapped
+    would give V / (8 x 12.5 GB/s))."""
+    sites = "".join(f'[[sites]]\nname = "{n}"\nspec = "dgx-h100-superpod"\nset = {json.dumps(s)}\n' for n, s in UNLIKE)
+    path = tmp_path / "unlike.toml"
+    path.write_text(f'name = "unlike"\ndescription = "two unlike sites"\n{sites}[interconnect]\ntopology = "mesh"\n'
+                    'distance_km = 40\nlatency_per_km = "4.9 us"\nequipment_latency = "50 us"\nwaves = 16\n'
+                    'wave_rate = "800 Gb/s"\nattach = "top"\n')
+    job = estimate_across_sites(build_region(str(path)), load_model("llama3-8b"),
+                                make_layout(tp=8, dp=3, global_batch=6, seq_len=4096), shares="by-size")
+    assert job.site_gpus == {"east": 8, "west": 16}
+    s = job.strategies[0]
+    assert s.bottleneck == "nic"
+    assert s.dci_time_s == pytest.approx(s.latency_s + s.dci_bytes_per_step / (16 * 12.5e9), rel=1e-12)
