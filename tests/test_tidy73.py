@@ -1,20 +1,25 @@
 """tidy73: the reviews' leftovers (issue 29), each rule in one place."""
 
+import copy
 import dataclasses
 import json
 
 import numpy as np
 import pytest
 
+from topo.cli.main import main
 from topo.engine.estimate import estimate
 from topo.engine.options import EstimateOptions
 from topo.engine.placement import Placement
 from topo.engine.schedule import NodeShape
 from topo.fabric.builders import build_fabric
+from topo.errors import TopoError
 from topo.fabric.region import build_region
 from topo.plan import plan
 from topo.plan.train_time import job_layer
 from topo.spec import load_spec
+from topo.training import ep_dispatch, ep_internode
+from topo.training.ep_internode import internode_table
 from topo.training.model import load_model
 from topo.training.multisite import estimate_across_sites
 from topo.training.parallel import make_layout
@@ -104,3 +109,30 @@ def test_each_sites_share_crosses_through_its_own_nics_in_site_order(tmp_path):
     s = job.strategies[0]
     assert s.bottleneck == "nic"
     assert s.dci_time_s == pytest.approx(s.latency_s + s.dci_bytes_per_step / (16 * 12.5e9), rel=1e-12)
+
+
+# ---- 5. a dispatcher table missing a key ------------------------------------------------------------------------
+
+def _edited(monkeypatch, module, loader, edit):
+    data = copy.deepcopy(getattr(module, loader)())
+    edit(data)
+    monkeypatch.setattr(module, loader, lambda: data)
+
+
+def test_train_says_a_dispatcher_tables_missing_key_in_one_line(monkeypatch, capsys):
+    """tidy71 Left (a), section 320: a table stating api_includes_copy = true without its published shape (tokens,
+    hidden, topk) ended `topo train` in a KeyError. Now exit 2 and one line naming the file, the key and what is
+    allowed (tidy71's run: Qwen3 30B-A3B, EP 8 on a GB200 NVL72 rack, which reads [flex.GB200])."""
+    _edited(monkeypatch, ep_dispatch, "_tables", lambda d: d["flex"]["GB200"].pop("tokens"))
+    rc = main(["train", "gb200-nvl72-superpod", "--model", "qwen3-30b-a3b", "--gpus", "8", "--global-batch", "256",
+               "--dp", "8", "--ep", "8", "--layout", "ep_dispatcher=deepep"])
+    err = capsys.readouterr().err
+    assert rc == 2 and err == ("error: ep_dispatch.toml: flex.GB200.tokens: is missing: allowed a table that states "
+                               "tokens, hidden, topk (the shape of the call its rates were published at)\n")
+
+
+def test_the_internode_table_says_its_missing_key(monkeypatch):
+    _edited(monkeypatch, ep_internode, "_data", lambda d: d["internode"]["H100"].pop("gpus_per_node"))
+    with pytest.raises(TopoError, match=r"^ep_internode.toml: internode.H100.gpus_per_node: is missing: allowed a "
+                                        r"table that states ranks, tokens, hidden, topk, gpus_per_node \("):
+        internode_table("H100", 16)
