@@ -3,6 +3,7 @@
 import copy
 import dataclasses
 import json
+import tomllib
 
 import numpy as np
 import pytest
@@ -17,13 +18,14 @@ from topo.errors import TopoError
 from topo.fabric.region import build_region
 from topo.plan import plan
 from topo.plan.train_time import job_layer
+from topo.resources import data_dir
 from topo.spec import load_spec
 from topo.training import ep_dispatch, ep_internode
 from topo.training.ep_internode import internode_table
 from topo.training.model import load_model
 from topo.training.multisite import estimate_across_sites
 from topo.training.parallel import make_layout
-from topo.training.step import estimate_step
+from topo.training.step import estimate_step, left_out_notes
 
 
 @pytest.fixture(scope="module")
@@ -136,3 +138,22 @@ def test_the_internode_table_says_its_missing_key(monkeypatch):
     with pytest.raises(TopoError, match=r"^ep_internode.toml: internode.H100.gpus_per_node: is missing: allowed a "
                                         r"table that states ranks, tokens, hidden, topk, gpus_per_node \("):
         internode_table("H100", 16)
+
+
+# ---- 6. a `not modelled:` note quotes the measured size of what it misses ------------------------------------------
+
+def test_the_not_modelled_notes_quote_the_findings_figures():
+    """tidy72 Left (b), section 323: the notes named no figure. Each now ends with left_out.toml's measured size and
+    its section: section 231's 1.95-2.44 ms a MoE layer and micro-batch (Blackwell Qwen3-30B-A3B), section 301's
+    24-35 ms a sequence (Nemotron 3 Nano: 24 GB200, 28 H100, 35 B300), section 293's 9-14% and 16% (Nemotron-H 56B's
+    Blackwell mixer)."""
+    table = tomllib.loads((data_dir("compute") / "left_out.toml").read_text(encoding="utf-8"))
+    eager = make_layout(tp=1, ep=8, dp=8, global_batch=64)
+    [moe] = left_out_notes(load_model("qwen3-30b-a3b"), eager, "hopper")
+    [mamba] = left_out_notes(load_model("nemotron-h-56b"), make_layout(tp=8, dp=1, global_batch=8), "blackwell")
+    for note, kind, figures in ((moe, "eager_moe_host", ("1.95-2.44 ms a MoE layer", "24-35 ms a sequence",
+                                                         "section 231", "section 301")),
+                                (mamba, "blackwell_mamba", ("9-14% longer", "16% faster", "section 293"))):
+        assert note.endswith(table[kind]["measured"]), note
+        assert all(f in note for f in figures), note
+        assert all(f"section {n}" in note for n in table[kind]["sections"])
