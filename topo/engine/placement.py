@@ -24,6 +24,16 @@ def distinct_per_row(a) -> np.ndarray:
     """The distinct values in each row of a 2-D integer array (a 1-D array is one row), without a Python loop:
     each row sorted, one more than its changes.
 
+    Parameters
+    ----------
+    a : array_like of int
+        One row per communicator (GPU ids, or their servers or domains).
+
+    Returns
+    -------
+    numpy.ndarray
+        The count of distinct values of each row.
+
     >>> distinct_per_row([[0, 0, 1], [2, 3, 4]]).tolist()
     [2, 3]
     """
