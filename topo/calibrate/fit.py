@@ -128,7 +128,7 @@ def _mnnvl(prof: Profile, m: float) -> Profile:
 def _spans_trays(case: Case) -> bool:
     """The run puts ranks of one NVLink domain on several servers (an NVL72 rack): its multi-node NVLink terms,
     decided as ``estimate`` decides them (on the run's placement)."""
-    return NodeShape.of(case.setup.fabric).spans_servers(_placement(case).groups[0])
+    return NodeShape.of(case.setup.fabric).spans_servers(_placement(case).groups)
 
 
 def _placement(case: Case):

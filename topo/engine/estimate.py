@@ -478,7 +478,7 @@ class _Candidates:
         self.shape = NodeShape.of(fabric)
         # a communicator whose ranks in one NVLink domain sit on several servers talks across trays (multi-node
         # NVLink); ranks of one server in an NVL72 rack talk as in any server
-        self.mnnvl = self.shape.spans_servers(pl.groups[0])
+        self.mnnvl = self.shape.spans_servers(pl.groups)  # any communicator's ranks
         self.cap = usable_capacity(router, prof)
         self.costed: dict[str, Costed] = {}
         self.protocols: dict[str, tuple[str, ...]] = {}

@@ -15,9 +15,30 @@ from ..errors import TopoError
 from ..fabric.fabric import Fabric
 from ..units import count_noun, format_count
 
-__all__ = ["Placement", "place", "PLACEMENTS"]
+__all__ = ["Placement", "place", "PLACEMENTS", "distinct_per_row"]
 
 PLACEMENTS = ("packed", "one_per_server", "spread_pods", "list")
+
+
+def distinct_per_row(a) -> np.ndarray:
+    """The distinct values in each row of a 2-D integer array (a 1-D array is one row), without a Python loop:
+    each row sorted, one more than its changes.
+
+    Parameters
+    ----------
+    a : array_like of int
+        One row per communicator (GPU ids, or their servers or domains).
+
+    Returns
+    -------
+    numpy.ndarray
+        The count of distinct values of each row.
+
+    >>> distinct_per_row([[0, 0, 1], [2, 3, 4]]).tolist()
+    [2, 3]
+    """
+    s = np.sort(np.atleast_2d(np.asarray(a)), axis=1)
+    return 1 + np.count_nonzero(np.diff(s, axis=1), axis=1)
 
 
 @dataclass(frozen=True)
@@ -50,13 +71,14 @@ class Placement:
 
     @property
     def domains(self) -> np.ndarray:
-        """The NVLink domain of each rank of the first communicator."""
-        return self.groups[0] // self.gpus_per_domain
+        """The NVLink domain of each rank, one row per communicator (as :attr:`groups`)."""
+        return self.groups // self.gpus_per_domain
 
     @property
     def num_domains(self) -> int:
-        """NVLink domains one communicator spans."""
-        return int(np.unique(self.domains).size)
+        """NVLink domains a communicator spans: the most any communicator spans (groups of 3 on 4-GPU domains
+        span 1 or 2), the one that paces the collective."""
+        return int(distinct_per_row(self.domains).max())
 
     def ranks_per_domain(self) -> int | None:
         """Ranks of a communicator in each domain it spans, if the same everywhere (in every group), else None.

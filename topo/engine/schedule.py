@@ -27,6 +27,7 @@ import numpy as np
 
 from ..errors import AlgorithmUnavailable
 from ..fabric.hosts import nic_beside
+from .placement import distinct_per_row
 
 __all__ = ["AlgorithmUnavailable", "NodeShape", "Transfers", "InSwitchReduce", "InNetworkReduce",
            "AllPairs", "SchedulePhase", "LatencyCounts", "LatencyTerm", "Schedule", "ranks_per_domain",
@@ -76,19 +77,21 @@ class NodeShape:
 
     def spans_servers(self, ranks) -> bool:
         """True when ranks of one NVLink domain sit on several servers (multi-node NVLink, an NVL72 rack's
-        trays): servers nest in domains, so there are then more servers than domains among ``ranks``.
+        trays): servers nest in domains, so there are then more servers than domains among ``ranks``. With one row
+        per communicator (a placement's groups), true when any communicator's do.
 
         Parameters
         ----------
         ranks : array_like of int
-            GPU ids.
+            GPU ids: one communicator's, or one row per communicator.
 
         Returns
         -------
         bool
         """
         ranks = np.asarray(ranks)
-        return bool(np.unique(ranks // self.gpus_per_server).size > np.unique(ranks // self.gpus_per_domain).size)
+        servers = distinct_per_row(ranks // self.gpus_per_server)
+        return bool(np.any(servers > distinct_per_row(ranks // self.gpus_per_domain)))
 
     def nic_of(self, gpus) -> np.ndarray:
         """The (first) NIC beside each GPU, as a global NIC index (one function with

@@ -19,7 +19,7 @@ from .reliability import Reliability
 from .storage import StoragePlan
 from .tco import OwnershipCost
 from .budget import PowerFit
-from .train_time import TrainingJob, cost_per_million_tokens_usd, time_to_train_s
+from .train_time import TrainingJob, cost_per_million_tokens_usd, time_to_train_interval_s, time_to_train_s
 
 __all__ = ["PlanResult", "DesignComparison", "RANGED"]
 
@@ -127,8 +127,8 @@ class PlanResult:
         out = {"tokens": t.tokens, "time_at_step_s": at_step, "time_to_train_s": wall,
                "goodput": self.reliability.goodput, "gpu_hours_to_train": t.gpus * wall / 3600.0}
         if t.step_interval_s is not None:  # walk30: the step's interval, as topo train --tokens gives it
-            out["time_to_train_interval_s"] = [time_to_train_s(t.tokens, t.tokens_per_step / s,
-                                                               self.reliability.goodput)[1] for s in t.step_interval_s]
+            out["time_to_train_interval_s"] = time_to_train_interval_s(t.tokens, t.tokens_per_step, t.step_interval_s,
+                                                                       self.reliability.goodput)
         return out
 
     def headline(self) -> dict:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-__all__ = ["TrainingJob", "time_to_train_s", "cost_per_million_tokens_usd", "job_layer"]
+__all__ = ["TrainingJob", "time_to_train_s", "time_to_train_interval_s", "cost_per_million_tokens_usd", "job_layer"]
 
 SECONDS_PER_HOUR = 3600.0
 
@@ -53,6 +53,34 @@ def time_to_train_s(tokens: float, tokens_per_s: float, goodput: float) -> tuple
     """
     at_step = tokens / tokens_per_s
     return at_step, at_step / goodput
+
+
+def time_to_train_interval_s(tokens: float, tokens_per_step: float, step_interval_s, goodput: float = 1.0) -> list:
+    """The time to train ``tokens`` with ``goodput`` at each end of a step's interval, seconds: :func:`time_to_train_s`
+    with the tokens a second at each end's step (``tokens_per_step / end``). The one place ``topo train --tokens``
+    (goodput 1: :meth:`topo.training.result.StepResult.train_budget`) and ``topo plan --model --tokens``
+    (the plan's goodput: :attr:`topo.plan.result.PlanResult.time_to_train`) compute it.
+
+    Parameters
+    ----------
+    tokens : float
+        Tokens to train.
+    tokens_per_step : float
+        Tokens a step.
+    step_interval_s : sequence of float
+        The step's time at the interval's ends (low_s, high_s), seconds.
+    goodput : float, optional
+        The share of the wall time that trains (1: no failures or restarts).
+
+    Returns
+    -------
+    list of float
+        The time to train at each end, seconds.
+
+    >>> time_to_train_interval_s(15e12, 5e6, (0.5, 2.0), 0.8)
+    [1875000.0, 7500000.0]
+    """
+    return [time_to_train_s(tokens, tokens_per_step / end_s, goodput)[1] for end_s in step_interval_s]
 
 
 def cost_per_million_tokens_usd(cost_per_effective_gpu_hour_usd: float, gpus: int, tokens_per_s: float) -> float:

@@ -28,7 +28,7 @@ from ..resources import data_dir
 from ..units import GB, format_time
 from .routing import spread_destinations
 
-__all__ = ["SECTIONS", "flex_rates", "flex_fixed_s", "flex_dispatch_s", "nearest_column", "api_includes_copy",
+__all__ = ["SECTIONS", "SHAPE_KEYS", "stated", "flex_rates", "flex_fixed_s", "flex_dispatch_s", "nearest_column", "api_includes_copy",
            "rate_and_fixed_s", "call_s", "gpu_figures", "figures_for", "figures_key"]
 
 KINDS = ("dispatch", "dispatch_fp8", "combine")
@@ -145,11 +145,13 @@ def _flex_parts(gpu: str, ranks: int, copy_s: Callable[[float], float] | None, b
     if t is None:
         return None
     where = dict(source=SOURCE, key=figures_key(_tables(), SECTIONS[backend], gpu))
-    i = nearest_column(t["ranks"], ranks)
+    i = nearest_column(stated(t, ("ranks",), "the EP group sizes its rates were published at", **where)["ranks"],
+                       ranks)
     has_api = "dispatch_GBps" in t
     received = 0.0
     if has_api and ("kernel_dispatch_GBps" in t or api_includes_copy(t, **where)):
-        received = t["tokens"] * spread_destinations(t["ranks"][i], t["topk"]) * t["hidden"] * 2.0
+        shape = stated(t, SHAPE_KEYS, "the shape of the call its rates were published at", **where)
+        received = shape["tokens"] * spread_destinations(t["ranks"][i], shape["topk"]) * shape["hidden"] * 2.0
     out = {}
     for k in KINDS:
         f = FP8_FACTOR if k == "dispatch_fp8" else 1.0
@@ -219,6 +221,43 @@ def nearest_column(sizes: list[int], ranks: int) -> int:
     (1, 4)
     """
     return next((j for j, r in enumerate(sizes) if r >= ranks), len(sizes) - 1)
+
+
+SHAPE_KEYS = ("tokens", "hidden", "topk")  # the shape a table's call rates were published at
+
+
+def stated(table: dict, names, why: str, *, source: str | None = None, key: str | None = None) -> dict:
+    """``names``' values in a table of published figures, each of which it must state: a missing one is the
+    project's one line naming the data file, the missing key and why the table needs it (not a ``KeyError``).
+
+    Parameters
+    ----------
+    table : dict
+        A GPU's table of published figures (``ep_dispatch.toml``, ``ep_internode.toml``).
+    names : sequence of str
+        The keys read.
+    why : str
+        What they are, said in the error.
+    source, key : str, optional
+        The data file and the table's dotted key, named in the error.
+
+    Returns
+    -------
+    dict
+
+    Raises
+    ------
+    TopoError
+        A key is missing.
+
+    >>> stated({"tokens": 4096, "hidden": 7168, "topk": 8}, SHAPE_KEYS, "the shape")
+    {'tokens': 4096, 'hidden': 7168, 'topk': 8}
+    """
+    missing = [n for n in names if n not in table]
+    if missing:
+        raise TopoError(f"is missing: allowed a table that states {', '.join(names)} ({why})", source=source,
+                        key=".".join(p for p in (key, missing[0]) if p))
+    return {n: table[n] for n in names}
 
 
 def api_includes_copy(table: dict, *, source: str | None = None, key: str | None = None) -> bool:

@@ -25,8 +25,8 @@ from functools import lru_cache
 
 from ..resources import data_dir
 from ..units import GB
-from .ep_dispatch import (FP8_FACTOR, KINDS, api_includes_copy, call_s, figures_for, figures_key, nearest_column,
-                          rate_and_fixed_s)
+from .ep_dispatch import (FP8_FACTOR, KINDS, SHAPE_KEYS, api_includes_copy, call_s, figures_for, figures_key,
+                          nearest_column, rate_and_fixed_s, stated)
 from .routing import spread_destinations
 
 __all__ = ["internode_table", "internode_fixed_s", "internode_call_s", "FP8_FACTOR"]
@@ -64,9 +64,11 @@ def internode_table(gpu: str, ranks: int, backend: str = "hybridep") -> dict | N
     t = figures_for(_data(), SECTIONS[backend], gpu)  # its own, else those of the GPU it takes them from
     if t is None:
         return None
-    i = nearest_column(t["ranks"], ranks)
-    out = {k: t[k] for k in ("tokens", "hidden", "topk", "gpus_per_node")}
-    out["key"] = figures_key(_data(), SECTIONS[backend], gpu)
+    key = figures_key(_data(), SECTIONS[backend], gpu)
+    out = stated(t, ("ranks", *SHAPE_KEYS, "gpus_per_node"), "the group sizes and the call's shape its rates were "
+                 "published at", source=SOURCE, key=key)
+    i = nearest_column(out["ranks"], ranks)
+    out["key"] = key
     out["api_includes_copy"] = (api_includes_copy(t, source=SOURCE, key=out["key"]) if f"{KINDS[0]}_GBps" in t
                                 else False)
     out["ranks"] = t["ranks"][i]

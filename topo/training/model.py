@@ -393,16 +393,19 @@ class ModelSpec(_Strict):
 
     @cached_property
     def mamba_params(self) -> int:
-        """Weights of one Mamba-2 mixer: in_proj, the convolution, A/D/dt biases, the gated norm, out_proj."""
+        """Weights of one Mamba-2 mixer: in_proj, the convolution and its bias (Megatron-Core's MambaMixer asserts
+        ``conv_bias``, NVIDIA/Megatron-LM@2a75ac12 megatron/core/ssm/mamba_mixer.py; Hugging Face's ``conv1d.bias``),
+        A/D/dt biases, the gated norm, out_proj."""
         if self.mamba is None:
             return 0
         mb, di = self.mamba, self.mamba_inner
         conv_ch = di + 2 * mb.groups * mb.d_state
         in_proj = self.hidden * (2 * di + 2 * mb.groups * mb.d_state + self.mamba_heads)
-        return in_proj + conv_ch * mb.conv_kernel + 3 * self.mamba_heads + di + di * self.hidden
+        return in_proj + conv_ch * (mb.conv_kernel + 1) + 3 * self.mamba_heads + di + di * self.hidden
 
     def block_params(self, kind: str, active: bool = False) -> int:
-        """Weights of one block of ``kind`` with its norm (``active``: the routed top-k experts only)."""
+        """Weights of one block of ``kind`` with its norm (``active``: the routed top-k experts only); an MoE block's
+        router with its expert bias where it has one (:attr:`router_bias_params`)."""
         h = self.hidden
         if kind in ATTENTION_BLOCKS:
             return self.attention_params + h
@@ -412,7 +415,17 @@ class ModelSpec(_Strict):
             return self.mamba_params + h
         m = self.moe
         n = m.active_experts if active else m.experts
-        return (n + m.shared_experts) * self.expert_params + h * m.experts + h
+        return (n + m.shared_experts) * self.expert_params + h * m.experts + self.router_bias_params + h
+
+    @property
+    def router_bias_params(self) -> int:
+        """The router's expert bias, one a routed expert, on a ``deepseek`` router (sigmoid scores with an expert
+        bias: Megatron-Core's ``moe_router_enable_expert_bias``, a float32 buffer of ``num_moe_experts`` saved with
+        the checkpoint, NVIDIA/Megatron-LM@2a75ac12 megatron/core/transformer/moe/router.py; Hugging Face's
+        ``gate.e_score_correction_bias``). Counted in the model's weights, not in its trained parameters' memory (no
+        gradient or optimizer state: :func:`topo.training.unit_params.block_params_on_gpu`)."""
+        m = self.moe
+        return m.experts if m is not None and m.router == "deepseek" else 0
 
     @property
     def qk_dim(self) -> int:
@@ -485,30 +498,39 @@ class ModelSpec(_Strict):
         """Input embedding plus the output projection (once if tied)."""
         return self.vocab * self.hidden * (1 if self.tied_embeddings else 2)
 
+    @property
+    def final_norm_params(self) -> int:
+        """The norm before the output projection (Megatron-Core's ``decoder.final_layernorm``, Hugging Face's
+        ``model.norm`` / Nemotron-H's ``backbone.norm_f``): ``h`` weights."""
+        return self.hidden
+
     @cached_property
     def total_params(self) -> int:
         """Every weight (all experts)."""
-        return sum(self.count(k) * self.block_params(k) for k in BLOCK_KINDS if self.count(k)) + self.embedding_params
+        return (sum(self.count(k) * self.block_params(k) for k in BLOCK_KINDS if self.count(k)) + self.embedding_params
+                + self.final_norm_params)
 
     @cached_property
     def active_params(self) -> int:
         """Weights one token goes through (routed top-k plus shared experts), with embeddings."""
         return (sum(self.count(k) * self.block_params(k, active=True) for k in BLOCK_KINDS if self.count(k))
-                + self.embedding_params)
+                + self.embedding_params + self.final_norm_params)
 
     @cached_property
     def mtp_params(self) -> int:
         """Weights of the multi-token-prediction modules (not in :attr:`total_params`, as the published counts
-        leave them out): per depth held, its blocks (:attr:`mtp_block`), two norms and the ``2 h -> h`` projection
-        (the output head is the model's); one depth held where they share one module (:attr:`mtp_shared`)."""
+        leave them out): per depth held, its blocks (:attr:`mtp_block`) and :attr:`mtp_head_params` (the output
+        head is the model's); one depth held where they share one module (:attr:`mtp_shared`)."""
         held = 1 if self.mtp_shared else self.mtp_layers
         return held * (sum(self.block_params(k) for k in self.mtp_block) + self.mtp_head_params) if held else 0
 
     @property
     def mtp_head_params(self) -> int:
-        """Weights of one multi-token-prediction depth outside its blocks: two norms and the ``2 h -> h``
-        projection (the output head is the model's)."""
-        return 2 * self.hidden * self.hidden + 2 * self.hidden
+        """Weights of one multi-token-prediction depth outside its blocks: the ``2 h -> h`` projection and three
+        norms, ``enorm`` and ``hnorm`` before it and ``final_layernorm`` after the depth's layers (Megatron-Core's
+        MultiTokenPredictionLayer, NVIDIA/Megatron-LM@2a75ac12 megatron/core/transformer/multi_token_prediction.py;
+        Megatron-Bridge@067f987d nemotron_h_bridge.py maps all three); the output head is the model's."""
+        return 2 * self.hidden * self.hidden + 3 * self.hidden
 
     @property
     def sources(self) -> list[str]:

@@ -452,7 +452,7 @@ def _across_from(region: Region, fabric, model: ModelSpec, lay: ParallelLayout, 
     # expert replica) reduces nothing inside, and its gradients still cross (walk9: 0 B crossed at dp = K)
     V = _site_gradient_bytes(model, placed.model_copy(update={"dp": placed.dp * K,
                                                                "global_batch": placed.global_batch * K}))
-    nic_gpus = tuple(out.site_gpus.values())  # share72: a share's bytes cross through its own GPUs' NICs
+    nic_gpus = tuple(replica * d for d in dps)  # share72: a share's bytes cross its own GPUs' NICs (site order)
     amax_s, amax_calls = _amax_across_s(region, model, placed, channels or region_channels(region), nic_gpus)
     out.strategies.append(_dp(region, one, site_lay, V, amax_s, ready, nic_gpus))
     out.assumptions += _amax_note(out.strategies[-1], amax_s, amax_calls, ready.slowest_s)

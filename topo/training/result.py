@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
+from ..plan.train_time import time_to_train_interval_s, time_to_train_s
 from ..units import whole_bytes
 from .memory import MemoryBreakdown
 
@@ -92,7 +93,7 @@ class StepResult:
 
     def time_to_train_s(self, tokens: float) -> float:
         """Seconds to train ``tokens`` tokens at this step time (no failures or restarts)."""
-        return tokens / self.tokens_per_s
+        return time_to_train_s(tokens, self.tokens_per_s, 1.0)[0]
 
     def train_budget(self, tokens: float) -> dict:
         """What training ``tokens`` tokens takes at this step (no failures or restarts): ``time_to_train_s``, the
@@ -111,7 +112,8 @@ class StepResult:
         t = self.time_to_train_s(tokens)
         out = {"train_tokens": tokens, "time_to_train_s": t, "gpu_hours_to_train": self.gpus * t / 3600.0}
         if "low_s" in self.uncertainty and "high_s" in self.uncertainty:
-            out["time_to_train_interval_s"] = [t * self.uncertainty[k] / self.step_time_s for k in ("low_s", "high_s")]
+            ends_s = (self.uncertainty["low_s"], self.uncertainty["high_s"])
+            out["time_to_train_interval_s"] = time_to_train_interval_s(tokens, self.tokens_per_step, ends_s)
         return out
 
     def bound_by(self) -> dict:

@@ -112,7 +112,7 @@ from .ring_attention import a2a_exchanges, ring_sends
 from .routing import consecutive_destinations, rank_destinations, spread_destinations
 from .timeline import step_timeline
 from .tp_overlap import check_num_sm, margins_note, userbuffers_on
-from .uncertainty import step_interval
+from .uncertainty import left_out_measured, step_interval
 
 __all__ = ["estimate_step", "step_traffic", "traffic_stage",
            "mamba_cp_alltoalls", "step_breakdown", "bubble_s", "exposed_comm_s", "ep_copies",
@@ -1721,7 +1721,8 @@ def left_out_notes(model, lay, generation: str) -> list[str]:
     """``not modelled:`` notes for what the step leaves out of this model kind, where it applies (walk30: the
     README's closing paragraphs said it, the step did not): an eager grouped-expert MoE block's host work beyond the
     launches and calls counted (findings sections 305 and 313: a floor; no source sizes the rest), and a Mamba-2
-    mixer on Blackwell, whose SSD rate no source publishes (section 293).
+    mixer on Blackwell, whose SSD rate no source publishes (section 293). Each quotes the measured size of what it
+    misses, with its section (:func:`~topo.training.uncertainty.left_out_measured`, ``left_out.toml``).
 
     Parameters
     ----------
@@ -1739,12 +1740,11 @@ def left_out_notes(model, lay, generation: str) -> list[str]:
     if model.moe is not None and lay.moe_grouped_gemm and not scope & {"moe", "full_iteration"}:
         out.append("not modelled: an eager MoE block's host work beyond the kernel launches and Transformer Engine "
                    "calls counted (per-expert Python, allocation, synchronisation), which no published source sizes: "
-                   "priced at that floor, so the step is more likely longer than shorter; the interval's signed "
-                   "median is its runs' (topo's fine-grained MoE rows run short of their measurements)")
+                   "priced at that floor, so the step is more likely longer than shorter; "
+                   f"{left_out_measured('eager_moe_host')}")
     if model.mamba is not None and generation == "blackwell":
         out.append("not modelled: a published Mamba-2 SSD kernel rate on Blackwell (none found), so the mixer's "
-                   "price is the least sure part of this step (Nemotron-H's Blackwell rows: topo's excess sits in "
-                   "the mixer)")
+                   f"price is the least sure part of this step: {left_out_measured('blackwell_mamba')}")
     return out
 
 

@@ -17,7 +17,7 @@ from functools import lru_cache
 from ..resources import data_dir
 from .model import ModelSpec
 
-__all__ = ["COARSE_EXPERTS", "GROUP_LABELS", "model_group", "step_interval"]
+__all__ = ["COARSE_EXPERTS", "GROUP_LABELS", "left_out_measured", "model_group", "step_interval"]
 
 COARSE_EXPERTS = 16
 """An MoE of at most this many experts is coarse (Mixtral's 8, Llama 4 Scout's 16); more is fine-grained."""
@@ -42,6 +42,27 @@ def model_group(model: ModelSpec, precision: str) -> str:
 def _table() -> dict:
     path = data_dir("compute") / "step_uncertainty.toml"
     return tomllib.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+
+
+@lru_cache(maxsize=None)
+def _left_out() -> dict:
+    return tomllib.loads((data_dir("compute") / "left_out.toml").read_text(encoding="utf-8"))
+
+
+def left_out_measured(kind: str) -> str:
+    """The measured size of what a ``not modelled:`` note's ``kind`` misses (``eager_moe_host``,
+    ``blackwell_mamba``), with the findings' section: ``topo/data/compute/left_out.toml``'s ``measured``.
+
+    Parameters
+    ----------
+    kind : str
+        A table of left_out.toml.
+
+    Returns
+    -------
+    str
+    """
+    return str(_left_out()[kind]["measured"])
 
 
 def _basis() -> str:

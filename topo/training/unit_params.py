@@ -27,6 +27,7 @@ def block_params_on_gpu(model: ModelSpec, lay: ParallelLayout, kind: str) -> tup
     """
     if kind == Block.MOE:
         m = model.moe
+        # the router and norm; not the router's expert bias, a buffer with no gradient or optimizer state
         return (m.shared_experts * model.expert_params / lay.tp + model.hidden * m.experts + model.hidden,
                 m.experts * model.expert_params / (lay.ep * lay.expert_tp))
     return model.block_params(kind) / lay.tp, 0.0
@@ -53,8 +54,8 @@ def unit_params(model: ModelSpec, lay: ParallelLayout, unit: str, embedding_held
         return model.vocab * model.hidden / lay.tp, 0.0
     if unit == "logits":
         own = 0 if (model.tied_embeddings and embedding_held) else model.vocab * model.hidden
-        return (own + model.hidden) / lay.tp, 0.0
-    if unit == "mtp_head":  # two norms and the 2h -> h projection; the output head is shared, and a last stage
+        return (own + model.final_norm_params) / lay.tp, 0.0
+    if unit == "mtp_head":  # three norms and the 2h -> h projection; the output head is shared, and a last stage
         # without the embedding holds a copy of it for the next tokens (Megatron-Core builds one where mtp_process)
         emb = 0 if embedding_held else model.vocab * model.hidden
         return (model.mtp_head_params + emb) / lay.tp, 0.0
