@@ -49,7 +49,7 @@ from .step import estimate_step, stage_block_counts, step_breakdown, step_traffi
 __all__ = ["AcrossSites", "DEFAULT_SHARES", "MultisiteStep", "SHARES", "SiteReady", "check_shares", "site_shares",
            "shares_run", "site_capacities", "dp_window_s",
            "estimate_across_sites", "share_fabric",
-           "site_failure", "TARGET_FRACTION", "BACKWARD_SHARE", "SPAN_RULE"]
+           "site_failure", "pp_boundary_ranks", "TARGET_FRACTION", "BACKWARD_SHARE", "SPAN_RULE"]
 
 TARGET_FRACTION = 0.95
 """The share of one site's throughput the issue asks the DCI to keep (issue 31: "within 95% of one site")."""
@@ -461,7 +461,7 @@ def _across_from(region: Region, fabric, model: ModelSpec, lay: ParallelLayout, 
                                f"pipeline stages across the sites pair each site's replicas one to one, so every "
                                f"site runs the same share (shares equal)")
     elif lay.pp >= K and lay.pp % K == 0:
-        out.strategies.append(_pp(region, one, placed, model, ready, nic_gpus))
+        out.strategies.append(_pp(region, one, placed, model, ready))
         out.assumptions.append(_PP_ACROSS)
     elif across == "pp":
         raise TopoError(f"pipeline stages across {K} sites need pp a multiple of {K}, got {lay.pp}", key="pp")
@@ -602,14 +602,15 @@ def _allowed_s(E: float, fixed_s: float, window_s: float = 0.0, share: float = 1
 
 
 def _for_95pct(region: Region, src, dst, nbytes, steps: int, allowed,
-               site_gpus=None) -> tuple[float, dict[str, float], float]:
+               site_gpus=None, channels: int | None = None) -> tuple[float, dict[str, float], float]:
     """The DCI for 95% of one site by :data:`SPAN_RULE`: ``(the largest span's, each span's, their total)``, per
     direction. ``allowed(latency_s)`` is the bandwidth time the budget leaves a phase of that latency
     (:func:`_allowed_s`); inf where it leaves none or a GPU's NICs alone take longer, whatever the spans
-    (``site_gpus``: each site's share's GPUs, whose NICs carry its bytes)."""
+    (``site_gpus``: each site's share's GPUs, whose NICs carry its bytes; ``channels``: at most that many NICs
+    a site, as :func:`~topo.engine.region_estimate.dci_phase` takes it)."""
     names = region.span_names()
     best = None
-    for ph, loads, _, nic_s in dci_phase_options(region, src, dst, nbytes, steps, None, site_gpus):  # routes, split
+    for ph, loads, _, nic_s in dci_phase_options(region, src, dst, nbytes, steps, channels, site_gpus):  # routes, split
         each = np.maximum(loads[0::2], loads[1::2])  # a span's capacity is per direction: its busier one
         if not each.any():
             return 0.0, dict.fromkeys(names, 0.0), 0.0
@@ -778,26 +779,54 @@ def _pp_crossings(K: int, lay: ParallelLayout, send_bytes: float) -> tuple[np.nd
     return a, b, nbytes
 
 
-def _pp(region: Region, one, lay, model, ready: SiteReady, site_gpus=None) -> AcrossSites:
+def _pp(region: Region, one, lay, model, ready: SiteReady) -> AcrossSites:
     r"""Pipeline stages across the sites, seen from the site whose share steps as ``one``: site :math:`i` (step
     :math:`T_i`, compute :math:`c_i`, ``ready``) ends at :math:`T_i + L + \max(0, B - c_i)` (:math:`L` the fill's and
     the drain's latency, :math:`B` the crossings' bandwidth time, streamed behind the compute); the job's step is the
-    latest, and the need for 95% keeps every site's end within the slowest share's step / 0.95 (``site_gpus``: each
-    site's share's GPUs, whose NICs carry its sends)."""
+    latest, and the need for 95% keeps every site's end within the slowest share's step / 0.95.
+
+    A boundary's bytes cross through the NICs of the ranks that send them (:func:`pp_boundary_ranks`), one NIC a
+    rank pair: Megatron-Core's pipeline send and receive (NVIDIA/Megatron-LM@2fd6e2b7,
+    ``megatron/core/pipeline_parallel/p2p_communication.py``, ``_batched_p2p_ops`` / ``_p2p_ops``: ``isend`` /
+    ``irecv`` to ``get_pipeline_model_parallel_next_rank()`` / ``prev_rank()``) pairs each rank of a stage with its
+    peer of the next, so a site's crossing is one rank's sends over its own NIC, not spread over the share's NICs
+    (regtree71's Left 1)."""
     K = region.num_sites
     size = sum(it["size_bytes"] for it in step_traffic(model, lay) if it["dim"] == "pp")
-    a, b, nbytes = _pp_crossings(K, lay, size * (lay.gpus * K // lay.pp))  # a stage's ranks across the job
-    ph, loads = dci_phase(region, a, b, nbytes, 1, site_gpus=site_gpus)  # latency: one crossing
+    ranks = pp_boundary_ranks(lay, K)
+    a, b, nbytes = _pp_crossings(K, lay, size * ranks)  # a stage's ranks across the job
+    nics = dict(site_gpus=(ranks,) * K, channels=ranks)  # one NIC a rank pair, fewer where its servers share them
+    ph, loads = dci_phase(region, a, b, nbytes, 1, **nics)  # latency: one crossing
     latency = 2 * (K - 1) * lay.vpp * ph.latency_s  # fill and drain, once per virtual stage
     sites = tuple(zip(ready.steps_s, ready.computes_s))
     T = max(t + latency + max(0.0, ph.bandwidth_s - c) for t, c in sites)
     Ts = ready.slowest_s
     need, each, total = _for_95pct(region, a, b, nbytes, 1, lambda lat: min(
-        _allowed_s(Ts / TARGET_FRACTION - t, 2 * (K - 1) * lay.vpp * lat, c, 0.0) for t, c in sites), site_gpus)
+        _allowed_s(Ts / TARGET_FRACTION - t, 2 * (K - 1) * lay.vpp * lat, c, 0.0) for t, c in sites), **nics)
     own = one.step_time_s + latency + max(0.0, ph.bandwidth_s - one.breakdown_s["compute"])
     return AcrossSites("pp", T, Ts / T, latency + ph.bandwidth_s, T - Ts, float(loads.max()), need,
                        ph.bound, latency_s=latency, dci_Bps_for_95pct_by_span=each, dci_total_Bps_for_95pct=total,
                        own_end_s=own)
+
+
+def pp_boundary_ranks(lay: ParallelLayout, num_sites: int) -> int:
+    """The ranks of a pipeline stage at a site boundary, each sending its activations to its peer of the next stage
+    (and receiving their gradients back): ``tp x cp x dp`` of the whole job. ``lay`` is one site's equal share
+    (``dp / K`` replicas of every stage), so the job's stage holds ``lay.gpus x K / pp`` ranks, all on the site that
+    holds the boundary stage.
+
+    Parameters
+    ----------
+    lay : ParallelLayout
+        One site's share of the job (``pp`` the job's).
+    num_sites : int
+        ``K``.
+
+    Returns
+    -------
+    int
+    """
+    return lay.gpus * num_sites // lay.pp
 
 
 def _outer(region: Region, T1: float, V: float, H: int, slowest_s: float, site_gpus=None) -> AcrossSites:
