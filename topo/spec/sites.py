@@ -216,6 +216,12 @@ class RegionNcclSpec(_Strict):
     crosses from the same node (a ring leaves from one node and enters the next site at its neighbour; a tree's
     primal roots sit on one node and its dual roots on the next), so the crossing has one node's NICs (a ring) or
     two nodes' (a tree)."""
+    dp_reduction: Literal["auto", "hierarchical", "flat_ring"] = "auto"
+    """How a training job's gradient reduction crosses the sites (``topo train REGION``'s ``dp`` way): hierarchical
+    (one distributed-optimizer instance a site, NeMo's multi-DC run: each GPU's shard all-reduced across, ``2(K-1)/K
+    V`` a span), flat_ring (one NCCL communicator a data-parallel group over every replica, its ring crossing each
+    site boundary once a channel, cross-dc branch ``connectRings``: ``2(D-1)/D V`` a span over ``2(D-1)`` steps),
+    or auto: the faster of the two."""
 
 
 class RegionSpec(_Strict):
@@ -236,7 +242,7 @@ class RegionSpec(_Strict):
     plan: RegionPlanSpec = RegionPlanSpec()
     """Planning inputs of the region itself (``[plan.dci]``: DCI prices and figures)."""
     nccl: RegionNcclSpec = RegionNcclSpec()
-    """NCCL's settings across the sites (``[nccl]``: ``scatter_xdc``)."""
+    """NCCL's settings across the sites (``[nccl]``: ``scatter_xdc``, ``dp_reduction``)."""
 
     _origin: str = PrivateAttr("")
     _path: str = PrivateAttr("")

@@ -37,7 +37,8 @@ from ..engine.region_estimate import (PROFILE_PRICES, chain_hops_s, check_region
                                       tree_dci_phase)
 from ..fabric.region_split import split_notes
 from ..fabric.region import Region
-from ..units import format_time, whole_bytes
+from ..units import format_size, format_time, whole_bytes
+from .dp_across import dp_crossings, pick_dp_crossing
 from .fp8_amax import AMAX_GROUP, AMAX_PHASE, amax_group, amax_reductions
 from .mapping import EXPERT_DP_GROUPS, default_placement, free_gpus, map_layout, refuse_failed_gpus
 from .memory import busiest_stage, stage_params
@@ -454,7 +455,8 @@ def _across_from(region: Region, fabric, model: ModelSpec, lay: ParallelLayout, 
                                                                "global_batch": placed.global_batch * K}))
     nic_gpus = tuple(out.site_gpus.values())  # share72: a share's bytes cross through its own GPUs' NICs
     amax_s, amax_calls = _amax_across_s(region, model, placed, channels or region_channels(region), nic_gpus)
-    out.strategies.append(_dp(region, one, site_lay, V, amax_s, ready, nic_gpus))
+    out.strategies.append(_dp(region, one, site_lay, V, amax_s, ready, nic_gpus, channels))
+    out.assumptions.append(_dp_form_note(region, site_lay, V, nic_gpus, channels))
     out.assumptions += _amax_note(out.strategies[-1], amax_s, amax_calls, ready.slowest_s)
     if len(set(dps)) > 1:  # a pipeline's stages pair the sites' replicas one to one
         out.assumptions.append(f"pp across sites: not timed, the sites run unequal shares ({_dp_text(out)}); "
@@ -602,12 +604,13 @@ def _allowed_s(E: float, fixed_s: float, window_s: float = 0.0, share: float = 1
 
 
 def _for_95pct(region: Region, src, dst, nbytes, steps: int, allowed,
-               site_gpus=None, channels: int | None = None) -> tuple[float, dict[str, float], float]:
+               site_gpus=None, channels: int | None = None, floor_s: float = 0.0) -> tuple[float, dict[str, float], float]:
     """The DCI for 95% of one site by :data:`SPAN_RULE`: ``(the largest span's, each span's, their total)``, per
     direction. ``allowed(latency_s)`` is the bandwidth time the budget leaves a phase of that latency
     (:func:`_allowed_s`); inf where it leaves none or a GPU's NICs alone take longer, whatever the spans
     (``site_gpus``: each site's share's GPUs, whose NICs carry its bytes; ``channels``: at most that many NICs
-    a site, as :func:`~topo.engine.region_estimate.dci_phase` takes it)."""
+    a site, as :func:`~topo.engine.region_estimate.dci_phase` takes it; ``floor_s``: a bandwidth time no span's
+    capacity shortens, as a GPU's NICs', :attr:`.dp_across.DpCrossing.floor_s`)."""
     names = region.span_names()
     best = None
     for ph, loads, _, nic_s in dci_phase_options(region, src, dst, nbytes, steps, channels, site_gpus):  # routes, split
@@ -615,7 +618,7 @@ def _for_95pct(region: Region, src, dst, nbytes, steps: int, allowed,
         if not each.any():
             return 0.0, dict.fromkeys(names, 0.0), 0.0
         t = allowed(ph.latency_s)
-        if t > 0 and nic_s <= t:
+        if t > 0 and max(nic_s, floor_s) <= t:
             each = _border_kept(region, src, dst, nbytes, each / t, t)
             best = each if best is None or each.sum() < best.sum() else best
     if best is None:
@@ -722,7 +725,7 @@ def dp_window_s(one: StepResult, lay: ParallelLayout) -> float:
 
 
 def _dp(region: Region, one, lay, V, amax_s: float = 0.0, ready: SiteReady | None = None,
-        site_gpus=None) -> AcrossSites:
+        site_gpus=None, channels: int | None = None) -> AcrossSites:
     r"""DP across the sites: the gradients' hierarchical all-reduce (the cross-site phase in the window the in-site
     reduction leaves in the last backward; the FP8 amax all-reduces are no DP traffic and take no part in that
     window) and ``amax_s``, the amax reductions' crossing (:func:`_amax_across_s`), exposed; seen from the site
@@ -741,11 +744,16 @@ def _dp(region: Region, one, lay, V, amax_s: float = 0.0, ready: SiteReady | Non
     site that paces it. Equal sites: :math:`R = T - w`, the one-site formula ``T + max(e, D - w)``. The need for
     95% of one site (the slowest share's step :math:`T_s = \max_i T_i`, budget :math:`E = T_s (1/0.95 - 1) -
     amax_s`, so that :math:`T \le T_s / 0.95`): the edge within :math:`E`, the phase within :math:`E + T_s - R`.
-    ``site_gpus``: each site's share's GPUs, whose NICs carry the site's shards (each GPU its own, share72).
+    ``site_gpus``: each site's share's GPUs, whose NICs carry the site's shards (each GPU its own, share72). The
+    cross-site phase is the hierarchical reduction's or NCCL's flat cross-DC ring's, the faster unless the region's
+    ``nccl.dp_reduction`` names one (:func:`.dp_across.dp_crossings`; ``channels``: NCCL's, None the region's).
     """
     K = region.num_sites
     a, b = _ring(K)
-    ph, loads = dci_phase(region, a, b, 2 * (K - 1) / K * V, 2 * (K - 1), site_gpus=site_gpus)
+    gpus = site_gpus or (lay.gpus,) * K
+    cross = pick_dp_crossing(region, dp_crossings(region, V, sum(gpus) * lay.dp // lay.gpus, lay.gpus // lay.dp,
+                                                  channels or region_channels(region), site_gpus))
+    ph, loads = cross.phase, cross.loads
     T1 = one.step_time_s
     window = dp_window_s(one, lay)
     ready = ready or SiteReady((T1,), (window,), (one.breakdown_s["compute"],))
@@ -756,8 +764,9 @@ def _dp(region: Region, one, lay, V, amax_s: float = 0.0, ready: SiteReady | Non
     own = T1 + max(edge, ph.time_s - window) + amax_s
     T = max(t + max(edge, ph.time_s - w) + amax_s for t, w in zip(ready.steps_s, ready.windows_s))
     E = Ts * (1 / TARGET_FRACTION - 1) - amax_s
-    need, each, total = _for_95pct(region, a, b, 2 * (K - 1) / K * V, 2 * (K - 1),
-                                   lambda lat: _allowed_s(E, lat, Ts - ready.last_ready_s, bucket), site_gpus)
+    need, each, total = _for_95pct(region, a, b, cross.nbytes, cross.steps,
+                                   lambda lat: _allowed_s(E, lat, Ts - ready.last_ready_s, bucket), site_gpus,
+                                   cross.channels, cross.floor_s)
     return AcrossSites("dp", T, Ts / T, ph.time_s + amax_s, T - Ts, float(loads.max()), need,
                        ph.bound, latency_s=ph.latency_s, dci_Bps_for_95pct_by_span=each,
                        dci_total_Bps_for_95pct=total, own_end_s=own)
@@ -863,6 +872,22 @@ def _assumptions(region: Region, dps: tuple[int, ...]) -> list[str]:
         f"one site's throughput: {share}",
         f"the backward is {BACKWARD_SHARE:.2g} of a micro-batch's compute (the window the DP reduction overlaps)",
     ]
+
+
+def _dp_form_note(region: Region, lay: ParallelLayout, V: float, site_gpus, channels: int | None) -> str:
+    """The assumptions' line on how the ``dp`` way's gradients cross (:mod:`.dp_across`): both forms' phases and
+    which was taken, and why."""
+    forms = dp_crossings(region, V, sum(site_gpus) * lay.dp // lay.gpus, lay.gpus // lay.dp,
+                         channels or region_channels(region), site_gpus)
+    pick = pick_dp_crossing(region, forms)
+    h, r = forms["hierarchical"], forms["flat_ring"]
+    why = ("the faster" if region.spec.nccl.dp_reduction == "auto" else "as the region's nccl.dp_reduction sets")
+    said = {"hierarchical": "by the hierarchical reduction", "flat_ring": "by NCCL's flat cross-DC ring"}
+    return (f"dp across sites: the gradients cross {said[pick.name]} ({why}): hierarchical "
+            f"{format_time(h.phase.time_s)} ({format_size(h.nbytes)} a boundary, {h.steps} crossings), NCCL's flat "
+            f"cross-DC ring over {r.steps // 2 + 1:,} replicas {format_time(r.phase.time_s)} ({format_size(r.nbytes)} "
+            f"a boundary, {r.steps:,} crossings, bound {r.phase.bound}); nccl.dp_reduction = hierarchical, flat_ring "
+            f"or auto")
 
 
 _PP_ACROSS = "pp across sites: DP stays inside each site at its per-site degree; the fill and drain pay the crossing"
