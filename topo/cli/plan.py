@@ -63,6 +63,9 @@ def register(sub) -> None:
     add_profile_argument(p, "the plan's collectives (across the top tier, the blast radius's) and --model's step")
     p.add_argument("--one-site", action="store_true",
                    help="a region of several sites: also plan its GPUs as one site of its first site's design")
+    p.add_argument("--shares", metavar="S",
+                   help="refused: a region's plan times no job, so it splits no replicas over its sites; the split "
+                   "(by-size or equal) is topo train REGION --shares's")
     p.add_argument("--json", action="store_true", help="print one JSON document on stdout")
     p.add_argument("--bom-csv", metavar="FILE",
                    help="also write the bill of materials of every SPEC as CSV (switches, transceivers, cables by "
@@ -123,6 +126,10 @@ def run(args) -> int:
         refuse_region_flags(args)  # --tokens and --it-power too, before reading them (rev68)
         return run_region_plan(args, names[0], _layers(args)[0])
     _check_numbers(args)
+    if args.shares is not None:
+        raise TopoError(f"{args.shares!r}: splits a region's job over its sites, and a plan of one site times no "
+                        "job across sites; allowed: topo train REGION --model M --shares by-size|equal",
+                        key="--shares")
     if args.one_site:
         raise TopoError("applies to a region of several sites (a spec with [[sites]], e.g. two-site-h100)",
                         key="--one-site")

@@ -10,6 +10,7 @@ from ..errors import TopoError
 from ..fabric.region import build_region
 from ..plan.region import RegionPlan, plan_region
 from ..spec.region_load import is_region_file
+from ..training.multisite import SHARES
 from ..units import format_count, format_in, format_usd
 from .bom_csv import write_region_bom_csv
 from .output import emit, emit_json, note, table
@@ -29,7 +30,8 @@ def refuse_region_flags(args) -> None:
     Raises
     ------
     TopoError
-        For ``--model`` or ``--layout`` (why: the MFU needs the way across sites), ``--tokens``, ``--it-power``, ``--profile``,
+        For ``--model`` or ``--layout`` (why: the MFU needs the way across sites), ``--tokens``, ``--shares``,
+        ``--it-power``, ``--profile``,
         ``--plan-file`` or ``--fail``.
     """
     given = [f for f, v in (("--model", args.model), ("--layout", args.layout)) if v]
@@ -42,6 +44,10 @@ def refuse_region_flags(args) -> None:
         raise TopoError("a region's plan times no job (its MFU is --mfu's or the catalog's); allowed: topo train "
                         "REGION --model M --tokens N with the layout's flags (the time at the step across the sites), "
                         "or --model, --layout and --tokens on one site's spec", key="--tokens")
+    if getattr(args, "shares", None) is not None:  # regpp73 (share72's Left 4): said, not an unknown flag
+        raise TopoError(f"{args.shares!r}: a region's plan times no job (its MFU is --mfu's or the catalog's), so it "
+                        f"splits no replicas over the sites; allowed: topo train REGION --model M --shares "
+                        f"{'|'.join(SHARES)} (the split and its MFU), then topo plan REGION --mfu X", key="--shares")
     if getattr(args, "it_power", None) is not None:  # each site has its own power_limit_MW
         raise TopoError("sizes one site's design; a region's sites are sized by their specs and checked against "
                         "their own power_limit_MW; allowed: --it-power on one site's spec", key="--it-power")

@@ -30,7 +30,8 @@ from .profiles import Profile, profile_network, resolve_profile, site_network
 from .result import Bottleneck, whole_bytes_row
 
 __all__ = ["RegionEstimate", "RegionRow", "estimate_region", "dci_phase", "dci_phase_options", "cross_site_candidates",
-           "chain_hops_s", "tree_root_order", "crossing_nics", "tree_dci_phase", "region_channels", "TREE_ROOT_RULE",
+           "chain_hops_s", "tree_root_order", "crossing_nics", "tree_dci_phase", "xdc_nodes", "XDC_NODES",
+           "region_channels", "TREE_ROOT_RULE",
            "site_exchange_bytes", "PROFILE_PRICES",
            "check_region_profile", "site_profile"]
 
@@ -109,7 +110,7 @@ class RegionEstimate:
 
 
 def dci_phase(region: Region, src, dst, nbytes, steps: int, channels: int | None = None,
-              site_gpus=None) -> tuple[Phase, np.ndarray]:
+              site_gpus=None, cross_nodes: int | None = None) -> tuple[Phase, np.ndarray]:
     """The cross-site phase where site ``src[i]`` sends ``nbytes[i]`` to site ``dst[i]``, in ``steps`` steps that
     each pay the slowest cross-site hop's latency once: the faster of the lowest-latency routes alone and the split
     over every pair's direct span, 2-hop paths and paths one hop longer than its route
@@ -130,19 +131,21 @@ def dci_phase(region: Region, src, dst, nbytes, steps: int, channels: int | None
     site_gpus : sequence of int, optional
         Per site, the GPUs whose NICs carry its bytes (a training job's share of the site, share72); None: every
         GPU of each site.
+    cross_nodes : int, optional
+        The nodes a site's channels cross from (:func:`xdc_nodes`; None: a node a channel).
 
     Returns
     -------
     tuple of (Phase, numpy.ndarray)
         The phase, and the bytes on every directed span.
     """
-    ph, loads, _, _ = min(dci_phase_options(region, src, dst, nbytes, steps, channels, site_gpus),
+    ph, loads, _, _ = min(dci_phase_options(region, src, dst, nbytes, steps, channels, site_gpus, cross_nodes),
                           key=lambda o: o[0].time_s)
     return ph, loads  # the route alone when splitting does not pay its latency
 
 
 def dci_phase_options(region: Region, src, dst, nbytes, steps: int, channels: int | None = None,
-                      site_gpus=None) -> list[tuple[Phase, np.ndarray, float, float]]:
+                      site_gpus=None, cross_nodes: int | None = None) -> list[tuple[Phase, np.ndarray, float, float]]:
     """Both ways :func:`dci_phase` may carry the transfers (the lowest-latency routes, then the split), each as
     ``(phase, bytes on every directed span, dci_s, nic_s)``: the phase's bandwidth time is the larger of ``dci_s``
     (the busiest directed span's or site border's time, which scale with the spans' capacities: a border's
@@ -152,7 +155,7 @@ def dci_phase_options(region: Region, src, dst, nbytes, steps: int, channels: in
 
     Parameters
     ----------
-    region, src, dst, nbytes, steps, channels, site_gpus : as :func:`dci_phase`.
+    region, src, dst, nbytes, steps, channels, site_gpus, cross_nodes : as :func:`dci_phase`.
 
     Returns
     -------
@@ -164,12 +167,13 @@ def dci_phase_options(region: Region, src, dst, nbytes, steps: int, channels: in
     up = np.array([region.up_latency_s(s) for s in range(region.num_sites)])
     routed = region.route_loads(src, dst, nbytes), region.route_latency_s(src, dst)
     split = region.split_loads(src, dst, nbytes) if src.size else routed
-    return [_phase(region, src, dst, nbytes, steps, up, loads, lat, channels, site_gpus)
+    return [_phase(region, src, dst, nbytes, steps, up, loads, lat, channels, site_gpus, cross_nodes)
             for loads, lat in (routed, split)]
 
 
 def _phase(region: Region, src, dst, nbytes, steps: int, up, loads, route_lat,
-           channels: int | None = None, site_gpus=None) -> tuple[Phase, np.ndarray, float, float]:
+           channels: int | None = None, site_gpus=None,
+           cross_nodes: int | None = None) -> tuple[Phase, np.ndarray, float, float]:
     """:func:`dci_phase` for one way of carrying the transfers: ``loads`` per directed span, ``route_lat`` per
     transfer (one way, its longest path that carries a share); with its DCI's and a GPU's NICs' times
     (:func:`dci_phase_options`): a site's bytes over the NICs they cross through (:func:`crossing_nics`; of
@@ -181,7 +185,7 @@ def _phase(region: Region, src, dst, nbytes, steps: int, up, loads, route_lat,
     site_bytes = site_exchange_bytes(region, src, dst, nbytes)
     border = site_bytes / np.array([region.border_Bps(s) for s in range(region.num_sites)])
     gpus = [None] * region.num_sites if site_gpus is None else site_gpus
-    nic = max(float(site_bytes[s] / (crossing_nics(f, channels, gpus[s]) * f.layout.nic_rate_Bps))
+    nic = max(float(site_bytes[s] / (crossing_nics(f, channels, gpus[s], cross_nodes) * f.layout.nic_rate_Bps))
               for s, f in enumerate(region.fabrics))
     cands = [(float(span_t.max()), names[int(span_t.argmax()) // 2] + (" (back)" if span_t.argmax() % 2 else "")),
              (float(border.max()), f"border:{region.site_names[int(border.argmax())]}"), (nic, "nic")]
@@ -260,7 +264,9 @@ def chain_hops_s(region: Region) -> np.ndarray:
 def tree_dci_phase(region: Region, size_bytes: float, channels: int, site_gpus=None) -> tuple[Phase, np.ndarray]:
     """The tree's crossing of the sites (:func:`~topo.engine.algorithms.across_sites.flat_tree`): each chained span
     (:func:`tree_root_order`) carries ``size_bytes`` each way, through one NIC a channel at each chained root
-    (:func:`crossing_nics`): its bandwidth part ``max(S / (min(c, NICs) x one NIC's rate), S / span, border)``.
+    (:func:`crossing_nics`): its bandwidth part ``max(S / (min(c, NICs) x one NIC's rate), S / span, border)``;
+    with ``NCCL_SCATTER_XDC=0`` (the region's ``nccl.scatter_xdc = false``) the roots sit on two nodes
+    (:func:`xdc_nodes`), so at most two nodes' NICs.
 
     Parameters
     ----------
@@ -279,7 +285,35 @@ def tree_dci_phase(region: Region, size_bytes: float, channels: int, site_gpus=N
     """
     order = tree_root_order(region)
     chain_a, chain_b = np.r_[order[:-1], order[1:]], np.r_[order[1:], order[:-1]]
-    return dci_phase(region, chain_a, chain_b, float(size_bytes), 0, channels, site_gpus)
+    return dci_phase(region, chain_a, chain_b, float(size_bytes), 0, channels, site_gpus, xdc_nodes(region, "tree"))
+
+
+XDC_NODES = {"ring": 1, "tree": 2}
+"""The nodes of a site a flat ring's or tree's channels cross from with ``NCCL_SCATTER_XDC=0`` (NVIDIA/nccl branch
+``cross-dc`` commit 18a07eeebe485ae00755615ced44739d20970560, src/graph/connect.cc): ``channelToNode`` (lines
+93-105) gives every channel the same ``commId = nChannels x nvmlDev`` (the channel index is added only when
+``ncclParamScatterXDc()``), so the same node; ``connectRings`` (lines 143-158) leaves a DC from that node's send
+rank and enters the next DC at its neighbour's (``crossNode + 1``) receive rank, one node each way; ``rootNodeTree0``
+(lines 190-195) puts every primal tree's root on that (even) node and the dual tree's root on its neighbour
+(``ncclGetDtree``), two nodes."""
+
+
+def xdc_nodes(region: Region, algorithm: str) -> int | None:
+    """The nodes a site's channels of NCCL's flat ``algorithm`` (``ring`` or ``tree``) cross between the sites from:
+    :data:`XDC_NODES` under the region's ``nccl.scatter_xdc = false`` (``NCCL_SCATTER_XDC=0``), None (a node a
+    channel, NCCL's default) otherwise.
+
+    Parameters
+    ----------
+    region : Region
+    algorithm : str
+        ``ring`` or ``tree``.
+
+    Returns
+    -------
+    int or None
+    """
+    return None if region.spec.nccl.scatter_xdc else XDC_NODES[algorithm]
 
 
 def region_channels(region: Region, profile=None) -> int:
@@ -299,7 +333,8 @@ def region_channels(region: Region, profile=None) -> int:
     return min(resolve_profile(site_profile(region, profile, sites[0]), f).channels for f, sites in region.site_groups())
 
 
-def crossing_nics(fabric, channels: int | None = None, gpus: int | None = None) -> float:
+def crossing_nics(fabric, channels: int | None = None, gpus: int | None = None,
+                  nodes: int | None = None) -> float:
     """The NICs of a site that its bytes to and from other sites go through, each at one NIC's rate.
 
     The hierarchical ways cross through every NIC: each GPU all-reduces (gathers, scatters) its own shard with the
@@ -320,6 +355,9 @@ def crossing_nics(fabric, channels: int | None = None, gpus: int | None = None) 
     gpus : int, optional
         The site's GPUs that take part (a training job's share of the site, share72: its ranks' NICs alone carry
         its bytes); None: every GPU of the site.
+    nodes : int, optional
+        The nodes the channels cross from (``NCCL_SCATTER_XDC=0``, :func:`xdc_nodes`): at most their NICs; None: a
+        node a channel.
 
     Returns
     -------
@@ -328,6 +366,8 @@ def crossing_nics(fabric, channels: int | None = None, gpus: int | None = None) 
     """
     L = fabric.layout
     every = (fabric.num_gpus if gpus is None else gpus) * max(1, L.nics_per_server) / L.gpus_per_server
+    if nodes is not None:
+        every = min(every, float(nodes * max(1, L.nics_per_server)))
     return every if channels is None else min(float(channels), every)
 
 
@@ -680,7 +720,8 @@ def _candidates(region: Region, coll: str, S: int, site: _SiteTimes, unavailable
         f = 2.0 if coll == "all_reduce" else 1.0
         step = r.latency_s / (f * (n - 1))
         site_bw = r.bandwidth_s * ((N - 1) / N) / ((n - 1) / n)  # the same ring bandwidth, N ranks instead of n
-        ring_dci, ring_ld = dci_phase(region, a, b, f * (N - 1) / N * S, 0, site.channels)
+        ring_dci, ring_ld = dci_phase(region, a, b, f * (N - 1) / N * S, 0, site.channels, None,
+                                      xdc_nodes(region, "ring"))
         win = window_s(f * (N - 1) / N * S, 2 * cross, site.channels, site.buffer_bytes)
         window = Phase(0.0, win, f"window:{site.channels} channels x {site.buffer_bytes / 2**20:g} MiB per round trip")
         timed["ring"] = flat_ring(N, step, site_bw, cross, ring_dci, r.bound, window)

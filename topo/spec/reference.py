@@ -32,7 +32,7 @@ SECTIONS: list[tuple[str, type[BaseModel]]] = [
     ("[cluster]", m.ClusterSpec), ("[fabric]", m.FabricSpec), ("[[fabric.tiers]]", m.TierSpec),
     # a region of several sites (a file with [[sites]]: topo/spec/sites.py)
     ("region (top level)", r.RegionSpec), ("[[sites]]", r.SiteSpec), ("[interconnect]", r.InterconnectSpec),
-    ("[[interconnect.spans]]", r.SpanSpec),
+    ("[[interconnect.spans]]", r.SpanSpec), ("[nccl]", r.RegionNcclSpec),
 ]
 
 _KIND = {m._bandwidth: "bandwidth with its unit, e.g. \"400 Gb/s\", \"450 GB/s\"",

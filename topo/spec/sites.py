@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, BeforeValidator, Field, PrivateAttr, field_validator, model_validator
+from pydantic import AfterValidator, BeforeValidator, Field, PrivateAttr, StrictBool, field_validator, model_validator
 
 from .model import Duration, Name, PositiveInt, _Strict, _bandwidth
 from .overrides import override_label
@@ -206,6 +206,24 @@ class RegionPlanSpec(_Strict):
     :func:`topo.plan.dci.load_dci_catalog`."""
 
 
+class RegionNcclSpec(_Strict):
+    """NCCL's settings for communicators that span the sites (``[nccl]``), as its environment sets them."""
+
+    scatter_xdc: StrictBool = True
+    """``NCCL_SCATTER_XDC`` (NVIDIA/nccl branch ``cross-dc`` commit 18a07ee, src/graph/connect.cc lines 89-105,
+    default 1): true, each channel of a flat ring or tree crosses between the sites from another node
+    (``channelToNode`` scatters the channel index), so ``c`` channels cross through ``c`` NICs; false, every channel
+    crosses from the same node (a ring leaves from one node and enters the next site at its neighbour; a tree's
+    primal roots sit on one node and its dual roots on the next), so the crossing has one node's NICs (a ring) or
+    two nodes' (a tree)."""
+    dp_reduction: Literal["auto", "hierarchical", "flat_ring"] = "auto"
+    """How a training job's gradient reduction crosses the sites (``topo train REGION``'s ``dp`` way): hierarchical
+    (one distributed-optimizer instance a site, NeMo's multi-DC run: each GPU's shard all-reduced across, ``2(K-1)/K
+    V`` a span), flat_ring (one NCCL communicator a data-parallel group over every replica, its ring crossing each
+    site boundary once a channel, cross-dc branch ``connectRings``: ``2(D-1)/D V`` a span over ``2(D-1)`` steps),
+    or auto: the faster of the two."""
+
+
 class RegionSpec(_Strict):
     """Several sites joined by a data-centre interconnect."""
 
@@ -223,6 +241,8 @@ class RegionSpec(_Strict):
     """The DCI (``[interconnect]``)."""
     plan: RegionPlanSpec = RegionPlanSpec()
     """Planning inputs of the region itself (``[plan.dci]``: DCI prices and figures)."""
+    nccl: RegionNcclSpec = RegionNcclSpec()
+    """NCCL's settings across the sites (``[nccl]``: ``scatter_xdc``, ``dp_reduction``)."""
 
     _origin: str = PrivateAttr("")
     _path: str = PrivateAttr("")

@@ -37,7 +37,8 @@ from ..engine.region_estimate import (PROFILE_PRICES, chain_hops_s, check_region
                                       tree_dci_phase)
 from ..fabric.region_split import split_notes
 from ..fabric.region import Region
-from ..units import format_time, whole_bytes
+from ..units import format_size, format_time, whole_bytes
+from .dp_across import dp_crossings, pick_dp_crossing
 from .fp8_amax import AMAX_GROUP, AMAX_PHASE, amax_group, amax_reductions
 from .mapping import EXPERT_DP_GROUPS, default_placement, free_gpus, map_layout, refuse_failed_gpus
 from .memory import busiest_stage, stage_params
@@ -49,7 +50,7 @@ from .step import estimate_step, stage_block_counts, step_breakdown, step_traffi
 __all__ = ["AcrossSites", "DEFAULT_SHARES", "MultisiteStep", "SHARES", "SiteReady", "check_shares", "site_shares",
            "shares_run", "site_capacities", "dp_window_s",
            "estimate_across_sites", "share_fabric",
-           "site_failure", "TARGET_FRACTION", "BACKWARD_SHARE", "SPAN_RULE"]
+           "site_failure", "pp_boundary_ranks", "TARGET_FRACTION", "BACKWARD_SHARE", "SPAN_RULE"]
 
 TARGET_FRACTION = 0.95
 """The share of one site's throughput the issue asks the DCI to keep (issue 31: "within 95% of one site")."""
@@ -454,14 +455,15 @@ def _across_from(region: Region, fabric, model: ModelSpec, lay: ParallelLayout, 
                                                                "global_batch": placed.global_batch * K}))
     nic_gpus = tuple(replica * d for d in dps)  # share72: a share's bytes cross its own GPUs' NICs (site order)
     amax_s, amax_calls = _amax_across_s(region, model, placed, channels or region_channels(region), nic_gpus)
-    out.strategies.append(_dp(region, one, site_lay, V, amax_s, ready, nic_gpus))
+    out.strategies.append(_dp(region, one, site_lay, V, amax_s, ready, nic_gpus, channels))
+    out.assumptions.append(_dp_form_note(region, site_lay, V, nic_gpus, channels))
     out.assumptions += _amax_note(out.strategies[-1], amax_s, amax_calls, ready.slowest_s)
     if len(set(dps)) > 1:  # a pipeline's stages pair the sites' replicas one to one
         out.assumptions.append(f"pp across sites: not timed, the sites run unequal shares ({_dp_text(out)}); "
                                f"pipeline stages across the sites pair each site's replicas one to one, so every "
                                f"site runs the same share (shares equal)")
     elif lay.pp >= K and lay.pp % K == 0:
-        out.strategies.append(_pp(region, one, placed, model, ready, nic_gpus))
+        out.strategies.append(_pp(region, one, placed, model, ready))
         out.assumptions.append(_PP_ACROSS)
     elif across == "pp":
         raise TopoError(f"pipeline stages across {K} sites need pp a multiple of {K}, got {lay.pp}", key="pp")
@@ -602,19 +604,21 @@ def _allowed_s(E: float, fixed_s: float, window_s: float = 0.0, share: float = 1
 
 
 def _for_95pct(region: Region, src, dst, nbytes, steps: int, allowed,
-               site_gpus=None) -> tuple[float, dict[str, float], float]:
+               site_gpus=None, channels: int | None = None, floor_s: float = 0.0) -> tuple[float, dict[str, float], float]:
     """The DCI for 95% of one site by :data:`SPAN_RULE`: ``(the largest span's, each span's, their total)``, per
     direction. ``allowed(latency_s)`` is the bandwidth time the budget leaves a phase of that latency
     (:func:`_allowed_s`); inf where it leaves none or a GPU's NICs alone take longer, whatever the spans
-    (``site_gpus``: each site's share's GPUs, whose NICs carry its bytes)."""
+    (``site_gpus``: each site's share's GPUs, whose NICs carry its bytes; ``channels``: at most that many NICs
+    a site, as :func:`~topo.engine.region_estimate.dci_phase` takes it; ``floor_s``: a bandwidth time no span's
+    capacity shortens, as a GPU's NICs', :attr:`.dp_across.DpCrossing.floor_s`)."""
     names = region.span_names()
     best = None
-    for ph, loads, _, nic_s in dci_phase_options(region, src, dst, nbytes, steps, None, site_gpus):  # routes, split
+    for ph, loads, _, nic_s in dci_phase_options(region, src, dst, nbytes, steps, channels, site_gpus):  # routes, split
         each = np.maximum(loads[0::2], loads[1::2])  # a span's capacity is per direction: its busier one
         if not each.any():
             return 0.0, dict.fromkeys(names, 0.0), 0.0
         t = allowed(ph.latency_s)
-        if t > 0 and nic_s <= t:
+        if t > 0 and max(nic_s, floor_s) <= t:
             each = _border_kept(region, src, dst, nbytes, each / t, t)
             best = each if best is None or each.sum() < best.sum() else best
     if best is None:
@@ -721,7 +725,7 @@ def dp_window_s(one: StepResult, lay: ParallelLayout) -> float:
 
 
 def _dp(region: Region, one, lay, V, amax_s: float = 0.0, ready: SiteReady | None = None,
-        site_gpus=None) -> AcrossSites:
+        site_gpus=None, channels: int | None = None) -> AcrossSites:
     r"""DP across the sites: the gradients' hierarchical all-reduce (the cross-site phase in the window the in-site
     reduction leaves in the last backward; the FP8 amax all-reduces are no DP traffic and take no part in that
     window) and ``amax_s``, the amax reductions' crossing (:func:`_amax_across_s`), exposed; seen from the site
@@ -740,11 +744,16 @@ def _dp(region: Region, one, lay, V, amax_s: float = 0.0, ready: SiteReady | Non
     site that paces it. Equal sites: :math:`R = T - w`, the one-site formula ``T + max(e, D - w)``. The need for
     95% of one site (the slowest share's step :math:`T_s = \max_i T_i`, budget :math:`E = T_s (1/0.95 - 1) -
     amax_s`, so that :math:`T \le T_s / 0.95`): the edge within :math:`E`, the phase within :math:`E + T_s - R`.
-    ``site_gpus``: each site's share's GPUs, whose NICs carry the site's shards (each GPU its own, share72).
+    ``site_gpus``: each site's share's GPUs, whose NICs carry the site's shards (each GPU its own, share72). The
+    cross-site phase is the hierarchical reduction's or NCCL's flat cross-DC ring's, the faster unless the region's
+    ``nccl.dp_reduction`` names one (:func:`.dp_across.dp_crossings`; ``channels``: NCCL's, None the region's).
     """
     K = region.num_sites
     a, b = _ring(K)
-    ph, loads = dci_phase(region, a, b, 2 * (K - 1) / K * V, 2 * (K - 1), site_gpus=site_gpus)
+    gpus = site_gpus or (lay.gpus,) * K
+    cross = pick_dp_crossing(region, dp_crossings(region, V, sum(gpus) * lay.dp // lay.gpus, lay.gpus // lay.dp,
+                                                  channels or region_channels(region), site_gpus))
+    ph, loads = cross.phase, cross.loads
     T1 = one.step_time_s
     window = dp_window_s(one, lay)
     ready = ready or SiteReady((T1,), (window,), (one.breakdown_s["compute"],))
@@ -755,8 +764,9 @@ def _dp(region: Region, one, lay, V, amax_s: float = 0.0, ready: SiteReady | Non
     own = T1 + max(edge, ph.time_s - window) + amax_s
     T = max(t + max(edge, ph.time_s - w) + amax_s for t, w in zip(ready.steps_s, ready.windows_s))
     E = Ts * (1 / TARGET_FRACTION - 1) - amax_s
-    need, each, total = _for_95pct(region, a, b, 2 * (K - 1) / K * V, 2 * (K - 1),
-                                   lambda lat: _allowed_s(E, lat, Ts - ready.last_ready_s, bucket), site_gpus)
+    need, each, total = _for_95pct(region, a, b, cross.nbytes, cross.steps,
+                                   lambda lat: _allowed_s(E, lat, Ts - ready.last_ready_s, bucket), site_gpus,
+                                   cross.channels, cross.floor_s)
     return AcrossSites("dp", T, Ts / T, ph.time_s + amax_s, T - Ts, float(loads.max()), need,
                        ph.bound, latency_s=ph.latency_s, dci_Bps_for_95pct_by_span=each,
                        dci_total_Bps_for_95pct=total, own_end_s=own)
@@ -778,26 +788,54 @@ def _pp_crossings(K: int, lay: ParallelLayout, send_bytes: float) -> tuple[np.nd
     return a, b, nbytes
 
 
-def _pp(region: Region, one, lay, model, ready: SiteReady, site_gpus=None) -> AcrossSites:
+def _pp(region: Region, one, lay, model, ready: SiteReady) -> AcrossSites:
     r"""Pipeline stages across the sites, seen from the site whose share steps as ``one``: site :math:`i` (step
     :math:`T_i`, compute :math:`c_i`, ``ready``) ends at :math:`T_i + L + \max(0, B - c_i)` (:math:`L` the fill's and
     the drain's latency, :math:`B` the crossings' bandwidth time, streamed behind the compute); the job's step is the
-    latest, and the need for 95% keeps every site's end within the slowest share's step / 0.95 (``site_gpus``: each
-    site's share's GPUs, whose NICs carry its sends)."""
+    latest, and the need for 95% keeps every site's end within the slowest share's step / 0.95.
+
+    A boundary's bytes cross through the NICs of the ranks that send them (:func:`pp_boundary_ranks`), one NIC a
+    rank pair: Megatron-Core's pipeline send and receive (NVIDIA/Megatron-LM@2fd6e2b7,
+    ``megatron/core/pipeline_parallel/p2p_communication.py``, ``_batched_p2p_ops`` / ``_p2p_ops``: ``isend`` /
+    ``irecv`` to ``get_pipeline_model_parallel_next_rank()`` / ``prev_rank()``) pairs each rank of a stage with its
+    peer of the next, so a site's crossing is one rank's sends over its own NIC, not spread over the share's NICs
+    (regtree71's Left 1)."""
     K = region.num_sites
     size = sum(it["size_bytes"] for it in step_traffic(model, lay) if it["dim"] == "pp")
-    a, b, nbytes = _pp_crossings(K, lay, size * (lay.gpus * K // lay.pp))  # a stage's ranks across the job
-    ph, loads = dci_phase(region, a, b, nbytes, 1, site_gpus=site_gpus)  # latency: one crossing
+    ranks = pp_boundary_ranks(lay, K)
+    a, b, nbytes = _pp_crossings(K, lay, size * ranks)  # a stage's ranks across the job
+    nics = dict(site_gpus=(ranks,) * K, channels=ranks)  # one NIC a rank pair, fewer where its servers share them
+    ph, loads = dci_phase(region, a, b, nbytes, 1, **nics)  # latency: one crossing
     latency = 2 * (K - 1) * lay.vpp * ph.latency_s  # fill and drain, once per virtual stage
     sites = tuple(zip(ready.steps_s, ready.computes_s))
     T = max(t + latency + max(0.0, ph.bandwidth_s - c) for t, c in sites)
     Ts = ready.slowest_s
     need, each, total = _for_95pct(region, a, b, nbytes, 1, lambda lat: min(
-        _allowed_s(Ts / TARGET_FRACTION - t, 2 * (K - 1) * lay.vpp * lat, c, 0.0) for t, c in sites), site_gpus)
+        _allowed_s(Ts / TARGET_FRACTION - t, 2 * (K - 1) * lay.vpp * lat, c, 0.0) for t, c in sites), **nics)
     own = one.step_time_s + latency + max(0.0, ph.bandwidth_s - one.breakdown_s["compute"])
     return AcrossSites("pp", T, Ts / T, latency + ph.bandwidth_s, T - Ts, float(loads.max()), need,
                        ph.bound, latency_s=latency, dci_Bps_for_95pct_by_span=each, dci_total_Bps_for_95pct=total,
                        own_end_s=own)
+
+
+def pp_boundary_ranks(lay: ParallelLayout, num_sites: int) -> int:
+    """The ranks of a pipeline stage at a site boundary, each sending its activations to its peer of the next stage
+    (and receiving their gradients back): ``tp x cp x dp`` of the whole job. ``lay`` is one site's equal share
+    (``dp / K`` replicas of every stage), so the job's stage holds ``lay.gpus x K / pp`` ranks, all on the site that
+    holds the boundary stage.
+
+    Parameters
+    ----------
+    lay : ParallelLayout
+        One site's share of the job (``pp`` the job's).
+    num_sites : int
+        ``K``.
+
+    Returns
+    -------
+    int
+    """
+    return lay.gpus * num_sites // lay.pp
 
 
 def _outer(region: Region, T1: float, V: float, H: int, slowest_s: float, site_gpus=None) -> AcrossSites:
@@ -834,6 +872,22 @@ def _assumptions(region: Region, dps: tuple[int, ...]) -> list[str]:
         f"one site's throughput: {share}",
         f"the backward is {BACKWARD_SHARE:.2g} of a micro-batch's compute (the window the DP reduction overlaps)",
     ]
+
+
+def _dp_form_note(region: Region, lay: ParallelLayout, V: float, site_gpus, channels: int | None) -> str:
+    """The assumptions' line on how the ``dp`` way's gradients cross (:mod:`.dp_across`): both forms' phases and
+    which was taken, and why."""
+    forms = dp_crossings(region, V, sum(site_gpus) * lay.dp // lay.gpus, lay.gpus // lay.dp,
+                         channels or region_channels(region), site_gpus)
+    pick = pick_dp_crossing(region, forms)
+    h, r = forms["hierarchical"], forms["flat_ring"]
+    why = ("the faster" if region.spec.nccl.dp_reduction == "auto" else "as the region's nccl.dp_reduction sets")
+    said = {"hierarchical": "by the hierarchical reduction", "flat_ring": "by NCCL's flat cross-DC ring"}
+    return (f"dp across sites: the gradients cross {said[pick.name]} ({why}): hierarchical "
+            f"{format_time(h.phase.time_s)} ({format_size(h.nbytes)} a boundary, {h.steps} crossings), NCCL's flat "
+            f"cross-DC ring over {r.steps // 2 + 1:,} replicas {format_time(r.phase.time_s)} ({format_size(r.nbytes)} "
+            f"a boundary, {r.steps:,} crossings, bound {r.phase.bound}); nccl.dp_reduction = hierarchical, flat_ring "
+            f"or auto")
 
 
 _PP_ACROSS = "pp across sites: DP stays inside each site at its per-site degree; the fill and drain pay the crossing"

@@ -1,0 +1,112 @@
+r"""How a training job's gradient reduction crosses the sites (the ``dp`` way of
+:func:`topo.training.multisite.estimate_across_sites`): two forms, the faster taken unless the region's
+``nccl.dp_reduction`` names one.
+
+- ``hierarchical`` (NeMo's multi-DC run; Megatron-Core's distributed-optimizer instances, one a site): each GPU of
+  a site's share all-reduces its own shard of the site's reduced replica with the other sites through its own NIC:
+  ``2(K-1)/K V`` across each site boundary of the ring of sites, ``2(K-1)`` cross-site steps.
+- ``flat_ring`` (one NCCL communicator a data-parallel group, over all ``D`` replicas of every site; NVIDIA/nccl
+  branch ``cross-dc`` commit 18a07eeebe485ae00755615ced44739d20970560, PR #1659, src/graph/connect.cc
+  ``connectRings`` lines 143-158: ring channel ``c`` leaves each DC from one node and enters the next at one node):
+  each group's ring carries ``2(D-1)/D`` of its shard's bytes across each boundary, so the ``G`` groups of a replica's
+  GPUs together ``2(D-1)/D V``, in ``2(D-1)`` steps that each wait for the cross-site hop (the estimator's flat ring,
+  :func:`topo.engine.algorithms.across_sites.flat_ring`). Each group's ``c`` channels cross through a rank each
+  (``NCCL_SCATTER_XDC=1``, ``channelToNode`` lines 94-105: each channel from another node; with the region's
+  ``nccl.scatter_xdc = false`` every channel of a group from the same node, the group's one rank there: one NIC a
+  group), so ``G x c`` NICs at most (``G`` without scattering), at most the share's; and each channel has one
+  NCCL_BUFFSIZE buffer in flight a round trip (:func:`topo.engine.algorithms.across_sites.window_s`, ``G x c``
+  channels). ``V`` is one replica's gradients: the bytes the in-site part moves are the one-site step's (a ring of
+  ``D`` ranks moves ``2(D-1)/D`` of a shard per rank inside a site, the one-site reduction's ``2(d-1)/d``: equal to
+  within ``1/d``), so the two forms differ in the crossing alone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..engine.algorithms.across_sites import Phase, window_s
+from ..engine.region_estimate import dci_phase, nccl_buffer_bytes
+from ..fabric.region import Region
+
+__all__ = ["DP_REDUCTIONS", "DpCrossing", "dp_crossings", "pick_dp_crossing"]
+
+DP_REDUCTIONS = ("hierarchical", "flat_ring")
+"""The forms a region's ``nccl.dp_reduction`` names (besides ``auto``, the faster)."""
+
+
+@dataclass(frozen=True)
+class DpCrossing:
+    """One form's cross-site phase: its ``phase`` and the bytes on every directed span (``loads``), with what the
+    need for 95% re-prices (``nbytes`` across each boundary, ``steps``, ``channels``: the NICs a site's bytes may
+    cross through at most, None every NIC of the share; ``floor_s``: a bandwidth time no span's capacity shortens,
+    the ring's window)."""
+
+    name: str
+    phase: Phase
+    loads: np.ndarray
+    nbytes: float
+    steps: int
+    channels: int | None
+    floor_s: float
+
+
+def dp_crossings(region: Region, V: float, replicas: int, replica_gpus: int, channels: int,
+                 site_gpus=None) -> dict[str, DpCrossing]:
+    """Both forms of the gradients' crossing (see the module doc), by name.
+
+    Parameters
+    ----------
+    region : Region
+    V : float
+        One replica's gradient bytes.
+    replicas : int
+        ``D``, the job's replicas over every site.
+    replica_gpus : int
+        ``G``, a replica's GPUs (its data-parallel groups).
+    channels : int
+        NCCL's channels (:func:`~topo.engine.region_estimate.region_channels`).
+    site_gpus : sequence of int, optional
+        Each site's share's GPUs, whose NICs carry its bytes (None: every GPU of each site).
+
+    Returns
+    -------
+    dict of str to DpCrossing
+    """
+    K = region.num_sites
+    a = np.arange(K)
+    b = (a + 1) % K
+    X = 2 * (K - 1) / K * V
+    ph, loads = dci_phase(region, a, b, X, 2 * (K - 1), site_gpus=site_gpus)
+    out = {"hierarchical": DpCrossing("hierarchical", ph, loads, X, 2 * (K - 1), None, 0.0)}
+    D = replicas
+    Xr = 2 * (D - 1) / D * V
+    nics = replica_gpus * (channels if region.spec.nccl.scatter_xdc else 1)
+    steps = 2 * (D - 1)
+    ph, loads = dci_phase(region, a, b, Xr, steps, nics, site_gpus)
+    hop = ph.latency_s / steps if steps else 0.0
+    win = window_s(Xr, 2 * hop, replica_gpus * channels, nccl_buffer_bytes()) if Xr else 0.0
+    bound = ph.bound if ph.bandwidth_s >= win else f"window:{replica_gpus * channels} channels"
+    out["flat_ring"] = DpCrossing("flat_ring", Phase(ph.latency_s, max(ph.bandwidth_s, win), bound), loads, Xr,
+                                  steps, nics, win)
+    return out
+
+
+def pick_dp_crossing(region: Region, forms: dict[str, DpCrossing]) -> DpCrossing:
+    """The form the region's ``nccl.dp_reduction`` names, or the faster (``auto``; the hierarchical among equals).
+
+    Parameters
+    ----------
+    region : Region
+    forms : dict of str to DpCrossing
+        :func:`dp_crossings`'.
+
+    Returns
+    -------
+    DpCrossing
+    """
+    want = region.spec.nccl.dp_reduction
+    if want != "auto":
+        return forms[want]
+    return min(forms.values(), key=lambda f: f.phase.time_s)
