@@ -100,12 +100,13 @@ def test_switch_counts_above_the_minimum_say_why():
 
 
 def test_surplus_switches_say_what_they_draw_and_cost():
-    # issue 32: the islands' 512 super-spines use 28 of 64 ports where 224 would carry the 14,336 links: 288 extra
-    # QM9700 at 747 W and $36k (switches.toml) = 215 kW and $10.4M
+    # issue 32: the islands' 512 plane super-spines use 28 of 64 ports where 224 would carry the 14,336 links;
+    # tier73: one switch hosts 2 of them (56 ports), 256 switches: 32 extra QM9700 at 747 W and $36k
+    # (switches.toml) = 24 kW and $1.2M
     r = plan("h100-100k-islands", collectives=False)
-    note = next(n for n in r.notes if n.startswith("super-spine: 512 switches"))
-    assert "28 of 64 ports" in note and f"288 above the minimum: {288 * 747 / 1e3:,.0f} kW and $" \
-        f"{288 * 36_000 / 1e6:,.1f}M" in note
+    note = next(n for n in r.notes if n.startswith("super-spine: 256 switches"))
+    assert "56 of 64 ports" in note and f"32 above the minimum: {32 * 747 / 1e3:,.0f} kW and $" \
+        f"{32 * 36_000 / 1e6:,.1f}M" in note and "hosts 2 of its 512 plane switches" in note
     # GB200's leaves: 18 down + 18 up of 64 ports (44% idle); 2,304 links x 2 ends / 64 = 72 would do
     gb = plan("gb200-nvl72-superpod", collectives=False)
     leaf = next(n for n in gb.notes if n.startswith("leaf: 128 switches"))

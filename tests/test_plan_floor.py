@@ -196,10 +196,10 @@ def test_islands_have_their_own_halls_and_network_rooms():
     up = f.levels == f.levels.max()
     assert f.lengths_m[up] == pytest.approx(abs(70 - 150) + abs(hall_d / 2 - (hall_d + 10)) + 4)
     # 512 cores per island at 19 per 25 kW network rack (1,291 W each with optics): 27 racks in a row per island
-    # room; the central room's 512 super-spines the same
-    assert (f.island_room_racks, f.core_room_racks) == (27, 27)
+    # room; the central room's 256 super-spines (tier73: each hosts 2 planes' switches) ceil(256 / 19) = 14
+    assert (f.island_room_racks, f.core_room_racks) == (27, 14)
     room = 27 * 0.6 * 2.4 / 0.55
-    assert f.area_m2 == pytest.approx(8 * 60 * hall_d + 4 * room + room)
+    assert f.area_m2 == pytest.approx(8 * 60 * hall_d + 4 * room + 14 * 0.6 * 2.4 / 0.55)
 
 
 def test_a_fabric_without_islands_keeps_every_tier_above_the_pods_in_the_central_room():

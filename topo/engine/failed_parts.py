@@ -75,7 +75,7 @@ class Survivors:
         diff = np.flatnonzero(g1 != g2)
         if diff.size == 0 or k + 2 >= L.num_tiers:  # tier k + 1 is the top: two of its switches never meet
             return out
-        n2 = int(L.tiers[k + 1].num_switches // s) + 1
+        n2 = int(L.tiers[k + 1].logical_switches // s) + 1
         pairs, inv = np.unique(g1[diff] * n2 + g2[diff], return_inverse=True)
         u = ((pairs // n2)[:, None] * s + np.arange(s)).ravel()
         v = ((pairs % n2)[:, None] * s + np.arange(s)).ravel()
@@ -163,7 +163,7 @@ class Survivors:
             s_k = self.fabric.layout.tiers[k + 1].switches_per_group
             return np.ones((1, s_k), dtype=bool), np.zeros(xs.size, dtype=np.int64), whole_s[xs] & whole_s[xd]
         above = self.fabric.layout.tiers[k + 1]
-        ng = int(above.num_switches // above.switches_per_group)
+        ng = int(above.logical_switches // above.switches_per_group)
         pair = gs * ng + gd
         if ng * ng <= 1 << 22:  # the pairs present, by counting (no sort of the flow parts)
             present = np.flatnonzero(np.bincount(pair, minlength=ng * ng))

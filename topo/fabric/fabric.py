@@ -351,11 +351,12 @@ def _build_nodes(f: Fabric) -> dict[str, np.ndarray]:
             if L.leaves_per_unit > 1:
                 cols["rail"][sl] = ids % L.leaves_per_unit
             continue
+        first = L.first_logical(t.index, ids)  # a top switch hosting several: its first one's plane
         if t.index == 1:
-            cols["pod"][sl] = L.switch_block(1, ids)
-        cols["plane"][sl] = L.switch_plane(t.index, ids)
+            cols["pod"][sl] = L.switch_block(1, first)
+        cols["plane"][sl] = L.switch_plane(t.index, first)
         if L.rail_groups > 1:
-            cols["rail"][sl] = L.switch_rail_group(t.index, ids)
+            cols["rail"][sl] = L.switch_rail_group(t.index, first)
     out = {"role": role, "tier": tier, "index": index, "latency_s": _node_latency(f)}
     out.update(cols)
     return out
@@ -405,7 +406,8 @@ def _build_links(f: Fabric) -> dict[str, np.ndarray]:
         within = np.tile(np.arange(below.up_ports), below.num_switches)  # = j * m + cable
         j = within // L.tiers[below.index + 1].links_from_below
         src[sl] = f.tier_start(below.index) + lower
-        dst[sl] = f.tier_start(below.index + 1) + L.upper_switch(below.index, lower, j)
+        dst[sl] = f.tier_start(below.index + 1) + L.physical_switch(below.index + 1,
+                                                                    L.upper_switch(below.index, lower, j))
         bw[sl], level[sl] = below.up_rate_Bps, lv.code
 
     node_lat = _node_latency(f)

@@ -139,6 +139,8 @@ def failed_links(fabric, failures) -> np.ndarray:
                 raise TopoError(f"no such plane {j}: planes 0 to {num_planes - 1}", key="fail")
             nodes = []
             for t in L.tiers[1:]:
+                if t.logical_per_switch > 1:
+                    continue  # its switches host several planes; the plane's links to them die with the tier below
                 ids = np.arange(t.num_switches)
                 nodes.append(fabric.switch_node(t.index, ids[L.switch_plane(t.index, ids) == j]))
             dead |= _nodes_links(fabric, np.concatenate(nodes))

@@ -72,11 +72,16 @@ def idle_ports_why(L: ClosLayout, t: TierPlan, up_ports_given: bool) -> str:
         used = (f"{with_article(L.unit_name)} of {count_noun(L.servers_per_unit, 'server')} x "
                 f"{count_noun(per_server, 'NIC port')} takes {t.down_ports} down")
     else:
-        n_below = t.down_ports // t.links_from_below
+        pack = t.logical_per_switch
+        n_below = t.down_ports // t.links_from_below // pack
         lower = L.tiers[t.index - 1].name
-        used = (f"{with_article(t.block_name)} of {count_noun(t.joins, _below_name(L, t.index))} gives each "
-                f"{t.name} {count_noun(n_below, lower + ' switch', lower + ' switches')} x "
-                f"{count_noun(t.links_from_below, 'link')} = {t.down_ports} down ports")
+        each = f"each {t.name}" if pack == 1 else f"each {t.name} of a plane"
+        used = (f"{with_article(t.block_name)} of {count_noun(t.joins, _below_name(L, t.index))} gives {each} "
+                f"{count_noun(n_below, lower + ' switch', lower + ' switches')} x "
+                f"{count_noun(t.links_from_below, 'link')}"
+                + (f" = {t.down_ports} down ports" if pack == 1 else
+                   f", and one {t.name} switch hosts {pack} of them: {pack} x {n_below * t.links_from_below} = "
+                   f"{t.down_ports} down ports"))
     if t.is_top:
         return (f"{head}: {used}, and the top tier has no uplinks; they are room for a larger cluster under the "
                 f"same {t.name} tier")

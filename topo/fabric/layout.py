@@ -18,6 +18,11 @@ the group ``(j, j2)`` above, and so on (the recursive, multi-plane fat tree).
 Aggregates. The switches of tier ``t`` sharing ``(block, rail group)`` are an *aggregate* (a leaf by itself at
 tier 0): with ECMP a flow from below spreads evenly over an aggregate's uplinks, so the router may represent them by
 one resource. Their ids are contiguous: ``aggregate * switches_per_aggregate(t) + plane digits``.
+
+Hosted top switches. The groups of the top tier can be small (a plane of a 4-tier fabric may give each of its
+switches 6 links); one physical switch then hosts ``logical_per_switch`` consecutive switches of the arithmetic
+above (:meth:`physical_switch`), so the tier has as many switches as its links need. Every count, port and node of
+a :class:`TierPlan` is physical; the group arithmetic (``switches_per_group``, aggregates, link ids) is unchanged.
 """
 
 from __future__ import annotations
@@ -52,6 +57,13 @@ class TierPlan:
     joins: int = 1  # blocks of the tier below in one block of this tier (units per pod for tier 1); 1 for leaves
     num_blocks: int = 1  # blocks at this tier's depth (units for the leaves, pods for tier 1, ...)
     block_name: str = ""  # what one of its blocks is called ("pod", "island"); the unit's name for the leaves
+    logical_per_switch: int = 1  # top tier only: switches of its groups one physical switch hosts (see clos._pack)
+
+    @property
+    def logical_switches(self) -> int:
+        """Switches as the groups count them (``num_groups * switches_per_group``): the index arithmetic's; more
+        than ``num_switches`` when a top-tier switch hosts several (``logical_per_switch``)."""
+        return self.num_switches * self.logical_per_switch
 
     @property
     def is_top(self) -> bool:
@@ -160,7 +172,7 @@ class ClosLayout:
         return self._per_aggregate[tier]
 
     def num_aggregates(self, tier: int) -> int:
-        return self.tiers[tier].num_switches // self._per_aggregate[tier]
+        return self.tiers[tier].logical_switches // self._per_aggregate[tier]
 
     def units_per_block(self, tier: int) -> int:
         """Units in one block of tier ``tier`` (1 for the leaves, ``units_per_pod`` for tier 1)."""
@@ -189,6 +201,15 @@ class ClosLayout:
     def upper_switch(self, tier: int, switch, j):
         """Switch ``j`` of the group of tier ``tier + 1`` that each switch of tier ``tier`` reaches."""
         return self.upper_group(tier, switch) * self.tiers[tier + 1].switches_per_group + np.asarray(j)
+
+    def first_logical(self, tier: int, switch):
+        """The first switch of the groups' arithmetic that each physical switch of tier ``tier`` hosts (itself,
+        except at a top tier whose switches host several: ``TierPlan.logical_per_switch``)."""
+        return np.asarray(switch) * self.tiers[tier].logical_per_switch
+
+    def physical_switch(self, tier: int, logical):
+        """The physical switch of tier ``tier`` that hosts each switch ``logical`` of the groups' arithmetic."""
+        return np.asarray(logical) // self.tiers[tier].logical_per_switch
 
     def switch_plane(self, tier: int, switch):
         """The plane of each switch of tier ``tier >= 1``: ``rail group * s_1 + j_1`` (spine ``j`` of every pod and

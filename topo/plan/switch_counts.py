@@ -65,7 +65,11 @@ def switch_count_notes(fabric: Fabric, each: dict[str, tuple[float, float]] | No
         below = tiers[i - 1]
         per_group_links = t.switches_per_group * used
         fewest_per_group = math.ceil(per_group_links / t.radix)
-        if fewest_per_group < t.switches_per_group:
+        if t.logical_per_switch > 1:
+            why = (f"each switch hosts {t.logical_per_switch} of its {format_count(t.logical_switches)} plane "
+                   f"switches ({t.down_ports // t.logical_per_switch} links each), the most whose ports fit that "
+                   "divide them evenly, so every switch takes the same number of links")
+        elif fewest_per_group < t.switches_per_group:
             why = (f"the builder gives each of its {format_count(t.num_groups)} groups {t.switches_per_group} "
                    f"switches so that every {below.name} switch of the group reaches each of them over the same "
                    f"number of links ({t.links_from_below}); {fewest_per_group} per group would take the group's "

@@ -314,7 +314,21 @@ def _upper_plan(spec: Spec, attach: Attachment, tiers: list[TierSpec], i: int, r
     s_, m, d, u = _spread(tier, i, rates, n_below, below_up, top, what, name if i == 1 else "plane", below_name)
     blocks = num_blocks // joins
     groups = blocks * rail_groups * (1 if i == 1 else _planes(plans[1:]))
-    return _plan(tier, i, rates, d, u, groups * s_, groups, s_, m, joins, blocks, name)
+    pack = _pack(tier, d, groups * s_ // rail_groups) if top else 1
+    return _plan(tier, i, rates, d * pack, u, groups * s_ // pack, groups, s_, m, joins, blocks, name, pack)
+
+
+def _pack(tier: TierSpec, down: int, per_rail_group: int) -> int:
+    """How many switches of the top tier's groups one physical switch hosts: the most ``p`` whose ``p * down``
+    ports fit the switch (its radix, or ``down_ports``) and that divides the ``per_rail_group`` switches of one
+    rail group, so every physical switch takes the same number of links and none joins two rail groups.
+
+    A plane's group holds the fewest switches that every lower switch reaches with the same number of links; when
+    few lower switches share a plane (6 cores of a 4-tier GB200 fabric of 912 racks, 19 uplinks each) that leaves
+    each switch a few ports, and one physical switch takes several of them (consecutive ones: the rest of one plane
+    and the start of the next), as a designer cables a partly populated top tier."""
+    room = min(tier.radix, tier.down_ports or tier.radix) // down
+    return max(p for p in range(1, max(1, room) + 1) if per_rail_group % p == 0)
 
 
 def _tier_joins(spec: Spec, tier: TierSpec, i: int, rates, top: bool, num_blocks: int, below_up: int,
@@ -374,11 +388,13 @@ def _joins_key(spec: Spec, i: int) -> str:
     return "fabric.units_per_pod" if i == 1 and spec.fabric.tiers[1].joins is None else _key(i, "joins")
 
 
-def _plan(t: TierSpec, i, rates, down, up, n, groups, per_group, m, joins=1, blocks=1, block_name="") -> TierPlan:
+def _plan(t: TierSpec, i, rates, down, up, n, groups, per_group, m, joins=1, blocks=1, block_name="",
+          pack=1) -> TierPlan:
     return TierPlan(index=i, name=t.name, model=t.model, radix=t.radix, down_rate_Bps=rates[0],
                     up_rate_Bps=rates[1], down_ports=down, up_ports=up, num_switches=n, num_groups=groups,
                     switches_per_group=per_group, links_from_below=m, latency_s=t.latency_s, sharp=t.sharp,
-                    power_W=t.power_W, joins=joins, num_blocks=blocks, block_name=block_name)
+                    power_W=t.power_W, joins=joins, num_blocks=blocks, block_name=block_name,
+                    logical_per_switch=pack)
 
 
 def _spread(t: TierSpec, i: int, rates, n_below: int, up_below: int, top: bool, what: str, group: str,
