@@ -249,6 +249,27 @@ def test_data35_deepseek_rows_take_their_recipes_settings(monkeypatch):
     assert s["lay"].moe_counts_aligned and s["lay"].optimizer_bytes_per_param == 8.0 and s["lay"].fp8_recipe == "mxfp8"
 
 
+def test_nemo2_performance_scripts_loss():
+    """ce73: NeMo 2's performance scripts set ``cross_entropy_fusion_impl = "te"`` in ``set_primary_perf_configs``
+    from NeMo 25.04 (NVIDIA/NeMo v2.3.0 scripts/performance/utils.py line 291, added by 96578928 on 2025-04-07, so not
+    in v2.2.0 / v2.2.1; the llmb-nemo r2.3.0 commits 7a8f1cc7, b4148d21, 6f2c6fda line 374; v2.4.0 helpers.py line 311,
+    called by set_primary_perf_configs), which every pretrain script of those releases calls, over
+    ``cross_entropy_loss_fusion = True`` (llm/gpt/model/base.py line 290, nemotron.py line 57, ssm.py line 210; only
+    the finetune recipes' LoRA branches set it False). Their Megatron-LM (3cdfd613, 7094270c, 64cb6bd7, 03f77931:
+    language_module.py lines 83-91) then calls te_parallel_cross_entropy, which their Transformer Engine has
+    (bee4649c, 2.2.0.dev0; f05f12c9, 2.5.0). NeMo 25.02's scripts (v2.2.x, and DGX Cloud v25.04's recipes at
+    NeMo@d2b21556) do not set it: Megatron-Core's native fused loss, as NeMo 24.07's NeMo 1 runs."""
+    rows = {r["run_id"]: r for _, r in ROWS}
+    lays = {s["run"]: s["lay"] for s in published_setups()}
+    te = [rid for rid, r in rows.items() if r["software"].startswith(("NeMo 25.04", "NeMo 25.07"))]
+    native = [rid for rid, r in rows.items() if r["software"].startswith(("NeMo 25.02", "NeMo 24.07"))]
+    assert (len(te), len(native)) == (64, 42)  # 58 set by ce73, 5 by dsv3gb73, DGX Cloud v25.08's Nemotron-H by runs57
+    for rid in te:
+        assert rows[rid]["cross_entropy"] == "te" and lays[rid].cross_entropy == "te", rid
+    for rid in native:
+        assert rows[rid]["cross_entropy"] == "" and lays[rid].cross_entropy == "fused", rid
+
+
 def test_head_dims_above_128_run_without_cudnn_on_blackwell_before_te_2_5(monkeypatch):
     # Transformer Engine 2.0-2.4 (NeMo 25.02 and 25.04 containers; NeMo@7a8f1cc7 pins TransformerEngine@bee4649c)
     # disables cuDNN's fused attention on sm100 for head dims above 128 (common/fused_attn/fused_attn.cpp:
