@@ -846,12 +846,18 @@ RELEASE_RECIPES = {
     # EP overlap; gpt_oss_provider.py moe_token_dispatcher_type = "alltoall"
     "mb2602_gb200_gptoss_120b": {"moe_dispatcher": "alltoall", "moe_a2a_overlap": "0",
                                  "recompute_modules": "layernorm moe_act"},
-    # 97ad8cc6f (the 25.11 starter pack): GPT_OSS_120B_PRETRAIN_CONFIG_H100_BF16_BASE_CONFIG, the table's PP4 EP8
-    "mb2511_h100_gptoss_120b": {"recompute_modules": "layernorm moe_act", "moe_a2a_overlap": ""},
+    # 97ad8cc6f (the 25.11 starter pack): GPT_OSS_120B_PRETRAIN_CONFIG_H100_BF16_BASE_CONFIG, the table's PP4 EP8;
+    # its recompute_modules ["layernorm", "moe_act"] take no effect (gptossb73): 97ad8cc6f's
+    # scripts/performance/utils/overrides.py sets recompute_modules without recompute_granularity, which nothing
+    # sets for GPT-OSS, and NVIDIA/Megatron-LM@92c8482e (its 3rdparty pin) recomputes layernorm / moe_act only
+    # under recompute_granularity == "selective" (transformer_layer.py line 381, moe/experts.py line 803);
+    # Megatron-Bridge@c9dd05869 (PR #1653, 2025-12-10, after the table) added the "selective"
+    "mb2511_h100_gptoss_120b": {"recompute_modules": "", "moe_a2a_overlap": ""},
     # 97ad8cc6f: GPT_OSS_120B_PRETRAIN_CONFIG_B200_BF16_BASE_CONFIG (since e59a57360, 2025-11-20): EP 64, MBS 4,
     # recompute layernorm + moe_act; the table's EP 8 is the H100 row's column (oss34; measured 8,213 tokens/s/GPU
     # against the 26.02 B200 EP 64 run's 8,047 and the 26.02.01 EP 8 run's 13,722)
-    "mb2511_b200_gptoss_120b": {"ep": "64", "micro_batch": "4", "recompute_modules": "layernorm moe_act",
+    # (its recompute_modules take no effect either, as the H100 row's)
+    "mb2511_b200_gptoss_120b": {"ep": "64", "micro_batch": "4", "recompute_modules": "",
                                 "moe_dispatcher": "alltoall", "moe_a2a_overlap": "0"},
     # v0.3.0: QWEN3_30B_A3B_PRETRAIN_CONFIG_B200_FP8_MX_V1 sets no flex backend (qwen_provider.py: alltoall) and TE
     # graphs of moe_router + moe_preprocess; 25.11's B200 runs predate cb62f8620 (the 235B row's VP2 is only in

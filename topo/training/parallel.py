@@ -407,7 +407,9 @@ class ParallelLayout(BaseModel):
     expert_bias_eager: Literal["fc2", "fc1_fc2", "none"] = "fc2"
     """Which expert biases (a model with ``moe.expert_bias``) the framework adds in eager per-expert passes
     outside the GEMM and activation kernels (:data:`topo.training.operators.EXPERT_BIAS_MOVES`): ``fc2``,
-    Megatron-Core's ``TEGroupedMLP`` (fc1's bias inside the fused activation, ``bias_activation_fusion``; fc2's,
+    Megatron-Core's ``TEGroupedMLP`` (fc1's bias added by Transformer Engine's ``GroupedLinear`` itself, built with
+    ``skip_bias_add=False``, so the fused activation gets none: NVIDIA/Megatron-LM@92c8482e and @a811ac17
+    ``moe/experts.py``; fc2's,
     weighted by the routing probabilities, through ``_apply_bias``); ``fc1_fc2``, NeMo AutoModel's
     ``GroupedExpertsDeepEP`` (both through its ``_apply_bias``); ``none``, both inside fused kernels (a fused
     grouped MLP whose epilogue adds them)."""
