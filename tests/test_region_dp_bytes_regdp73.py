@@ -71,10 +71,14 @@ def test_distributed_optimizer_flat_ring_is_reduce_scatter_and_bf16_gather(regio
     assert _bytes(regions, "flat_ring", dp_sharding="zero1") == pytest.approx((D - 1) / D * (grads + W), rel=1e-9)
 
 
-def test_fp8_param_gather_gathers_the_layers_at_one_byte(regions, grads):
+@pytest.mark.parametrize("pp", [1, 2])
+def test_fp8_param_gather_gathers_the_layers_at_one_byte(regions, grads, pp):
+    """At pp 2 the embedding sits on the first stage and the head and final norm on the last: each stage's gather
+    at its own bytes a parameter, the sum the same."""
     W = grads / 4 + EMBED_AND_HEAD  # P x 1 B, the embedding and head's parameters once more (2 B)
-    got = _bytes(regions, "flat_ring", dp_sharding="zero1", precision="fp8", fp8_param_gather=True)
-    assert got == pytest.approx((D - 1) / D * (grads + W), rel=1e-9)
+    fp8 = dict(dp_sharding="zero1", precision="fp8", fp8_param_gather=True, pp=pp)
+    assert _bytes(regions, "hierarchical", **fp8) == pytest.approx(grads, rel=1e-9)
+    assert _bytes(regions, "flat_ring", **fp8) == pytest.approx((D - 1) / D * (grads + W), rel=1e-9)
 
 
 @pytest.mark.parametrize("reshard, passes", [(True, 2), (False, 1)])

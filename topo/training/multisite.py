@@ -43,11 +43,11 @@ from ..units import format_size, format_time, whole_bytes
 from .dp_across import ReplicaBytes, dp_crossings, pick_dp_crossing
 from .fp8_amax import AMAX_GROUP, AMAX_PHASE, amax_group, amax_reductions
 from .mapping import EXPERT_DP_GROUPS, default_placement, free_gpus, map_layout, refuse_failed_gpus
-from .memory import busiest_stage, stage_params
+from .memory import busiest_stage, end_unit_params, stage_params
 from .model import ModelSpec
 from .parallel import ParallelLayout, batch_allowed, check_batch, dp_bucket_params
 from .result import StepResult
-from .step import estimate_step, stage_block_counts, step_breakdown, step_traffic
+from .step import estimate_step, gather_bytes_per_param, stage_block_counts, step_breakdown, step_traffic
 
 __all__ = ["AcrossSites", "DEFAULT_SHARES", "MultisiteStep", "SHARES", "SiteReady", "check_shares", "site_shares",
            "shares_run", "site_capacities", "dp_window_s",
@@ -602,10 +602,20 @@ def replica_dp_bytes(model: ModelSpec, lay: ParallelLayout) -> ReplicaBytes:
         expert = g in EXPERT_DP_GROUPS
         per_rank[field][expert] += it["size_bytes"] * it["calls"] / (lay.expert_dp if expert else lay.dp * lay.cp)
     rows = stage_params(model, lay)
-    d_b, e_b, _ = rows[busiest_stage(rows)]  # the busiest, as the step's DP traffic takes it
+    b = busiest_stage(rows)  # the busiest, as the step's DP traffic takes it
+    ends = end_unit_params(model, lay)
+    # a stage's dense gather at its own mean bytes a parameter (its BF16 ends under fp8_param_gather), the rest by
+    # its parameters alone
+    wb = [gather_bytes_per_param(lay, d, end) / gather_bytes_per_param(lay, rows[b][0], ends[b]) if d else 0.0
+          for (d, _, _), end in zip(rows, ends)]
     stage_gpus = lay.gpus / len(rows)
-    return ReplicaBytes(**{f: stage_gpus * sum((dense * d / d_b if d_b else 0.0) + (exp * e / e_b if e_b else 0.0)
-                                               for d, e, _ in rows) for f, (dense, exp) in per_rank.items()})
+
+    def each(field: str, dense: float, exp: float) -> float:
+        d_b, e_b, _ = rows[b]
+        return stage_gpus * sum((dense * d / d_b * (w if field == "all_gather_bytes" else 1.0) if d_b else 0.0)
+                                + (exp * e / e_b if e_b else 0.0) for (d, e, _), w in zip(rows, wb))
+
+    return ReplicaBytes(**{f: each(f, dense, exp) for f, (dense, exp) in per_rank.items()})
 
 
 def _ring(K):
