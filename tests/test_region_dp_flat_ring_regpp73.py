@@ -3,8 +3,10 @@ NCCL's flat cross-DC ring, the faster unless the region's ``[nccl] dp_reduction`
 
 Flat ring (NVIDIA/nccl branch ``cross-dc`` commit 18a07eeebe485ae00755615ced44739d20970560, PR #1659,
 src/graph/connect.cc ``connectRings`` lines 143-158: ring channel ``c`` leaves each DC from one node and enters the next
-at one node): every data-parallel group's ring over the job's ``D`` replicas carries ``2(D-1)/D`` of its shard across
-each site boundary, so ``2(D-1)/D V`` together (``V`` one replica's gradients), in ``2(D-1)`` steps that each cross;
+at one node): every data-parallel group's ring over the job's ``D`` replicas carries, with the distributed optimizer
+(ZeRO-1, the layout's default), ``(D-1)/D`` of its gradients' reduce-scatter and of its parameters' all-gather across
+each site boundary, so ``(D-1)/D (V + W)`` together (``V`` one replica's fp32 gradients, ``W`` its bf16 parameters,
+``V / 2``; regdp73), in ``2(D-1)`` steps that each cross;
 each group's 16 channels (topo/data/profiles/nccl/2.30.7.toml [channels]) cross through a rank each
 (``NCCL_SCATTER_XDC=1``; with 0 the group's one rank on one node, lines 94-105), at most the share's NICs, and hold one
 NCCL_BUFFSIZE buffer each a round trip (topo/data/dci/nccl_window.toml). DGX H100: one 400 Gb/s ConnectX-7 a GPU,
@@ -43,13 +45,13 @@ def test_auto_takes_the_hierarchical_reduction_and_says_both(tmp_path_factory):
 
 
 @pytest.mark.parametrize("scatter, nics", [("", 16), ("scatter_xdc = false\n", 8)])
-def test_the_flat_ring_carries_2_d_minus_1_over_d_v_in_2_d_minus_1_crossings(tmp_path_factory, scatter, nics):
-    """D = 4: 1.5 V a boundary over 6 crossings; NICs min(G x 16, 16) = 16, or G = 8 without scattering; the window
-    2 hop x 1.5 V / (8 x 16 x 4 MiB)."""
+def test_the_flat_ring_carries_d_minus_1_over_d_v_plus_w_in_2_d_minus_1_crossings(tmp_path_factory, scatter, nics):
+    """D = 4: 0.75 x 1.5 V a boundary over 6 crossings; NICs min(G x 16, 16) = 16, or G = 8 without scattering; the
+    window 2 hop x 1.125 V / (8 x 16 x 4 MiB)."""
     h, _ = _dp(tmp_path_factory, "")
     V, hop = h.dci_bytes_per_step, h.latency_s / 2
     s, said = _dp(tmp_path_factory, f'[nccl]\n{scatter}dp_reduction = "flat_ring"\n')
-    X = 2 * 3 / 4 * V
+    X = 3 / 4 * (V + V / 2)
     assert s.dci_bytes_per_step == pytest.approx(X, rel=1e-12)
     window = 2 * hop * X / (8 * 16 * nccl_buffer_bytes())
     assert s.dci_time_s == pytest.approx(6 * hop + max(X / (nics * NIC_Bps), window), rel=1e-9)

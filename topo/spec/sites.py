@@ -218,10 +218,12 @@ class RegionNcclSpec(_Strict):
     two nodes' (a tree)."""
     dp_reduction: Literal["auto", "hierarchical", "flat_ring"] = "auto"
     """How a training job's gradient reduction crosses the sites (``topo train REGION``'s ``dp`` way): hierarchical
-    (one distributed-optimizer instance a site, NeMo's multi-DC run: each GPU's shard all-reduced across, ``2(K-1)/K
-    V`` a span), flat_ring (one NCCL communicator a data-parallel group over every replica, its ring crossing each
-    site boundary once a channel, cross-dc branch ``connectRings``: ``2(D-1)/D V`` a span over ``2(D-1)`` steps),
-    or auto: the faster of the two."""
+    (one distributed-optimizer instance a site, NeMo's multi-DC run: each GPU's gradient shard all-reduced across,
+    ``2(K-1)/K V`` a span, the parameters gathered inside the site), flat_ring (one NCCL communicator a data-parallel
+    group over every replica, its ring crossing each site boundary once a channel, cross-dc branch ``connectRings``:
+    the one-site step's data-parallel collectives, ``(D-1)/D`` of the gradients' reduce-scatter and the parameters'
+    all-gather with the distributed optimizer, ``2(D-1)/D V`` without sharding, a span over ``2(D-1)`` steps;
+    :mod:`topo.training.dp_across`), or auto: the faster of the two."""
 
 
 class RegionSpec(_Strict):

@@ -2,22 +2,39 @@ r"""How a training job's gradient reduction crosses the sites (the ``dp`` way of
 :func:`topo.training.multisite.estimate_across_sites`): two forms, the faster taken unless the region's
 ``nccl.dp_reduction`` names one.
 
-- ``hierarchical`` (NeMo's multi-DC run; Megatron-Core's distributed-optimizer instances, one a site): each GPU of
-  a site's share all-reduces its own shard of the site's reduced replica with the other sites through its own NIC:
-  ``2(K-1)/K V`` across each site boundary of the ring of sites, ``2(K-1)`` cross-site steps.
-- ``flat_ring`` (one NCCL communicator a data-parallel group, over all ``D`` replicas of every site; NVIDIA/nccl
-  branch ``cross-dc`` commit 18a07eeebe485ae00755615ced44739d20970560, PR #1659, src/graph/connect.cc
+- ``hierarchical`` (NeMo's multi-DC run, NVIDIA/NeMo@aed13ee8d5ada1722e84909e4d185fbba3b1e87e
+  examples/llm/pretrain/multi_datacenter.py: ``num_distributed_optimizer_instances=2``, ``grad_reduce_in_fp32=True``;
+  Megatron-Core's distributed-optimizer instances, one a site): each GPU of a site's share reduce-scatters the
+  gradients inside its instance, all-reduces its own shard with the other instances through its own NIC, and
+  gathers the updated parameters inside its instance again (NVIDIA/Megatron-LM core_v0.11.0
+  megatron/core/distributed/param_and_grad_buffer.py ``start_grad_sync`` lines 333-353: "With multiple DistOpt
+  instances, we need to all-reduce across instances", on ``bucket.grad_data``, the gradient-reduction dtype;
+  ``start_param_sync`` lines 191-205: the all-gather over ``intra_distributed_optimizer_instance_group``; the same
+  at d98e8a64, lines 383-524). So only the gradients cross, ``2(K-1)/K`` of one replica's across each site boundary
+  of the ring of sites, ``2(K-1)`` cross-site steps; the parameters' gather stays inside each site. Without a
+  distributed optimizer (DDP's all-reduce) and with hybrid sharding (shards replicated across the sites) the same
+  all-reduce of the site's reduced gradients crosses.
+- ``flat_ring`` (one NCCL communicator a data-parallel group, over all ``D`` replicas of every site: one
+  distributed-optimizer instance over the job, Megatron-Core's default ``num_distributed_optimizer_instances = 1``;
+  NVIDIA/nccl branch ``cross-dc`` commit 18a07eeebe485ae00755615ced44739d20970560, PR #1659, src/graph/connect.cc
   ``connectRings`` lines 143-158: ring channel ``c`` leaves each DC from one node and enters the next at one node):
-  each group's ring carries ``2(D-1)/D`` of its shard's bytes across each boundary, so the ``G`` groups of a replica's
-  GPUs together ``2(D-1)/D V``, in ``2(D-1)`` steps that each wait for the cross-site hop (the estimator's flat ring,
-  :func:`topo.engine.algorithms.across_sites.flat_ring`). Each group's ``c`` channels cross through a rank each
-  (``NCCL_SCATTER_XDC=1``, ``channelToNode`` lines 94-105: each channel from another node; with the region's
-  ``nccl.scatter_xdc = false`` every channel of a group from the same node, the group's one rank there: one NIC a
-  group), so ``G x c`` NICs at most (``G`` without scattering), at most the share's; and each channel has one
-  NCCL_BUFFSIZE buffer in flight a round trip (:func:`topo.engine.algorithms.across_sites.window_s`, ``G x c``
-  channels). ``V`` is one replica's gradients: the bytes the in-site part moves are the one-site step's (a ring of
-  ``D`` ranks moves ``2(D-1)/D`` of a shard per rank inside a site, the one-site reduction's ``2(d-1)/d``: equal to
-  within ``1/d``), so the two forms differ in the crossing alone.
+  each of the step's data-parallel collectives runs on the ring of ``D`` ranks and carries, across each boundary,
+  ``2(D-1)/D`` of its bytes for an all-reduce and ``(D-1)/D`` for a reduce-scatter or an all-gather (a ring moves
+  one ``1/D`` chunk a step, ``D - 1`` steps, twice for the all-reduce). So with the distributed optimizer (ZeRO-1/2)
+  the gradients' reduce-scatter at the gradient-reduction dtype and the parameters' all-gather at the gather dtype
+  cross, ``(D-1)/D (grad + param)``; with DDP the all-reduce, ``2(D-1)/D grad``; with FSDP / ZeRO-3 every unit's
+  gathers and reduce-scatters, as often as the one-site step runs them (:class:`ReplicaBytes`). ``2(D-1)`` steps
+  each wait for the cross-site hop (the estimator's flat ring, :func:`topo.engine.algorithms.across_sites.flat_ring`).
+  Each group's ``c`` channels cross through a rank each (``NCCL_SCATTER_XDC=1``, ``channelToNode`` lines 94-105:
+  each channel from another node; with the region's ``nccl.scatter_xdc = false`` every channel of a group from the
+  same node, the group's one rank there: one NIC a group), so ``G x c`` NICs at most (``G`` without scattering), at
+  most the share's; and each channel has one NCCL_BUFFSIZE buffer in flight a round trip
+  (:func:`topo.engine.algorithms.across_sites.window_s`, ``G x c`` channels).
+
+The bytes are the one-site step's (:func:`topo.training.step.step_traffic`'s data-parallel collectives, read by
+:func:`topo.training.multisite.replica_dp_bytes`): the in-site part moves what the one-site step's reduction moves (a
+ring of ``D`` ranks moves ``2(D-1)/D`` of a shard per rank inside a site, the one-site reduction ``2(d-1)/d``: equal
+to within ``1/d``), so the two forms differ in the crossing alone.
 """
 
 from __future__ import annotations
@@ -30,10 +47,36 @@ from ..engine.algorithms.across_sites import Phase, window_s
 from ..engine.region_estimate import dci_phase, nccl_buffer_bytes
 from ..fabric.region import Region
 
-__all__ = ["DP_REDUCTIONS", "DpCrossing", "dp_crossings", "pick_dp_crossing"]
+__all__ = ["DP_REDUCTIONS", "DpCrossing", "ReplicaBytes", "dp_crossings", "pick_dp_crossing"]
 
 DP_REDUCTIONS = ("hierarchical", "flat_ring")
 """The forms a region's ``nccl.dp_reduction`` names (besides ``auto``, the faster)."""
+
+
+@dataclass(frozen=True)
+class ReplicaBytes:
+    """One replica's data-parallel bytes a step, by the collective that moves them in the one-site step
+    (:func:`topo.training.step.step_traffic`), each summed over the replica's GPUs and the step's calls.
+
+    ``all_reduce_bytes``: gradients all-reduced (DDP; hybrid sharding's shards, whose gathers stay in their shard
+    group), at the gradient-reduction dtype; ``reduce_scatter_bytes``: gradients reduce-scattered over the whole
+    data-parallel group (the distributed optimizer, FSDP), at the same dtype; ``all_gather_bytes``: parameters
+    all-gathered over it, at the gather dtype (BF16, or FP8 with ``fp8_param_gather``)."""
+
+    all_reduce_bytes: float
+    reduce_scatter_bytes: float = 0.0
+    all_gather_bytes: float = 0.0
+
+    @property
+    def gradient_bytes(self) -> float:
+        """The gradients the step reduces, all-reduced or reduce-scattered: the hierarchical form's ``V``."""
+        return self.all_reduce_bytes + self.reduce_scatter_bytes
+
+    def ring_crossing_bytes(self, ranks: int) -> float:
+        """Bytes a ring of ``ranks`` over every replica carries across one site boundary: ``2(n-1)/n`` of the
+        all-reduced, ``(n-1)/n`` of the reduce-scattered and the gathered."""
+        f = (ranks - 1) / ranks
+        return 2 * f * self.all_reduce_bytes + f * (self.reduce_scatter_bytes + self.all_gather_bytes)
 
 
 @dataclass(frozen=True)
@@ -52,15 +95,15 @@ class DpCrossing:
     floor_s: float
 
 
-def dp_crossings(region: Region, V: float, replicas: int, replica_gpus: int, channels: int,
+def dp_crossings(region: Region, V: ReplicaBytes, replicas: int, replica_gpus: int, channels: int,
                  site_gpus=None) -> dict[str, DpCrossing]:
     """Both forms of the gradients' crossing (see the module doc), by name.
 
     Parameters
     ----------
     region : Region
-    V : float
-        One replica's gradient bytes.
+    V : ReplicaBytes
+        One replica's data-parallel bytes a step, by collective.
     replicas : int
         ``D``, the job's replicas over every site.
     replica_gpus : int
@@ -77,11 +120,11 @@ def dp_crossings(region: Region, V: float, replicas: int, replica_gpus: int, cha
     K = region.num_sites
     a = np.arange(K)
     b = (a + 1) % K
-    X = 2 * (K - 1) / K * V
+    X = 2 * (K - 1) / K * V.gradient_bytes
     ph, loads = dci_phase(region, a, b, X, 2 * (K - 1), site_gpus=site_gpus)
     out = {"hierarchical": DpCrossing("hierarchical", ph, loads, X, 2 * (K - 1), None, 0.0)}
     D = replicas
-    Xr = 2 * (D - 1) / D * V
+    Xr = V.ring_crossing_bytes(D)
     nics = replica_gpus * (channels if region.spec.nccl.scatter_xdc else 1)
     steps = 2 * (D - 1)
     ph, loads = dci_phase(region, a, b, Xr, steps, nics, site_gpus)

@@ -11,7 +11,9 @@ the slowest share's step / this step):
 - ``dp``: data parallelism across sites with the hierarchical reduction (NeMo / Megatron-Core's distributed
   optimizer instances, one per site: reduce-scatter inside, all-reduce of each GPU's shard across, all-gather
   inside). A site sends ``2(K-1)/K V`` over the DCI, ``V`` its GPUs' gradient shards together (one replica's
-  gradients); the cross-site phase is chunked by buckets and overlaps the last backward the way the in-site
+  gradients at the gradient-reduction dtype, the parameters' gather staying inside the site's instance), or, by
+  NCCL's flat cross-DC ring, each of the one-site step's data-parallel collectives over every replica
+  (:mod:`.dp_across`, the bytes :func:`replica_dp_bytes`); the cross-site phase is chunked by buckets and overlaps the last backward the way the in-site
   reduction does, in the window the in-site reduction leaves; the last bucket cannot hide.
 - ``pp``: pipeline parallelism across sites (DP stays inside each site): ``K - 1`` stage boundaries cross the DCI,
   each carrying every pipeline's activations one way and their gradients back (interleaved stages also wrap from
@@ -38,19 +40,19 @@ from ..engine.region_estimate import (PROFILE_PRICES, chain_hops_s, check_region
 from ..fabric.region_split import split_notes
 from ..fabric.region import Region
 from ..units import format_size, format_time, whole_bytes
-from .dp_across import dp_crossings, pick_dp_crossing
+from .dp_across import ReplicaBytes, dp_crossings, pick_dp_crossing
 from .fp8_amax import AMAX_GROUP, AMAX_PHASE, amax_group, amax_reductions
 from .mapping import EXPERT_DP_GROUPS, default_placement, free_gpus, map_layout, refuse_failed_gpus
-from .memory import busiest_stage, stage_params
+from .memory import busiest_stage, end_unit_params, stage_params
 from .model import ModelSpec
 from .parallel import ParallelLayout, batch_allowed, check_batch, dp_bucket_params
 from .result import StepResult
-from .step import estimate_step, stage_block_counts, step_breakdown, step_traffic
+from .step import estimate_step, gather_bytes_per_param, stage_block_counts, step_breakdown, step_traffic
 
 __all__ = ["AcrossSites", "DEFAULT_SHARES", "MultisiteStep", "SHARES", "SiteReady", "check_shares", "site_shares",
            "shares_run", "site_capacities", "dp_window_s",
            "estimate_across_sites", "share_fabric",
-           "site_failure", "pp_boundary_ranks", "TARGET_FRACTION", "BACKWARD_SHARE", "SPAN_RULE"]
+           "site_failure", "pp_boundary_ranks", "replica_dp_bytes", "TARGET_FRACTION", "BACKWARD_SHARE", "SPAN_RULE"]
 
 TARGET_FRACTION = 0.95
 """The share of one site's throughput the issue asks the DCI to keep (issue 31: "within 95% of one site")."""
@@ -451,8 +453,8 @@ def _across_from(region: Region, fabric, model: ModelSpec, lay: ParallelLayout, 
     placed, _ = default_placement(site_lay, fabric.spec.gpus_per_domain, fabric.layout.num_gpus)
     # one replica's gradients, from the job's reduction (dp x K): a site holding a single replica (or a single
     # expert replica) reduces nothing inside, and its gradients still cross (walk9: 0 B crossed at dp = K)
-    V = _site_gradient_bytes(model, placed.model_copy(update={"dp": placed.dp * K,
-                                                               "global_batch": placed.global_batch * K}))
+    V = replica_dp_bytes(model, placed.model_copy(update={"dp": placed.dp * K,
+                                                           "global_batch": placed.global_batch * K}))
     nic_gpus = tuple(replica * d for d in dps)  # share72: a share's bytes cross its own GPUs' NICs (site order)
     amax_s, amax_calls = _amax_across_s(region, model, placed, channels or region_channels(region), nic_gpus)
     out.strategies.append(_dp(region, one, site_lay, V, amax_s, ready, nic_gpus, channels))
@@ -470,7 +472,7 @@ def _across_from(region: Region, fabric, model: ModelSpec, lay: ParallelLayout, 
     else:  # said, not silently left out of the table (walk9)
         out.assumptions.append(f"pp across sites: not timed, pp {lay.pp} is not a multiple of the {K} sites")
     if outer_every:
-        out.strategies.append(_outer(region, T1, V, outer_every, ready.slowest_s, nic_gpus))
+        out.strategies.append(_outer(region, T1, V.gradient_bytes, outer_every, ready.slowest_s, nic_gpus))
     elif across == "outer":
         raise TopoError("the outer synchronisation needs its period, outer_every (inner steps between outer "
                         "synchronisations)",
@@ -562,23 +564,58 @@ def step_with_dci(timeline: list[dict], one_site_s: float, s: AcrossSites) -> li
     return out
 
 
-def _site_gradient_bytes(model, lay) -> float:
-    """What a site's GPUs hold after the in-site reduce-scatter, together: each GPU's reduced bytes over the DP
-    degree of its reduction (one replica's gradients). :func:`~topo.training.step.step_traffic` sizes the busiest
-    pipeline stage's; each stage counts its own, the dense and the expert bytes scaled by the stage's parameters
-    over the busiest's (:func:`~topo.training.memory.stage_params`; walk16: the busiest for every stage put Llama 3
-    70B at pp 4 3% high, its embedding and head counted on all four)."""
-    dense = expert = 0.0
+_CROSSING_KIND = {"all_reduce": "all_reduce_bytes", "reduce_scatter": "reduce_scatter_bytes",
+                  "all_gather": "all_gather_bytes"}
+"""The :class:`.dp_across.ReplicaBytes` field of a data-parallel collective over the whole data-parallel group."""
+_SHARD_GROUPS = ("dps", "edps")
+"""Hybrid sharding's shard groups: their reduce-scatter crosses as an all-reduce of the site's shards (the sites
+replicate them), their gathers stay inside the group; the replicate groups' all-reduces (``dpr``, ``edpr``) are the
+in-site half of that reduction."""
+
+
+def replica_dp_bytes(model: ModelSpec, lay: ParallelLayout) -> ReplicaBytes:
+    """One replica's data-parallel bytes a step, by collective, as the one-site step moves them.
+
+    Each data-parallel collective of :func:`~topo.training.step.step_traffic` (its size, at the gradient-reduction
+    or the gather dtype, times its calls: buckets, FSDP's units and micro-batches) per rank, over the degree of its
+    reduction (the job's ``dp x cp``, the experts' ``expert_dp``) and the GPUs of a stage: what one replica's
+    GPUs move together. ``step_traffic`` sizes the busiest pipeline stage's; each stage counts its own, the dense and
+    the expert bytes scaled by the stage's parameters over the busiest's (:func:`~topo.training.memory.stage_params`;
+    walk16: the busiest for every stage put Llama 3 70B at pp 4 3% high, its embedding and head counted on all four).
+
+    Parameters
+    ----------
+    model : ModelSpec
+    lay : ParallelLayout
+        The job's layout, placed (``dp``: every site's replicas, so that a site holding one replica still reduces).
+
+    Returns
+    -------
+    ReplicaBytes
+    """
+    per_rank = {f: [0.0, 0.0] for f in _CROSSING_KIND.values()}  # field -> [dense, expert] bytes per rank
     for it in step_traffic(model, lay):
-        if it["dim"] == "dp" and "reduce" in it["phase"]:
-            if it["groups"] in EXPERT_DP_GROUPS:
-                expert += it["size_bytes"] * it["calls"] / lay.expert_dp
-            else:
-                dense += it["size_bytes"] * it["calls"] / (lay.dp * lay.cp)
+        g = it["groups"]
+        if it["dim"] != "dp" or g in ("dpr", "edpr") or (g in _SHARD_GROUPS and it["collective"] == "all_gather"):
+            continue
+        field = "all_reduce_bytes" if g in _SHARD_GROUPS else _CROSSING_KIND[it["collective"]]
+        expert = g in EXPERT_DP_GROUPS
+        per_rank[field][expert] += it["size_bytes"] * it["calls"] / (lay.expert_dp if expert else lay.dp * lay.cp)
     rows = stage_params(model, lay)
-    d_b, e_b, _ = rows[busiest_stage(rows)]  # the busiest, as the step's DP traffic takes it
-    per_stage = sum((dense * d / d_b if d_b else 0.0) + (expert * e / e_b if e_b else 0.0) for d, e, _ in rows)
-    return per_stage * lay.gpus / len(rows)
+    b = busiest_stage(rows)  # the busiest, as the step's DP traffic takes it
+    ends = end_unit_params(model, lay)
+    # a stage's dense gather at its own mean bytes a parameter (its BF16 ends under fp8_param_gather), the rest by
+    # its parameters alone
+    wb = [gather_bytes_per_param(lay, d, end) / gather_bytes_per_param(lay, rows[b][0], ends[b]) if d else 0.0
+          for (d, _, _), end in zip(rows, ends)]
+    stage_gpus = lay.gpus / len(rows)
+
+    def each(field: str, dense: float, exp: float) -> float:
+        d_b, e_b, _ = rows[b]
+        return stage_gpus * sum((dense * d / d_b * (w if field == "all_gather_bytes" else 1.0) if d_b else 0.0)
+                                + (exp * e / e_b if e_b else 0.0) for (d, e, _), w in zip(rows, wb))
+
+    return ReplicaBytes(**{f: each(f, dense, exp) for f, (dense, exp) in per_rank.items()})
 
 
 def _ring(K):
@@ -724,7 +761,7 @@ def dp_window_s(one: StepResult, lay: ParallelLayout) -> float:
     return max(0.0, t_bwd - in_site)
 
 
-def _dp(region: Region, one, lay, V, amax_s: float = 0.0, ready: SiteReady | None = None,
+def _dp(region: Region, one, lay, V: ReplicaBytes, amax_s: float = 0.0, ready: SiteReady | None = None,
         site_gpus=None, channels: int | None = None) -> AcrossSites:
     r"""DP across the sites: the gradients' hierarchical all-reduce (the cross-site phase in the window the in-site
     reduction leaves in the last backward; the FP8 amax all-reduces are no DP traffic and take no part in that
@@ -758,7 +795,7 @@ def _dp(region: Region, one, lay, V, amax_s: float = 0.0, ready: SiteReady | Non
     window = dp_window_s(one, lay)
     ready = ready or SiteReady((T1,), (window,), (one.breakdown_s["compute"],))
     Ts = ready.slowest_s
-    per_gpu = V / lay.gpus
+    per_gpu = V.gradient_bytes / lay.gpus  # the buckets are the gradients'
     bucket = min(1.0, dp_bucket_params(lay) * lay.reduce_bytes / (per_gpu * lay.dp * lay.cp)) if per_gpu else 0.0
     edge = ph.latency_s + bucket * ph.bandwidth_s
     own = T1 + max(edge, ph.time_s - window) + amax_s
@@ -874,7 +911,7 @@ def _assumptions(region: Region, dps: tuple[int, ...]) -> list[str]:
     ]
 
 
-def _dp_form_note(region: Region, lay: ParallelLayout, V: float, site_gpus, channels: int | None) -> str:
+def _dp_form_note(region: Region, lay: ParallelLayout, V: ReplicaBytes, site_gpus, channels: int | None) -> str:
     """The assumptions' line on how the ``dp`` way's gradients cross (:mod:`.dp_across`): both forms' phases and
     which was taken, and why."""
     forms = dp_crossings(region, V, sum(site_gpus) * lay.dp // lay.gpus, lay.gpus // lay.dp,
@@ -883,11 +920,21 @@ def _dp_form_note(region: Region, lay: ParallelLayout, V: float, site_gpus, chan
     h, r = forms["hierarchical"], forms["flat_ring"]
     why = ("the faster" if region.spec.nccl.dp_reduction == "auto" else "as the region's nccl.dp_reduction sets")
     said = {"hierarchical": "by the hierarchical reduction", "flat_ring": "by NCCL's flat cross-DC ring"}
+    inside = ", the parameters gathered inside each site's optimizer instance" if V.reduce_scatter_bytes else ""
     return (f"dp across sites: the gradients cross {said[pick.name]} ({why}): hierarchical "
-            f"{format_time(h.phase.time_s)} ({format_size(h.nbytes)} a boundary, {h.steps} crossings), NCCL's flat "
+            f"{format_time(h.phase.time_s)} ({format_size(h.nbytes)} a boundary, the gradients' all-reduce{inside}, "
+            f"{h.steps} crossings), NCCL's flat "
             f"cross-DC ring over {r.steps // 2 + 1:,} replicas {format_time(r.phase.time_s)} ({format_size(r.nbytes)} "
-            f"a boundary, {r.steps:,} crossings, bound {r.phase.bound}); nccl.dp_reduction = hierarchical, flat_ring "
-            f"or auto")
+            f"a boundary, {_ring_carries(V)}, {r.steps:,} crossings, bound {r.phase.bound}); nccl.dp_reduction = "
+            f"hierarchical, flat_ring or auto")
+
+
+def _ring_carries(V: ReplicaBytes) -> str:
+    """What the flat ring carries across the sites (:meth:`.dp_across.ReplicaBytes.ring_crossing_bytes`), in words."""
+    parts = [what for what, b in (("the gradients' all-reduce", V.all_reduce_bytes),
+                                  ("the gradients' reduce-scatter", V.reduce_scatter_bytes),
+                                  ("the parameters' all-gather", V.all_gather_bytes)) if b > 0]
+    return " and ".join(parts) or "nothing"
 
 
 _PP_ACROSS = "pp across sites: DP stays inside each site at its per-site degree; the fill and drain pay the crossing"
