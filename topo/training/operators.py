@@ -56,6 +56,7 @@ import numpy as np
 
 from .attention_sinks import sink_backend, sink_grad_bytes
 from .cross_entropy import cross_entropy_moves
+from .embedding_grad import embedding_grad_costs
 from .fsdp2_copies import copies_units, fsdp2_copies
 from .gpus import GpuCompute, gpu_compute
 from .host_cpu import call_host_on_s, reference_host_cpu
@@ -989,7 +990,7 @@ def _block_ops(model: ModelSpec, lay: ParallelLayout, kind: str) -> list[Op]:
     if kind == Block.MAMBA:
         return _mamba_ops(model, lay)
     if kind == "embedding":
-        return [_mem("embedding", "embedding", 2 * ACT * T_sp * h)]
+        return _embedding_ops(model, lay)
     if kind == "logits":
         head = [_mem("final_norm", "layernorm", 4 * T_sp * h),
                 _gemm("logits", "logits", T, V / lay.tp, h, linear=False)]
@@ -998,11 +999,35 @@ def _block_ops(model: ModelSpec, lay: ParallelLayout, kind: str) -> list[Op]:
         return head + [Op("cross_entropy", "logits", "kernel", 0.0, fwd * logits, launches=k_f, passes="forward"),
                        Op("cross_entropy_bwd", "logits", "kernel", 0.0, bwd * logits, launches=k_b,
                           passes="backward")]
-    if kind == "mtp_head":  # DeepSeek-V3 sec. 2.2: norm the hidden states and the next tokens' embeddings,
-        # project their concatenation 2h -> h (the module's layer is a unit of its own), then the shared head
-        return [_mem("mtp_norms", "mtp", 2 * 4 * T_sp * h), _gemm("mtp_proj", "mtp", T, h / lay.tp, 2 * h),
-                *_block_ops(model, lay, "logits")]
+    if kind == "mtp_head":  # DeepSeek-V3 sec. 2.2: look up the next tokens' embeddings (the stage's own copy of
+        # the embedding, its weight gradient too), norm them and the hidden states, concatenate (torch.cat: both
+        # read, 2h written; its backward hands on views) and project 2h -> h (the module's layer is a unit of its
+        # own), then the shared head (NVIDIA/Megatron-LM@7094270c multi_token_prediction.py, forward of
+        # MultiTokenPredictionBlock and MultiTokenPredictionLayer)
+        return [*_embedding_ops(model, lay), _mem("mtp_norms", "mtp", 2 * 4 * T_sp * h),
+                Op("mtp_concat", "mtp", "kernel", 0.0, 4 * ACT * T_sp * h, passes="forward"),
+                _gemm("mtp_proj", "mtp", T, h / lay.tp, 2 * h), *_block_ops(model, lay, "logits")]
     raise ValueError(f"unknown block kind {kind!r}")
+
+
+def _embedding_ops(model: ModelSpec, lay: ParallelLayout) -> list[Op]:
+    """One embedding lookup of a micro-batch: the lookup, and backward the weight gradient of the rank's vocabulary
+    shard (``V / tp`` rows): PyTorch's dense embedding backward zero-fills it in the gradient's dtype and adds the
+    ``T`` tokens' rows (``embedding_grad.toml`` ``token_bytes`` an element), then, under Megatron-LM's
+    ``main_grad``, its DDP hook adds the whole shard into ``main_grad`` (2 bytes read, ``grad_bytes`` read and
+    written); a layout whose gradient is written once (:func:`wgrad_kw`) fills it at ``grad_bytes`` and copies it
+    as a weight-gradient GEMM's would be (``grad_copy_bytes``)."""
+    T, T_sp, _ = _tokens(model, lay)
+    h = model.hidden
+    lookup = _mem("embedding", "embedding", 2 * ACT * T_sp * h)
+    token_bytes, dense_kernels, add_kernels = embedding_grad_costs()
+    kw = wgrad_kw(lay, lookup)
+    if kw.get("grad_once"):
+        per_row, kernels = kw["grad_bytes"] + kw.get("grad_copy_bytes", 0.0), dense_kernels
+    else:
+        per_row, kernels = 2 * ACT + 2 * kw["grad_bytes"], dense_kernels + add_kernels
+    nbytes = model.vocab / lay.tp * h * per_row + T * h * token_bytes
+    return [lookup, Op("embedding_wgrad", "embedding", "kernel", 0.0, nbytes, launches=kernels, passes="backward")]
 
 
 def op_time_s(op: Op, gpu: GpuCompute, precision: str, backward: bool = False, amax_pass: bool = False,
