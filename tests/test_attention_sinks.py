@@ -8,6 +8,8 @@ Sources: NVIDIA/TransformerEngine v2.9 (70f53666) transformer_engine/common/fuse
 
 import pytest
 
+from conftest import run_cli
+
 from topo.errors import TopoError
 from topo.training.attention_sinks import sink_backend
 from topo.training.cudnn import release_cudnn
@@ -65,3 +67,16 @@ def test_bad_values_are_one_line_naming_the_key():
         with pytest.raises(TopoError) as exc:
             sink_backend("learnable", cudnn, **kw)
         assert exc.value.key == key and "\n" not in str(exc.value)
+
+
+def test_the_cli_names_the_flag_or_the_layout_field_rev73():
+    """rev73: the layout errors are the layout's (``source="layout"``), so ``topo train`` names the flag the user
+    gave (``--cp-comm-type``), or ``--layout``'s field, as every other layout rule does; they said a bare
+    ``cp_comm_type:``."""
+    job = ["train", "dgx-h100-superpod", "--model", "gpt-oss-120b", "--tp", "1", "--ep", "8", "--cp", "2",
+           "--global-batch", "512"]
+    for extra, head in ((["--cp-comm-type", "p2p"], "error: --cp-comm-type: 'p2p' with attention sinks"),
+                        (["--layout", "cp_comm_type=p2p"], "error: --layout: cp_comm_type: 'p2p' with attention")):
+        p = run_cli(*job, *extra)
+        lines = p.stderr.strip().splitlines()
+        assert p.returncode == 2 and len(lines) == 1 and lines[0].startswith(head), p.stderr

@@ -97,7 +97,11 @@ def test_layer_drawing_draws_every_tier_at_any_depth(name):
         fig = fabric_figure(fabric)
         layers = {t.name: t for t in fig.data if t.mode == "markers" and t.name and not t.name.endswith("bundles")}
         assert "super-spine planes" in layers and "core-super-spine cables" in names(fig)
-        assert "512 switches, top tier" in [a.text for a in fig.layout.annotations]
+        # tier73: 256 physical super-spines, each hosting 2 of the 512 planes' switches (28 ports each); rev73: the
+        # plane's hover says its switch's 28 ports, not the physical switch's 56
+        assert "256 switches, top tier" in [a.text for a in fig.layout.annotations]
+        top = [m.hover for m in d.markers if m.layer == 4]
+        assert top and all("28 ports down" in h and "hosts 2 of these (56 of its 64 ports)" in h for h in top)
 
 
 def test_every_figure_shows_every_tier_of_a_5_tier_fabric():

@@ -285,7 +285,11 @@ def _upper_hover(L, ti: int, g: int, pod_word: str) -> str:
         head += f" ({esc(t.block_name)} {int(L.switch_block(ti, sw))})"
     up = (f"{t.up_ports} up x {format_rate(t.up_rate_Bps)}, oversubscription {_ratio(t.oversubscription)}"
           if t.up_ports else "top tier: no uplinks")
-    text = f"{head}<br>{t.down_ports} ports down x {format_rate(t.down_rate_Bps)} each, {up}"
+    pack = t.logical_per_switch  # tier73: one physical switch hosts several of the groups' switches
+    text = f"{head}<br>{t.down_ports // pack} ports down x {format_rate(t.down_rate_Bps)} each, {up}"
+    if pack > 1:
+        text += (f"<br>one physical {esc(t.name)} switch hosts {pack} of these ({t.down_ports} of its {t.radix} "
+                 "ports)")
     if ti == 2:
         text += (f"<br>{esc(t1.name)} {int(L.switch_plane(ti, sw)) % t1.switches_per_group} of every "
                  f"{'pod' if L.rail_groups == 1 else 'pod of its rail'}"

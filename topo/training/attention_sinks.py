@@ -71,14 +71,16 @@ def sink_backend(sinks: str, cudnn_version: str, cp: int = 1, cp_comm_type: str 
     if cp > 1 and cp_comm_type not in rules["cp_comm_types"]:
         raise TopoError(f"{cp_comm_type!r} with attention sinks (cp {cp}): Transformer Engine runs sink attention "
                         f"under context parallelism only with cp_comm_type {' or '.join(rules['cp_comm_types'])}",
-                        key="cp_comm_type")
+                        source="layout", key="cp_comm_type")
     fused = _full_version(cudnn_version) >= _full_version(rules["fused_min_cudnn"])
     if attention_fp8 and not _full_version(cudnn_version) >= _full_version(rules["fp8_min_cudnn"]):
         raise TopoError(f"{attention_fp8!r} with attention sinks at cuDNN {cudnn_version}: Transformer Engine runs "
-                        f"FP8 sink attention from cuDNN {rules['fp8_min_cudnn']} (Blackwell)", key="attention_fp8")
+                        f"FP8 sink attention from cuDNN {rules['fp8_min_cudnn']} (Blackwell)", source="layout",
+                        key="attention_fp8")
     if cp > 1 and not fused:
         raise TopoError(f"{cp} with attention sinks at cuDNN {cudnn_version}: only cuDNN's fused attention (cuDNN "
-                        f"{rules['fused_min_cudnn']} or newer) runs them under context parallelism", key="cp")
+                        f"{rules['fused_min_cudnn']} or newer) runs them under context parallelism",
+                        source="layout", key="cp")
     return "fused" if fused else "unfused"
 
 

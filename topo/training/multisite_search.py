@@ -270,7 +270,6 @@ def _other_notes(region: Region, res, units) -> list[dict]:
     return out
 
 
-
 def _share_said(exc: TopoError, K: int, job: int, batch: int, split) -> TopoError:
     """``exc`` saying that its GPUs and batch are one site's equal share of the job's, where the search of that
     share found no layout (walk31: "no layout on 32,256 GPUs with a global batch of 8,192" for a job of 64,512
@@ -279,6 +278,7 @@ def _share_said(exc: TopoError, K: int, job: int, batch: int, split) -> TopoErro
         return exc
     return TopoError(f"{exc.message} (one site's equal share of the job's {K * job:,} GPUs and global batch of "
                      f"{K * batch:,} over its {K} sites)", source=exc.source, key=exc.key)
+
 
 def _search_units(region: Region, fabric, model: ModelSpec, job: int, batch: int, top: int, options: dict,
                   figure, split=None):
