@@ -10,7 +10,10 @@ import pytest
 
 from conftest import run_cli
 from nccl_text import render
-from topo.calibrate.parse import parse_text
+from topo.calibrate.compare import BW_MIN_BYTES, compare_run
+from topo.calibrate.parse import parse_file, parse_text
+from topo.calibrate.setup import setup_from_run
+from topo.engine.estimate import estimate
 
 SIZES = [2**i for i in range(10, 31)]  # 1 KiB .. 1 GiB
 
@@ -51,3 +54,36 @@ def test_compare_prints_the_note(tmp_path):
     proc = run_cli("compare", str(log), check=True)
     assert (f"note: a row (after size {2**19} B) cannot be read: '104857b' where the size (a whole number) belongs "
             "(garbled): left out") in proc.stderr
+
+
+def _faster_log(tmp_path, small: float, large: float):
+    """A 2-node H100 all-reduce log: the model's own times divided by ``small`` below 64 MiB, ``large`` above."""
+    run = parse_text(render("all_reduce", ["a", "b"], 8, "NVIDIA H100 80GB HBM3", SIZES, [1.0] * len(SIZES)))[0]
+    setup = setup_from_run(run)
+    times = [r.time_s / (small if s < BW_MIN_BYTES else large)
+             for s, r in zip(SIZES, estimate(setup.fabric, "all_reduce", SIZES, gpus=16).results)]
+    log = tmp_path / "faster.log"
+    log.write_text(render("all_reduce", ["a", "b"], 8, "NVIDIA H100 80GB HBM3", SIZES, times))
+    return log
+
+
+def test_a_faster_band_below_the_headline_sizes_is_named(tmp_path):
+    """walk32: a run 2.2x faster than the model at small sizes and 1.2x at >= 64 MiB: every size beats the model
+    by more than 15%, one band from 1 KiB to 1 GiB, which reaches the headline's sizes, so the verdict named only
+    the headline's 1.2x and never the small sizes' 2.2x (the question 'is the small-message latency right?'). The
+    band below the headline's sizes is now named, with its own median (2.20x: the model's times / 2.2)."""
+    run = parse_file(_faster_log(tmp_path, 2.2, 1.2))[0]
+    res = compare_run(run, setup_from_run(run))
+    assert res.headline_efficiency == pytest.approx(1.2, abs=2e-3)
+    assert res.ahead["min_bytes"] == 2**10 and res.ahead["max_bytes"] == 2**25
+    assert res.ahead["median_efficiency"] == pytest.approx(2.2, abs=5e-3)
+    assert res.verdict.startswith("this run is 1.20x faster than the model at sizes >= 64 MiB (their median)")
+    assert "; at 1 KiB-32 MiB the run is 2.20x faster than the model (" in res.verdict
+    assert res.verdict.count("calibrate the profile on this log") == 1
+
+
+def test_a_run_faster_only_at_the_headline_sizes_names_no_band(tmp_path):
+    """The same log with the small sizes at the model's time: the headline says it all, no band is named."""
+    run = parse_file(_faster_log(tmp_path, 1.0, 1.2))[0]
+    res = compare_run(run, setup_from_run(run))
+    assert res.ahead is None and "the run is" not in res.verdict.split(";", 1)[-1]
