@@ -87,3 +87,28 @@ def test_a_run_faster_only_at_the_headline_sizes_names_no_band(tmp_path):
     run = parse_file(_faster_log(tmp_path, 1.0, 1.2))[0]
     res = compare_run(run, setup_from_run(run))
     assert res.ahead is None and "the run is" not in res.verdict.split(";", 1)[-1]
+
+
+@pytest.mark.parametrize("cut", [80, 58, 75])  # a terminal's 80 columns; inside a time ('28' + '3.9'); in #wrong
+def test_a_row_wrapped_over_two_lines_is_read_as_one(tmp_path, cut):
+    """walk32: a log pasted from an 80-column terminal splits a row over two lines; the row was left out ('8 values
+    where the table's rows have 13'). Joined as the terminal split it (no character lost), it is the row."""
+    lines = _lines()
+    i = next(i for i, line in enumerate(lines) if line.split()[:1] == [str(2**20)])
+    whole = parse_text("\n".join(lines) + "\n")[0]
+    lines[i:i + 1] = [lines[i][:cut], lines[i][cut:]]
+    run = parse_text("\n".join(lines) + "\n")[0]
+    assert [(r.size_bytes, r.time_s, r.busbw_GBps) for r in run.rows] == \
+        [(r.size_bytes, r.time_s, r.busbw_GBps) for r in whole.rows]
+    assert run.notes == [f"a row (size {2**20} B) wrapped over two lines: read as one"]
+
+
+def test_a_row_cut_short_before_a_whole_row_is_not_joined_to_it():
+    """A row cut short (a garbled paste) followed by a whole row: joined they are not a row of the table's
+    width, so the cut row is left out with its note and the next row is read."""
+    lines = _lines()
+    i = next(i for i, line in enumerate(lines) if line.split()[:1] == [str(2**20)])
+    lines[i] = lines[i][:60]
+    run = parse_text("\n".join(lines) + "\n")[0]
+    assert 2**20 not in [r.size_bytes for r in run.rows] and 2**21 in [r.size_bytes for r in run.rows]
+    assert run.notes[0].startswith(f"a row (size {2**20} B) cannot be read: ")

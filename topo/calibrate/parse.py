@@ -279,9 +279,28 @@ def parse_text(text: str, source: str = "<text>", require_rows: bool = True) -> 
     last = len(lines) - 1
     while last >= 0 and not lines[last].strip():
         last -= 1
-    for index, raw in enumerate(lines):
-        reader.line(_clean(raw), final=index == last)
+    index = 0
+    while index < len(lines):
+        line = _clean(lines[index])
+        joined = _wrapped_row(reader, line, _clean(lines[index + 1])) if index < last else None
+        if joined is not None:  # a row a terminal wrapped: both lines are one row
+            reader.cur.notes.append(f"a row (size {joined.split()[0]} B) wrapped over two lines: read as one")
+            line, index = joined, index + 1
+        reader.line(line, final=index == last)
+        index += 1
     return reader.runs_found(require_rows)
+
+
+def _wrapped_row(reader: "_Reader", line: str, following: str) -> str | None:
+    """``line`` and ``following`` as one row, when ``line`` starts a row of the current table without being one
+    and the two, joined as a terminal wraps a long line (no character lost or added), are a row of the table's
+    width (walk32: a paste from an 80-column terminal split '283.9' over two lines); else None."""
+    tokens = line.split()
+    if reader.width is None or len(tokens) >= reader.width or not _row_start(tokens, final=False):
+        return None
+    joined = line.rstrip("\r\n") + following.rstrip("\r\n")
+    both = joined.split()
+    return joined if len(both) == reader.width and _row(both) is not None else None
 
 
 class _Reader:
