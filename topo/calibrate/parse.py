@@ -232,11 +232,13 @@ def _row(tokens: list[str]) -> Row | None:
 def _row_start(tokens: list[str], final: bool) -> bool:
     """Whether ``tokens`` look like the start of a table row (size, count, type, ...): on the last line, any
     leading number (a row cut mid-line)."""
+    if len(tokens) >= 3 and tokens[2].lower() in _TYPES and (tokens[0].isdigit() or tokens[1].isdigit()):
+        return True  # the size or the count garbled ('104857b', '-1'), the rest a row's
     if not tokens or not tokens[0].isdigit():
         return False
     if final and len(tokens) == 1:
         return True
-    return len(tokens) >= 2 and tokens[1].isdigit() and (len(tokens) == 2 or tokens[2].lower() in _TYPES)
+    return len(tokens) >= 2 and tokens[1].isdigit() and len(tokens) == 2
 
 
 def _clean(line: str) -> str:
@@ -277,9 +279,28 @@ def parse_text(text: str, source: str = "<text>", require_rows: bool = True) -> 
     last = len(lines) - 1
     while last >= 0 and not lines[last].strip():
         last -= 1
-    for index, raw in enumerate(lines):
-        reader.line(_clean(raw), final=index == last)
+    index = 0
+    while index < len(lines):
+        line = _clean(lines[index])
+        joined = _wrapped_row(reader, line, _clean(lines[index + 1])) if index < last else None
+        if joined is not None:  # a row a terminal wrapped: both lines are one row
+            reader.cur.notes.append(f"a row (size {joined.split()[0]} B) wrapped over two lines: read as one")
+            line, index = joined, index + 1
+        reader.line(line, final=index == last)
+        index += 1
     return reader.runs_found(require_rows)
+
+
+def _wrapped_row(reader: "_Reader", line: str, following: str) -> str | None:
+    """``line`` and ``following`` as one row, when ``line`` starts a row of the current table without being one
+    and the two, joined as a terminal wraps a long line (no character lost or added), are a row of the table's
+    width (walk32: a paste from an 80-column terminal split '283.9' over two lines); else None."""
+    tokens = line.split()
+    if reader.width is None or len(tokens) >= reader.width or not _row_start(tokens, final=False):
+        return None
+    joined = line.rstrip("\r\n") + following.rstrip("\r\n")
+    both = joined.split()
+    return joined if len(both) == reader.width and _row(both) is not None else None
 
 
 class _Reader:
@@ -432,12 +453,16 @@ class _Reader:
             return
         if (cur.rows or self.table_seen) and _row_start(tokens, final=final):
             size = f"size {tokens[0]} B" if len(tokens) > 1 else "its size cut too"
+            if not tokens[0].isdigit():  # walk32: a garbled size was left out without a note
+                size = f"after size {cur.rows[-1].size_bytes} B" if cur.rows else "the table's first"
             if final and (self.cut_at_end or self.width is None or len(tokens) < self.width):
                 cur.notes.append(f"the last row ({size}) is cut mid-line: left out")
             elif self.width == len(tokens):
-                bad = ", ".join(repr(t) for t in tokens[3:] if not _is_num(t) and t.lower() not in _REDOPS)
-                cur.notes.append(f"a row ({size}) cannot be read: {bad or 'a value'} where a number belongs "
-                                 "(garbled): left out")
+                bad = [f"{t!r} where the {what} (a whole number) belongs"
+                       for t, what in zip(tokens, ("size", "count")) if not t.isdigit()]
+                values = ", ".join(repr(t) for t in tokens[3:] if not _is_num(t) and t.lower() not in _REDOPS)
+                bad += [f"{values or 'a value'} where a number belongs"] if values or not bad else []
+                cur.notes.append(f"a row ({size}) cannot be read: {'; '.join(bad)} (garbled): left out")
             else:
                 cur.notes.append(f"a row ({size}) cannot be read: {len(tokens)} values where the table's rows have "
                                  f"{self.width or 'more'} (cut short or garbled): left out")
