@@ -13,7 +13,7 @@ from functools import lru_cache
 
 from ..resources import data_dir
 
-__all__ = ["cross_entropy_impls", "cross_entropy_moves"]
+__all__ = ["cross_entropy_impls", "cross_entropy_moves", "cross_entropy_tp"]
 
 
 @lru_cache(maxsize=1)
@@ -51,3 +51,28 @@ def cross_entropy_moves(impl: str) -> tuple[tuple[float, int], tuple[float, int]
     entry = table[impl]
     return ((float(entry["forward_bytes"]), int(entry["forward_kernels"])),
             (float(entry["backward_bytes"]), int(entry["backward_kernels"])))
+
+
+def cross_entropy_tp(impl: str) -> tuple[str, tuple[int, ...]]:
+    """The TP collectives of one forward of ``impl`` over vocabulary shards: the collective (``all_reduce``,
+    ``all_gather`` or ``none``) and, one entry per call, the FP32 values a token each carries
+    (``cross_entropy.toml`` ``tp_collective``, ``tp_values_per_token``).
+
+    Parameters
+    ----------
+    impl : str
+        A key of ``cross_entropy.toml``.
+
+    Returns
+    -------
+    tuple
+        ``(collective, values per token of each call)``.
+
+    Raises
+    ------
+    ValueError
+        Naming the value and the implementations allowed.
+    """
+    cross_entropy_moves(impl)  # refuses an unknown implementation
+    entry = _table()[impl]
+    return str(entry["tp_collective"]), tuple(int(v) for v in entry["tp_values_per_token"])

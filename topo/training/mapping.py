@@ -90,6 +90,10 @@ class Mapping:
             return np.transpose(self.experts, rest + [ax]).reshape(-1, self.experts.shape[ax])
         if dim in ("dps", "dpr"):
             return self._hybrid_groups(dim)
+        if dim == "emb":  # Megatron-LM's embedding group: the first and the last pipeline stage's rank alike placed
+            ax = self.axes.index("pp")
+            ends = np.take(self.grid, [0, self.grid.shape[ax] - 1], axis=ax)
+            return np.moveaxis(ends, ax, -1).reshape(-1, 2)
         if dim in ("edps", "edpr"):
             return self._expert_hybrid_groups(dim)
         names = {"dpcp": ("cp", "dp"), "tpcp": ("tp", "cp"), "tpdpcp": ("tp", "cp", "dp")}.get(dim, (dim,))

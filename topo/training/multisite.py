@@ -838,7 +838,7 @@ def _pp(region: Region, one, lay, model, ready: SiteReady) -> AcrossSites:
     peer of the next, so a site's crossing is one rank's sends over its own NIC, not spread over the share's NICs
     (regtree71's Left 1)."""
     K = region.num_sites
-    size = sum(it["size_bytes"] for it in step_traffic(model, lay) if it["dim"] == "pp")
+    size = sum(it["size_bytes"] for it in step_traffic(model, lay) if it["collective"] == "pipeline")
     ranks = pp_boundary_ranks(lay, K)
     a, b, nbytes = _pp_crossings(K, lay, size * ranks)  # a stage's ranks across the job
     nics = dict(site_gpus=(ranks,) * K, channels=ranks)  # one NIC a rank pair, fewer where its servers share them

@@ -86,6 +86,7 @@ from ..fabric.failures import failures_summary
 from ..fabric.fabric import Fabric
 from ..units import format_in, format_time
 from .comm import CommEngine, CommTime, engine_for
+from .cross_entropy import cross_entropy_tp
 from .comm_sms import comm_hbm_Bps, moved_Bps, nccl_p2p_sms, nccl_sms, reduced_gpu, sm_loss_s
 from .dp_overlap import (interleaved_gather_exposed_s, interleaved_reduce_exposed_s, xla_collectives_in_flight,
                          xla_lhs_exposed_s)
@@ -122,6 +123,7 @@ __all__ = ["estimate_step", "step_traffic", "traffic_stage",
 
 ACT_BYTES = 2  # activations and their gradients travel in 16 bits
 FP8_BYTES = 1
+FP32_BYTES = 4  # the loss's maxima and sums (Megatron-LM's and TE's cross-entropy keep them in FP32)
 BULK = ("ag_dgrad", "ag_wgrad")
 """TP collectives userbuffers overlaps in bulk (beside a whole GEMM; NeMo's ``qkv_dgrad``/``fc1_dgrad``,
 ``qkv_wgrad``/``fc1_wgrad`` ``bulk`` configurations): the column-parallel layer's input gathered during its
@@ -174,6 +176,7 @@ def _counted(stages: list, stage: int | None) -> dict:
     counts = {k: sum(u.count(k) for u in best if u not in END_UNITS) for k in BLOCK_KINDS}
     counts[Block.ATTENTION] += counts.pop(Block.LOCAL)  # a local window's TP and CP exchanges are a full layer's (CP: all of K, V)
     counts["layers"] = sum(1 for x in best if x not in END_UNITS)
+    counts.update({u: best.count(u) for u in END_UNITS})  # the stage's own heads (:func:`_head_traffic`)
     return counts
 
 
@@ -311,7 +314,8 @@ _DEGREES = {"dpcp": lambda lay: lay.dp * lay.cp, "tpcp": lambda lay: lay.tp * la
             "edp": lambda lay: lay.expert_dp, "etp": lambda lay: lay.expert_tp,
             "dps": lambda lay: lay.dp_shard_size * lay.cp, "dpr": lambda lay: lay.dp // lay.dp_shard_size,
             "edps": lambda lay: lay.expert_dp_shard_size,
-            "edpr": lambda lay: lay.expert_dp // lay.expert_dp_shard_size}
+            "edpr": lambda lay: lay.expert_dp // lay.expert_dp_shard_size,
+            "emb": lambda lay: 2 if lay.pp > 1 else 1}
 
 
 def group_degree(lay: ParallelLayout, groups_dim: str) -> int:
@@ -400,6 +404,74 @@ def _tp_traffic(t: _Traffic) -> None:
     else:
         for phase, passes in (("microbatch", forward), ("backward", blocks)):
             t.add("tp", "all_reduce", "tp", t.act, t.m * passes, phase=phase)
+
+
+HEAD_PHASES = {"head": "forward", "head_backward": "backward", "head_wgrad": "backward"}
+"""Phases of a stage's heads' TP collectives (:func:`_head_traffic`) and the pass each runs in: ``head`` and
+``head_backward`` block the compute stream (autograd functions' collectives); ``head_wgrad`` is launched
+asynchronously beside the layer's weight-gradient (or input-gradient) GEMM, as the layers' backward exchanges.
+Each item's ``what`` starts ``head:``."""
+
+
+def _head_traffic(t: _Traffic) -> None:
+    """The TP collectives of the stage's own embedding lookups, output layers, MTP projections and losses, as
+    NVIDIA/Megatron-LM@7094270c launches them (none of them a Transformer Engine userbuffers GEMM):
+
+    - ``VocabParallelEmbedding.forward`` (``tensor_parallel/layers.py`` lines 241-271; the first stage's and each
+      MTP depth's lookup): the output reduce-scattered to the sequence shards (backward: the gradient all-gathered,
+      ``mappings.py`` ``_ReduceScatterToSequenceParallelRegion``), or all-reduced without sequence parallelism
+      (backward: none).
+    - The output layer (``ColumnParallelLinear``, ``LinearWithGradAccumulationAndAsyncCommunication``, lines
+      403-510; the last stage's and each MTP depth's): with sequence parallelism its input all-gathered forward
+      (line 434), gathered again for the weight gradient beside the input-gradient GEMM (line 468) and the input
+      gradient reduce-scattered beside the weight-gradient GEMM (line 502); without, the input gradient
+      all-reduced beside it (line 489).
+    - Each MTP depth's ``eh_proj`` (``transformer/multi_token_prediction.py`` lines 373-383, 484-490): a column-
+      parallel linear of the ``2h`` concatenation, as the output layer's; its output gathered along the hidden
+      dimension (``_AllGatherFromTensorParallelRegion``; backward a reduce-scatter) and, with sequence parallelism,
+      split to the sequence shards (backward an all-gather).
+    - The vocabulary-parallel loss of each head: the layout's ``cross_entropy`` implementation's collectives of a
+      few FP32 values a token (:func:`.cross_entropy.cross_entropy_tp`).
+    """
+    lay, c = t.lay, t.c
+    looks, heads, mtp = c["embedding"] + c["mtp_head"], c["logits"] + c["mtp_head"], c["mtp_head"]
+    if lay.tp <= 1 or not (looks or heads):
+        return
+    m, act = t.m, t.act
+    if lay.sequence_parallel:
+        t.add("tp", "reduce_scatter", "tp", act, m * looks, "head", what="head: embedding output")
+        t.add("tp", "all_gather", "tp", act, m * looks, "head_backward", what="head: embedding output gradient")
+        for width, n, name in ((1, heads, "output layer"), (2, mtp, "MTP eh_proj")):
+            t.add("tp", "all_gather", "tp", width * act, m * n, "head", what=f"head: {name} input")
+            t.add("tp", "all_gather", "tp", width * act, m * n, "head_wgrad", what=f"head: {name} input again, for wgrad")
+            t.add("tp", "reduce_scatter", "tp", width * act, m * n, "head_wgrad", what=f"head: {name} input gradient")
+        t.add("tp", "all_gather", "tp", act, m * mtp, "head_backward", what="head: MTP eh_proj output gradient, sequence")
+    else:
+        t.add("tp", "all_reduce", "tp", act, m * looks, "head", what="head: embedding output")
+        t.add("tp", "all_reduce", "tp", act, m * heads, "head_wgrad", what="head: output layer input gradient")
+        t.add("tp", "all_reduce", "tp", 2 * act, m * mtp, "head_wgrad", what="head: MTP eh_proj input gradient")
+    t.add("tp", "all_gather", "tp", act, m * mtp, "head", what="head: MTP eh_proj output, hidden")
+    t.add("tp", "reduce_scatter", "tp", act, m * mtp, "head_backward", what="head: MTP eh_proj output gradient, hidden")
+    coll, values = cross_entropy_tp(lay.cross_entropy)
+    tokens = lay.micro_batch * t.s_cp
+    for v in (values if coll != "none" else ()):
+        size = tokens * v * FP32_BYTES * (lay.tp if coll == "all_gather" else 1)
+        t.add("tp", coll, "tp", size, m * heads, "head", FP32_BYTES, what="head: loss over the vocabulary shards")
+
+
+def _embedding_group_traffic(t: _Traffic) -> None:
+    """Megatron-LM's embedding group (NVIDIA/Megatron-LM@7094270c ``distributed/finalize_model_grads.py``
+    ``_allreduce_word_embedding_grads``, lines 119-150, called from ``finalize_model_grads`` after
+    ``finish_grad_sync``): where the first and last pipeline stages each hold the word embedding (tied embeddings,
+    or MTP on the last stage), the whole ``main_grad`` of the rank's vocabulary shard all-reduced between the two
+    stages' ranks, once a step, blocking before the optimizer. A stage that holds neither end pays none; DualPipe
+    (both ends on one rank) none."""
+    lay, model, c = t.lay, t.model, t.c
+    if lay.pp <= 1 or lay.pipeline_schedule != "1f1b" or not (model.tied_embeddings or model.mtp_layers):
+        return
+    if c["embedding"] or c["logits"] or c["mtp_head"]:
+        size = model.vocab / lay.tp * model.hidden * lay.grad_bytes
+        t.add("pp", "all_reduce", "emb", size, 1, "embedding_grads", lay.grad_bytes, what="embedding group")
 
 
 def _cp_traffic(t: _Traffic) -> None:
@@ -617,10 +689,14 @@ def _router_traffic(t: _Traffic) -> None:
           elem_bytes=COUNT_BYTES)
 
 
-_PARTS = {"all": ("_tp_traffic", "_cp_traffic", "_pp_traffic", "_dp_traffic", "_ep_traffic", "_router_traffic"),
-          "dispatcher_free": ("_tp_traffic", "_cp_traffic", "_pp_traffic", "_dp_traffic", "_router_traffic"),
+_PARTS = {"all": ("_tp_traffic", "_head_traffic", "_cp_traffic", "_pp_traffic", "_embedding_group_traffic",
+                  "_dp_traffic", "_ep_traffic", "_router_traffic"),
+          "dispatcher_free": ("_tp_traffic", "_head_traffic", "_cp_traffic", "_pp_traffic",
+                              "_embedding_group_traffic", "_dp_traffic", "_router_traffic"),
           "dispatcher": ("_ep_traffic",)}  # by name: each builder looked up when called (a replaced one is run)
 BUILDER_COLLECTIVES = {"_tp_traffic": ("all_gather", "reduce_scatter", "all_reduce"),
+                       "_head_traffic": ("all_gather", "reduce_scatter", "all_reduce"),
+                       "_embedding_group_traffic": ("all_reduce",),
                        "_cp_traffic": ("alltoall", "all_gather", "reduce_scatter", "sendrecv"),
                        "_pp_traffic": ("pipeline", "all_gather"),
                        "_dp_traffic": ("all_reduce", "reduce_scatter", "all_gather"),
@@ -1024,7 +1100,8 @@ def _exposed_comms(model: ModelSpec, lay: ParallelLayout, gpu, sc, engine: CommE
     return comms, exposed
 
 
-_TP_PASSES = {"microbatch": "forward", "backward": "backward", "pp_gather": "pipeline", ROUTER_PHASE: "forward"}
+_TP_PASSES = {"microbatch": "forward", "backward": "backward", "pp_gather": "pipeline", ROUTER_PHASE: "forward",
+              **HEAD_PHASES}
 
 
 def _tp_pass(item: dict) -> str:
@@ -1058,7 +1135,7 @@ def _stream_exposed(model: ModelSpec, lay: ParallelLayout, gpu, sc, traffic: lis
         total = one_s * item["calls"]
         if paired is not None and dim == "ep":  # the combined 1F1B's node holds it (:func:`_ep_node`)
             ex = paired * total if _ep_node(item, lay) == EP_COMM_NODE else total
-        elif dim == "tp" and tp_ring_steps(lay) > 1 and item["phase"] != ROUTER_PHASE:
+        elif dim == "tp" and tp_ring_steps(lay) > 1 and item["phase"] != ROUTER_PHASE and item["phase"] not in HEAD_PHASES:
             pairs = sc.tp_pairs.get(item.get("pair"), [])
             ex, rest = tp_ring_exposed_s(one_s, item["calls"], pairs, tp_blocks, lay.tp, item.get("pair") in BULK)
             ex += exposed_comm_s(dim, item["phase"], rest, windows, lay, ep_loss)
@@ -1556,6 +1633,8 @@ def exposed_comm_s(dim: str, phase: str, total: float, windows: dict, lay: Paral
     (:func:`_ep_loss`; 0 in the search's bound). PP: exposed (its sends are counted on the critical path already)."""
     if phase == ROUTER_PHASE:  # the router's blocking count reduction (:func:`_router_traffic`)
         return total
+    if dim == "tp" and phase in HEAD_PHASES:  # no userbuffers GEMM: blocking, or beside its own layer's GEMM
+        return _draw(windows, "tp_backward", total) if phase == "head_wgrad" else total
     if dim == "tp":
         if lay.overlap_tp:
             return _draw(windows, "tp", total)
