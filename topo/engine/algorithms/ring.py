@@ -82,13 +82,35 @@ def channels_for(shape: NodeShape, groups: np.ndarray, channels: int | None = No
     if slots is None:  # domains hold unequal numbers of ranks: one channel per NIC of the smallest domain
         counts = []
         for rows, starts, sizes in run_patterns(groups, shape.gpus_per_domain):
-            r = groups[rows[0]]
-            fewest = min(np.unique(shape.nic_of(r[a:a + k])).size for a, k in zip(starts, sizes))
+            fewest = int(nics_per_run(shape, groups[rows[0]], sizes).min())
             counts.append(fewest * (shape.nics_per_gpu if fewest == sizes.min() else 1))
         return int(min(min(counts), MAX_CHANNELS))
     n, slot = slots
     per_rank = shape.nics_per_gpu if n == slot.size else 1
     return int(min(n * per_rank, MAX_CHANNELS))
+
+
+def nics_per_run(shape: NodeShape, ranks: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+    """The distinct NICs beside each run of ``ranks`` (consecutive runs of ``sizes`` ranks covering the row, as
+    :func:`domain_runs` gives them), in one sort of the row's (run, NIC) pairs rather than one per run.
+
+    Parameters
+    ----------
+    shape : NodeShape
+    ranks : numpy.ndarray
+        One group's GPU ids in NCCL order.
+    sizes : numpy.ndarray
+        The runs' lengths, summing to ``ranks.size``.
+
+    Returns
+    -------
+    numpy.ndarray
+        The count of distinct NICs of each run.
+    """
+    nics = shape.nic_of(ranks)
+    width = int(nics.max()) + 1
+    pairs = np.unique(np.repeat(np.arange(sizes.size, dtype=np.int64), sizes) * width + nics)
+    return np.bincount(pairs // width, minlength=sizes.size)
 
 
 def domain_runs(ranks: np.ndarray, gpus_per_domain: int) -> tuple[np.ndarray, np.ndarray]:
