@@ -1,0 +1,40 @@
+"""tidy74: walk31's and tidy73's small leftovers, each one rule in one place."""
+
+import json
+
+from conftest import run_cli
+from topo.training.model import load_model
+
+SPEC = "dgx-h100-superpod"
+JOB = ["--model", "llama3-8b", "--layout", "tp=8,dp=128,global_batch=1024"]
+
+
+def _plan(*args):
+    return run_cli("plan", SPEC, "--no-collectives", *args, check=True)
+
+
+def test_each_tco_says_what_its_storage_was_sized_for(tmp_path):
+    """walk31: `topo plan` without --model priced storage for a compute-optimal model of the cluster's budget and
+    `report --train` for the job's model, two TCOs for one building with no word why. Each says it, from
+    PlanResult.storage_sized_for: the model, its parameters, checkpoints and data; without a model, how to size
+    it for a job. The checkpoint is parameters x the catalog's bytes per parameter (reliability.checkpoint)."""
+    doc = json.loads(_plan("--json").stdout)
+    said, params = doc["storage_sized_for"], doc["reliability"]["params"]
+    assert said.startswith(f"storage sized for compute-optimal, {params:.3g} parameters (5 checkpoints of ")
+    assert said.endswith("--model M --layout L sizes it for a job's model")
+    assert f"note: the capex and TCO price the {said}" in _plan().stdout.splitlines()
+    doc = json.loads(_plan(*JOB, "--json").stdout)
+    n = load_model("llama3-8b").total_params
+    ckpt_TB = doc["storage"]["checkpoint_bytes"] / 1e12
+    assert doc["reliability"]["params"] == n
+    assert doc["storage_sized_for"] == (f"storage sized for llama3-8b, {n:.3g} parameters (5 checkpoints of "
+                                        f"{ckpt_TB:,.3g} TB and {doc['storage']['dataset_tokens']:.3g} tokens of data)")
+    assert f"note: the capex and TCO price the {doc['storage_sized_for']}" in _plan(*JOB).stdout.splitlines()
+    # side by side: a row under the TCO names each design's
+    rows = run_cli("plan", SPEC, "dgx-b200-superpod", "--no-collectives", check=True).stdout.splitlines()
+    (row,) = [ln for ln in rows if ln.startswith("  storage sized for")]
+    assert row.count("compute-optimal, ") == 2
+    # report --plan --train: the same words in its TCO row as plan --model's
+    out = tmp_path / "r.html"
+    run_cli("report", SPEC, "--plan", "--train", *JOB[1:], "-o", str(out), check=True)
+    assert f"over 5 years; {doc['storage_sized_for']}</td>" in out.read_text()
