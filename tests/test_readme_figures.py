@@ -85,6 +85,10 @@ CASES = [
 ]
 
 
+# tidy74 (walk31 Left 4): the tour's line on fabric.grow_tiers; the same spec without it is refused (tests/test_tidy74.py)
+GROW = "topo describe dgx-h100-superpod --set cluster.num_units=256 --set fabric.grow_tiers=true"
+CASES.append((GROW, [("builds 3 tiers where the 2-tier spec is refused", "3 tiers;")]))
+
 GIVEN = ("topo plan two-site-h100 --no-collectives --one-site",
          "topo estimate gb200-nvl72-superpod --set cluster.num_units=448 --size 1GiB",
          "topo train two-site-h100 --model nemotron4-340b --tp 8 --pp 8 --vpp 12 --global-batch 2304 --outer-every 50",
@@ -93,7 +97,7 @@ GIVEN = ("topo plan two-site-h100 --no-collectives --one-site",
          "--global-batch 2048 --dp-sharding fsdp_grad_op --pipeline-embedding",
          "topo train meta-llama3-24k --model llama3-405b --gpus 16384 --tp 8 --pp 16 --dp 128 --vpp 8 --seq 8192 "
          "--global-batch 2048 --dp-sharding fsdp_grad_op --pipeline-embedding --tokens 15.6e12",
-         CASES[0][0], BY_SIZE)
+         CASES[0][0], BY_SIZE, GROW)
 
 
 def test_the_commands_behind_the_figures_are_in_the_readme():

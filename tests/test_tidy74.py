@@ -2,7 +2,7 @@
 
 import json
 
-from conftest import run_cli
+from conftest import ROOT, run_cli
 from topo.training.model import load_model
 
 SPEC = "dgx-h100-superpod"
@@ -38,3 +38,23 @@ def test_each_tco_says_what_its_storage_was_sized_for(tmp_path):
     out = tmp_path / "r.html"
     run_cli("report", SPEC, "--plan", "--train", *JOB[1:], "-o", str(out), check=True)
     assert f"over 5 years; {doc['storage_sized_for']}</td>" in out.read_text()
+
+
+def test_the_readme_says_what_grow_tiers_does():
+    """walk31 Left 4: fabric.grow_tiers was named by describe's error and the spec reference, not the README's tour.
+    Its line's command builds 3 tiers (tests/test_readme_figures.py); without the key the spec is refused with the
+    key named."""
+    p = run_cli("describe", SPEC, "--set", "cluster.num_units=256")
+    assert p.returncode == 2 and p.stderr.count("\n") == 1 and "set fabric.grow_tiers = true" in p.stderr
+    readme = (ROOT / "README.md").read_text()
+    tour = readme[readme.index("A fabric may have up to 8 tiers"):readme.index("## Planning a cluster")]
+    assert "`fabric.grow_tiers = true`" in tour
+
+
+def test_the_readme_says_designs_of_different_sizes_need_dp():
+    """walk31 Left 3: one --layout on 65,536 B200 and 64,512 GB200 without dp fills each (tp 8 x pp 16: dp 512 and
+    504), and one global batch of 8,192 does not divide 504; the README's comparison says to give dp."""
+    flat = " ".join((ROOT / "README.md").read_text().split())
+    assert 65_536 // 128 == 512 and 64_512 // 128 == 504 and 8_192 % 504 and 8_064 % 504 == 0
+    assert "to compare designs of different sizes on one job, give `dp=`" in flat
+    assert "designs of different sizes compare one job with `dp=` given" in flat
