@@ -4,6 +4,8 @@ import json
 
 from conftest import ROOT, run_cli
 from topo.training.model import load_model
+from topo.training.parallel import make_layout
+from topo.training.unit_params import block_params_on_gpu
 
 SPEC = "dgx-h100-superpod"
 JOB = ["--model", "llama3-8b", "--layout", "tp=8,dp=128,global_batch=1024"]
@@ -58,3 +60,18 @@ def test_the_readme_says_designs_of_different_sizes_need_dp():
     assert 65_536 // 128 == 512 and 64_512 // 128 == 504 and 8_192 % 504 and 8_064 % 504 == 0
     assert "to compare designs of different sizes on one job, give `dp=`" in flat
     assert "designs of different sizes compare one job with `dp=` given" in flat
+
+
+def test_an_moe_blocks_router_and_norm_are_one_formula():
+    """tidy73 Left (b): block_params_on_gpu wrote the MoE block's router and norm (h x experts + h) beside
+    block_params; both read ModelSpec.router_and_norm_params. DeepSeek-V3 (deepseek-ai/DeepSeek-V3 config.json:
+    hidden_size 7168, n_routed_experts 256): 7,168 x 257 = 1,842,176. On one GPU (tp = ep = etp = 1) an MoE block's
+    dense and expert parameters sum to its weights less the router's expert bias (a buffer, no optimizer state)."""
+    m = load_model("deepseek-v3-671b")
+    assert m.router_and_norm_params == 7_168 * 257 == 1_842_176 and m.router_params == 7_168 * 256
+    one = make_layout(tp=1, dp=1, global_batch=1)
+    assert sum(block_params_on_gpu(m, one, "E")) == m.block_params("E") - m.router_bias_params
+    q = load_model("qwen3-30b-a3b")  # Qwen/Qwen3-30B-A3B config.json: hidden_size 2048, num_experts 128
+    assert q.router_and_norm_params == 2_048 * 129 and q.router_bias_params == 0
+    assert sum(block_params_on_gpu(q, one, "E")) == q.block_params("E")
+    assert load_model("llama3-8b").router_and_norm_params == 0
