@@ -75,3 +75,18 @@ def test_an_moe_blocks_router_and_norm_are_one_formula():
     assert q.router_and_norm_params == 2_048 * 129 and q.router_bias_params == 0
     assert sum(block_params_on_gpu(q, one, "E")) == q.block_params("E")
     assert load_model("llama3-8b").router_and_norm_params == 0
+
+
+def test_llama3_parameter_counts_are_the_released_checkpoints():
+    """Llama 3 / 3.1's files read vocab 128,000 (arXiv 2407.21783 Table 3's rounding); Meta's config.json gives
+    vocab_size 128,256 for each (https://huggingface.co/meta-llama/Llama-3.1-8B/blob/main/config.json, -70B, -405B),
+    and the checkpoints hold 8,030,261,248 / 70,553,706,496 / 405,853,388,800 parameters (Hugging Face's safetensors
+    totals, 8.03B / 70.6B / 406B on the model pages). By hand: L (2 h^2 + 2 h kv + 3 h ffn + 2 h) + 2 V h + h."""
+    for name, (L, h, ffn, n) in {"llama3-8b": (32, 4_096, 14_336, 8_030_261_248),
+                                 "llama3-70b": (80, 8_192, 28_672, 70_553_706_496),
+                                 "llama3-405b": (126, 16_384, 53_248, 405_853_388_800)}.items():
+        m = load_model(name)
+        assert m.vocab == 128_256, name
+        assert L * (2 * h * h + 2 * h * 1_024 + 3 * h * ffn + 2 * h) + 2 * 128_256 * h + h == n
+        assert m.total_params == n, name
+
