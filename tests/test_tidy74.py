@@ -2,7 +2,14 @@
 
 import json
 
+import numpy as np
+import pytest
+
 from conftest import ROOT, run_cli
+from small_regions import region_file, two_sites
+from topo.fabric.region import build_region
+from topo.training.dp_across import dp_ranks_per_node
+from topo.training.multisite import estimate_across_sites
 from topo.training.model import load_model
 from topo.training.parallel import make_layout
 from topo.training.unit_params import block_params_on_gpu
@@ -90,3 +97,38 @@ def test_llama3_parameter_counts_are_the_released_checkpoints():
         assert L * (2 * h * h + 2 * h * 1_024 + 3 * h * ffn + 2 * h) + 2 * 128_256 * h + h == n
         assert m.total_params == n, name
 
+
+# regpp73 Left 1: two DGX H100 SUs 40 km apart on 16 x 800 Gb/s (tests/small_regions.py), one 400 Gb/s ConnectX-7 a
+# GPU, 50 GB/s (../shared/data/hardware.md, DGX H100 RA); 8 GPUs a server
+REGION = two_sites("t74", "two SUs", "dgx-h100-superpod", 1)
+CROWDED = dict(tp=4, dp=8, global_batch=8, seq_len=4096)  # 4 replicas a site: a DP group's ranks 0, 4, 8, 12: 2 a node
+
+
+def test_a_dp_groups_ranks_on_one_node():
+    """The most ranks of a data-parallel group on one 8-GPU node: 2 at a stride of 4, 1 at a stride of 8, 8 at tp 1."""
+    assert dp_ranks_per_node(np.array([[0, 4, 8, 12], [1, 5, 9, 13]]), 8) == 2
+    assert dp_ranks_per_node(np.array([[0, 8, 16, 24]]), 8) == 1
+    assert dp_ranks_per_node(np.arange(16).reshape(1, 16), 8) == 8
+
+
+def test_the_flat_ring_is_not_priced_where_a_dp_group_shares_a_node(tmp_path_factory):
+    """The flat cross-DC ring's crossings assume one rank of a data-parallel group a node (regpp73, section 333);
+    with tp 4 on 8-GPU servers each group has 2 ranks a node: auto takes the hierarchical reduction, 2 hop +
+    V / (16 NICs x 50 GB/s) over the share's 16 GPUs, and says why the ring was not priced."""
+    region = build_region(region_file(tmp_path_factory, REGION, "t74"))
+    job = estimate_across_sites(region, load_model("llama3-8b"), make_layout(**CROWDED))
+    s = job.strategies[0]
+    assert s.dci_time_s == pytest.approx(s.latency_s + s.dci_bytes_per_step / (16 * 50e9), rel=1e-12)
+    line = next(a for a in job.assumptions if a.startswith("dp across sites: the gradients cross"))
+    assert "by the hierarchical reduction (the only one priced)" in line
+    assert "flat cross-DC ring not priced: a data-parallel group has up to 2 ranks on one node" in line
+
+
+def test_the_flat_ring_named_where_a_dp_group_shares_a_node_is_one_line(tmp_path_factory):
+    path = region_file(tmp_path_factory, REGION + '[nccl]\ndp_reduction = "flat_ring"\n', "t74")
+    p = run_cli("train", path, "--model", "llama3-8b", "--tp", "4", "--dp", "8", "--global-batch", "8")
+    assert p.returncode == 2 and "Traceback" not in p.stderr and len(p.stderr.strip().splitlines()) == 1
+    assert p.stderr.startswith("error: nccl.dp_reduction: 'flat_ring': ") and "allowed here: hierarchical or auto" \
+        in p.stderr, p.stderr
+    ok = run_cli("train", path, "--model", "llama3-8b", "--tp", "8", "--dp", "4", "--global-batch", "8")
+    assert ok.returncode == 0, ok.stderr  # one rank a node: the ring is priced
