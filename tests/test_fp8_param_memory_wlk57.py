@@ -10,8 +10,9 @@ scale per 128 x 128 block and direction), an MXFP8 tensor both directions (plus 
 direction). So per layer parameter: 1 + 1 on Hopper, 1 on Blackwell, 2 + 8 / 16,384 blockwise, 2 + 2 / 32 MXFP8;
 the embedding and the untied output layer stay at ``weight_bytes`` (2).
 
-Llama 3 8B at tp 1, dp 8, ZeRO-1: n parameters, ends = 2 x 128,000 x 4,096 + 4,096 (the two tables and the final
-norm, as tests/test_training_fp8_param_gather.py counts them), every weight on each GPU."""
+Llama 3 8B at tp 1, dp 8, ZeRO-1: n parameters, ends = 2 x 128,256 x 4,096 + 4,096 (the two tables and the final
+norm, as tests/test_training_fp8_param_gather.py counts them; vocab 128,256 from Meta's config.json,
+https://huggingface.co/meta-llama/Llama-3.1-8B/blob/main/config.json: vocab_size 128256), every weight on each GPU."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ from topo.training.model import load_model
 from topo.training.parallel import make_layout
 
 M = load_model("llama3-8b")
-ENDS = 2 * 128_000 * 4_096 + 4_096
+ENDS = 2 * 128_256 * 4_096 + 4_096
 KW = dict(tp=1, dp=8, global_batch=64, seq_len=8192, precision="fp8")
 
 

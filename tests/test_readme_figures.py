@@ -51,15 +51,15 @@ CASES = [
      [("with a batch of 768 it would be 85.6%", "        85.6%")]),
     # share72: a region's replicas by its sites' size (regshare71), and the equal split the README gives beside it
     (BY_SIZE,
-     [("by size: east dp 192, west dp 64, 378.0 ms (92.1%)", "(east dp 192, west dp 64)"),
-      ("378.0 ms (92.1%)", "378.0 ms        92.1%"), ("by size: east dp 192", "all 2,048 GPUs of the region run it")]),
+     [("by size: east dp 192, west dp 64, 378.1 ms (92.1%)", "(east dp 192, west dp 64)"),
+      ("378.1 ms (92.1%)", "378.1 ms        92.1%"), ("by size: east dp 192", "all 2,048 GPUs of the region run it")]),
     (BY_SIZE + " --shares equal",
-     [("--shares equal: dp 64 a site, 1,024 GPUs idle, 676.2 ms", "676.2 ms"),
+     [("--shares equal: dp 64 a site, 1,024 GPUs idle, 676.3 ms", "676.3 ms"),
       ("1,024 GPUs idle", "1,024 of the region's 2,048 GPUs run no part of it")]),
     ("topo train dgx-h100-superpod --model llama3-8b --gpus 1024 --tp 8 --pp 2 --dp 64 --global-batch 256",
-     [("(a step of 424 ms)", "step time   423.8 ms"),
-      ('"uncertainty 376.8 ms - 484.4 ms: on 20 published Hopper runs of dense BF16 models whose family the fit '
-       'never saw, half were within 4%', "uncertainty 376.8 ms - 484.4 ms: on 20 published Hopper runs of dense BF16 "
+     [("(a step of 424 ms)", "step time   423.9 ms"),
+      ('"uncertainty 376.8 ms - 484.5 ms: on 20 published Hopper runs of dense BF16 models whose family the fit '
+       'never saw, half were within 4%', "uncertainty 376.8 ms - 484.5 ms: on 20 published Hopper runs of dense BF16 "
        "models whose family the fit never saw, half were within 4%")]),
     ("topo train meta-llama3-24k --model llama3-405b --gpus 8192 --tp 8 --pp 16 --dp 64 --vpp 8 --seq 8192 "
      "--global-batch 2048 --dp-sharding fsdp_grad_op --pipeline-embedding",
@@ -85,6 +85,10 @@ CASES = [
 ]
 
 
+# tidy74 (walk31 Left 4): the tour's line on fabric.grow_tiers; the same spec without it is refused (tests/test_tidy74.py)
+GROW = "topo describe dgx-h100-superpod --set cluster.num_units=256 --set fabric.grow_tiers=true"
+CASES.append((GROW, [("builds 3 tiers where the 2-tier spec is refused", "3 tiers;")]))
+
 GIVEN = ("topo plan two-site-h100 --no-collectives --one-site",
          "topo estimate gb200-nvl72-superpod --set cluster.num_units=448 --size 1GiB",
          "topo train two-site-h100 --model nemotron4-340b --tp 8 --pp 8 --vpp 12 --global-batch 2304 --outer-every 50",
@@ -93,7 +97,7 @@ GIVEN = ("topo plan two-site-h100 --no-collectives --one-site",
          "--global-batch 2048 --dp-sharding fsdp_grad_op --pipeline-embedding",
          "topo train meta-llama3-24k --model llama3-405b --gpus 16384 --tp 8 --pp 16 --dp 128 --vpp 8 --seq 8192 "
          "--global-batch 2048 --dp-sharding fsdp_grad_op --pipeline-embedding --tokens 15.6e12",
-         CASES[0][0], BY_SIZE)
+         CASES[0][0], BY_SIZE, GROW)
 
 
 def test_the_commands_behind_the_figures_are_in_the_readme():

@@ -15,9 +15,9 @@ data-parallel collectives, as the run's optimizer sends them, for each sharding.
   (``fsdp_reshard_after_forward``: gathered before forward and backward) ``(D-1)/D m (G + 2 W)``, kept from the
   forward ``(D-1)/D m (G + W)``.
 
-G = 4 B x Llama 3 8B's parameters (Meta's model card: 8.03B; fp32 gradient reduction), topo's vocabulary 128,000 x
-hidden 4,096 for each of the embedding and the (untied) output layer, and the final norm's 4,096
-(topo/data/models/llama3-8b.toml). Region: two
+G = 4 B x Llama 3 8B's parameters (Meta's model card: 8.03B; fp32 gradient reduction), the vocabulary 128,256
+(Meta's config.json, tidy74) x hidden 4,096 for each of the embedding and the (untied) output layer, and the final
+norm's 4,096 (topo/data/models/llama3-8b.toml). Region: two
 DGX H100 SUs 40 km apart (K = 2); TP 8, dp 4 (D = 4), global batch 8, micro-batch 1: m = 2 a replica.
 """
 
@@ -31,7 +31,7 @@ from topo.training.parallel import make_layout
 
 TEXT = two_sites("rdb73", "two SUs", "dgx-h100-superpod", 1)
 BASE = dict(tp=8, dp=4, global_batch=8, seq_len=4096)
-EMBED_AND_HEAD = 2 * 128_000 * 4_096 + 4_096  # and the final norm, topo's end units (memory.end_unit_params)
+EMBED_AND_HEAD = 2 * 128_256 * 4_096 + 4_096  # and the final norm, topo's end units (memory.end_unit_params)
 D, M = 4, 2
 
 

@@ -35,10 +35,11 @@ def test_gpt_is_eq3_without_recomputation_and_with_causal_scores(name):
 
 def test_llama3_405b_gqa_swiglu():
     # Llama 3 405B (arXiv 2407.21783 Table 3): l 126, h 16384, ffn 53248, 128 heads, 8 KV heads, head dim 128,
-    # V 128,000 as Table 3 gives it (a multiple of 128 x 8: no padding). transformer_flops: 3 x 2 x [h (q + k + v) + q h] attention projections,
+    # V_pad 129,024: Meta's config.json's vocab_size 128,256 (https://huggingface.co/meta-llama/Llama-3.1-405B/blob/
+    # main/config.json; Table 3 rounds it to 128,000) padded to a multiple of 128 x tp 8 = 1,024 (126 x 1,024). transformer_flops: 3 x 2 x [h (q + k + v) + q h] attention projections,
     # 3 x 2 x h x ffn x 3 SwiGLU MLP, 3 x 2 x q / 2 x 2 x s core attention, 3 x 2 x h x V_pad logits
     m = load_model("llama3-405b")
-    L, h, ffn, q, kv, s, V = 126, 16384, 53248, 128 * 128, 8 * 128, 8192, 128000
+    L, h, ffn, q, kv, s, V = 126, 16384, 53248, 128 * 128, 8 * 128, 8192, 129024
     per_token = (3 * 2 * L * (h * (q + 2 * kv) + q * h) + 3 * 2 * L * h * ffn * 3 + 3 * 2 * L * q / 2 * 2 * s
                  + 3 * 2 * h * V)
     lay = make_layout(global_batch=16, seq_len=s, tp=8, dp=1)

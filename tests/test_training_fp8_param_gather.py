@@ -29,14 +29,15 @@ def _bytes(traffic, coll):
 def test_llama3_8b_gathers_its_layers_at_one_byte_and_its_ends_at_two():
     """Llama 3 8B, one stage, ZeRO-1 over 8 GPUs: the gather carries every parameter the reduce-scatter does
     (bf16 gradients: 2 bytes each), the layers' at 1 byte and the embedding and the untied output layer
-    (2 x 128,000 x 4,096 with the model file's vocabulary, plus the final norm's 4,096) at 2: by hand, 2 n - (n - ends) bytes."""
+    (2 x 128,256 x 4,096, the vocabulary of Meta's config.json,
+    https://huggingface.co/meta-llama/Llama-3.1-8B/blob/main/config.json, plus the final norm's 4,096) at 2: by hand, 2 n - (n - ends) bytes."""
     m = load_model("llama3-8b")
     kw = dict(tp=1, dp=8, global_batch=64, seq_len=8192, precision="fp8", grad_reduce_bytes=2.0)
     on = step_traffic(m, make_layout(fp8_param_gather=True, **kw))
     off = step_traffic(m, make_layout(**kw))
     n = _bytes(on, "reduce_scatter") / 2.0
-    ends = 2 * 128_000 * 4_096 + 4_096
-    assert 7.9e9 < n < 8.1e9  # Llama 3 8B: 8.03B parameters (Meta's model card)
+    ends = 2 * 128_256 * 4_096 + 4_096
+    assert n == 8_030_261_248  # Llama 3.1 8B: the checkpoint's count (huggingface.co/meta-llama/Llama-3.1-8B: 8.03B)
     assert _bytes(on, "all_gather") == pytest.approx((n - ends) * 1 + ends * 2, rel=1e-12)
     assert _bytes(off, "all_gather") == pytest.approx(2 * n, rel=1e-12)
     # the reduction is unchanged: gradients stay in their reduce dtype
@@ -91,7 +92,7 @@ def test_mxfp8_weights_are_gathered_in_bf16_through_the_gradient_buffer():
     n = _bytes(mx_on, "reduce_scatter") / 2.0
     assert _bytes(mx_on, "all_gather") == pytest.approx(2 * n, rel=1e-12)
     assert _bytes(mx_on, "all_gather") == _bytes(mx_off, "all_gather")
-    ends = 2 * 128_000 * 4_096 + 4_096
+    ends = 2 * 128_256 * 4_096 + 4_096
     for recipe in ("current", "delayed", "blockwise"):
         on = step_traffic(m, make_layout(fp8_param_gather=True, fp8_recipe=recipe, **kw))
         assert _bytes(on, "all_gather") == pytest.approx((n - ends) * 1 + ends * 2, rel=1e-12), recipe

@@ -464,6 +464,7 @@ def _ownership_lines(r: PlanResult) -> list[str]:
                  for x in r.price_sensitivity[:5]]
     return [table(rows, [f"ownership over {o.years:g} years", "expected", "low", "high"],
                   right=[False, True, True, True]),
+            *([f"note: the capex and TCO price the {r.storage_sized_for()}"] if r.storage is not None else []),
             f"note: low and high put every price at its low or high end together ({len(cr.prices)} prices; "
             "ends and their sources under --json 'cost_range'); a price you override is a quote, without a range"]
 
@@ -764,6 +765,8 @@ def render_comparison(results: list[PlanResult]) -> str:
             rows += _breakdown([_by(r.bom.switches, lambda x: x.tier, lambda x: x.model) for r in results])
         elif key == "transceivers":
             rows += _breakdown([_by(r.bom.transceivers, lambda x: x.type, lambda x: None) for r in results])
+        elif key == "tco_usd":  # walk31: two TCOs for one building, their storage sized for two models
+            rows.append(["  storage sized for"] + [r.storage_model() or "-" for r in results])
         elif key in ("crosspod_all_reduce_s", "crosspod_alltoall_s"):
             which = "all_reduce_bottleneck" if key == "crosspod_all_reduce_s" else "alltoall_bottleneck"
             rows.append(["  bound by"] + [getattr(r.network, which) or "-" for r in results])

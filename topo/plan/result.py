@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..units import format_count, whole_bytes
+from ..units import format_count, format_in, whole_bytes
 from .blast import BlastRadius
 from .bom import BillOfMaterials
 from .compute import ComputeBudget
@@ -90,6 +90,39 @@ class PlanResult:
         held = rel.hot_spare_servers * (self.num_gpus // self.num_servers)
         return (f" on the job's {format_count(rel.training_gpus)} GPUs ({format_count(held)} held as hot spares, "
                 f"{format_count(idle - held)} idle)")
+
+    def storage_model(self) -> str:
+        """Whose checkpoints and data the storage priced in the capex and TCO holds, in a few words: the job's model
+        (``training``, ``--model``), ``compute-optimal`` (for the compute budget), ``plan.workload.params``, each with
+        its parameters; ``per GPU`` where storage.sizing says so; "" without storage."""
+        st, rel = self.storage, self.reliability
+        if st is None:
+            return ""
+        if st.sizing == "per_gpu":
+            return "per GPU"
+        if self.training is not None:
+            who = self.training.model
+        elif rel.params_source.startswith("derived: compute-optimal"):
+            who = "compute-optimal"
+        else:
+            who = "plan.workload.params"
+        return f"{who}, {rel.params:.3g} parameters"
+
+    def storage_sized_for(self) -> str:
+        """What the storage priced in the capex and TCO was sized for, in words, as ``plan`` and ``report --plan``
+        say it beside their TCO (walk31: ``plan`` without a job and ``report --train`` gave one building two TCOs,
+        $6.711B and $6.569B, for storage sized for two models): :meth:`storage_model` with its checkpoints and data,
+        and how to size it for a job where no model was named; "" without storage."""
+        st, who = self.storage, self.storage_model()
+        if st is None:
+            return ""
+        if st.sizing == "per_gpu":
+            return "storage sized per GPU (storage.sizing = \"per_gpu\"), not for a model's checkpoints"
+        out = (f"storage sized for {who} ({st.checkpoints_kept} checkpoints of "
+               f"{format_in(st.checkpoint_bytes, 'TB', ',.3g')} and {st.dataset_tokens:.3g} tokens of data)")
+        if who.startswith("compute-optimal"):
+            out += ": a model of the compute line's FLOP; --model M --layout L sizes it for a job's model"
+        return out
 
     @property
     def cost_per_effective_gpu_hour_usd(self) -> float:
@@ -184,7 +217,8 @@ class PlanResult:
             "capex_usd": h["capex_usd"], "network_capex_usd": h["network_capex_usd"],
             "transceivers": self.bom.num_transceivers, "nic_modules": self.nic_modules,
             "peak_flop_per_s": self.compute.peak_flop_per_s, "goodput": self.reliability.goodput,
-            "tco_usd": h["tco_usd"], "cost_per_gpu_hour_usd": h["cost_per_gpu_hour_usd"],
+            "tco_usd": h["tco_usd"], "storage_sized_for": self.storage_sized_for(),
+            "cost_per_gpu_hour_usd": h["cost_per_gpu_hour_usd"],
             "cost_per_effective_gpu_hour_usd": h["cost_per_effective_gpu_hour_usd"],
             "co2_per_year_kg": h["co2_per_year_kg"],
             "cost_per_pflop_hour_usd": h["cost_per_pflop_hour_usd"],

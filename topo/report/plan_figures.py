@@ -214,7 +214,8 @@ def summary_table_html(results: Sequence[PlanResult]) -> str:
         ("water per year", lambda r: f"{format_in(r.power.water_per_year_L, 'million L', ',.1f')} at WUE "
                                      f"{r.power.wue_L_per_kWh:g} L/kWh"),
         ("energy cost per year", lambda r: _span(r, "energy_cost_per_year_usd", _musd)),
-        ("TCO", lambda r: f"{_span(r, 'tco_usd', _musd)} over {r.ownership.years:g} years"),
+        ("TCO", lambda r: f"{_span(r, 'tco_usd', _musd)} over {r.ownership.years:g} years"
+                          + (f"; {r.storage_sized_for()}" if r.storage is not None else "")),
         ("cost per GPU-hour", lambda r: _span(r, "cost_per_gpu_hour_usd", lambda v: f"${v:,.2f}")),
         ("CO2 per year", lambda r: f"{format_in(r.ownership.co2_per_year_kg, 'kt', ',.0f')} at "
                                    f"{r.ownership.grid_kg_co2_per_kWh:g} kg/kWh"),

@@ -35,6 +35,12 @@ The bytes are the one-site step's (:func:`topo.training.step.step_traffic`'s dat
 :func:`topo.training.multisite.replica_dp_bytes`): the in-site part moves what the one-site step's reduction moves (a
 ring of ``D`` ranks moves ``2(D-1)/D`` of a shard per rank inside a site, the one-site reduction ``2(d-1)/d``: equal
 to within ``1/d``), so the two forms differ in the crossing alone.
+
+The flat ring's crossing assumes each data-parallel group has one rank a node (TP x CP filling a node): where a
+placement puts several of a group's ranks on one node (tp 1 or 4 on 8-GPU servers), NCCL's ring links them inside
+the node and ``channelToNode`` picks nodes, not ranks, so which of their NICs a channel leaves by is not modelled.
+There the flat ring is not priced: ``auto`` takes the hierarchical reduction and says why, and
+``nccl.dp_reduction = "flat_ring"`` is refused in one line (:func:`pick_dp_crossing`; regpp73's Left 1).
 """
 
 from __future__ import annotations
@@ -44,10 +50,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..engine.algorithms.across_sites import Phase, window_s
+from ..engine.placement import distinct_per_row
 from ..engine.region_estimate import dci_phase, nccl_buffer_bytes
+from ..errors import TopoError
 from ..fabric.region import Region
 
-__all__ = ["DP_REDUCTIONS", "DpCrossing", "ReplicaBytes", "dp_crossings", "pick_dp_crossing"]
+__all__ = ["DP_REDUCTIONS", "DpCrossing", "ReplicaBytes", "dp_crossings", "dp_ranks_per_node", "pick_dp_crossing"]
 
 DP_REDUCTIONS = ("hierarchical", "flat_ring")
 """The forms a region's ``nccl.dp_reduction`` names (besides ``auto``, the faster)."""
@@ -96,8 +104,9 @@ class DpCrossing:
 
 
 def dp_crossings(region: Region, V: ReplicaBytes, replicas: int, replica_gpus: int, channels: int,
-                 site_gpus=None) -> dict[str, DpCrossing]:
-    """Both forms of the gradients' crossing (see the module doc), by name.
+                 site_gpus=None, ranks_per_node: int = 1) -> dict[str, DpCrossing]:
+    """Both forms of the gradients' crossing (see the module doc), by name; the hierarchical alone where a
+    data-parallel group has several ranks on one node (``ranks_per_node`` above 1: the flat ring not priced).
 
     Parameters
     ----------
@@ -112,6 +121,8 @@ def dp_crossings(region: Region, V: ReplicaBytes, replicas: int, replica_gpus: i
         NCCL's channels (:func:`~topo.engine.region_estimate.region_channels`).
     site_gpus : sequence of int, optional
         Each site's share's GPUs, whose NICs carry its bytes (None: every GPU of each site).
+    ranks_per_node : int, optional
+        The most ranks of one data-parallel group on one node (:func:`dp_ranks_per_node`).
 
     Returns
     -------
@@ -123,6 +134,8 @@ def dp_crossings(region: Region, V: ReplicaBytes, replicas: int, replica_gpus: i
     X = 2 * (K - 1) / K * V.gradient_bytes
     ph, loads = dci_phase(region, a, b, X, 2 * (K - 1), site_gpus=site_gpus)
     out = {"hierarchical": DpCrossing("hierarchical", ph, loads, X, 2 * (K - 1), None, 0.0)}
+    if ranks_per_node > 1:
+        return out
     D = replicas
     Xr = V.ring_crossing_bytes(D)
     nics = replica_gpus * (channels if region.spec.nccl.scatter_xdc else 1)
@@ -150,6 +163,33 @@ def pick_dp_crossing(region: Region, forms: dict[str, DpCrossing]) -> DpCrossing
     DpCrossing
     """
     want = region.spec.nccl.dp_reduction
+    if want not in ("auto", *forms):
+        raise TopoError(f"{want!r}: NCCL's flat cross-DC ring is priced where each data-parallel "
+                        f"group has one rank a node (its crossings leave by one rank's NICs a node), and this placement "
+                        f"puts several of a group's ranks on one node; allowed here: hierarchical or auto (or a tp x cp "
+                        f"that fills a node)", key="nccl.dp_reduction")
     if want != "auto":
         return forms[want]
     return min(forms.values(), key=lambda f: f.phase.time_s)
+
+
+def dp_ranks_per_node(groups: np.ndarray, gpus_per_node: int) -> int:
+    """The most ranks any data-parallel group has on one node: its size over the nodes it spans, at the widest
+    crowding (1 where every group has one rank a node).
+
+    Parameters
+    ----------
+    groups : numpy.ndarray
+        ``[groups, size]`` GPU ids of the data-parallel groups (:meth:`topo.training.mapping.Mapping.groups`).
+    gpus_per_node : int
+        GPUs a server holds.
+
+    Returns
+    -------
+    int
+
+    >>> dp_ranks_per_node(np.array([[0, 4, 8, 12]]), 8), dp_ranks_per_node(np.array([[0, 8, 16]]), 8)
+    (2, 1)
+    """
+    g = np.asarray(groups)
+    return int(np.max(-(-g.shape[1] // distinct_per_row(g // gpus_per_node))))

@@ -78,7 +78,7 @@ def layer_flops(model: ModelSpec, seq: int) -> LayerFlops:
 def _moe_block(model: ModelSpec) -> float:
     """Forward FLOPs per token of one MoE block: the routed top-k and shared experts and the router."""
     m = model.moe
-    return 2 * (m.active_experts + m.shared_experts) * model.expert_params + 2 * model.hidden * m.experts
+    return 2 * (m.active_experts + m.shared_experts) * model.expert_params + 2 * model.router_params
 
 
 def _layers_forward(model: ModelSpec, f: LayerFlops) -> float:

@@ -415,7 +415,20 @@ class ModelSpec(_Strict):
             return self.mamba_params + h
         m = self.moe
         n = m.active_experts if active else m.experts
-        return (n + m.shared_experts) * self.expert_params + h * m.experts + self.router_bias_params + h
+        return (n + m.shared_experts) * self.expert_params + self.router_and_norm_params + self.router_bias_params
+
+    @property
+    def router_params(self) -> int:
+        """The router's weight of an MoE block: ``hidden x experts`` (one score a routed expert from the token's
+        hidden state); 0 without MoE."""
+        return self.hidden * self.moe.experts if self.moe is not None else 0
+
+    @property
+    def router_and_norm_params(self) -> int:
+        """An MoE block's weights outside its experts that train: the router's (:attr:`router_params`) and the
+        block's norm (``hidden``); not the router's expert bias (:attr:`router_bias_params`, a buffer). The one
+        place :meth:`block_params` and :func:`topo.training.unit_params.block_params_on_gpu` take it from."""
+        return self.router_params + self.hidden if self.moe is not None else 0
 
     @property
     def router_bias_params(self) -> int:

@@ -40,7 +40,7 @@ from ..engine.region_estimate import (PROFILE_PRICES, chain_hops_s, check_region
 from ..fabric.region_split import split_notes
 from ..fabric.region import Region
 from ..units import format_size, format_time, whole_bytes
-from .dp_across import ReplicaBytes, dp_crossings, pick_dp_crossing
+from .dp_across import ReplicaBytes, dp_crossings, dp_ranks_per_node, pick_dp_crossing
 from .fp8_amax import AMAX_GROUP, AMAX_PHASE, amax_group, amax_reductions
 from .mapping import EXPERT_DP_GROUPS, default_placement, free_gpus, map_layout, refuse_failed_gpus
 from .memory import busiest_stage, end_unit_params, stage_params
@@ -457,8 +457,10 @@ def _across_from(region: Region, fabric, model: ModelSpec, lay: ParallelLayout, 
                                                            "global_batch": placed.global_batch * K}))
     nic_gpus = tuple(replica * d for d in dps)  # share72: a share's bytes cross its own GPUs' NICs (site order)
     amax_s, amax_calls = _amax_across_s(region, model, placed, channels or region_channels(region), nic_gpus)
-    out.strategies.append(_dp(region, one, site_lay, V, amax_s, ready, nic_gpus, channels))
-    out.assumptions.append(_dp_form_note(region, site_lay, V, nic_gpus, channels))
+    crowd = dp_ranks_per_node(map_layout(placed, fabric.spec.gpus_per_domain, fabric.layout.num_gpus).groups("dp"),
+                              fabric.layout.gpus_per_server)  # regpp73 Left 1: the flat ring assumes one a node
+    out.strategies.append(_dp(region, one, site_lay, V, amax_s, ready, nic_gpus, channels, crowd))
+    out.assumptions.append(_dp_form_note(region, site_lay, V, nic_gpus, channels, crowd))
     out.assumptions += _amax_note(out.strategies[-1], amax_s, amax_calls, ready.slowest_s)
     if len(set(dps)) > 1:  # a pipeline's stages pair the sites' replicas one to one
         out.assumptions.append(f"pp across sites: not timed, the sites run unequal shares ({_dp_text(out)}); "
@@ -762,7 +764,7 @@ def dp_window_s(one: StepResult, lay: ParallelLayout) -> float:
 
 
 def _dp(region: Region, one, lay, V: ReplicaBytes, amax_s: float = 0.0, ready: SiteReady | None = None,
-        site_gpus=None, channels: int | None = None) -> AcrossSites:
+        site_gpus=None, channels: int | None = None, ranks_per_node: int = 1) -> AcrossSites:
     r"""DP across the sites: the gradients' hierarchical all-reduce (the cross-site phase in the window the in-site
     reduction leaves in the last backward; the FP8 amax all-reduces are no DP traffic and take no part in that
     window) and ``amax_s``, the amax reductions' crossing (:func:`_amax_across_s`), exposed; seen from the site
@@ -783,13 +785,14 @@ def _dp(region: Region, one, lay, V: ReplicaBytes, amax_s: float = 0.0, ready: S
     amax_s`, so that :math:`T \le T_s / 0.95`): the edge within :math:`E`, the phase within :math:`E + T_s - R`.
     ``site_gpus``: each site's share's GPUs, whose NICs carry the site's shards (each GPU its own, share72). The
     cross-site phase is the hierarchical reduction's or NCCL's flat cross-DC ring's, the faster unless the region's
-    ``nccl.dp_reduction`` names one (:func:`.dp_across.dp_crossings`; ``channels``: NCCL's, None the region's).
+    ``nccl.dp_reduction`` names one (:func:`.dp_across.dp_crossings`; ``channels``: NCCL's, None the region's;
+    ``ranks_per_node``: a data-parallel group's most on one node, above 1 the flat ring not priced).
     """
     K = region.num_sites
     a, b = _ring(K)
     gpus = site_gpus or (lay.gpus,) * K
     cross = pick_dp_crossing(region, dp_crossings(region, V, sum(gpus) * lay.dp // lay.gpus, lay.gpus // lay.dp,
-                                                  channels or region_channels(region), site_gpus))
+                                                  channels or region_channels(region), site_gpus, ranks_per_node))
     ph, loads = cross.phase, cross.loads
     T1 = one.step_time_s
     window = dp_window_s(one, lay)
@@ -911,22 +914,28 @@ def _assumptions(region: Region, dps: tuple[int, ...]) -> list[str]:
     ]
 
 
-def _dp_form_note(region: Region, lay: ParallelLayout, V: ReplicaBytes, site_gpus, channels: int | None) -> str:
+def _dp_form_note(region: Region, lay: ParallelLayout, V: ReplicaBytes, site_gpus, channels: int | None,
+                  ranks_per_node: int = 1) -> str:
     """The assumptions' line on how the ``dp`` way's gradients cross (:mod:`.dp_across`): both forms' phases and
-    which was taken, and why."""
+    which was taken, and why; where a data-parallel group has several ranks on one node, why the flat ring is not
+    priced."""
     forms = dp_crossings(region, V, sum(site_gpus) * lay.dp // lay.gpus, lay.gpus // lay.dp,
-                         channels or region_channels(region), site_gpus)
+                         channels or region_channels(region), site_gpus, ranks_per_node)
     pick = pick_dp_crossing(region, forms)
-    h, r = forms["hierarchical"], forms["flat_ring"]
+    h, r = forms["hierarchical"], forms.get("flat_ring")
     why = ("the faster" if region.spec.nccl.dp_reduction == "auto" else "as the region's nccl.dp_reduction sets")
     said = {"hierarchical": "by the hierarchical reduction", "flat_ring": "by NCCL's flat cross-DC ring"}
     inside = ", the parameters gathered inside each site's optimizer instance" if V.reduce_scatter_bytes else ""
+    ring = (f"NCCL's flat cross-DC ring over {r.steps // 2 + 1:,} replicas {format_time(r.phase.time_s)} "
+            f"({format_size(r.nbytes)} a boundary, {_ring_carries(V)}, {r.steps:,} crossings, bound {r.phase.bound})"
+            if r is not None else
+            f"NCCL's flat cross-DC ring not priced: a data-parallel group has up to {ranks_per_node} ranks on one node, "
+            f"and the ring's crossings are modelled at one rank a node")
+    if r is None:
+        why = "the only one priced"
     return (f"dp across sites: the gradients cross {said[pick.name]} ({why}): hierarchical "
             f"{format_time(h.phase.time_s)} ({format_size(h.nbytes)} a boundary, the gradients' all-reduce{inside}, "
-            f"{h.steps} crossings), NCCL's flat "
-            f"cross-DC ring over {r.steps // 2 + 1:,} replicas {format_time(r.phase.time_s)} ({format_size(r.nbytes)} "
-            f"a boundary, {_ring_carries(V)}, {r.steps:,} crossings, bound {r.phase.bound}); nccl.dp_reduction = "
-            f"hierarchical, flat_ring or auto")
+            f"{h.steps} crossings), {ring}; nccl.dp_reduction = hierarchical, flat_ring or auto")
 
 
 def _ring_carries(V: ReplicaBytes) -> str:

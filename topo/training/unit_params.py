@@ -27,8 +27,8 @@ def block_params_on_gpu(model: ModelSpec, lay: ParallelLayout, kind: str) -> tup
     """
     if kind == Block.MOE:
         m = model.moe
-        # the router and norm; not the router's expert bias, a buffer with no gradient or optimizer state
-        return (m.shared_experts * model.expert_params / lay.tp + model.hidden * m.experts + model.hidden,
+        # the router and norm whole; not the router's expert bias, a buffer with no gradient or optimizer state
+        return (m.shared_experts * model.expert_params / lay.tp + model.router_and_norm_params,
                 m.experts * model.expert_params / (lay.ep * lay.expert_tp))
     return model.block_params(kind) / lay.tp, 0.0
 
