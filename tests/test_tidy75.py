@@ -3,6 +3,9 @@ command line where the user meets it."""
 
 from __future__ import annotations
 
+import json
+
+import networkx as nx
 import pytest
 
 from conftest import run_cli
@@ -41,3 +44,48 @@ def test_calibrate_points_at_assumptions_only_when_it_printed_some(tmp_path, fla
     assert ("under the assumptions above" in proc.stderr) == assumed
     spec = "dgx-h100-superpod" if flags else "H100-2x8-infiniband_ndr, under the assumptions above"
     assert f"it describes the cluster it was fitted on ({spec}): use it" in proc.stderr
+
+
+SMALL = ("--set", "cluster.num_units=1")  # one 32-server unit of the DGX H100 SuperPOD
+
+
+def _exported(tmp_path, fmt, *argv):
+    """The graph ``topo export`` wrote, read back with networkx (GraphML or node-link JSON)."""
+    out = tmp_path / f"g.{'graphml' if fmt == 'graphml' else 'json'}"
+    run_cli("export", *argv, "--format", fmt, "-o", str(out), check=True)
+    if fmt == "graphml":
+        return nx.read_graphml(out)
+    return nx.node_link_graph(json.loads(out.read_text()), edges="edges")
+
+
+@pytest.mark.parametrize("fmt", ["graphml", "json"])
+def test_export_marks_a_failed_switch_nic_and_gpu_themselves(tmp_path, fmt):
+    """walk32 Left 4: ``export --fail spine0`` marked the switch's cables (num_failed) but not the switch node; a
+    cable or a pod's uplinks fail no node."""
+    g = _exported(tmp_path, fmt, "dgx-h100-superpod", *SMALL, "--fail", "spine0", "--fail", "nic3.2", "--fail",
+                  "gpu5", "--fail", "nvswitch2", "--fail", "leaf1-spine1")
+    assert sorted(n for n, a in g.nodes(data=True) if a["failed"] is True) == ["gpu5", "nic3.2", "nvswitch2",
+                                                                              "spine0"]
+    assert all(a["failed"] is False for n, a in g.nodes(data=True) if n not in ("gpu5", "nic3.2", "nvswitch2",
+                                                                                 "spine0"))
+    if fmt == "graphml":  # XML Schema's boolean literals, as GraphML declares them
+        text = (tmp_path / "g.graphml").read_text()
+        assert 'attr.name="failed" attr.type="boolean"' in text and ">True<" not in text
+
+
+def test_export_marks_a_rail_a_plane_and_random_switches(tmp_path):
+    g = _exported(tmp_path, "json", "dgx-h100-superpod", *SMALL, "--fail", "rail:3", "--fail", "plane:1",
+                  "--fail", "random:spine:0.25:7")
+    down = {n for n, a in g.nodes(data=True) if a["failed"]}
+    # one unit: 8 rail leaves and 4 spines; rail 3's leaf, plane 1's spine, and 0.25 x 4 = 1 spine drawn (seed 7:
+    # spine3, not spine1, so three nodes)
+    assert {"leaf3", "spine1"} < down and len(down) == 3
+    assert [g.nodes[n]["tier"] for n in down - {"leaf3", "spine1"}] == ["spine"]
+    # every link of a failed node is failed, as num_failed counts
+    assert all(a["num_failed"] == a["num_links"] for u, v, a in g.edges(data=True) if u in down or v in down)
+
+
+def test_a_region_export_marks_a_failed_site_switch(tmp_path):
+    g = _exported(tmp_path, "json", "two-site-h100", "--fail", "east:spine0")
+    assert [n for n, a in g.nodes(data=True) if a["failed"]] == ["east:spine0"]
+    assert g.nodes["east:dci"]["failed"] is False

@@ -18,6 +18,7 @@ domain      NVLink domain index; -1 for switches
 unit        scalable unit (rack) index for GPUs, NICs and leaves; -1 above
 pod         pod (tier-1 block) index for GPUs, NICs, leaves and spines; -1 above
 plane       spine index within its pod (the plane it reaches) for spines and every switch above; -1 otherwise
+failed      True when ``--fail`` took the node down whole (:func:`topo.fabric.failures.failed_nodes`)
 ==========  =====================================================================================
 
 Link attributes: ``level`` (``nvlink``, ``pcie``, ``nic-<leaf>``, ``<leaf>-<spine>``, ``<spine>-<core>``, and one per
@@ -33,7 +34,7 @@ from functools import cached_property
 
 import numpy as np
 
-from .failures import failed_links
+from .failures import failed_links, failed_nodes
 from .hardware import gpu_pcie_Bps
 from .hosts import gpu_beside, nic_beside
 from .layout import ClosLayout
@@ -221,7 +222,7 @@ class Fabric:
             self._cache["graph"] = self.to_networkx()
         return self._cache["graph"]
 
-    NODE_ATTRS = ("role", "tier", "rail", "server", "domain", "unit", "pod", "plane")
+    NODE_ATTRS = ("role", "tier", "rail", "server", "domain", "unit", "pod", "plane", "failed")
     EDGE_ATTRS = ("level", "num_links", "bandwidth_Bps", "link_bandwidth_Bps", "latency_s", "num_failed")
 
     def node_records(self):
@@ -231,7 +232,8 @@ class Fabric:
         tier_label = {-1: "", -2: "nvlink", **{t.index: t.name for t in self.layout.tiers}}
         roles = nodes["role"].tolist()
         tiers = nodes["tier"].tolist()
-        cols = [nodes[k].tolist() for k in self.NODE_ATTRS[2:]]
+        cols = [nodes[k].tolist() for k in self.NODE_ATTRS[2:-1]]
+        cols.append(failed_nodes(self, self.failures).tolist())
         for i in range(self.num_nodes):
             yield names[i], dict(zip(self.NODE_ATTRS, (ROLE_NAMES[roles[i]], tier_label[tiers[i]],
                                                        *(c[i] for c in cols))))
