@@ -10,6 +10,7 @@ import pytest
 
 from conftest import run_cli
 from nccl_text import render
+from topo.calibrate.parse import parse_file
 
 SIZES = [2**i for i in range(10, 31)]  # 1 KiB .. 1 GiB
 
@@ -89,3 +90,32 @@ def test_a_region_export_marks_a_failed_site_switch(tmp_path):
     g = _exported(tmp_path, "json", "two-site-h100", "--fail", "east:spine0")
     assert [n for n, a in g.nodes(data=True) if a["failed"]] == ["east:spine0"]
     assert g.nodes["east:dci"]["failed"] is False
+
+
+def _unnamed(tmp_path, collective, name):
+    """A log whose header lost the binary's name (the '# Collective test starting: ..._perf' line nccl-tests prints,
+    NVIDIA/nccl-tests src/util.cu:624 at a0b82b22): its table alone cannot tell all-gather from all-to-all."""
+    text = _log(tmp_path, collective, name).read_text()
+    return _log(tmp_path, name=name, text="\n".join(line for line in text.splitlines()
+                                                    if "test starting" not in line) + "\n")
+
+
+def test_calibrate_takes_a_logs_own_collective_and_c_for_the_logs_that_name_none(tmp_path):
+    """walk32 Left 2: with several logs, one -c applied to every log, and was refused for a log naming another."""
+    named, unnamed = _log(tmp_path, "all_reduce", "ar.log"), _unnamed(tmp_path, "all_gather", "ag.log")
+    proc = run_cli("calibrate", str(named), str(unnamed), "--spec", "dgx-h100-superpod", "-c", "all_gather",
+                   "--json", check=True)
+    assert [log["collective"] for log in json.loads(proc.stdout)["logs"]] == ["all_reduce", "all_gather"]
+    assert proc.stderr.count(f"note ({named}): the log names its collective, all_reduce (its binary, "
+                             "all_reduce_perf): read as all_reduce; -c all_gather is for the logs that name none\n") == 1
+    assert "ag.log): the log names" not in proc.stderr
+    assert parse_file(unnamed)[0].binary is None and parse_file(named)[0].binary == "all_reduce_perf"
+
+
+def test_one_log_contradicting_c_is_still_one_line(tmp_path):
+    named = _log(tmp_path, "all_reduce", "ar.log")
+    for command in ("calibrate", "compare"):
+        proc = run_cli(command, str(named), "--spec", "dgx-h100-superpod", "-c", "all_gather")
+        assert proc.returncode == 2 and proc.stderr == (
+            f"error: {named}: -c: the log ran all_reduce (its binary, all_reduce_perf), not all_gather; name a "
+            "collective only for a log that does not say\n"), proc.stderr

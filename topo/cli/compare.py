@@ -99,7 +99,8 @@ def run(args) -> int:
     for r in runs:
         setup = setup_from_args(r, args)
         try:
-            results.append(compare_run(r, setup, profile=args.profile, collective=args.collective))
+            results.append(compare_run(r, setup, profile=args.profile, collective=args.collective,
+                                       several=len(runs) > 1))
         except TopoError as exc:
             raise cluster_flag_error(exc) from None
         mismatch = mismatch or profile_mismatch(args.profile, setup.fabric)
