@@ -119,3 +119,21 @@ def test_one_log_contradicting_c_is_still_one_line(tmp_path):
         assert proc.returncode == 2 and proc.stderr == (
             f"error: {named}: -c: the log ran all_reduce (its binary, all_reduce_perf), not all_gather; name a "
             "collective only for a log that does not say\n"), proc.stderr
+
+
+def test_export_gives_a_top_switch_every_plane_it_hosts(tmp_path):
+    """rev73 Left 1: a super-spine hosting plane switches of two planes exported only the first one's plane.
+
+    GB200 NVL72 at 520 racks (tier73's packing, tests/test_tier73.py): 65 pods of 18 spines, so 18 planes; the
+    super-spine tier has 3,744 plane switches, 208 a plane, in plane order, and one 64-port switch hosts 6
+    consecutive ones (624 switches of 60 ports). Switch i hosts 6i .. 6i + 5: it spans planes p - 1 and p where a
+    plane boundary 208p falls inside, i.e. 208p is not a multiple of 6 (p not a multiple of 3): 12 switches."""
+    g = _exported(tmp_path, "json", "gb200-nvl72-superpod", "--set", "cluster.num_units=520")
+    top = {n: a for n, a in g.nodes(data=True) if a["tier"] == "super-spine"}
+    assert len(top) == 624
+    expected = {f"super-spine{208 * p // 6}": f"{p - 1},{p}" for p in range(1, 18) if 208 * p % 6}
+    assert len(expected) == 12
+    assert {n: a["planes"] for n, a in top.items() if "," in a["planes"]} == expected
+    assert all(a["planes"] == str(a["plane"]) for n, a in top.items() if n not in expected)
+    assert all(a["plane"] == int(a["planes"].split(",")[0]) for a in top.values())  # plane: the first, as before
+    assert g.nodes["gpu0"]["planes"] == "" and g.nodes["spine19"]["planes"] == "1"

@@ -26,7 +26,7 @@ EXPORT_FORMATS = ("graphml", "json")
 _GRAPHML_TYPES = {"role": "string", "tier": "string", "rail": "int", "server": "int", "domain": "int", "unit": "int",
                   "pod": "int", "plane": "int", "level": "string", "num_links": "int", "bandwidth_Bps": "double",
                   "link_bandwidth_Bps": "double", "latency_s": "double", "num_failed": "int", "site": "string",
-                  "distance_km": "double", "failed": "boolean"}
+                  "distance_km": "double", "planes": "string", "failed": "boolean"}
 _BATCH = 20_000
 _WHITESPACE = str.maketrans({"\n": "&#10;", "\r": "&#13;", "\t": "&#9;"})
 
