@@ -86,6 +86,7 @@ class CompareResult:
     ahead: dict | None = None  # the band of sizes where the run is > AHEAD_ABOVE x faster than the model
     notes: list[str] = field(default_factory=list)  # what the log's parser left out (rows cut or corrupted)
     placement: str = ""  # which GPUs the ranks were modelled on, as topo estimate's header says it
+    choose: str = "fastest"  # how the model's auto picks per size: routed fastest, or NCCL's tuner (topo.engine.tuner)
 
     @property
     def mdape_pct(self) -> float:
@@ -94,7 +95,8 @@ class CompareResult:
     def to_dict(self) -> dict:
         return {"source": self.source, "collective": self.collective, "ranks": self.ranks,
                 "placement": self.placement, "spec": self.spec,
-                "profile": self.profile, "algorithm": self.algorithm, "nccl_version": self.nccl_version,
+                "profile": self.profile, "algorithm": self.algorithm, "choose": self.choose,
+                "nccl_version": self.nccl_version,
                 "headline_efficiency": self.headline_efficiency, "headline_sizes": self.headline_sizes,
                 "gap": self.gap, "ahead": self.ahead, "verdict": self.verdict, "mdape_pct": self.mdape_pct,
                 "assumptions": self.assumptions, "notes": self.notes, "sizes": [r.to_dict() for r in self.rows]}
@@ -189,7 +191,8 @@ def compare_run(run: NcclRun, setup: Setup, profile=None, collective: str | None
                                            for src in prof.sources.values())
     return CompareResult(run.source, coll, setup.gpus, setup.spec_name, prof.name, setup.algorithm, comps, head,
                          head_sizes, gap, _verdict(run, comps, head, head_sizes, gap, prof.name, ahead, fitted_here),
-                         list(setup.assumptions), run.nccl_version, ahead, list(run.notes), model.placement)
+                         list(setup.assumptions), run.nccl_version, ahead, list(run.notes), model.placement,
+                         setup.choose)
 
 
 def _headline(comps: list[SizeComparison]) -> tuple[float | None, str]:
