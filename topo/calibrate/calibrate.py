@@ -55,7 +55,7 @@ def cases_from_logs(paths, profile="nccl", collective=None, **cluster) -> tuple[
                             key="logs")
         seen[sha] = str(path)
         for run in runs:
-            coll = run_collective(run, collective)
+            coll = run_collective(run, collective, several=len(paths) > 1 or len(runs) > 1)
             setup = setup_from_run(run, **cluster)
             prof = resolve_profile(profile, setup.fabric)
             if not prof.sources or "+" not in prof.name:

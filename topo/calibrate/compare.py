@@ -86,6 +86,7 @@ class CompareResult:
     ahead: dict | None = None  # the band of sizes where the run is > AHEAD_ABOVE x faster than the model
     notes: list[str] = field(default_factory=list)  # what the log's parser left out (rows cut or corrupted)
     placement: str = ""  # which GPUs the ranks were modelled on, as topo estimate's header says it
+    choose: str = "fastest"  # how the model's auto picks per size: routed fastest, or NCCL's tuner (topo.engine.tuner)
 
     @property
     def mdape_pct(self) -> float:
@@ -94,7 +95,8 @@ class CompareResult:
     def to_dict(self) -> dict:
         return {"source": self.source, "collective": self.collective, "ranks": self.ranks,
                 "placement": self.placement, "spec": self.spec,
-                "profile": self.profile, "algorithm": self.algorithm, "nccl_version": self.nccl_version,
+                "profile": self.profile, "algorithm": self.algorithm, "choose": self.choose,
+                "nccl_version": self.nccl_version,
                 "headline_efficiency": self.headline_efficiency, "headline_sizes": self.headline_sizes,
                 "gap": self.gap, "ahead": self.ahead, "verdict": self.verdict, "mdape_pct": self.mdape_pct,
                 "assumptions": self.assumptions, "notes": self.notes, "sizes": [r.to_dict() for r in self.rows]}
@@ -105,10 +107,30 @@ class CompareResult:
         return pd.DataFrame([r.to_dict() for r in self.rows])
 
 
-def run_collective(run: NcclRun, collective: str | None = None) -> str:
+def run_collective(run: NcclRun, collective: str | None = None, several: bool = False) -> str:
+    """The collective ``run`` measured: the one its log names, else ``collective`` (``-c``), else the one its table
+    shows (busbw / algbw).
+
+    Parameters
+    ----------
+    run : NcclRun
+        A parsed run; its log names its collective where nccl-tests printed the binary's name (``# Collective test
+        starting: all_gather_perf``, NVIDIA/nccl-tests src/util.cu:624 at a0b82b22, since dafb704 of 2025-06; or a
+        launch line naming ``*_perf``).
+    collective : str, optional
+        ``-c``: for a run whose log names none; a contradicting one is an error.
+    several : bool
+        The run is one of several (logs of one calibration, runs of one file): ``-c`` is then for those that name
+        none, and a run naming another collective keeps its own, with a note in ``run.notes`` (walk32: a log without
+        a ``*_perf`` name beside logs with one could not be given ``-c``).
+    """
     if collective is not None and collective not in COLLECTIVES_PERF.values():
         collective = normalize_collective(collective)  # a name nccl-tests does not have either: the option's fault
     certain = run.collective_from == "binary" or run.collective == "all_reduce"  # busbw > algbw: all-reduce only
+    if several and collective and run.collective_from == "binary" and collective != run.collective:
+        run.notes.append(f"the log names its collective, {run.collective} (its binary, {run.binary}): read as "
+                         f"{run.collective}; -c {collective} is for the logs that name none")
+        collective = None
     if collective and run.collective and collective != run.collective and certain:
         how = f"its binary, {run.binary}" if run.collective_from == "binary" else "busbw / algbw = 2(n-1)/n"
         raise TopoError(f"the log ran {run.collective} ({how}), not {collective}; name a collective only for a "
@@ -144,9 +166,11 @@ def modelled_times(setup: Setup, coll: str, sizes: list[int], profile: Profile):
     return modelled(setup, coll, sizes, profile).results
 
 
-def compare_run(run: NcclRun, setup: Setup, profile=None, collective: str | None = None) -> CompareResult:
-    """Compare one parsed run with the model of ``setup`` under ``profile`` (default: the fabric's)."""
-    coll = run_collective(run, collective)
+def compare_run(run: NcclRun, setup: Setup, profile=None, collective: str | None = None,
+                several: bool = False) -> CompareResult:
+    """Compare one parsed run with the model of ``setup`` under ``profile`` (default: the fabric's); ``collective``
+    and ``several`` as :func:`run_collective`."""
+    coll = run_collective(run, collective, several)
     prof = resolve_profile(profile, setup.fabric)
     rows = [r for r in run.rows if r.time_s > 0]
     if not rows:
@@ -167,7 +191,8 @@ def compare_run(run: NcclRun, setup: Setup, profile=None, collective: str | None
                                            for src in prof.sources.values())
     return CompareResult(run.source, coll, setup.gpus, setup.spec_name, prof.name, setup.algorithm, comps, head,
                          head_sizes, gap, _verdict(run, comps, head, head_sizes, gap, prof.name, ahead, fitted_here),
-                         list(setup.assumptions), run.nccl_version, ahead, list(run.notes), model.placement)
+                         list(setup.assumptions), run.nccl_version, ahead, list(run.notes), model.placement,
+                         setup.choose)
 
 
 def _headline(comps: list[SizeComparison]) -> tuple[float | None, str]:

@@ -271,9 +271,12 @@ def _version_from_code(code: str) -> str:
 def parse_text(text: str, source: str = "<text>", require_rows: bool = True) -> list[NcclRun]:
     """Every run in ``text`` (one per nccl-tests header, or one for a bare table).
 
-    Raises :class:`TopoError` (``source`` names the file) when the text holds no nccl-tests table, or, with
+    Raises :class:`TopoError` (``source`` names the file) when the text is empty or holds no nccl-tests table, or, with
     ``require_rows``, a header without a single result row.
     """
+    if not text.strip():  # walk32: an empty file was called "not an nccl-tests log"
+        raise TopoError(f"the log is empty ({'no bytes' if not text else 'only blank lines'}): paste the output of "
+                        "an nccl-tests *_perf binary", source=source)
     reader = _Reader(text, source)
     lines = text.splitlines()
     last = len(lines) - 1

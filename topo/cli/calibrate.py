@@ -74,8 +74,14 @@ def run(args) -> int:
     if args.output and args.output != "-":
         note(f"wrote {args.output}")
     if args.output and args.output != "-" and Path(args.output).is_file():  # not for /dev/null or a pipe
-        specs = sorted({log["spec"] for log in res.logs})
-        note(f"it describes the cluster it was fitted on ({', '.join(specs)}, under the assumptions above): use it "
-             f"with that cluster's spec (topo estimate SPEC --profile {args.output}) or the same flags (topo "
-             f"compare LOG ... --profile {args.output})")
+        note(f"it describes the cluster it was fitted on ({_fitted_on(res.logs)}): use it with that cluster's spec "
+             f"(topo estimate SPEC --profile {args.output}) or the same flags (topo compare LOG ... --profile "
+             f"{args.output})")
     return 0
+
+
+def _fitted_on(logs: list[dict]) -> str:
+    """The clusters the logs were fitted on, and "under the assumptions above" only when :func:`run` printed an
+    assumption (walk32: ``--spec`` prints none, yet the line pointed at them)."""
+    specs = ", ".join(sorted({log["spec"] for log in logs}))
+    return f"{specs}, under the assumptions above" if any(log["assumptions"] for log in logs) else specs

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ..calibrate.compare import compare_run
 from ..calibrate.parse import parse_file
 from ..calibrate.setup import DEFAULT_NETWORK, DEFAULT_NIC_RATE, setup_from_run
 from ..errors import TopoError
+from ..engine.options import CHOICES
 from ..engine.profiles import NETWORKS
 from ..units import UnitError, format_size, parse_bandwidth_Bps
 from .estimate_args import PLACEMENT_FLAGS, add_placement_arguments, placement_from_args, profile_mismatch
@@ -88,8 +91,16 @@ def register(sub) -> None:
     add_cluster_arguments(p)
     p.add_argument("--profile", default="nccl", metavar="NAME|FILE",
                    help="cost profile: nccl (the fabric's, default), ideal, a bundled name or a calibrated file")
+    p.add_argument("--choose", default="fastest", choices=CHOICES["choose"],
+                   help="how the model picks the algorithm and protocol at each size (its 'model algorithm' "
+                   "column): fastest on the routed fabric (default), or nccl, as NCCL's tuner rates them "
+                   "(topo.engine.tuner: what NCCL itself would run); the log's own picks, where NCCL_DEBUG=INFO "
+                   "printed them, are the 'NCCL's (INFO)' column")
     p.add_argument("--json", action="store_true", help="print one JSON document on stdout")
     p.set_defaults(func=run)
+
+
+_CHOSEN = {"fastest": "the fastest on the routed fabric", "nccl": "as NCCL's tuner rates them (--choose nccl)"}
 
 
 def run(args) -> int:
@@ -97,9 +108,10 @@ def run(args) -> int:
     results = []
     mismatch = None
     for r in runs:
-        setup = setup_from_args(r, args)
+        setup = replace(setup_from_args(r, args), choose=args.choose)
         try:
-            results.append(compare_run(r, setup, profile=args.profile, collective=args.collective))
+            results.append(compare_run(r, setup, profile=args.profile, collective=args.collective,
+                                       several=len(runs) > 1))
         except TopoError as exc:
             raise cluster_flag_error(exc) from None
         mismatch = mismatch or profile_mismatch(args.profile, setup.fabric)
@@ -115,6 +127,7 @@ def run(args) -> int:
             note(f"assumption: {a}")
         emit(f"# {res.source}: {res.collective} on {res.ranks} ranks; model {res.spec}, profile {res.profile}, "
              f"algorithm {res.algorithm}" + (f"; NCCL {res.nccl_version}" if res.nccl_version else ""))
+        emit(f"# model algorithm: {_CHOSEN[res.choose]}; NCCL's (INFO): the log's NCCL_DEBUG=INFO tuning lines")
         emit(f"# placed as: {res.placement}")
         rows = [(format_size(c.size_bytes), f"{c.measured_s * 1e6:.1f}", f"{c.model_s * 1e6:.1f}",
                  f"{c.measured_busbw_GBps:.2f}", f"{c.model_busbw_GBps:.2f}", f"{c.efficiency * 100:.0f}%",

@@ -26,7 +26,7 @@ EXPORT_FORMATS = ("graphml", "json")
 _GRAPHML_TYPES = {"role": "string", "tier": "string", "rail": "int", "server": "int", "domain": "int", "unit": "int",
                   "pod": "int", "plane": "int", "level": "string", "num_links": "int", "bandwidth_Bps": "double",
                   "link_bandwidth_Bps": "double", "latency_s": "double", "num_failed": "int", "site": "string",
-                  "distance_km": "double"}
+                  "distance_km": "double", "planes": "string", "failed": "boolean"}
 _BATCH = 20_000
 _WHITESPACE = str.maketrans({"\n": "&#10;", "\r": "&#13;", "\t": "&#9;"})
 
@@ -84,7 +84,9 @@ def _chunks(lines, fh):
 
 
 def _data(keys: dict, attrs: dict) -> str:
-    return "".join(f'<data key="{keys[k]}">{escape(str(v))}</data>' for k, v in attrs.items())
+    # GraphML's booleans are XML Schema's: "true" / "false" (Python's str gives "True")
+    return "".join(f'<data key="{keys[k]}">{str(v).lower() if isinstance(v, bool) else escape(str(v))}</data>'
+                   for k, v in attrs.items())
 
 
 def _write_graphml(fabric: Fabric, fh) -> None:

@@ -17,7 +17,11 @@ server      server (host) index; -1 for NVSwitches and switches
 domain      NVLink domain index; -1 for switches
 unit        scalable unit (rack) index for GPUs, NICs and leaves; -1 above
 pod         pod (tier-1 block) index for GPUs, NICs, leaves and spines; -1 above
-plane       spine index within its pod (the plane it reaches) for spines and every switch above; -1 otherwise
+plane       spine index within its pod (the plane it reaches) for spines and every switch above; -1 otherwise;
+            a top switch hosting several planes' switches: its first one's (every one in ``planes``)
+planes      (export and networkx view) every plane of ``plane``, ascending, joined by ``,`` (``"9,10"`` for a top
+            switch hosting switches of planes 9 and 10; ``""`` where ``plane`` is -1)
+failed      True when ``--fail`` took the node down whole (:func:`topo.fabric.failures.failed_nodes`)
 ==========  =====================================================================================
 
 Link attributes: ``level`` (``nvlink``, ``pcie``, ``nic-<leaf>``, ``<leaf>-<spine>``, ``<spine>-<core>``, and one per
@@ -33,7 +37,7 @@ from functools import cached_property
 
 import numpy as np
 
-from .failures import failed_links
+from .failures import failed_links, failed_nodes
 from .hardware import gpu_pcie_Bps
 from .hosts import gpu_beside, nic_beside
 from .layout import ClosLayout
@@ -221,7 +225,7 @@ class Fabric:
             self._cache["graph"] = self.to_networkx()
         return self._cache["graph"]
 
-    NODE_ATTRS = ("role", "tier", "rail", "server", "domain", "unit", "pod", "plane")
+    NODE_ATTRS = ("role", "tier", "rail", "server", "domain", "unit", "pod", "plane", "planes", "failed")
     EDGE_ATTRS = ("level", "num_links", "bandwidth_Bps", "link_bandwidth_Bps", "latency_s", "num_failed")
 
     def node_records(self):
@@ -231,7 +235,10 @@ class Fabric:
         tier_label = {-1: "", -2: "nvlink", **{t.index: t.name for t in self.layout.tiers}}
         roles = nodes["role"].tolist()
         tiers = nodes["tier"].tolist()
-        cols = [nodes[k].tolist() for k in self.NODE_ATTRS[2:]]
+        cols = [nodes[k].tolist() for k in self.NODE_ATTRS[2:-2]]
+        hosted = _hosted_planes(self)
+        cols.append([hosted.get(i, str(p) if p >= 0 else "") for i, p in enumerate(cols[-1])])
+        cols.append(failed_nodes(self, self.failures).tolist())
         for i in range(self.num_nodes):
             yield names[i], dict(zip(self.NODE_ATTRS, (ROLE_NAMES[roles[i]], tier_label[tiers[i]],
                                                        *(c[i] for c in cols))))
@@ -351,7 +358,7 @@ def _build_nodes(f: Fabric) -> dict[str, np.ndarray]:
             if L.leaves_per_unit > 1:
                 cols["rail"][sl] = ids % L.leaves_per_unit
             continue
-        first = L.first_logical(t.index, ids)  # a top switch hosting several: its first one's plane
+        first = L.first_logical(t.index, ids)  # a top switch hosting several: its first one's plane (all: _hosted_planes)
         if t.index == 1:
             cols["pod"][sl] = L.switch_block(1, first)
         cols["plane"][sl] = L.switch_plane(t.index, first)
@@ -359,6 +366,22 @@ def _build_nodes(f: Fabric) -> dict[str, np.ndarray]:
             cols["rail"][sl] = L.switch_rail_group(t.index, first)
     out = {"role": role, "tier": tier, "index": index, "latency_s": _node_latency(f)}
     out.update(cols)
+    return out
+
+
+def _hosted_planes(f: Fabric) -> dict[int, str]:
+    """``{node id: "9,10"}`` for each top switch hosting switches of several planes (``nodes["plane"]`` holds the
+    first one's; rev73: GB200 at 912 racks hosts 9 consecutive plane switches of 19 on one super-spine)."""
+    L = f.layout
+    out: dict[int, str] = {}
+    for t in L.tiers[1:]:
+        if t.logical_per_switch == 1:
+            continue
+        ids = np.arange(t.num_switches)
+        planes = L.switch_plane(t.index, L.first_logical(t.index, ids)[:, None] + np.arange(t.logical_per_switch))
+        several = np.flatnonzero(planes.min(axis=1) != planes.max(axis=1))
+        nodes = f.switch_node(t.index, several).tolist()
+        out.update((n, ",".join(map(str, np.unique(row).tolist()))) for n, row in zip(nodes, planes[several]))
     return out
 
 

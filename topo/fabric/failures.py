@@ -33,7 +33,7 @@ from ..units import format_count
 from .bisection import bisection
 from .levels import Level
 
-__all__ = ["check_failure", "failed_gpu_ids", "failed_links", "failures_summary", "node_id", "nvswitch_domains", "degraded", "Degraded", "DegradedTier", "DegradedLevel"]
+__all__ = ["check_failure", "failed_gpu_ids", "failed_links", "failed_nodes", "failures_summary", "node_id", "nvswitch_domains", "degraded", "Degraded", "DegradedTier", "DegradedLevel"]
 
 ANY_LINK = "link"  # random:link:F: a fraction of every network cable, each level from the NICs up
 _NAME = re.compile(r"^([A-Za-z_][A-Za-z_\-]*?)(\d+)(?:\.(\d+))?$")
@@ -114,43 +114,70 @@ def failures_summary(fabric) -> str | None:
 
 def failed_links(fabric, failures) -> np.ndarray:
     """The mask of links (True: failed) that ``failures`` (strings, see the module doc) take down."""
-    L = fabric.layout
     dead = np.zeros(fabric.num_links, dtype=bool)
     for item in failures:
         text = str(item).strip()
-        if text.startswith("random:"):
-            dead |= _random(fabric, text)
-        elif text.startswith("rail:"):
-            k = _int(text[5:], text)
-            if not 0 <= k < L.nics_per_server:
-                raise TopoError(f"no such rail {k}: rails 0 to {L.nics_per_server - 1}", key="fail")
-            if L.leaves_per_unit > 1:
-                leaves = np.arange(L.tiers[0].num_switches)
-                nodes = fabric.switch_node(0, leaves[leaves % L.leaves_per_unit == k])
-            else:
-                nodes = fabric.node_offset["nic"] + np.arange(L.num_servers) * L.nics_per_server + k
+        nodes = _failed_part_nodes(fabric, text)
+        if nodes is not None:
             dead |= _nodes_links(fabric, nodes)
-        elif text.startswith("plane:"):
-            j = _int(text[6:], text)
-            if len(L.tiers) < 2:
-                raise TopoError("this fabric has no spine planes (one tier)", key="fail")
-            num_planes = L.rail_groups * L.tiers[1].switches_per_group
-            if not 0 <= j < num_planes:
-                raise TopoError(f"no such plane {j}: planes 0 to {num_planes - 1}", key="fail")
-            nodes = []
-            for t in L.tiers[1:]:
-                if t.logical_per_switch > 1:
-                    continue  # its switches host several planes; the plane's links to them die with the tier below
-                ids = np.arange(t.num_switches)
-                nodes.append(fabric.switch_node(t.index, ids[L.switch_plane(t.index, ids) == j]))
-            dead |= _nodes_links(fabric, np.concatenate(nodes))
+        elif text.startswith("random:"):
+            dead |= _random_links(fabric, text)
         elif text.startswith("pod:"):
             dead |= _pod_uplinks(fabric, _int(text[4:], text))
-        elif "-" in text and not _NAME.match(text):
-            dead |= _link(fabric, text)
         else:
-            dead |= _nodes_links(fabric, np.array([node_id(fabric, text)]))
+            dead |= _link(fabric, text)
     return dead
+
+
+def failed_nodes(fabric, failures) -> np.ndarray:
+    """The mask of nodes (True: failed) that ``failures`` take down whole: a named switch, NIC, GPU or NVSwitch, a
+    rail's or a plane's switches (or NICs), a tier's random switches; a failed cable or a pod's uplinks fail no
+    node (tidy75: ``export --fail spine0`` marked the switch's cables but not the switch)."""
+    out = np.zeros(fabric.num_nodes, dtype=bool)
+    for item in failures:
+        nodes = _failed_part_nodes(fabric, str(item).strip())
+        if nodes is not None:
+            out[nodes] = True
+    return out
+
+
+def _failed_part_nodes(fabric, text: str) -> np.ndarray | None:
+    """The node ids of the parts one failure takes down whole (each with every link it has), or None when it
+    fails links only (a cable ``leaf3-spine0``, ``pod:N``, ``random:LEVEL:F``): the one reading of a failure that
+    :func:`failed_links` and :func:`failed_nodes` share."""
+    L = fabric.layout
+    if text.startswith("random:"):
+        return _random_switches(fabric, text)
+    if text.startswith("rail:"):
+        k = _int(text[5:], text)
+        if not 0 <= k < L.nics_per_server:
+            raise TopoError(f"no such rail {k}: rails 0 to {L.nics_per_server - 1}", key="fail")
+        if L.leaves_per_unit > 1:
+            leaves = np.arange(L.tiers[0].num_switches)
+            return fabric.switch_node(0, leaves[leaves % L.leaves_per_unit == k])
+        return fabric.node_offset["nic"] + np.arange(L.num_servers) * L.nics_per_server + k
+    if text.startswith("plane:"):
+        return _plane_switches(fabric, _int(text[6:], text))
+    if text.startswith("pod:") or ("-" in text and not _NAME.match(text)):
+        return None
+    return np.array([node_id(fabric, text)])
+
+
+def _plane_switches(fabric, j: int) -> np.ndarray:
+    """Plane ``j``'s switches: spine ``j`` of every pod and each switch above in that plane alone."""
+    L = fabric.layout
+    if len(L.tiers) < 2:
+        raise TopoError("this fabric has no spine planes (one tier)", key="fail")
+    num_planes = L.rail_groups * L.tiers[1].switches_per_group
+    if not 0 <= j < num_planes:
+        raise TopoError(f"no such plane {j}: planes 0 to {num_planes - 1}", key="fail")
+    nodes = []
+    for t in L.tiers[1:]:
+        if t.logical_per_switch > 1:
+            continue  # its switches host several planes; the plane's links to them die with the tier below
+        ids = np.arange(t.num_switches)
+        nodes.append(fabric.switch_node(t.index, ids[L.switch_plane(t.index, ids) == j]))
+    return np.concatenate(nodes)
 
 
 def _pod_uplinks(fabric, pod: int) -> np.ndarray:
@@ -260,24 +287,31 @@ def check_failure(text: str, fabric_tiers: list[list[str]] | None = None) -> Non
         _int(text[4:], text)
 
 
-def _random(fabric, text: str) -> np.ndarray:
+def _random_links(fabric, text: str) -> np.ndarray:
+    """``random:LEVEL:F[:SEED]`` or ``random:link:F[:SEED]``: the mask of the links drawn."""
     what, frac, seed = _parse_random(text)
     rng = np.random.default_rng(seed)
     links = fabric.links
     names = fabric.level_names
+    if what not in names and what != ANY_LINK:
+        raise _unknown_target(what, names, [t.name for t in fabric.layout.tiers])
     out = np.zeros(fabric.num_links, dtype=bool)
-    if what in names or what == ANY_LINK:
-        ids = np.flatnonzero(links["level"] >= Level.NIC.code if what == ANY_LINK
-                             else links["level"] == fabric.levels[names.index(what)].code)
-        k = _draw_count(rng, frac * ids.size)
-        out[rng.choice(ids, size=k, replace=False)] = True
-        return out
+    ids = np.flatnonzero(links["level"] >= Level.NIC.code if what == ANY_LINK
+                         else links["level"] == fabric.levels[names.index(what)].code)
+    k = _draw_count(rng, frac * ids.size)
+    out[rng.choice(ids, size=k, replace=False)] = True
+    return out
+
+
+def _random_switches(fabric, text: str) -> np.ndarray | None:
+    """``random:TIER:F[:SEED]``: the node ids of the switches drawn; None when it names a level (links)."""
+    what, frac, seed = _parse_random(text)
     for t in fabric.layout.tiers:
         if what == t.name:
+            rng = np.random.default_rng(seed)
             k = _draw_count(rng, frac * t.num_switches)
-            picked = rng.choice(t.num_switches, size=k, replace=False)
-            return _nodes_links(fabric, fabric.switch_node(t.index, picked))
-    raise _unknown_target(what, names, [t.name for t in fabric.layout.tiers])
+            return fabric.switch_node(t.index, rng.choice(t.num_switches, size=k, replace=False))
+    return None
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from .region import Region
 
 __all__ = ["export_region", "region_records"]
 
-NODE_ATTRS = ("site", "role", "tier", "rail", "server", "domain", "unit", "pod", "plane")
+NODE_ATTRS = ("site", "role", "tier", "rail", "server", "domain", "unit", "pod", "plane", "planes", "failed")
 EDGE_ATTRS = ("level", "num_links", "bandwidth_Bps", "link_bandwidth_Bps", "latency_s", "num_failed", "distance_km")
 
 
@@ -50,7 +50,7 @@ def _nodes(region: Region):
         for name, attrs in fabric.node_records():
             yield f"{site}:{name}", {"site": site, **attrs}
         yield f"{site}:dci", {"site": site, "role": "dci", "tier": "dci",
-                              **{k: -1 for k in NODE_ATTRS[3:]}}
+                              **{k: -1 for k in NODE_ATTRS[3:-2]}, "planes": "", "failed": False}
 
 
 def _edges(region: Region):
