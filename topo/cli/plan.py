@@ -472,13 +472,21 @@ def _ownership_lines(r: PlanResult) -> list[str]:
 def _compute_lines(r: PlanResult) -> list[str]:
     """Peak compute and the training budget against the reference run."""
     k = r.compute
-    peaks = ", ".join(f"{prec} {format_in(f, 'EFLOP/s', ',.1f')}" for prec, f in k.peak_flop_per_s.items())
-    ratio = f"{k.reference_ratio:,.1f}" if k.reference_ratio >= 0.1 else f"{k.reference_ratio:.2g}"
+    peaks = ", ".join(f"{prec} {format_in(f, 'EFLOP/s', _small_spec(f / 1e18))}"
+                      for prec, f in k.peak_flop_per_s.items())
     return [f"compute   peak {peaks}",
             f"          {k.days:,g} days at {k.precision} and MFU {k.mfu:.3g}: {k.flop:.3g} FLOP = "
-            f"{ratio}x {k.reference_name} ({k.reference_flop:.3g} FLOP); peak "
-            + ", ".join(f"{v:.1f}x ({prec})" for prec, v in k.peak_ratio_to_reference_cluster.items())
+            f"{k.reference_ratio:{_small_spec(k.reference_ratio)}}x {k.reference_name} "
+            f"({k.reference_flop:.3g} FLOP); peak "
+            + ", ".join(f"{v:{_small_spec(v)}}x ({prec})" for prec, v in k.peak_ratio_to_reference_cluster.items())
             + " its cluster"]
+
+
+def _small_spec(value: float) -> str:
+    """The format of a compute line's figure: one decimal from 1 up, two significant digits below, so a small
+    cluster's peak or ratio is not printed 0.0 or as two precisions alike (walk33: 64 H100, bf16 and fp8 peaks
+    both "0.1 EFLOP/s", "peak 0.0x ... its cluster")."""
+    return ",.1f" if abs(value) >= 1 else ".2g"
 
 
 def _scaled(rel) -> str:
