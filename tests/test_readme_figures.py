@@ -26,7 +26,7 @@ CASES = [
     ("topo train dgx-h100-superpod --set cluster.num_units=8 --model deepseek-v3-671b --gpus 2048 --pp 16 --dp 128 "
      "--ep 64 --etp 1 --global-batch 15360 --precision fp8 --pipeline-schedule dualpipe --overlap ep=on "
      "--recompute selective --recompute-modules layernorm,mla_up_proj,moe_act --tokens 14.8e12",
-     [("gives 63.5 days, 3.12M GPU-hours", "tokens: 63.5 days, 3.12M GPU-hours on 2,048 GPUs"),
+     [("gives 64.7 days, 3.18M GPU-hours", "tokens: 64.7 days, 3.18M GPU-hours on 2,048 GPUs"),
       ("without it the layout does not fit", "GB of 85.5 GB: fits")]),
     ("topo plan two-site-h100 --no-collectives --one-site",
      [("$1.714 per GPU-hour against the two sites' $1.700", "$1.714 per GPU-hour (the region: $1.700)"),
@@ -51,16 +51,16 @@ CASES = [
      [("with a batch of 768 it would be 85.6%", "        85.6%")]),
     # share72: a region's replicas by its sites' size (regshare71), and the equal split the README gives beside it
     (BY_SIZE,
-     [("by size: east dp 192, west dp 64, 378.1 ms (92.1%)", "(east dp 192, west dp 64)"),
-      ("378.1 ms (92.1%)", "378.1 ms        92.1%"), ("by size: east dp 192", "all 2,048 GPUs of the region run it")]),
+     [("by size: east dp 192, west dp 64, 381.1 ms (92.1%)", "(east dp 192, west dp 64)"),
+      ("381.1 ms (92.1%)", "381.1 ms        92.1%"), ("by size: east dp 192", "all 2,048 GPUs of the region run it")]),
     (BY_SIZE + " --shares equal",
-     [("--shares equal: dp 64 a site, 1,024 GPUs idle, 676.3 ms", "676.3 ms"),
+     [("--shares equal: dp 64 a site, 1,024 GPUs idle, 682.1 ms", "682.1 ms"),
       ("1,024 GPUs idle", "1,024 of the region's 2,048 GPUs run no part of it")]),
     ("topo train dgx-h100-superpod --model llama3-8b --gpus 1024 --tp 8 --pp 2 --dp 64 --global-batch 256",
-     [("(a step of 424 ms)", "step time   423.9 ms"),
-      ('"uncertainty 376.8 ms - 484.5 ms: on 20 published Hopper runs of dense BF16 models whose family the fit '
-       'never saw, half were within 4%', "uncertainty 376.8 ms - 484.5 ms: on 20 published Hopper runs of dense BF16 "
-       "models whose family the fit never saw, half were within 4%")]),
+     [("(a step of 427 ms)", "step time   427.4 ms"),
+      ('"uncertainty 377.9 ms - 491.8 ms: on 20 published Hopper runs of dense BF16 models whose family the fit '
+       'never saw, half were within 3%', "uncertainty 377.9 ms - 491.8 ms: on 20 published Hopper runs of dense BF16 "
+       "models whose family the fit never saw, half were within 3%")]),
     ("topo train meta-llama3-24k --model llama3-405b --gpus 8192 --tp 8 --pp 16 --dp 64 --vpp 8 --seq 8192 "
      "--global-batch 2048 --dp-sharding fsdp_grad_op --pipeline-embedding",
      [("needs 83.8 GB of the 85.5 GB an H100 holds", "total 83.8 GB of 85.5 GB: fits")]),
