@@ -159,7 +159,8 @@ def _placement_arguments(p) -> None:
                    "report take it as --layout ...,skip_domains=[5,17]")
     p.add_argument("--overlap", action="append", default=[], metavar="DIM=on|off",
                    help="overlap rule per dimension, e.g. --overlap tp=on --overlap dp=off "
-                        "(defaults: dp on, cp on, tp off, pp off, ep off)")
+                        "(defaults: dp on, cp on, tp off, ep off, pp on with --vpp above 1 and off at vpp 1, as "
+                        "Megatron-LM and NeMo set it)")
 
 
 def _output_arguments(p) -> None:
@@ -927,7 +928,22 @@ def _components_legend(L: dict, host_wait: bool, amax: bool = False) -> str:
             f"drain (more micro-batches per step or vpp shrink it); optimizer = the Adam step on this GPU's shard; "
             f"tp, cp, pp, dp, ep = each dimension's communication not hidden behind compute (the collectives' "
             f"exposed column; --overlap hides more)"
-            + (_amax_legend(L) if amax else ""))
+            + (_amax_legend(L) if amax else "") + _pp_overlap_legend(L))
+
+
+def _pp_overlap_legend(L: dict) -> str:
+    """The legend's word on the pipeline sends (pp > 1): overlapped or exposed, and whether that is the layout's
+    default (``overlap_pp`` on with vpp > 1, off at vpp 1: :class:`ParallelLayout`'s field) or set against it."""
+    if L.get("pp", 1) == 1:
+        return ""
+    on, interleaved = bool(L.get("overlap_pp")), L.get("vpp", 1) > 1
+    how = "hidden behind compute" if on else "exposed"
+    if on == interleaved:
+        why = ("the default with vpp > 1, Megatron-LM's overlap_p2p_comm; --overlap pp=off exposes them" if on else
+               "the default at vpp 1, where Megatron-LM runs no p2p overlap")
+    else:
+        why = f"set against the default, which is {'on' if interleaved else 'off'} at vpp {L.get('vpp', 1)}"
+    return f"; the pipeline's sends are {how} (overlap_pp {'on' if on else 'off'}: {why})"
 
 
 def _amax_legend(L: dict) -> str:
