@@ -1,6 +1,14 @@
 """defaults74: ``topo train``'s defaults as the frameworks' (walk33's main finding), and a published row's command."""
+import json
+import shlex
+
+import pytest
+from published_setups import published_setups, training_accuracy
+
+from row_command import command_text
 from topo.cli.main import main
 from topo.training.parallel import make_layout
+from topo.training.step import estimate_step
 
 LLAMA70 = ["train", "dgx-h100-superpod", "--unset", "cluster.num_units", "--set", "cluster.num_gpus=64", "--set",
            "fabric.servers_per_unit=8", "--model", "llama3-70b", "--tp", "4", "--pp", "8", "--dp", "2",
@@ -37,3 +45,26 @@ def test_train_takes_and_states_the_pipeline_overlap_default(capsys):
     assert _pp_row(off) != _pp_row(out)
     assert main([*LLAMA70[:-4], "--global-batch", "128", "--seq", "8192", "--precision", "fp8"]) == 0
     assert "overlap_pp off: the default at vpp 1" in capsys.readouterr().out
+
+
+def _benchmark_step(setup) -> float:
+    fabrics, engines = training_accuracy._engines([setup])
+    return estimate_step(fabrics[setup["spec"]], setup["model"], setup["lay"],
+                         engine=training_accuracy.engine_of(engines, setup), convention="6n").step_time_s
+
+
+def test_a_published_rows_printed_command_gives_the_benchmarks_step(capsys):
+    # walk33: a README accuracy row could not be reproduced from README/--help; --command prints the line that does.
+    # One dense row (Llama 3 70B, tp4 pp8 vpp5, FP8 current scaling) and one MoE row (DeepSeek-V3 on GB200, HybridEP)
+    runs = {s["run"]: s for s in published_setups()}
+    for run in ("mb2511_h100_llama3_70b", "mb2602_gb200_deepseekv3"):
+        text = command_text(list(runs.values()), run)
+        assert text.startswith("topo train ") and "note:" not in text, text
+        assert main(shlex.split(text)[1:] + ["--json"]) == 0
+        step_s = json.loads(capsys.readouterr().out)["step_time_s"]
+        assert step_s == pytest.approx(_benchmark_step(dict(runs[run])), rel=1e-3), run
+
+
+def test_an_unknown_run_gets_one_line():
+    text = command_text(published_setups(), "no_such_run")
+    assert text.count("\n") == 0 and "'no_such_run'" in text and "run_id" in text
