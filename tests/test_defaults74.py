@@ -68,3 +68,9 @@ def test_a_published_rows_printed_command_gives_the_benchmarks_step(capsys):
 def test_an_unknown_run_gets_one_line():
     text = command_text(published_setups(), "no_such_run")
     assert text.count("\n") == 0 and "'no_such_run'" in text and "run_id" in text
+
+
+def test_a_token_budget_is_echoed_as_written(capsys):
+    # walk33: --tokens 15T was echoed as "1.5e+13 tokens"
+    assert main([*LLAMA70, "--vpp", "5", "--tokens", "15T"]) == 0
+    assert "time to train 15T tokens:" in capsys.readouterr().out

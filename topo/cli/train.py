@@ -9,7 +9,8 @@ import sys
 
 from ..errors import TopoError
 from ..inputs import is_input_file
-from ..units import UnitError, format_count, format_in, format_size, format_time, parse_count
+from ..units import (UnitError, format_count, format_in, format_size, format_suffixed_count, format_time,
+                     parse_count)
 from ..plan.blast import INTERRUPTING_CAUSE
 from ..training.flops import CONVENTIONS, six_n_params
 from ..training.fp8_amax import sp_amax_reduced
@@ -914,7 +915,7 @@ def _time_to_train_line(r, tokens: float) -> str:
     span = b.get("time_to_train_interval_s")
     within = (f"; {format_in(span[0], 'days', '.1f')} - {format_in(span[1], 'days', '.1f')} at the uncertainty's "
               f"ends" if span else "")
-    return (f"time to train {tokens:.3g} tokens: {days}, {gpu_hours_text(b['gpu_hours_to_train'])} GPU-hours on "
+    return (f"time to train {format_suffixed_count(tokens)} tokens: {days}, {gpu_hours_text(b['gpu_hours_to_train'])} GPU-hours on "
             f"{format_count(r.gpus)} "
             f"GPUs{within} (at the step, no failures or restarts: topo plan --model --layout --tokens gives the "
             "time with the plan's goodput)")
