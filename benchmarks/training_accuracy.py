@@ -100,6 +100,7 @@ from run_recipe_columns import (RunColumnError, check_published_dates, check_rec
                                 fp8_recipe_of, hybridep_sms_table, layout_column_kw,
                                 recipe_column_kw)  # (topo from ROOT, as above)
 from topo.training.nvls_buffers import NO_NVLS, release_nvls_enabled  # noqa: E402
+from row_command import command_text  # noqa: E402
 
 SPECS = {"DGX-H100": ("dgx-h100-superpod", ()), "DGX-GB200": ("gb200-nvl72-superpod", ()),
          "DGX-GB300": ("gb300-nvl72-superpod", ()),  # GB300 NVL72 racks (its rows are all in the hold-out file)
@@ -281,7 +282,9 @@ def _paper_setups():
             # chunk, V = (126 layers + E + L) / pp = 8 (the layout E|(t|)*126L; tests/test_training_memory.py)
             extra = dict(flash_attention=True, dp_sharding="fsdp_grad_op", recompute="none",
                          vpp=(model.layers + 2) // int(row["pp"]), pipeline_embedding=True,
-                         cp_comm_type="all_gather")
+                         cp_comm_type="all_gather", overlap_pp=False)
+            # overlap_pp: the paper states no overlap of the pipeline's sends; kept exposed, as before the layout's
+            # default became Megatron-LM's (on with vpp > 1), which Meta's framework is not
         # the paper names no container: at most the newest cuDNN released by its date (Llama 3: July 2024, 9.2.1)
         cudnn = run_cudnn("", row["published_date"])
         if cudnn is not None:
@@ -717,7 +720,13 @@ def main() -> None:
     ap.add_argument("--write", action="store_true", help="update benchmarks/RESULTS.md")
     ap.add_argument("--host-rows", action="store_true", help="also print, for each MoE run the host launch time "
                     "moves, its error from 5 to 80 us and the time that zeroes it")
+    ap.add_argument("--command", metavar="RUN_ID", default=None, help="print the topo train command line that "
+                    "gives this benchmark's prediction for run RUN_ID, and stop")
     args = ap.parse_args()
+    if args.command is not None:
+        text = command_text(_setups(), args.command)
+        print(text, file=sys.stderr if text.startswith("--command:") else sys.stdout)
+        sys.exit(2 if text.startswith("--command:") else 0)
 
     t0 = time.perf_counter()
     setups = _setups()

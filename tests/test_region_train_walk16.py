@@ -66,7 +66,7 @@ def test_tokens_across_sites_is_the_time_to_train_at_the_step_across_sites():
                if x.startswith("time to train")]
     assert doc["gpu_hours_to_train"] == doc["gpus"] * doc["time_to_train_s"] / 3600  # walk24: and its GPU-hours
     assert doc["gpu_hours_to_train"] < 1e6  # whole hours below a million, as one site's line writes them
-    assert line.startswith(f"time to train 1.5e+13 tokens: {doc['time_to_train_s'] / 86400:.1f} days, "
+    assert line.startswith(f"time to train 15T tokens: {doc['time_to_train_s'] / 86400:.1f} days, "
                            f"{round(doc['gpu_hours_to_train']):,} GPU-hours on {doc['gpus']:,} GPUs (at the step "
                            f"across sites, dp: ")
     refused = run_cli(*SMALL, "--tokens", "15e12", "--search")

@@ -56,7 +56,7 @@ def test_the_time_to_train_line_is_the_json_figure_in_days():
     assert d["gpu_hours_to_train"] == pytest.approx(d["gpus"] * t / 3600, rel=1e-12)
     assert d["time_to_train_interval_s"] == pytest.approx([t * lo / d["step_time_s"], t * hi / d["step_time_s"]],
                                                           rel=1e-12)
-    assert line == (f"time to train 1.5e+13 tokens: {t / 86400:.1f} days, {d['gpu_hours_to_train'] / 1e6:.3g}M "
+    assert line == (f"time to train 15T tokens: {t / 86400:.1f} days, {d['gpu_hours_to_train'] / 1e6:.3g}M "
                     f"GPU-hours on {d['gpus']:,} GPUs; {t * lo / d['step_time_s'] / 86400:.1f} days - "
                     f"{t * hi / d['step_time_s'] / 86400:.1f} days at the uncertainty's ends (at the step, no "
                     f"failures or restarts: topo plan --model --layout --tokens gives the time with the plan's "

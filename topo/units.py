@@ -415,6 +415,19 @@ def format_count(n: int) -> str:
     return f"{int(n):,}"
 
 
+def format_suffixed_count(n: float) -> str:
+    """A count as budgets write it, with the decimal suffix :func:`parse_count` reads (walk33: ``--tokens 15T``
+    was echoed as "1.5e+13 tokens"); below a thousand, the number.
+
+    >>> format_suffixed_count(15e12), format_suffixed_count(2.5e9), format_suffixed_count(14.8e12), format_suffixed_count(400)
+    ('15T', '2.5B', '14.8T', '400')
+    """
+    for suffix, scale in (("T", 1e12), ("B", 1e9), ("M", 1e6), ("K", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.3g}{suffix}"
+    return f"{n:.3g}"
+
+
 def format_gpu_hours(hours: float) -> str:
     """GPU-hours as a budget reads them: millions (3.06M), else whole hours (29, not 2.86e-05M).
 

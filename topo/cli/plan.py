@@ -17,7 +17,7 @@ from ..plan.result import RANGED
 from ..spec import DEFAULT_SPEC
 from ..spec.load import resolve_spec_path
 from ..units import (UnitError, count_noun, format_bandwidth, format_count, format_gpu_hours, format_in, format_time,
-                     format_usd, in_unit, parse_count, parse_power_W)
+                     format_suffixed_count, format_usd, in_unit, parse_count, parse_power_W)
 from .bom_csv import write_bom_csv
 from .common import GivenOnce, add_spec_arguments, fabric_from_args, spec_from_args
 from .estimate_args import add_profile_argument, check_profile_flag, profile_notes
@@ -595,7 +595,7 @@ def _work_lines(r: PlanResult) -> list[str]:
                    f"{job.tokens_per_s:,.0f} tokens/s at the step)")
     t = r.time_to_train
     if t is not None:
-        out.append(f"          time to train {t['tokens']:.3g} tokens: {format_in(t['time_to_train_s'], 'days', ',.1f')} "
+        out.append(f"          time to train {format_suffixed_count(t['tokens'])} tokens: {format_in(t['time_to_train_s'], 'days', ',.1f')} "
                    f"with goodput {100 * t['goodput']:.1f}% ({format_in(t['time_at_step_s'], 'days', ',.1f')} at "
                    f"the step, as topo train --tokens gives it), "
                    f"{format_gpu_hours(t['gpu_hours_to_train'])} GPU-hours on "

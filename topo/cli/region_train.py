@@ -13,7 +13,7 @@ from ..training.multisite import (DEFAULT_SHARES, SPAN_RULE, AcrossSites, Multis
                                   site_capacities, site_shares)
 from ..training.multisite_search import search_across_sites
 from ..training.parallel import layout_fields, make_layout
-from ..units import format_bandwidth, format_in, format_size, format_time
+from ..units import format_bandwidth, format_in, format_size, format_suffixed_count, format_time
 from .common import data_parallel
 from .layout_dp import job_gpus, placed_by, placement_fields, sized_by, skip_offered, skip_way_dp
 from .search_options import layout_for_search, search_options
@@ -285,7 +285,7 @@ def render_across_sites(r: MultisiteStep, say=str, tokens: float | None = None) 
     lines.append("")
     lines.append(f"throughput_vs_one_site ({r.chosen}): {r.throughput_vs_one_site:.1%}")
     if tokens:
-        lines.append(f"time to train {tokens:.3g} tokens: {format_in(r.time_to_train_s(tokens), 'days', '.1f')}, "
+        lines.append(f"time to train {format_suffixed_count(tokens)} tokens: {format_in(r.time_to_train_s(tokens), 'days', '.1f')}, "
                      f"{gpu_hours_text(r.gpu_hours_to_train(tokens))} GPU-hours on {r.gpus:,} GPUs "
                      f"(at the step across sites, {r.chosen}: {format_time(r.step_time_s)}, "
                      f"{r.tokens_per_step:,} tokens)")

@@ -9,7 +9,8 @@ import sys
 
 from ..errors import TopoError
 from ..inputs import is_input_file
-from ..units import UnitError, format_count, format_in, format_size, format_time, parse_count
+from ..units import (UnitError, format_count, format_in, format_size, format_suffixed_count, format_time,
+                     parse_count)
 from ..plan.blast import INTERRUPTING_CAUSE
 from ..training.flops import CONVENTIONS, six_n_params
 from ..training.fp8_amax import sp_amax_reduced
@@ -159,7 +160,8 @@ def _placement_arguments(p) -> None:
                    "report take it as --layout ...,skip_domains=[5,17]")
     p.add_argument("--overlap", action="append", default=[], metavar="DIM=on|off",
                    help="overlap rule per dimension, e.g. --overlap tp=on --overlap dp=off "
-                        "(defaults: dp on, cp on, tp off, pp off, ep off)")
+                        "(defaults: dp on, cp on, tp off, ep off, pp on with --vpp above 1 and off at vpp 1, as "
+                        "Megatron-LM and NeMo set it)")
 
 
 def _output_arguments(p) -> None:
@@ -913,7 +915,7 @@ def _time_to_train_line(r, tokens: float) -> str:
     span = b.get("time_to_train_interval_s")
     within = (f"; {format_in(span[0], 'days', '.1f')} - {format_in(span[1], 'days', '.1f')} at the uncertainty's "
               f"ends" if span else "")
-    return (f"time to train {tokens:.3g} tokens: {days}, {gpu_hours_text(b['gpu_hours_to_train'])} GPU-hours on "
+    return (f"time to train {format_suffixed_count(tokens)} tokens: {days}, {gpu_hours_text(b['gpu_hours_to_train'])} GPU-hours on "
             f"{format_count(r.gpus)} "
             f"GPUs{within} (at the step, no failures or restarts: topo plan --model --layout --tokens gives the "
             "time with the plan's goodput)")
@@ -927,7 +929,22 @@ def _components_legend(L: dict, host_wait: bool, amax: bool = False) -> str:
             f"drain (more micro-batches per step or vpp shrink it); optimizer = the Adam step on this GPU's shard; "
             f"tp, cp, pp, dp, ep = each dimension's communication not hidden behind compute (the collectives' "
             f"exposed column; --overlap hides more)"
-            + (_amax_legend(L) if amax else ""))
+            + (_amax_legend(L) if amax else "") + _pp_overlap_legend(L))
+
+
+def _pp_overlap_legend(L: dict) -> str:
+    """The legend's word on the pipeline sends (pp > 1): overlapped or exposed, and whether that is the layout's
+    default (``overlap_pp`` on with vpp > 1, off at vpp 1: :class:`ParallelLayout`'s field) or set against it."""
+    if L.get("pp", 1) == 1:
+        return ""
+    on, interleaved = bool(L.get("overlap_pp")), L.get("vpp", 1) > 1
+    how = "hidden behind compute" if on else "exposed"
+    if on == interleaved:
+        why = ("the default with vpp > 1, Megatron-LM's overlap_p2p_comm; --overlap pp=off exposes them" if on else
+               "the default at vpp 1, where Megatron-LM runs no p2p overlap")
+    else:
+        why = f"set against the default, which is {'on' if interleaved else 'off'} at vpp {L.get('vpp', 1)}"
+    return f"; the pipeline's sends are {how} (overlap_pp {'on' if on else 'off'}: {why})"
 
 
 def _amax_legend(L: dict) -> str:

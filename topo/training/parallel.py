@@ -294,8 +294,14 @@ class ParallelLayout(BaseModel):
     """Pipeline schedules run per optimizer step, each over ``microbatches / pipeline_flushes`` micro-batches and
     each filling and draining the pipeline (NeMo AutoModel runs one per gradient-accumulation step,
     ``GBS / (LBS x dp)``; Megatron-LM one per step)."""
-    overlap_pp: Flag = False
-    """Pipeline sends hidden behind compute; default exposed on the critical path."""
+    overlap_pp: Flag | None = None
+    """Pipeline sends hidden behind compute (Megatron-LM's ``overlap_p2p_comm``); false: exposed on the critical
+    path. None (the default): on with an interleaved pipeline (``vpp > 1``), off at ``vpp`` 1, as Megatron-LM and
+    NeMo set it: Megatron-LM's training script turns it on unless ``--no-overlap-p2p-communication`` is given and
+    off without the interleaved schedule (NVIDIA/Megatron-LM@d98e8a64 ``megatron/training/arguments.py`` lines
+    1000-1018 and 3118-3120); NeMo's ``MegatronCommOverlapCallback`` sets it exactly when ``pp > 1`` and ``vpp >
+    1`` (NVIDIA/NeMo@8cfedd72 ``nemo/lightning/pytorch/callbacks/megatron_comm_overlap.py`` lines 153-163).
+    Resolved when the layout is built (:meth:`_pp_overlap_default`), so a layout always holds true or false."""
     fp8_amax_pass: Flag = False
     """FP8 per-tensor current scaling as Transformer Engine ran it before v2.7: each cast to FP8 first reads its
     bf16 input once more, for the tensor's amax, in a kernel of its own (``nvte_compute_amax``, TE PR #1471), then
@@ -498,6 +504,18 @@ class ParallelLayout(BaseModel):
         if data.get("recompute_modules") or data.get("recompute") not in (None, settings["recompute"]):
             return data  # the field's validator says that both were given (an explicit "none" too: walk3)
         return {**data, **settings}
+
+    @model_validator(mode="before")
+    @classmethod
+    def _pp_overlap_default(cls, data):
+        """The one place ``overlap_pp``'s default is decided (see the field): on with ``vpp > 1``."""
+        if not isinstance(data, dict) or data.get("overlap_pp") is not None:
+            return data
+        try:
+            interleaved = int(data.get("vpp") or 1) > 1
+        except (TypeError, ValueError):
+            return data  # the vpp field's validator names the bad value
+        return {**data, "overlap_pp": interleaved}
 
     @property
     def gpus(self) -> int:
