@@ -10,7 +10,7 @@ from ..errors import TopoError
 from ..fabric.region import build_region
 from ..plan.region import RegionPlan, plan_region
 from ..spec.region_load import is_region_file
-from ..training.multisite import SHARES
+from .. import training  # lazy (PEP 562): topo plan imports no step model (test_startup)
 from ..units import format_count, format_in, format_usd
 from .bom_csv import write_region_bom_csv
 from .output import emit, emit_json, note, table
@@ -47,7 +47,7 @@ def refuse_region_flags(args) -> None:
     if getattr(args, "shares", None) is not None:  # regpp73 (share72's Left 4): said, not an unknown flag
         raise TopoError(f"{args.shares!r}: a region's plan times no job (its MFU is --mfu's or the catalog's), so it "
                         f"splits no replicas over the sites; allowed: topo train REGION --model M --shares "
-                        f"{'|'.join(SHARES)} (the split and its MFU), then topo plan REGION --mfu X", key="--shares")
+                        f"{'|'.join(training.SHARES)} (the split and its MFU), then topo plan REGION --mfu X", key="--shares")
     if getattr(args, "it_power", None) is not None:  # each site has its own power_limit_MW
         raise TopoError("sizes one site's design; a region's sites are sized by their specs and checked against "
                         "their own power_limit_MW; allowed: --it-power on one site's spec", key="--it-power")
