@@ -35,7 +35,7 @@ from ..fabric.failures import failed_gpu_ids, nvswitch_domains
 from .parallel import ParallelLayout
 
 __all__ = ["EXPERT_DP_GROUPS", "FEWER_GPUS", "Mapping", "default_placement", "first_group_offsets",
-           "first_group_reach", "free_gpus", "map_layout", "recipe_gpus_used", "refuse_failed_gpus", "refuse_cut_off_servers", "refuse_cut_apart", "refuse_cut_off",
+           "first_group_reach", "free_gpus", "map_layout", "recipe_gpus_used", "refuse_failed_gpus", "refuse_failed_placement", "refuse_cut_off_servers", "refuse_cut_apart", "refuse_cut_off",
            "spare_domains_text"]
 
 _DENSE = ("tp", "cp", "dp", "pp")
@@ -414,6 +414,15 @@ def refuse_cut_off_servers(lay: ParallelLayout, fabric) -> None:
                     f"{', '.join(fabric.failures)}), and it is one of the job's GPUs ({lay.first_gpu:,} to "
                     f"{int(ids[-1]):,}); allowed: {_past_failed(lay, D, after, L.num_gpus, domains)}, or the parts "
                     f"that cut it off left out of the failures", key="fail")
+
+
+def refuse_failed_placement(lay: ParallelLayout, fabric) -> None:
+    """Refuse placed layout ``lay`` on ``fabric`` where its failed parts are under the job, before any routing: a
+    failed GPU or NVLink switch of it (:func:`refuse_failed_gpus`), then GPUs of it cut off (:func:`refuse_cut_off`).
+    The step's check, and the search's before a bound routes anything (fixb74: the search's NVLS memory check routed
+    first and surfaced the router's "a rank of the communicator" line)."""
+    refuse_failed_gpus(lay, fabric.spec.gpus_per_domain, fabric.failures, fabric.layout.num_gpus)
+    refuse_cut_off(lay, fabric)
 
 
 def refuse_cut_off(lay: ParallelLayout, fabric) -> None:

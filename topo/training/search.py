@@ -83,7 +83,7 @@ from .nccl_buffers import nccl_buffer_bytes
 from .model import ModelSpec
 from .operators import rank_computes, rank_computes_at, stage_compute
 from .result import SearchResult
-from .mapping import FEWER_GPUS, default_placement, map_layout
+from .mapping import FEWER_GPUS, default_placement, map_layout, refuse_failed_placement
 from .tp_overlap import DEFAULT as TP_OVERLAP_DEFAULT, check_num_sm
 from .step import (dp_floor_s, exposed_comm_s, estimate_step, exposed_routed, failure_notes, least_nvls_bytes,
                    nvls_communicators, routed_ep_cover_s, step_breakdown, step_traffic, traffic_stage)
@@ -449,6 +449,7 @@ class _Search:
         self.figures: dict = {}  # with rank_by: id(step) -> (step, its figure), the step held so its id stays its own
         self.split, self.index = None, 0  # search_layouts' split, and this fabric's place in its shares
         self.jobs: dict = {}  # with split: id(step) -> (step, the job's layout it is the slowest share of)
+        self.placements_ok: set = set()  # placements refuse_failed found past this fabric's failed parts
 
     def peers(self, fabrics, efficiency, profiles=None) -> list:
         """:meth:`peer` on each of ``fabrics``, each with its profile (``profiles``; None: this search's engine's
@@ -485,13 +486,21 @@ class _Search:
     def bound_all(self, lay, keys):
         """:meth:`bound_of` on every fabric: the largest bound (a lower bound of the slowest fabric's step), None
         with that fabric's memory where the layout does not fit on one."""
-        bound, mem = self.bound_of(lay, keys)
+        bound, mem = self._on_fabric(self.bound_of, lay, keys)
         for other in self.others:
             if bound is None:
                 break
-            got, other_mem = other.bound_of(lay, keys)
+            got, other_mem = other._on_fabric(other.bound_of, lay, keys)
             bound, mem = (None, other_mem) if got is None else (max(bound, got), mem)
         return bound, mem
+
+    def _on_fabric(self, method, *args):
+        """``method(*args)``, its refusal said of this fabric where the layouts run on others too (as
+        :meth:`step_of`'s: the caller names its site)."""
+        try:
+            return method(*args)
+        except TopoError as exc:
+            raise (OnFabric(exc, self.fabric) if self.others or self.index else exc) from None
 
     def refined_all(self, lay, bound, keys, above: float = math.inf) -> float:
         """:meth:`refined` on every fabric in turn, each from the largest so far, until one reaches ``above``."""
@@ -606,7 +615,17 @@ class _Search:
             mapping = map_layout(lay, self.spec.gpus_per_domain, self.fabric.layout.num_gpus)
         except TopoError:
             return mem  # its groups do not map: :meth:`run` counts it invalid
+        self.refuse_failed(lay)
         return replace(mem, nvls_bytes=least_nvls_bytes(self.engine, self.model, lay, mapping, self.gpu))
+
+    def refuse_failed(self, lay) -> None:
+        """Refuse placed ``lay`` where this fabric's failed parts are under the job, as its step would first
+        (:func:`~.mapping.refuse_failed_placement`), before a bound routes any of its collectives; once a placement
+        (fixb74: the router's "a rank of the communicator" line, and on a region's second site the first named)."""
+        key = (lay.gpus, lay.first_gpu, tuple(lay.skip_domains), lay.gpus_per_domain_used)
+        if self.fabric.failures and key not in self.placements_ok:
+            refuse_failed_placement(lay, self.fabric)
+            self.placements_ok.add(key)
 
     def waited(self, lay, sc, bk, cover_s: float):
         """The compute of ``sc``'s pipeline rank (the step's rank under DualPipe, :func:`.step.traffic_stage` None)

@@ -99,8 +99,8 @@ from .fp8_amax import AMAX_PHASE, AMAX_SP_GROUP, amax_group, amax_reduced, amax_
 from .gpus import gpu_compute
 from .host_cpu import host_time_factor, reference_host_cpu
 from .kernels import memory_s
-from .mapping import (EXPERT_DP_GROUPS, default_placement, map_layout, recipe_gpus_used, refuse_cut_off,
-                      refuse_failed_gpus)
+from .mapping import (EXPERT_DP_GROUPS, default_placement, map_layout, recipe_gpus_used,
+                      refuse_failed_placement)
 from .memory import busiest_stage, end_unit_params, memory_per_gpu, stage_params, units_holding
 from .model import BLOCK_KINDS, Block, ModelSpec
 from .nvls_buffers import may_run_nvls, step_nvls_bytes
@@ -838,8 +838,7 @@ def estimate_step(fabric: Fabric, model: ModelSpec, lay: ParallelLayout, *, engi
     spec = fabric.spec
     lay, placed, gpu = _placed_layout_and_gpu(fabric, model, lay, efficiency, kernel_overrides, check)
     mapping = map_layout(lay, spec.gpus_per_domain, fabric.layout.num_gpus)
-    refuse_failed_gpus(lay, spec.gpus_per_domain, fabric.failures, fabric.layout.num_gpus)
-    refuse_cut_off(lay, fabric)
+    refuse_failed_placement(lay, fabric)
     engine = engine_for(fabric, engine, profile)
     traffic, groups, spans, timed = _timed_traffic(fabric, model, lay, mapping, engine)
     cover = _ep_cover_s(lay, timed)
