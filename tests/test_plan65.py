@@ -103,7 +103,17 @@ def test_the_tp_rows_of_train_s_traffic_table_say_what_each_carries():
     assert tp == [["all_gather forward (input)", "64 MiB"], ["reduce_scatter forward (output)", "64 MiB"],
                   ["all_gather backward (output gradient)", "64 MiB"],
                   ["all_gather backward (input again, for wgrad)", "64 MiB"],
-                  ["reduce_scatter backward (input gradient)", "64 MiB"]]
+                  ["reduce_scatter backward (input gradient)", "64 MiB"],
+                  # section 341 (stagetp73): the single stage's own heads, each row saying what it carries, at the
+                  # same b s h x 2 B = 64 MiB (Megatron-LM@7094270c tensor_parallel/layers.py: the embedding's
+                  # reduce-scatter forward and gather backward, lines 241-271; the output layer's input gathered
+                  # forward and again for wgrad, its input gradient reduce-scattered, lines 434, 468, 502). The
+                  # loss's two all-reduces (T and 2T FP32: 32 and 64 KiB) are not MiB rows.
+                  ["reduce_scatter forward (head: embedding output)", "64 MiB"],
+                  ["all_gather backward (head: embedding output gradient)", "64 MiB"],
+                  ["all_gather forward (head: output layer input)", "64 MiB"],
+                  ["all_gather backward (head: output layer input again, for wgrad)", "64 MiB"],
+                  ["reduce_scatter backward (head: output layer input gradient)", "64 MiB"]]
     doc = json.loads(run_cli("train", "dgx-h100-superpod", "--model", "llama3-8b", "--tp", "8", "--global-batch",
                              "256", "--json", check=True).stdout)
     assert [c["what"] for c in doc["comm"] if c["dim"] == "tp"][2:4] == ["output gradient", "input again, for wgrad"]

@@ -261,7 +261,15 @@ def test_the_tp_rows_say_which_pass_they_run_in():
             "--global-batch", "32"]
     for recompute, ratio in (("none", 1.0), ("full", 2.0)):
         doc = json.loads(run_cli(*args, "--recompute", recompute, "--json", check=True).stdout)
-        tp = [(c["collective"], c["phase"], c["calls_per_step"]) for c in doc["comm"] if c["dim"] == "tp"]
+        comm = [c for c in doc["comm"] if c["dim"] == "tp"]
+        # section 341 (stagetp73): the pacing (last) stage's output layer and loss also run TP collectives, each
+        # ``what`` starting "head:"; full recomputation reruns the transformer layers only, so the head's forward
+        # keeps one call a micro-batch (8) either way
+        head = [(c["collective"], c["phase"], c["calls_per_step"]) for c in comm if c["what"].startswith("head:")]
+        assert head == [("all_gather", "forward", 8.0), ("all_gather", "backward", 8.0),
+                        ("reduce_scatter", "backward", 8.0), ("all_reduce", "forward", 8.0),
+                        ("all_reduce", "forward", 8.0)], head
+        tp = [(c["collective"], c["phase"], c["calls_per_step"]) for c in comm if not c["what"].startswith("head:")]
         fwd = [(n, k) for n, p, k in tp if p == "forward"]
         bwd = [(n, k) for n, p, k in tp if p == "backward"]
         assert sorted(n for n, _ in fwd) == ["all_gather", "reduce_scatter"]
@@ -271,15 +279,25 @@ def test_the_tp_rows_say_which_pass_they_run_in():
         assert all(c["phase"] == "" for c in doc["comm"] if c["dim"] != "tp")
     rows = [ln.split()[1:3] for ln in _comm_rows(run_cli(*args, check=True).stdout) if ln.startswith("tp ")]
     assert rows == [["all_gather", "forward"], ["reduce_scatter", "forward"], ["all_gather", "backward"],
-                    ["all_gather", "backward"], ["reduce_scatter", "backward"]]
+                    ["all_gather", "backward"], ["reduce_scatter", "backward"], ["all_gather", "forward"],
+                    ["all_gather", "backward"], ["reduce_scatter", "backward"], ["all_reduce", "forward"],
+                    ["all_reduce", "forward"]]
     # without sequence parallelism: one all-reduce of the activation each pass and block, seq 8192 x hidden 4096 x 2
     # bytes = 64 MiB, 8 micro-batches x 16 layers a stage x 2 blocks = 256 calls (llama3-8b.toml: 32 layers, hidden
     # 4,096); and the next stage's gather of a pipeline send (Megatron's scatter/gather: each TP rank sends 1/tp,
     # 8 MiB; 2 x (8 micro-batches + pp - 1) = 18 sends, step._pp_traffic)
     rows = [ln.split()[1:6] for ln in _comm_rows(run_cli(*args, "--no-sequence-parallel", check=True).stdout)
             if ln.startswith("tp ")]
+    # section 341: the last stage's heads, once a micro-batch: the output layer's input gradient all-reduced (64 MiB,
+    # Megatron-LM@7094270c tensor_parallel/layers.py line 489) and the fused loss's all-reduces of T = 8,192 and 2T
+    # FP32 values (32 and 64 KiB, fused_cross_entropy.py lines 42, 94, 112)
     assert rows == [["all_reduce", "forward", "64", "MiB", "256"], ["all_reduce", "backward", "64", "MiB", "256"],
+                    ["all_reduce", "backward", "(head:", "output", "layer"],
+                    ["all_reduce", "forward", "(head:", "loss", "over"], ["all_reduce", "forward", "(head:", "loss", "over"],
                     ["all_gather", "pipeline", "8", "MiB", "18"]], rows
+    sizes = [ln.split(")")[1].split()[:3] for ln in _comm_rows(run_cli(*args, "--no-sequence-parallel",
+                                                                        check=True).stdout) if "(head:" in ln]
+    assert sizes == [["64", "MiB", "8"], ["32", "KiB", "8"], ["64", "KiB", "8"]], sizes
 
 
 def test_more_gpus_than_the_fabric_is_named_before_the_batch_rule():

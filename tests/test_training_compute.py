@@ -189,10 +189,15 @@ def test_mamba_layers_are_described_and_evaluated(h100):
     lay = make_layout(tp=2, dp=64, global_batch=128)
     r = estimate_step(h100, m, lay, contention=False)
     assert r.compute_by_module_s["mamba"] > 0
-    tp = sum(i["calls"] for i in step_traffic(m, lay) if i["dim"] == "tp" and i["collective"] == "all_gather")
+    gathers = [i for i in step_traffic(m, lay) if i["dim"] == "tp" and i["collective"] == "all_gather"]
+    tp = sum(i["calls"] for i in gathers if not i.get("what", "").startswith("head:"))
     # every block (Mamba, attention, MLP) gathers forward, and twice backward (the output gradient; its input again
     # for the weight gradient)
     assert tp == lay.microbatches * 3 * 56
+    # section 341 (stagetp73): the single stage's heads gather three times a micro-batch under sequence parallelism
+    # (the embedding's output gradient backward; the output layer's input forward and again for wgrad:
+    # Megatron-LM@7094270c tensor_parallel/layers.py lines 241-271, 434, 468)
+    assert sum(i["calls"] for i in gathers if i.get("what", "").startswith("head:")) == lay.microbatches * 3
     bad = {**m.model_dump(), "layer_pattern": "MX" + m.layer_pattern[2:]}
     with pytest.raises(TopoError) as e:
         model_from_dict(bad, "nh.toml")
