@@ -54,9 +54,11 @@ def test_the_network_matters(df):
             assert four["step_time_s"] > one["step_time_s"]  # an oversubscribed leaf slows the step
             assert four["exposed_comm_s"] > one["exposed_comm_s"]
             assert four["capex_usd"] < one["capex_usd"]  # and costs less (fewer uplinks and switches)
-    # across the designs, the same layout's step differs by more than 1.5x: one HPN plane gives each GPU
-    # 200 Gb/s, half the H100 designs' 400 Gb/s (topologies/alibaba-hpn-plane.toml)
+    # across the designs, the same layout's step differs by more than 1.2x: one HPN plane gives each GPU
+    # 200 Gb/s, half the H100 designs' 400 Gb/s (topologies/alibaba-hpn-plane.toml). It was over 1.5x while the
+    # interleaved pipeline's p2p ran exposed; at vpp 4 it now overlaps by default, as Megatron-LM's training script
+    # and NeMo's callback run it (defaults74, section 347), so the pipeline's sends no longer add to the gap (1.26x)
     pipe = df[df["layout"].str.startswith("tp=8,cp=2,pp=8")]
-    assert pipe["step_time_s"].max() / pipe["step_time_s"].min() > 1.5
+    assert pipe["step_time_s"].max() / pipe["step_time_s"].min() > 1.2
     hpn = _by(df, "alibaba-hpn-plane", 128 * 200 / (60 * 400), "tp=8,cp=2,pp=8")
     assert hpn["step_time_s"] == pipe["step_time_s"].max()
