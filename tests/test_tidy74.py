@@ -132,3 +132,20 @@ def test_the_flat_ring_named_where_a_dp_group_shares_a_node_is_one_line(tmp_path
         in p.stderr, p.stderr
     ok = run_cli("train", path, "--model", "llama3-8b", "--tp", "8", "--dp", "4", "--global-batch", "8")
     assert ok.returncode == 0, ok.stderr  # one rank a node: the ring is priced
+
+
+def test_a_set_hierarchical_form_on_a_crowded_node_keeps_its_reason():
+    """rev74 Left b: with ``nccl.dp_reduction = "hierarchical"`` set and two ranks of a data-parallel group on one
+    node (tp 4 on 8-GPU servers), the flat ring is not priced, yet the form was chosen by the region's setting: the
+    note says so, and "the only one priced" only under ``auto``. Both forms are worked out once for the step and its
+    note (rev74 Left a)."""
+    job = ("train", "two-site-h100", "--model", "llama3-8b", "--tp", "4", "--dp", "16", "--global-batch", "64")
+
+    def said(*extra):
+        out = run_cli(*job, *extra, check=True).stdout
+        (line,) = [x for x in out.splitlines() if "dp across sites: the gradients cross" in x]
+        return line
+
+    assert "(as the region's nccl.dp_reduction sets)" in said("--set", "nccl.dp_reduction=hierarchical")
+    auto = said()
+    assert "(the only one priced)" in auto and "flat cross-DC ring not priced: a data-parallel group has up to 2" in auto

@@ -459,8 +459,10 @@ def _across_from(region: Region, fabric, model: ModelSpec, lay: ParallelLayout, 
     amax_s, amax_calls = _amax_across_s(region, model, placed, channels or region_channels(region), nic_gpus)
     crowd = dp_ranks_per_node(map_layout(placed, fabric.spec.gpus_per_domain, fabric.layout.num_gpus).groups("dp"),
                               fabric.layout.gpus_per_server)  # regpp73 Left 1: the flat ring assumes one a node
-    out.strategies.append(_dp(region, one, site_lay, V, amax_s, ready, nic_gpus, channels, crowd))
-    out.assumptions.append(_dp_form_note(region, site_lay, V, nic_gpus, channels, crowd))
+    forms = dp_crossings(region, V, sum(nic_gpus) * site_lay.dp // site_lay.gpus, site_lay.gpus // site_lay.dp,
+                         channels or region_channels(region), nic_gpus, crowd)  # both forms, worked out once (rev74)
+    out.strategies.append(_dp(region, one, site_lay, V, forms, amax_s, ready, nic_gpus))
+    out.assumptions.append(_dp_form_note(region, V, forms, crowd))
     out.assumptions += _amax_note(out.strategies[-1], amax_s, amax_calls, ready.slowest_s)
     if len(set(dps)) > 1:  # a pipeline's stages pair the sites' replicas one to one
         out.assumptions.append(f"pp across sites: not timed, the sites run unequal shares ({_dp_text(out)}); "
@@ -763,8 +765,8 @@ def dp_window_s(one: StepResult, lay: ParallelLayout) -> float:
     return max(0.0, t_bwd - in_site)
 
 
-def _dp(region: Region, one, lay, V: ReplicaBytes, amax_s: float = 0.0, ready: SiteReady | None = None,
-        site_gpus=None, channels: int | None = None, ranks_per_node: int = 1) -> AcrossSites:
+def _dp(region: Region, one, lay, V: ReplicaBytes, forms: dict, amax_s: float = 0.0, ready: SiteReady | None = None,
+        site_gpus=None) -> AcrossSites:
     r"""DP across the sites: the gradients' hierarchical all-reduce (the cross-site phase in the window the in-site
     reduction leaves in the last backward; the FP8 amax all-reduces are no DP traffic and take no part in that
     window) and ``amax_s``, the amax reductions' crossing (:func:`_amax_across_s`), exposed; seen from the site
@@ -784,15 +786,12 @@ def _dp(region: Region, one, lay, V: ReplicaBytes, amax_s: float = 0.0, ready: S
     95% of one site (the slowest share's step :math:`T_s = \max_i T_i`, budget :math:`E = T_s (1/0.95 - 1) -
     amax_s`, so that :math:`T \le T_s / 0.95`): the edge within :math:`E`, the phase within :math:`E + T_s - R`.
     ``site_gpus``: each site's share's GPUs, whose NICs carry the site's shards (each GPU its own, share72). The
-    cross-site phase is the hierarchical reduction's or NCCL's flat cross-DC ring's, the faster unless the region's
-    ``nccl.dp_reduction`` names one (:func:`.dp_across.dp_crossings`; ``channels``: NCCL's, None the region's;
-    ``ranks_per_node``: a data-parallel group's most on one node, above 1 the flat ring not priced).
+    cross-site phase is the hierarchical reduction's or NCCL's flat cross-DC ring's (``forms``, the job's
+    :func:`.dp_across.dp_crossings`), the faster unless the region's ``nccl.dp_reduction`` names one.
     """
     K = region.num_sites
     a, b = _ring(K)
-    gpus = site_gpus or (lay.gpus,) * K
-    cross = pick_dp_crossing(region, dp_crossings(region, V, sum(gpus) * lay.dp // lay.gpus, lay.gpus // lay.dp,
-                                                  channels or region_channels(region), site_gpus, ranks_per_node))
+    cross = pick_dp_crossing(region, forms)
     ph, loads = cross.phase, cross.loads
     T1 = one.step_time_s
     window = dp_window_s(one, lay)
@@ -914,13 +913,10 @@ def _assumptions(region: Region, dps: tuple[int, ...]) -> list[str]:
     ]
 
 
-def _dp_form_note(region: Region, lay: ParallelLayout, V: ReplicaBytes, site_gpus, channels: int | None,
-                  ranks_per_node: int = 1) -> str:
-    """The assumptions' line on how the ``dp`` way's gradients cross (:mod:`.dp_across`): both forms' phases and
-    which was taken, and why; where a data-parallel group has several ranks on one node, why the flat ring is not
-    priced."""
-    forms = dp_crossings(region, V, sum(site_gpus) * lay.dp // lay.gpus, lay.gpus // lay.dp,
-                         channels or region_channels(region), site_gpus, ranks_per_node)
+def _dp_form_note(region: Region, V: ReplicaBytes, forms: dict, ranks_per_node: int = 1) -> str:
+    """The assumptions' line on how the ``dp`` way's gradients cross (:mod:`.dp_across`): both forms' phases
+    (``forms``, the ones :func:`_dp` picks from) and which was taken, and why; where a data-parallel group has several
+    ranks on one node, why the flat ring is not priced."""
     pick = pick_dp_crossing(region, forms)
     h, r = forms["hierarchical"], forms.get("flat_ring")
     why = ("the faster" if region.spec.nccl.dp_reduction == "auto" else "as the region's nccl.dp_reduction sets")
@@ -931,7 +927,7 @@ def _dp_form_note(region: Region, lay: ParallelLayout, V: ReplicaBytes, site_gpu
             if r is not None else
             f"NCCL's flat cross-DC ring not priced: a data-parallel group has up to {ranks_per_node} ranks on one node, "
             f"and the ring's crossings are modelled at one rank a node")
-    if r is None:
+    if r is None and region.spec.nccl.dp_reduction == "auto":  # rev74 Left b: a set form keeps its reason
         why = "the only one priced"
     return (f"dp across sites: the gradients cross {said[pick.name]} ({why}): hierarchical "
             f"{format_time(h.phase.time_s)} ({format_size(h.nbytes)} a boundary, the gradients' all-reduce{inside}, "
