@@ -53,7 +53,8 @@ def test_mxfp8_over_bf16_at_2048_rows_an_expert_lies_in_the_published_spread(mod
     """At the smallest published per-expert M (2,048 rows), MXFP8 over BF16 on B200 is 1.90-1.91x for the forward
     and input-gradient GEMMs and 1.47-1.51x for the weight gradient (TorchAO's plot). topo's ratio for each pass
     lies within that spread, and over the layer's three GEMMs it is not above the published one by more than the
-    plot's reading error (DeepSeek-V3 1.71 against 1.75, Llama 4 1.74 against 1.72): the MXFP8 GEMM rate at these shapes is not what makes topo's fine-grained MXFP8 rows fast."""
+    plot's reading error (DeepSeek-V3 1.71 against 1.75, Llama 4 1.74 against 1.72): the MXFP8 GEMM rate at these
+    shapes is not what makes topo's fine-grained MXFP8 rows fast."""
     km = gpu_compute("B200").kernels
     pub = _PUBLISHED_RATIO_M16384[model]
     lo, hi = min(pub.values()) - 0.03, max(pub.values()) + 0.03
