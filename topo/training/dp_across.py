@@ -23,7 +23,15 @@ r"""How a training job's gradient reduction crosses the sites (the ``dp`` way of
   one ``1/D`` chunk a step, ``D - 1`` steps, twice for the all-reduce). So with the distributed optimizer (ZeRO-1/2)
   the gradients' reduce-scatter at the gradient-reduction dtype and the parameters' all-gather at the gather dtype
   cross, ``(D-1)/D (grad + param)``; with DDP the all-reduce, ``2(D-1)/D grad``; with FSDP / ZeRO-3 every unit's
-  gathers and reduce-scatters, as often as the one-site step runs them (:class:`ReplicaBytes`). ``2(D-1)`` steps
+  gathers and reduce-scatters, as often as the one-site step runs them (:class:`ReplicaBytes`). With hybrid sharding
+  (``dp_shard`` below ``dp``: PyTorch's HSDP, Megatron's hybrid FSDP) the shard group's reduce-scatter and gather stay
+  inside it and the ring that crosses is the replicate group's all-reduce of each rank's shard
+  (:func:`hybrid_ring_shard`): ``D / dp_shard`` ranks, ``dp_shard`` times the groups, so ``2(D_r-1)/D_r grad``
+  across a boundary in ``2(D_r-1)`` steps, ``D_r = D / dp_shard`` (the one-site step's ``dpr`` all-reduce,
+  :func:`topo.training.step.step_traffic`; pytorch/pytorch@3ade90a6aaa939cd6238e314c321b9f920db1471
+  torch/distributed/fsdp/_runtime_utils.py ``_post_backward_hook``: the shard group's reduce-scatter through the
+  communication hook, then for ``HYBRID_SHARD`` ``default_hooks.allreduce_hook(state=state._inter_node_state,
+  grad=new_sharded_grad)``, the replicate group's all-reduce of the shard). ``2(D-1)`` steps
   each wait for the cross-site hop (the estimator's flat ring, :func:`topo.engine.algorithms.across_sites.flat_ring`).
   Each group's ``c`` channels cross through a rank each (``NCCL_SCATTER_XDC=1``, ``channelToNode`` lines 94-105:
   each channel from another node; with the region's ``nccl.scatter_xdc = false`` every channel of a group from the
@@ -71,7 +79,7 @@ from ..errors import TopoError
 from ..fabric.region import Region
 
 __all__ = ["DP_REDUCTIONS", "GRAD_NORM_BYTES", "DpCrossing", "ReplicaBytes", "dp_crossings", "dp_ranks_per_node",
-           "pick_dp_crossing"]
+           "hybrid_ring_shard", "pick_dp_crossing"]
 
 GRAD_NORM_BYTES = 4
 """The gradient norm's all-reduced buffer: one FP32 element (``total_norm = torch.zeros(1, dtype=torch.float)``,
@@ -175,6 +183,23 @@ def dp_crossings(region: Region, V: ReplicaBytes, replicas: int, replica_gpus: i
     out["flat_ring"] = DpCrossing("flat_ring", Phase(ph.latency_s, max(ph.bandwidth_s, win), bound), loads, Xr,
                                   steps, nics, win, norm)
     return out
+
+
+def hybrid_ring_shard(lay) -> int:
+    """The ranks of a data-parallel group's shard group where the dense weights are hybrid-sharded (``dp_shard``
+    below ``dp``), else 1: the flat ring then runs over the replicate group, ``D / dp_shard`` of the job's ``D``
+    ranks, in ``dp_shard`` times the groups (see the module doc).
+
+    Parameters
+    ----------
+    lay : ParallelLayout
+        The whole job's layout.
+
+    Returns
+    -------
+    int
+    """
+    return lay.dp_shard_size if lay.dp_shard_size < lay.dp else 1
 
 
 def pick_dp_crossing(region: Region, forms: dict[str, DpCrossing]) -> DpCrossing:

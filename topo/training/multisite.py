@@ -39,7 +39,7 @@ from ..engine.region_estimate import (PROFILE_PRICES, check_region_profile, dci_
 from ..fabric.region_split import split_notes
 from ..fabric.region import Region
 from ..units import format_size, format_time, whole_bytes
-from .dp_across import ReplicaBytes, dp_crossings, dp_ranks_per_node, pick_dp_crossing
+from .dp_across import ReplicaBytes, dp_crossings, dp_ranks_per_node, hybrid_ring_shard, pick_dp_crossing
 from .fp8_amax import AMAX_GROUP, AMAX_PHASE, amax_group, amax_reductions
 from .mapping import EXPERT_DP_GROUPS, default_placement, free_gpus, map_layout, refuse_failed_gpus
 from .memory import busiest_stage, end_unit_params, stage_params
@@ -458,8 +458,10 @@ def _across_from(region: Region, fabric, model: ModelSpec, lay: ParallelLayout, 
     amax_s, amax_calls = _amax_across_s(region, model, placed, channels or region_channels(region), nic_gpus)
     crowd = dp_ranks_per_node(map_layout(placed, fabric.spec.gpus_per_domain, fabric.layout.num_gpus).groups("dp"),
                               fabric.layout.gpus_per_server)  # regpp73 Left 1: the flat ring assumes one a node
-    forms = dp_crossings(region, V, sum(nic_gpus) * site_lay.dp // site_lay.gpus, site_lay.gpus // site_lay.dp,
-                         channels or region_channels(region), nic_gpus, crowd)  # both forms, worked out once (rev74)
+    shard = hybrid_ring_shard(lay)  # regions75: hybrid sharding's ring is its replicate group's
+    forms = dp_crossings(region, V, sum(nic_gpus) * site_lay.dp // site_lay.gpus // shard,
+                         site_lay.gpus // site_lay.dp * shard, channels or region_channels(region), nic_gpus,
+                         crowd)  # both forms, worked out once (rev74)
     out.strategies.append(_dp(region, one, site_lay, V, forms, amax_s, ready, nic_gpus))
     out.assumptions.append(_dp_form_note(region, V, forms, crowd))
     out.assumptions += _amax_note(out.strategies[-1], amax_s, amax_calls, ready.slowest_s)
