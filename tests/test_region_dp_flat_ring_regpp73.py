@@ -54,7 +54,8 @@ def test_the_flat_ring_carries_d_minus_1_over_d_v_plus_w_in_2_d_minus_1_crossing
     X = 3 / 4 * (V + V / 2)
     assert s.dci_bytes_per_step == pytest.approx(X, rel=1e-12)
     window = 2 * hop * X / (8 * 16 * nccl_buffer_bytes())
-    assert s.dci_time_s == pytest.approx(6 * hop + max(X / (nics * NIC_Bps), window), rel=1e-9)
+    norm = 2 * hop  # regions75: the gradient norm's FP32 all-reduce, there and back (tests/test_region_grad_norm_regions75.py)
+    assert s.dci_time_s == pytest.approx(6 * hop + max(X / (nics * NIC_Bps), window) + norm, rel=1e-6)
     assert s.step_time_s > h.step_time_s
     assert any("by NCCL's flat cross-DC ring (as the region's nccl.dp_reduction sets)" in a for a in said)
 

@@ -30,7 +30,8 @@ from .profiles import Profile, profile_network, resolve_profile, site_network
 from .result import Bottleneck, whole_bytes_row
 
 __all__ = ["RegionEstimate", "RegionRow", "estimate_region", "dci_phase", "dci_phase_options", "cross_site_candidates",
-           "chain_hops_s", "tree_root_order", "crossing_nics", "tree_dci_phase", "xdc_nodes", "XDC_NODES",
+           "chain_hops_s", "small_all_reduce_dci_s", "tree_root_order", "crossing_nics", "tree_dci_phase", "xdc_nodes",
+           "XDC_NODES",
            "region_channels", "TREE_ROOT_RULE",
            "site_exchange_bytes", "PROFILE_PRICES",
            "check_region_profile", "site_profile"]
@@ -286,6 +287,39 @@ def tree_dci_phase(region: Region, size_bytes: float, channels: int, site_gpus=N
     order = tree_root_order(region)
     chain_a, chain_b = np.r_[order[:-1], order[1:]], np.r_[order[1:], order[:-1]]
     return dci_phase(region, chain_a, chain_b, float(size_bytes), 0, channels, site_gpus, xdc_nodes(region, "tree"))
+
+
+def small_all_reduce_dci_s(region: Region, size_bytes: float, channels: int, site_gpus=None) -> float:
+    """The seconds a small all-reduce (a few bytes to kilobytes: latency-bound) adds by crossing the sites, the
+    cheaper of the tree's chain of site roots (:func:`chain_hops_s` there and back, ``2 sum_i L_i``, and
+    ``size_bytes`` on each chained span, :func:`tree_dci_phase`) and the hierarchical ring across the sites
+    (``2(K-1)/K size_bytes`` a boundary, ``2(K-1)`` hops). The one price of the training step's small cross-site
+    reductions: delayed FP8 scaling's amax buffers and the optimizer's gradient norm
+    (:mod:`topo.training.multisite`, :mod:`topo.training.dp_across`).
+
+    Parameters
+    ----------
+    region : Region
+    size_bytes : float
+        The all-reduced buffer.
+    channels : int
+        NCCL's channels (:func:`region_channels`): the tree's crossing NICs.
+    site_gpus : sequence of int, optional
+        As :func:`dci_phase`.
+
+    Returns
+    -------
+    float
+        Seconds (0 on one site).
+    """
+    K = region.num_sites
+    if K < 2:
+        return 0.0
+    tree = 2 * float(np.sum(chain_hops_s(region))) + tree_dci_phase(region, size_bytes, channels,
+                                                                      site_gpus)[0].bandwidth_s
+    a, b = _ring(K)
+    ring = dci_phase(region, a, b, 2 * (K - 1) / K * size_bytes, 2 * (K - 1), site_gpus=site_gpus)[0].time_s
+    return min(tree, ring)
 
 
 XDC_NODES = {"ring": 1, "tree": 2}

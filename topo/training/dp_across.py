@@ -23,7 +23,15 @@ r"""How a training job's gradient reduction crosses the sites (the ``dp`` way of
   one ``1/D`` chunk a step, ``D - 1`` steps, twice for the all-reduce). So with the distributed optimizer (ZeRO-1/2)
   the gradients' reduce-scatter at the gradient-reduction dtype and the parameters' all-gather at the gather dtype
   cross, ``(D-1)/D (grad + param)``; with DDP the all-reduce, ``2(D-1)/D grad``; with FSDP / ZeRO-3 every unit's
-  gathers and reduce-scatters, as often as the one-site step runs them (:class:`ReplicaBytes`). ``2(D-1)`` steps
+  gathers and reduce-scatters, as often as the one-site step runs them (:class:`ReplicaBytes`). With hybrid sharding
+  (``dp_shard`` below ``dp``: PyTorch's HSDP, Megatron's hybrid FSDP) the shard group's reduce-scatter and gather stay
+  inside it and the ring that crosses is the replicate group's all-reduce of each rank's shard
+  (:func:`hybrid_ring_shard`): ``D / dp_shard`` ranks, ``dp_shard`` times the groups, so ``2(D_r-1)/D_r grad``
+  across a boundary in ``2(D_r-1)`` steps, ``D_r = D / dp_shard`` (the one-site step's ``dpr`` all-reduce,
+  :func:`topo.training.step.step_traffic`; pytorch/pytorch@3ade90a6aaa939cd6238e314c321b9f920db1471
+  torch/distributed/fsdp/_runtime_utils.py ``_post_backward_hook``: the shard group's reduce-scatter through the
+  communication hook, then for ``HYBRID_SHARD`` ``default_hooks.allreduce_hook(state=state._inter_node_state,
+  grad=new_sharded_grad)``, the replicate group's all-reduce of the shard). ``2(D-1)`` steps
   each wait for the cross-site hop (the estimator's flat ring, :func:`topo.engine.algorithms.across_sites.flat_ring`).
   Each group's ``c`` channels cross through a rank each (``NCCL_SCATTER_XDC=1``, ``channelToNode`` lines 94-105:
   each channel from another node; with the region's ``nccl.scatter_xdc = false`` every channel of a group from the
@@ -35,6 +43,21 @@ The bytes are the one-site step's (:func:`topo.training.step.step_traffic`'s dat
 :func:`topo.training.multisite.replica_dp_bytes`): the in-site part moves what the one-site step's reduction moves (a
 ring of ``D`` ranks moves ``2(D-1)/D`` of a shard per rank inside a site, the one-site reduction ``2(d-1)/d``: equal
 to within ``1/d``), so the two forms differ in the crossing alone.
+
+The gradient norm (Megatron's gradient clipping, NVIDIA/Megatron-LM@d98e8a64ddf34856e74b24714e3bedb2f5a39553
+megatron/core/optimizer/optimizer.py ``clip_grad_norm`` lines 374-388, run when ``clip_grad > 0`` (line 830; default
+1.0, optimizer_config.py line 374); clip_grads.py ``get_grad_norm_fp32`` lines 55-139: one FP32 ``all_reduce`` of
+the squared norm over the optimizer's ``grad_stats_parallel_group``, then the clip, before the optimizer's step) is
+summed over the ranks that hold distinct gradients. With the distributed optimizer the group is
+``intra_dist_opt_group`` (optimizer/__init__.py lines 671-674: "weight gradients are all-reduced across optimizer
+instances, so each instance has the duplicated weight gradients, need to reduce gradient stats inside each
+instance"), one instance's ranks (parallel_state.py lines 1562-1576): every rank of the job with one instance (the
+flat ring), one site's with one instance a site (the hierarchical form). Megatron-FSDP's is its data-parallel group
+(lines 675-679); DDP's (``Float16OptimizerWithFloat16Params``) the model-parallel group (lines 680-682), inside a
+replica. So the flat ring of a sharded optimizer (its gradients reduce-scattered over the job) pays one small
+all-reduce across the sites a step (:data:`GRAD_NORM_BYTES`,
+:func:`~topo.engine.region_estimate.small_all_reduce_dci_s`), exposed: it follows the last gradient's reduction
+and the optimizer's step waits for it; the hierarchical form and DDP pay none across.
 
 The flat ring's crossing assumes each data-parallel group has one rank a node (TP x CP filling a node): where a
 placement puts several of a group's ranks on one node (tp 1 or 4 on 8-GPU servers), NCCL's ring links them inside
@@ -51,11 +74,16 @@ import numpy as np
 
 from ..engine.algorithms.across_sites import Phase, window_s
 from ..engine.placement import distinct_per_row
-from ..engine.region_estimate import dci_phase, nccl_buffer_bytes
+from ..engine.region_estimate import dci_phase, nccl_buffer_bytes, small_all_reduce_dci_s
 from ..errors import TopoError
 from ..fabric.region import Region
 
-__all__ = ["DP_REDUCTIONS", "DpCrossing", "ReplicaBytes", "dp_crossings", "dp_ranks_per_node", "pick_dp_crossing"]
+__all__ = ["DP_REDUCTIONS", "GRAD_NORM_BYTES", "DpCrossing", "ReplicaBytes", "dp_crossings", "dp_ranks_per_node",
+           "hybrid_ring_shard", "pick_dp_crossing"]
+
+GRAD_NORM_BYTES = 4
+"""The gradient norm's all-reduced buffer: one FP32 element (``total_norm = torch.zeros(1, dtype=torch.float)``,
+NVIDIA/Megatron-LM@d98e8a64ddf34856e74b24714e3bedb2f5a39553 megatron/core/optimizer/clip_grads.py line 108)."""
 
 DP_REDUCTIONS = ("hierarchical", "flat_ring")
 """The forms a region's ``nccl.dp_reduction`` names (besides ``auto``, the faster)."""
@@ -92,7 +120,8 @@ class DpCrossing:
     """One form's cross-site phase: its ``phase`` and the bytes on every directed span (``loads``), with what the
     need for 95% re-prices (``nbytes`` across each boundary, ``steps``, ``channels``: the NICs a site's bytes may
     cross through at most, None every NIC of the share; ``floor_s``: a bandwidth time no span's capacity shortens,
-    the ring's window)."""
+    the ring's window; ``norm_s``: the gradient norm's all-reduce across the sites after the phase, exposed, see the
+    module doc)."""
 
     name: str
     phase: Phase
@@ -101,6 +130,12 @@ class DpCrossing:
     steps: int
     channels: int | None
     floor_s: float
+    norm_s: float = 0.0
+
+    @property
+    def time_s(self) -> float:
+        """The form's cross-site seconds a step: its phase and the gradient norm's crossing."""
+        return self.phase.time_s + self.norm_s
 
 
 def dp_crossings(region: Region, V: ReplicaBytes, replicas: int, replica_gpus: int, channels: int,
@@ -144,9 +179,27 @@ def dp_crossings(region: Region, V: ReplicaBytes, replicas: int, replica_gpus: i
     hop = ph.latency_s / steps if steps else 0.0
     win = window_s(Xr, 2 * hop, replica_gpus * channels, nccl_buffer_bytes()) if Xr else 0.0
     bound = ph.bound if ph.bandwidth_s >= win else f"window:{replica_gpus * channels} channels"
+    norm = small_all_reduce_dci_s(region, GRAD_NORM_BYTES, channels, site_gpus) if V.reduce_scatter_bytes else 0.0
     out["flat_ring"] = DpCrossing("flat_ring", Phase(ph.latency_s, max(ph.bandwidth_s, win), bound), loads, Xr,
-                                  steps, nics, win)
+                                  steps, nics, win, norm)
     return out
+
+
+def hybrid_ring_shard(lay) -> int:
+    """The ranks of a data-parallel group's shard group where the dense weights are hybrid-sharded (``dp_shard``
+    below ``dp``), else 1: the flat ring then runs over the replicate group, ``D / dp_shard`` of the job's ``D``
+    ranks, in ``dp_shard`` times the groups (see the module doc).
+
+    Parameters
+    ----------
+    lay : ParallelLayout
+        The whole job's layout.
+
+    Returns
+    -------
+    int
+    """
+    return lay.dp_shard_size if lay.dp_shard_size < lay.dp else 1
 
 
 def pick_dp_crossing(region: Region, forms: dict[str, DpCrossing]) -> DpCrossing:
@@ -170,7 +223,7 @@ def pick_dp_crossing(region: Region, forms: dict[str, DpCrossing]) -> DpCrossing
                         f"that fills a node)", key="nccl.dp_reduction")
     if want != "auto":
         return forms[want]
-    return min(forms.values(), key=lambda f: f.phase.time_s)
+    return min(forms.values(), key=lambda f: f.time_s)
 
 
 def dp_ranks_per_node(groups: np.ndarray, gpus_per_node: int) -> int:

@@ -34,13 +34,12 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from ..errors import TopoError
-from ..engine.region_estimate import (PROFILE_PRICES, chain_hops_s, check_region_profile, dci_phase,
-                                      dci_phase_options, region_channels, site_exchange_bytes, site_profile,
-                                      tree_dci_phase)
+from ..engine.region_estimate import (PROFILE_PRICES, check_region_profile, dci_phase, dci_phase_options,
+                                      region_channels, site_exchange_bytes, site_profile, small_all_reduce_dci_s)
 from ..fabric.region_split import split_notes
 from ..fabric.region import Region
 from ..units import format_size, format_time, whole_bytes
-from .dp_across import ReplicaBytes, dp_crossings, dp_ranks_per_node, pick_dp_crossing
+from .dp_across import ReplicaBytes, dp_crossings, dp_ranks_per_node, hybrid_ring_shard, pick_dp_crossing
 from .fp8_amax import AMAX_GROUP, AMAX_PHASE, amax_group, amax_reductions
 from .mapping import EXPERT_DP_GROUPS, default_placement, free_gpus, map_layout, refuse_failed_gpus
 from .memory import busiest_stage, end_unit_params, stage_params
@@ -459,8 +458,10 @@ def _across_from(region: Region, fabric, model: ModelSpec, lay: ParallelLayout, 
     amax_s, amax_calls = _amax_across_s(region, model, placed, channels or region_channels(region), nic_gpus)
     crowd = dp_ranks_per_node(map_layout(placed, fabric.spec.gpus_per_domain, fabric.layout.num_gpus).groups("dp"),
                               fabric.layout.gpus_per_server)  # regpp73 Left 1: the flat ring assumes one a node
-    forms = dp_crossings(region, V, sum(nic_gpus) * site_lay.dp // site_lay.gpus, site_lay.gpus // site_lay.dp,
-                         channels or region_channels(region), nic_gpus, crowd)  # both forms, worked out once (rev74)
+    shard = hybrid_ring_shard(lay)  # regions75: hybrid sharding's ring is its replicate group's
+    forms = dp_crossings(region, V, sum(nic_gpus) * site_lay.dp // site_lay.gpus // shard,
+                         site_lay.gpus // site_lay.dp * shard, channels or region_channels(region), nic_gpus,
+                         crowd)  # both forms, worked out once (rev74)
     out.strategies.append(_dp(region, one, site_lay, V, forms, amax_s, ready, nic_gpus))
     out.assumptions.append(_dp_form_note(region, V, forms, crowd))
     out.assumptions += _amax_note(out.strategies[-1], amax_s, amax_calls, ready.slowest_s)
@@ -682,7 +683,8 @@ def _amax_across_s(region: Region, model: ModelSpec, lay: ParallelLayout, channe
     Transformer Engine all-reduces each model chunk's amax buffer over the tensor x data x context group
     (:mod:`.fp8_amax`), which then spans the sites; one site's step has each call inside the site, and each call
     now also crosses them, the cheaper of the tree's chain of site roots (``2 sum_i L_i`` and the buffer on each
-    chained span) and the hierarchical ring across the sites (``2(K-1)`` hops): a few KB, so latency. The calls
+    chained span) and the hierarchical ring across the sites (``2(K-1)`` hops), as
+    :func:`~topo.engine.region_estimate.small_all_reduce_dci_s` prices it: a few KB, so latency. The calls
     block the compute stream in each micro-batch, so the bubble's micro-batch grows with them as the step's
     ``fp8_amax`` line does (:func:`~topo.training.step.step_breakdown`). ``(0.0, 0)`` without the reduction, or
     with ``tp_only_amax_red`` (its tensor x context group stays inside a site: :func:`.fp8_amax.amax_group`).
@@ -693,11 +695,7 @@ def _amax_across_s(region: Region, model: ModelSpec, lay: ParallelLayout, channe
     K = region.num_sites
     if not calls or K < 2 or amax_group(lay) != AMAX_GROUP:
         return 0.0, 0
-    hops_s = 2 * float(np.sum(chain_hops_s(region)))
-    a, b = _ring(K)
-    per_call = [min(hops_s + tree_dci_phase(region, size, channels, site_gpus)[0].bandwidth_s,
-                    dci_phase(region, a, b, 2 * (K - 1) / K * size, 2 * (K - 1), site_gpus=site_gpus)[0].time_s)
-                for size, _ in calls]
+    per_call = [small_all_reduce_dci_s(region, size, channels, site_gpus) for size, _ in calls]
     total = sum(n * t for (_, n), t in zip(calls, per_call))
     return sum(step_breakdown(lay, _NO_COMPUTE, {AMAX_PHASE: total}, 0.0).values()), int(sum(n for _, n in calls))
 
@@ -787,7 +785,8 @@ def _dp(region: Region, one, lay, V: ReplicaBytes, forms: dict, amax_s: float = 
     amax_s`, so that :math:`T \le T_s / 0.95`): the edge within :math:`E`, the phase within :math:`E + T_s - R`.
     ``site_gpus``: each site's share's GPUs, whose NICs carry the site's shards (each GPU its own, share72). The
     cross-site phase is the hierarchical reduction's or NCCL's flat cross-DC ring's (``forms``, the job's
-    :func:`.dp_across.dp_crossings`), the faster unless the region's ``nccl.dp_reduction`` names one.
+    :func:`.dp_across.dp_crossings`), the faster unless the region's ``nccl.dp_reduction`` names one; the flat
+    ring's gradient norm crossing the sites (:attr:`.dp_across.DpCrossing.norm_s`) is exposed with ``amax_s``.
     """
     K = region.num_sites
     a, b = _ring(K)
@@ -800,13 +799,14 @@ def _dp(region: Region, one, lay, V: ReplicaBytes, forms: dict, amax_s: float = 
     per_gpu = V.gradient_bytes / lay.gpus  # the buckets are the gradients'
     bucket = min(1.0, dp_bucket_params(lay) * lay.reduce_bytes / (per_gpu * lay.dp * lay.cp)) if per_gpu else 0.0
     edge = ph.latency_s + bucket * ph.bandwidth_s
-    own = T1 + max(edge, ph.time_s - window) + amax_s
-    T = max(t + max(edge, ph.time_s - w) + amax_s for t, w in zip(ready.steps_s, ready.windows_s))
-    E = Ts * (1 / TARGET_FRACTION - 1) - amax_s
+    after = amax_s + cross.norm_s  # exposed after the phase: the amax crossings, the gradient norm's (flat ring)
+    own = T1 + max(edge, ph.time_s - window) + after
+    T = max(t + max(edge, ph.time_s - w) + after for t, w in zip(ready.steps_s, ready.windows_s))
+    E = Ts * (1 / TARGET_FRACTION - 1) - after
     need, each, total = _for_95pct(region, a, b, cross.nbytes, cross.steps,
                                    lambda lat: _allowed_s(E, lat, Ts - ready.last_ready_s, bucket), site_gpus,
                                    cross.channels, cross.floor_s)
-    return AcrossSites("dp", T, Ts / T, ph.time_s + amax_s, T - Ts, float(loads.max()), need,
+    return AcrossSites("dp", T, Ts / T, cross.time_s + amax_s, T - Ts, float(loads.max()), need,
                        ph.bound, latency_s=ph.latency_s, dci_Bps_for_95pct_by_span=each,
                        dci_total_Bps_for_95pct=total, own_end_s=own)
 
@@ -922,15 +922,17 @@ def _dp_form_note(region: Region, V: ReplicaBytes, forms: dict, ranks_per_node: 
     why = ("the faster" if region.spec.nccl.dp_reduction == "auto" else "as the region's nccl.dp_reduction sets")
     said = {"hierarchical": "by the hierarchical reduction", "flat_ring": "by NCCL's flat cross-DC ring"}
     inside = ", the parameters gathered inside each site's optimizer instance" if V.reduce_scatter_bytes else ""
-    ring = (f"NCCL's flat cross-DC ring over {r.steps // 2 + 1:,} replicas {format_time(r.phase.time_s)} "
-            f"({format_size(r.nbytes)} a boundary, {_ring_carries(V)}, {r.steps:,} crossings, bound {r.phase.bound})"
+    norm = f", the gradient norm's all-reduce {format_time(r.norm_s)}" if r is not None and r.norm_s else ""
+    ring = (f"NCCL's flat cross-DC ring over {r.steps // 2 + 1:,} replicas {format_time(r.time_s)} "
+            f"({format_size(r.nbytes)} a boundary, {_ring_carries(V)}, {r.steps:,} crossings{norm}, "
+            f"bound {r.phase.bound})"
             if r is not None else
             f"NCCL's flat cross-DC ring not priced: a data-parallel group has up to {ranks_per_node} ranks on one node, "
             f"and the ring's crossings are modelled at one rank a node")
     if r is None and region.spec.nccl.dp_reduction == "auto":  # rev74 Left b: a set form keeps its reason
         why = "the only one priced"
     return (f"dp across sites: the gradients cross {said[pick.name]} ({why}): hierarchical "
-            f"{format_time(h.phase.time_s)} ({format_size(h.nbytes)} a boundary, the gradients' all-reduce{inside}, "
+            f"{format_time(h.time_s)} ({format_size(h.nbytes)} a boundary, the gradients' all-reduce{inside}, "
             f"{h.steps} crossings), {ring}; nccl.dp_reduction = hierarchical, flat_ring or auto")
 
 
