@@ -46,6 +46,28 @@ def deepseek_v3_on_h100():
     return load_model("deepseek-v3-671b"), h100_gpu()
 
 
+# the stage-row tests' DeepSeek-V3 layout: 128 GPUs, EP 8 inside the DP x TP ranks, 8 GPUs a domain used
+DSV3_LAYOUT = dict(tp=2, pp=4, dp=16, ep=8, global_batch=256, gpus_per_domain_used=8)
+
+
+def recompute_pairs(module: str) -> list:
+    """``(field, a, b)``: two sets of layout fields alike but for one recomputation field (the recomputation, its
+    layers, its early stop, its modules: ``b``'s selective set adds ``module``), for the stage-row tests' keys."""
+    return [("recompute", dict(recompute="none"), dict(recompute="full")),
+            ("recompute_num_layers", dict(recompute="full"), dict(recompute="full", recompute_num_layers=1)),
+            ("recompute_early_stop", dict(recompute="full", recompute_early_stop=True),
+             dict(recompute="full", recompute_early_stop=False)),
+            ("recompute_modules", dict(recompute="selective", recompute_modules=["core_attn"]),
+             dict(recompute="selective", recompute_modules=["core_attn", module]))]
+
+
+def other_pp_layouts() -> list:
+    """:data:`DSV3_LAYOUT` at pp 2, 4 and 8 (dp 128 / pp) in two rank orders: layouts whose stages hold the same
+    units, that the kept stage rows serve."""
+    return [ParallelLayout(**{**DSV3_LAYOUT, "pp": pp, "dp": 128 // pp, "rank_order": ro})
+            for pp in (2, 4, 8) for ro in ("tp-cp-ep-dp-pp", "tp-cp-ep-pp-dp")]
+
+
 def kept_block_times(model, lay: ParallelLayout, gpu):
     """The ``bt(kind, bf16=False)`` that :func:`.operators._stage_base` and :func:`.operators._host_waits_s` are
     given: each block's :func:`.operators.block_time` on ``lay`` (on a BF16 copy of it where ``bf16``), priced on the

@@ -8,7 +8,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from field_reads import FIELDS, READ, deepseek_v3_on_h100, kept_block_times, recorded, same_rows as _same
+from field_reads import (DSV3_LAYOUT, FIELDS, READ, deepseek_v3_on_h100, kept_block_times, other_pp_layouts,
+                         recompute_pairs, recorded, same_rows as _same)
 from topo.errors import TopoError
 from topo.training import mapping, operators
 from topo.training.mapping import _placed_ids, map_layout
@@ -22,14 +23,9 @@ def dsv3():
     return deepseek_v3_on_h100()
 
 
-BASE = dict(tp=2, pp=4, dp=16, ep=8, global_batch=256, gpus_per_domain_used=8)
+BASE = DSV3_LAYOUT
 # pairs that differ in one field _stage_base reads beyond the blocks' times (STAGE_BASE_READS)
-PAIRS = [("recompute", dict(recompute="none"), dict(recompute="full")),
-         ("recompute_num_layers", dict(recompute="full"), dict(recompute="full", recompute_num_layers=1)),
-         ("recompute_early_stop", dict(recompute="full", recompute_early_stop=True),
-          dict(recompute="full", recompute_early_stop=False)),
-         ("recompute_modules", dict(recompute="selective", recompute_modules=["core_attn"]),
-          dict(recompute="selective", recompute_modules=["core_attn", "moe_act"]))]
+PAIRS = recompute_pairs("moe_act")
 
 
 @pytest.mark.parametrize("field,a,b", PAIRS, ids=[p[0] for p in PAIRS])
@@ -55,8 +51,7 @@ def test_a_layout_of_another_pp_shares_the_rows_and_times_alike(dsv3):
     compute is the one priced without any sharing."""
     model, gpu = dsv3
     blocks: dict = {}
-    lays = [ParallelLayout(**{**BASE, "pp": pp, "dp": 128 // pp, "rank_order": ro})
-            for pp in (2, 4, 8) for ro in ("tp-cp-ep-dp-pp", "tp-cp-ep-pp-dp")]
+    lays = other_pp_layouts()
     for lay in lays:
         assert _same(rank_computes_at(model, lay, gpu, (np.inf, 0.0), blocks),
                      rank_computes_at(model, lay, gpu, (np.inf, 0.0)))

@@ -8,7 +8,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from field_reads import FIELDS, READ, deepseek_v3_on_h100, kept_block_times, recorded, same_rows as _same
+from field_reads import (DSV3_LAYOUT, FIELDS, READ, deepseek_v3_on_h100, kept_block_times, other_pp_layouts,
+                         recompute_pairs, recorded, same_rows as _same)
 from topo.training import operators
 from topo.training.operators import (BLOCK_TIME_UNREAD, STAGE_BASE_READS, bf16_layers, pipeline_units,
                                      rank_computes_at)
@@ -20,16 +21,10 @@ def dsv3():
     return deepseek_v3_on_h100()
 
 
-BASE = dict(tp=2, pp=4, dp=16, ep=8, global_batch=256, gpus_per_domain_used=8)
+BASE = DSV3_LAYOUT
 # pairs that differ in one field the host's waits read: the recomputation (a replayed MoE syncs again, a full
 # replay waits as the forward, early stop ends it before the combine) and whether the router syncs (host_syncs)
-PAIRS = [("recompute", dict(recompute="none"), dict(recompute="full")),
-         ("recompute_num_layers", dict(recompute="full"), dict(recompute="full", recompute_num_layers=1)),
-         ("recompute_early_stop", dict(recompute="full", recompute_early_stop=True),
-          dict(recompute="full", recompute_early_stop=False)),
-         ("recompute_modules", dict(recompute="selective", recompute_modules=["core_attn"]),
-          dict(recompute="selective", recompute_modules=["core_attn", "moe"])),
-         ("moe_capacity_factor", dict(), dict(moe_capacity_factor=1.0))]
+PAIRS = recompute_pairs("moe") + [("moe_capacity_factor", dict(), dict(moe_capacity_factor=1.0))]
 
 
 def _host(rows: list) -> list:
@@ -76,8 +71,7 @@ def test_layouts_of_another_pp_share_the_waited_rows_and_time_alike(dsv3):
     are kept than their stages at both covers, and each layout's compute is the one priced without any sharing."""
     model, gpu = dsv3
     blocks: dict = {}
-    lays = [ParallelLayout(**{**BASE, "pp": pp, "dp": 128 // pp, "rank_order": ro})
-            for pp in (2, 4, 8) for ro in ("tp-cp-ep-dp-pp", "tp-cp-ep-pp-dp")]
+    lays = other_pp_layouts()
     for lay in lays:
         assert _same(rank_computes_at(model, lay, gpu, (np.inf, 0.0), blocks),
                      rank_computes_at(model, lay, gpu, (np.inf, 0.0)))
