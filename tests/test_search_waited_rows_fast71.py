@@ -5,57 +5,26 @@ first with one ``blocks`` dict, must get the rows they get priced alone."""
 
 from __future__ import annotations
 
-from dataclasses import fields
-
 import numpy as np
 import pytest
 
-import topo
+from field_reads import (DSV3_LAYOUT, FIELDS, READ, deepseek_v3_on_h100, kept_block_times, other_pp_layouts,
+                         recompute_pairs, recorded, same_rows as _same)
 from topo.training import operators
-from topo.training.gpus import gpu_compute
-from topo.training.model import load_model
-from topo.training.operators import (BLOCK_TIME_UNREAD, STAGE_BASE_READS, StageCompute, bf16_layers, block_time,
-                                     pipeline_units, rank_computes_at)
+from topo.training.operators import (BLOCK_TIME_UNREAD, STAGE_BASE_READS, bf16_layers, pipeline_units,
+                                     rank_computes_at)
 from topo.training.parallel import ParallelLayout
-
-FIELDS = set(ParallelLayout.model_fields)
-READ: set = set()
-
-
-class _Recorded(ParallelLayout):
-    """A layout that notes every field read of it."""
-
-    def __getattribute__(self, name):
-        if name in FIELDS:
-            READ.add(name)
-        return super().__getattribute__(name)
 
 
 @pytest.fixture(scope="module")
 def dsv3():
-    spec = topo.load_spec("h100-100k")
-    return load_model("deepseek-v3-671b"), gpu_compute(spec.gpu, None, host_cpu=spec.host_cpu[0])
+    return deepseek_v3_on_h100()
 
 
-BASE = dict(tp=2, pp=4, dp=16, ep=8, global_batch=256, gpus_per_domain_used=8)
+BASE = DSV3_LAYOUT
 # pairs that differ in one field the host's waits read: the recomputation (a replayed MoE syncs again, a full
 # replay waits as the forward, early stop ends it before the combine) and whether the router syncs (host_syncs)
-PAIRS = [("recompute", dict(recompute="none"), dict(recompute="full")),
-         ("recompute_num_layers", dict(recompute="full"), dict(recompute="full", recompute_num_layers=1)),
-         ("recompute_early_stop", dict(recompute="full", recompute_early_stop=True),
-          dict(recompute="full", recompute_early_stop=False)),
-         ("recompute_modules", dict(recompute="selective", recompute_modules=["core_attn"]),
-          dict(recompute="selective", recompute_modules=["core_attn", "moe"])),
-         ("moe_capacity_factor", dict(), dict(moe_capacity_factor=1.0))]
-
-
-def _equal(a: StageCompute, b: StageCompute) -> bool:
-    return all(np.array_equal(getattr(a, f.name), getattr(b, f.name)) if f.name == "stage_s"
-               else getattr(a, f.name) == getattr(b, f.name) for f in fields(StageCompute))
-
-
-def _same(x: list, y: list) -> bool:
-    return len(x) == len(y) and all(len(p) == len(q) and all(map(_equal, p, q)) for p, q in zip(x, y))
+PAIRS = recompute_pairs("moe") + [("moe_capacity_factor", dict(), dict(moe_capacity_factor=1.0))]
 
 
 def _host(rows: list) -> list:
@@ -102,8 +71,7 @@ def test_layouts_of_another_pp_share_the_waited_rows_and_time_alike(dsv3):
     are kept than their stages at both covers, and each layout's compute is the one priced without any sharing."""
     model, gpu = dsv3
     blocks: dict = {}
-    lays = [ParallelLayout(**{**BASE, "pp": pp, "dp": 128 // pp, "rank_order": ro})
-            for pp in (2, 4, 8) for ro in ("tp-cp-ep-dp-pp", "tp-cp-ep-pp-dp")]
+    lays = other_pp_layouts()
     for lay in lays:
         assert _same(rank_computes_at(model, lay, gpu, (np.inf, 0.0), blocks),
                      rank_computes_at(model, lay, gpu, (np.inf, 0.0)))
@@ -122,15 +90,7 @@ def test_the_host_waits_read_only_the_stage_base_key(dsv3, fixed):
     search's covers: what lets ``_shared_waited`` keep its rows by the stage base's key."""
     model, gpu = dsv3
     lay = ParallelLayout(**BASE, **fixed)
-    rec = _Recorded(**{k: getattr(lay, k) for k in lay.model_fields_set})
-    times: dict = {}
-
-    def bt(kind, bf16=False):
-        if (kind, bf16) not in times:
-            on = lay.model_copy(update={"precision": "bf16"}) if bf16 else lay
-            times[(kind, bf16)] = block_time(model, on, gpu, kind)
-        return times[(kind, bf16)]
-
+    rec, bt = recorded(lay), kept_block_times(model, lay, gpu)
     READ.clear()
     for units, flags in zip(pipeline_units(model, lay), bf16_layers(model, lay)):
         for cover in (np.inf, 0.0):

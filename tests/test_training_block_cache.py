@@ -7,30 +7,18 @@ import numpy as np
 import pytest
 
 import topo
+from field_reads import READ, Recorded, h100_gpu, recorded
 from topo.training import memory, operators
 from topo.training import search as search_mod
-from topo.training.gpus import gpu_compute
 from topo.training import mapping
 from topo.training.mapping import _map, _widest_span, map_layout
 from topo.training.model import load_model
 from topo.training.parallel import ParallelLayout
 from topo.training.search import candidate_layouts, search_layouts
 
-FIELDS = set(ParallelLayout.model_fields)
-READ: set = set()
 
-
-class _Recorded(ParallelLayout):
-    """A layout that notes every field read of it (and of its copies: ``model_copy`` keeps the class)."""
-
-    def __getattribute__(self, name):
-        if name in FIELDS:
-            READ.add(name)
-        return super().__getattribute__(name)
-
-
-def _recorded(lay: ParallelLayout) -> _Recorded:
-    return _Recorded(**{k: getattr(lay, k) for k in lay.model_fields_set | {"gpus_per_domain_used"}})
+def _recorded(lay: ParallelLayout) -> Recorded:
+    return recorded(lay, gpus_per_domain_used=lay.gpus_per_domain_used)
 
 
 VARIANTS = [{}, {"wgrad_output": "fsdp2", "dp_sharding": "zero3"}, {"precision": "fp8", "fp8_recipe": "blockwise"},
@@ -49,8 +37,7 @@ def test_block_time_reads_only_its_key(name):
     """block_time reads none of BLOCK_TIME_UNREAD, but FSDP2's copies read the sharding and pp (kept in the key
     as copies_units and pp == 1): a field read and left out of the key would share a block time wrongly."""
     m = load_model(name)
-    spec = topo.load_spec("h100-100k")
-    gpu = gpu_compute(spec.gpu, None, host_cpu=spec.host_cpu[0])
+    gpu = h100_gpu()
     kinds = ["embedding", "logits", *sorted(set("".join(m.blocks)))] + (["mtp_head"] if m.mtp_layers else [])
     seen = 0
     for fixed in VARIANTS:
@@ -73,8 +60,7 @@ def test_layouts_with_equal_block_keys_time_blocks_alike():
     """Two layouts that differ only in fields block_time does not read get one key and equal block times; the
     sharding under FSDP2 and pp = 1 or not separate keys."""
     m = load_model("deepseek-v3-671b")
-    spec = topo.load_spec("h100-100k")
-    gpu = gpu_compute(spec.gpu, None, host_cpu=spec.host_cpu[0])
+    gpu = h100_gpu()
     a = ParallelLayout(tp=2, pp=2, dp=32, ep=8, vpp=2, global_batch=256, recompute="none", dp_sharding="zero1")
     b = a.model_copy(update={"pp": 4, "dp": 16, "vpp": 1, "recompute": "full", "dp_sharding": "zero3",
                              "rank_order": "tp-cp-ep-pp-dp"})

@@ -10,13 +10,12 @@ import topo
 from topo.training import mapping as mp
 from topo.training.comm import CommEngine
 from topo.training import operators
-from topo.training.gpus import gpu_compute
 from topo.training.mapping import map_layout
 from topo.training.model import Block, load_model
 from topo.training.operators import rank_computes
 from topo.training.parallel import make_layout
 from topo.training.search import candidate_layouts, expert_dispatchers
-from field_reads import READ, Recorded
+from field_reads import READ, h100_gpu, recorded
 
 ORDERS = ("tp-cp-ep-dp-pp", "tp-cp-ep-pp-dp")
 
@@ -96,14 +95,13 @@ def test_only_an_moe_block_reads_the_dispatcher(name):
     (the search's three): so rank_computes_at shares those blocks' times across dispatchers
     (block_time_key(lay, moe=False)); a block that read one would share a wrong time."""
     m = load_model(name)
-    spec = topo.load_spec("h100-100k")
-    gpu = gpu_compute(spec.gpu, None, host_cpu=spec.host_cpu[0])
+    gpu = h100_gpu()
     kinds = ["embedding", "logits", *sorted(set("".join(m.blocks)))] + (["mtp_head"] if m.mtp_layers else [])
     seen = 0
     for i, (lay, _) in enumerate(candidate_layouts(m, 1024, 1024, gpus_per_domain=8)):
         if lay is None or i % 97:
             continue
-        rec = Recorded(**{k: getattr(lay, k) for k in lay.model_fields_set})
+        rec = recorded(lay)
         for kind in kinds:
             READ.clear()
             operators.block_time(m, rec, gpu, kind)
@@ -119,8 +117,7 @@ def test_rank_computes_shares_dense_blocks_across_dispatchers():
     """Pricing one layout with each dispatcher prices its non-MoE blocks once (one shared entry each), its MoE
     block once per dispatcher, and gives the rows each dispatcher's own blocks give (no shared dict)."""
     m = load_model("deepseek-v3-671b")
-    spec = topo.load_spec("h100-100k")
-    gpu = gpu_compute(spec.gpu, None, host_cpu=spec.host_cpu[0])
+    gpu = h100_gpu()
     base = make_layout(tp=2, pp=2, dp=256, ep=32, global_batch=512)
     blocks: dict = {}
     lays = [base.model_copy(update=f) for f in expert_dispatchers(m, {})]

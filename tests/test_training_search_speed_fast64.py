@@ -14,7 +14,7 @@ from topo.training.operators import DISPATCHER_FIELDS, _placed, pipeline_units
 from topo.training.parallel import make_layout
 from topo.training.search import candidate_layouts, expert_dispatchers
 from topo.training.step import ROUTER_PHASE, _counted, _stage_counts, group_degree, nvls_communicators, step_traffic
-from field_reads import READ, Recorded
+from field_reads import READ, recorded
 
 
 def _unshared(model, lay):
@@ -88,7 +88,7 @@ def test_dispatcher_free_traffic_reads_no_dispatcher(name):
         if lay is None or i % 53:
             continue
         for fields in expert_dispatchers(m, {}):
-            rec = Recorded(**{**{k: getattr(lay, k) for k in lay.model_fields_set}, **fields})
+            rec = recorded(lay, **fields)
             READ.clear()
             nvls_communicators(m, rec, "nvls", "dispatcher_free")
             assert not READ & set(DISPATCHER_FIELDS), (lay.describe(), fields)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import re
+from collections.abc import Sequence
 
 from ..engine.profile_data import bundled_files
 from ..errors import TopoError
@@ -91,17 +92,57 @@ def fabric_from_args(args, name=None, spec=None):
     try:
         fabric = build_fabric(spec)
     except TopoError as exc:
-        given = [o for o in (getattr(args, "overrides", None) or []) if not o.endswith("=")]
-        if not given or not exc.source or "(--set" in exc.source:
-            raise
-        raise TopoError(exc.message, source=f"{exc.source} (with --set {', '.join(given)})", key=exc.key) from None
-    failures = getattr(args, "failures", None)
-    if failures:
-        try:
-            fabric = fabric.with_failures(*failures)
-        except TopoError as exc:
-            raise TopoError(f"{exc.message} (on {fabric.name})", key="--fail") from None  # which of several specs
-    return fabric
+        raise naming_overrides(exc, getattr(args, "overrides", None) or [], "with --set") from None
+    return with_failures_named(fabric, getattr(args, "failures", None))
+
+
+def naming_overrides(exc: TopoError, overrides: Sequence[str], lead: str = "--set") -> TopoError:
+    """``exc``, a rule a fabric or region checks once built, with the ``--set`` overrides it was built with named
+    after its source (``FILE (with --set server.nics=1000)``, as a spec error names the override it is about):
+    ``exc`` itself where none was set (removals, ``KEY=``, are not named), it names no source, or its source names
+    them already.
+
+    Parameters
+    ----------
+    exc : TopoError
+        The error building raised.
+    overrides : sequence of str
+        The ``KEY=VALUE`` overrides the build was given.
+    lead : str
+        What precedes the overrides in the parentheses (``--set``; ``with --set`` for a fabric's design rule).
+
+    Returns
+    -------
+    TopoError
+        The error to raise.
+    """
+    given = [o for o in overrides if not o.endswith("=")]
+    if not given or not exc.source or "(--set" in exc.source:
+        return exc
+    return TopoError(exc.message, source=f"{exc.source} ({lead} {', '.join(given)})", key=exc.key)
+
+
+def with_failures_named(built, failures: Sequence[str] | None):
+    """``built`` (a fabric or a region) with the parts ``--fail`` names failed (``built.with_failures``), ``built``
+    itself without any; a part it cannot fail raises a :class:`TopoError` keyed ``--fail`` that names ``built``
+    (which of several specs).
+
+    Parameters
+    ----------
+    built : Fabric or Region
+    failures : sequence of str or None
+        The ``--fail`` values.
+
+    Returns
+    -------
+    Fabric or Region
+    """
+    if not failures:
+        return built
+    try:
+        return built.with_failures(*failures)
+    except TopoError as exc:
+        raise TopoError(f"{exc.message} (on {built.name})", key="--fail") from None
 
 
 _FIGURE = re.compile(r"\d[\d,.:]*\d|\d")  # 1,792 and 7:1 and 12.8 as written

@@ -9,7 +9,7 @@ from ..fabric.region_inventory import RegionInventory, cut_apart_text, region_in
 from ..spec.load import resolve_spec_path
 from ..spec.region_load import is_region_file, site_spec_files
 from ..units import format_bandwidth, format_count, format_in, format_time
-from .common import own_text, with_overrides
+from .common import naming_overrides, own_text, with_failures_named, with_overrides
 from .output import emit, emit_json, note, table
 
 __all__ = ["is_region_args", "region_from_args", "region_inputs", "run_describe", "render_region"]
@@ -26,17 +26,8 @@ def region_from_args(args) -> Region:
     try:
         region = build_region(args.spec, overrides)
     except TopoError as exc:  # walk16: a rule the region checks after its fields named no --set, as a site's does
-        given = [o for o in overrides if not o.endswith("=")]
-        if not given or not exc.source or "(--set" in exc.source:
-            raise
-        raise TopoError(exc.message, source=f"{exc.source} (--set {', '.join(given)})", key=exc.key) from None
-    failures = getattr(args, "failures", None)
-    if failures:
-        try:
-            region = region.with_failures(*failures)
-        except TopoError as exc:
-            raise TopoError(f"{exc.message} (on {region.name})", key="--fail") from None
-    return region
+        raise naming_overrides(exc, overrides) from None
+    return with_failures_named(region, getattr(args, "failures", None))
 
 
 def region_inputs(name: str, region: Region) -> list[str]:

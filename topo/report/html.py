@@ -29,7 +29,7 @@ from .plan_figures import plan_section
 from .style import ALERT_COLOR, GPU_COLOR, HOT_SLOWDOWN, HOT_UTILIZATION, PCIE_COLOR, tier_color
 from .train_figures import train_section
 
-__all__ = ["render_page", "write_page"]
+__all__ = ["html_page", "render_page", "write_page"]
 
 _CSP = ("default-src 'none'; script-src 'unsafe-inline' 'unsafe-eval'; style-src 'unsafe-inline'; "
         "img-src data: blob:; font-src data:")
@@ -425,13 +425,34 @@ def _document(reports: Sequence[SpecReport], names: list[str], nav: list, sectio
     navbar = "<nav>" + "".join(f'<a href="#{k}">{v}</a>' for k, v in nav) + "</nav>"
     footer = (f"<footer>Self-contained: plotly.js {e(_plotlyjs_version())} is inlined, the page makes no network "
               f"request. Made with topo {e(__version__)} and plotly {e(plotly.__version__)}.</footer>")
+    return html_page(title, [header, navbar, "<main>", "".join(sections), "</main>", footer], figs)
+
+
+def html_page(title: str, body: Sequence[str], figs) -> str:
+    """A self-contained HTML document of topo's (the report's, a region's and a sweep's page): the signed head with
+    its content security policy, viewport, ``title`` (escaped already), the page's CSS and plotly.js inlined; then
+    ``body``'s parts; then ``figs``' figures and the script that draws them.
+
+    Parameters
+    ----------
+    title : str
+        The page's title, HTML-escaped.
+    body : sequence of str
+        The body's HTML, in order (header, sections, footer).
+    figs : _Figures
+        The page's figures, drawn into their ``div`` elements by the closing script.
+
+    Returns
+    -------
+    str
+    """
     return "".join([
         f"<!DOCTYPE html>\n<!-- {SIGNATURE} {e(__version__)} -->\n<html lang=\"en\"><head><meta charset=\"utf-8\">",
         f'<meta http-equiv="Content-Security-Policy" content="{_CSP}">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>{title}</title><style>{_CSS}</style>",
         f"<script>{get_plotlyjs()}</script></head><body>",
-        header, navbar, "<main>", "".join(sections), "</main>", footer,
+        *body,
         f'<script type="application/json" id="topo-figures">{figs.json()}</script>',
         f"<script>{_SCRIPT % json.dumps(_CONFIG)}</script>",
         "</body></html>\n",

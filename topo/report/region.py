@@ -3,21 +3,17 @@ the describe tables, and the collective's candidates across sites; a self-contai
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import plotly
 import plotly.graph_objects as go
-from plotly.offline import get_plotlyjs
 
 from .. import __version__
-from ..atomic import SIGNATURE
 from ..engine.region_estimate import RegionEstimate
 from ..fabric.region import Region
 from ..fabric.region_inventory import RegionInventory, cut_apart_text
 from ..units import format_bandwidth, format_size, format_time
 from .files import write_bytes
-from .html import _CONFIG, _CSP, _CSS, _SCRIPT, _Figures, e
+from .html import _Figures, e, html_page
 from .style import ALERT_COLOR, FONT, GPU_COLOR, esc, tier_color
 
 __all__ = ["region_figure", "render_region_page", "write_region_page"]
@@ -80,10 +76,7 @@ def render_region_page(region: Region, inv: RegionInventory, est: RegionEstimate
                    [[s.name, f"{s.distance_km:,.0f} km", format_bandwidth(s.bandwidth_Bps), format_time(s.latency_s)]
                     for s in inv.spans])
     title = f"topo report: {e(region.name)}"
-    return "".join([
-        f"<!DOCTYPE html>\n<!-- {SIGNATURE} {e(__version__)} -->\n<html lang=\"en\"><head><meta charset=\"utf-8\">",
-        f'<meta http-equiv="Content-Security-Policy" content="{_CSP}">',
-        f"<title>{title}</title><style>{_CSS}</style><script>{get_plotlyjs()}</script></head><body>",
+    return html_page(title, [
         f"<header><h1>{title}</h1><p>{e(inv.description)}</p><p>{inv.num_gpus:,} GPUs in {inv.num_sites} sites; "
         f"cut between sites {e(format_bandwidth(inv.min_cut_Bps))} per direction</p>"
         + (f"<p>With failures: {e(', '.join(inv.failures))}.</p>" if inv.failures else "")
@@ -97,10 +90,8 @@ def render_region_page(region: Region, inv: RegionInventory, est: RegionEstimate
         "<section id=\"assumed\"><h2>Assumptions</h2><p class=\"caption\">What the region file assumes where "
         "nothing is published (its <code>assumptions</code>).</p><ul>"
         + ("".join(f"<li>{e(a)}</li>" for a in inv.assumptions) or "<li>none given</li>") + "</ul></section></main>",
-        f"<footer>Self-contained; made with topo {e(__version__)} and plotly {e(plotly.__version__)}.</footer>",
-        f'<script type="application/json" id="topo-figures">{figs.json()}</script>',
-        f"<script>{_SCRIPT % json.dumps(_CONFIG)}</script></body></html>\n",
-    ])
+        f"<footer>Self-contained; made with topo {e(__version__)} and plotly {e(plotly.__version__)}.</footer>"],
+        figs)
 
 
 def _plan_section(plan_text: str | None) -> str:

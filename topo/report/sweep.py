@@ -11,18 +11,15 @@ failure axis counts by its unexpanded values), the mean over the other dimension
 from __future__ import annotations
 
 import html
-import json
 
 import numpy as np
 import pandas as pd
 import plotly
 import plotly.graph_objects as go
-from plotly.offline import get_plotlyjs
 
 from .. import __version__
-from ..atomic import SIGNATURE
 from .files import write_bytes
-from .html import _CONFIG, _CSP, _CSS, _SCRIPT, _Figures
+from .html import _Figures, html_page
 
 __all__ = ["render_sweep_page", "write_sweep_page", "main_figures", "pareto_front", "dimensions",
            "dimension_values", "study_text"]
@@ -182,18 +179,9 @@ def render_sweep_page(df: pd.DataFrame, summary: pd.DataFrame, study) -> str:
     title = f"topo sweep: {e(study.name)}"
     header = (f"<header><h1>{title}</h1><p>{e(study.description)}</p><p>{e(study_text(study))}</p><p>{len(df):,} points, "
               f"{int(df['error'].notna().sum()):,} error rows; modelled by topo {e(__version__)}</p></header>")
-    return "".join([
-        f"<!DOCTYPE html>\n<!-- {SIGNATURE} {e(__version__)} -->\n<html lang=\"en\"><head><meta charset=\"utf-8\">",
-        f'<meta http-equiv="Content-Security-Policy" content="{_CSP}">',
-        '<meta name="viewport" content="width=device-width, initial-scale=1">',
-        f"<title>{title}</title><style>{_CSS}</style>",
-        f"<script>{get_plotlyjs()}</script></head><body>",
-        header, "<main>", "".join(sections), "</main>",
-        f"<footer>Self-contained; made with topo {e(__version__)} and plotly {e(plotly.__version__)}.</footer>",
-        f'<script type="application/json" id="topo-figures">{figs.json()}</script>',
-        f"<script>{_SCRIPT % json.dumps(_CONFIG)}</script>",
-        "</body></html>\n",
-    ])
+    return html_page(title, [header, "<main>", "".join(sections), "</main>",
+                             f"<footer>Self-contained; made with topo {e(__version__)} and plotly "
+                             f"{e(plotly.__version__)}.</footer>"], figs)
 
 
 def study_text(study) -> str:

@@ -155,8 +155,11 @@ def _check_sharp_technology(spec: Spec) -> None:
 _SEGMENT = re.compile(r"([^.\[\]]+)|\[([^\]]*)\]")
 
 
-def _parse_key(key: str, source: str, original: str) -> list[str | int]:
-    parts: list[str | int] = []
+def _key_segments(key: str, source: str | None = None) -> typing.Iterator[tuple[str, bool]]:
+    """The segments of the dotted path ``key`` in turn, each ``(text, bracketed)``: ``fabric.tiers[1].radix`` ->
+    ``("fabric", False), ("tiers", False), ("1", True), ("radix", False)``. The one reading of a key that
+    :func:`apply_overrides` and :func:`check_override_key` share; lazy, so that a reader that stops early (a free
+    table) reads no further. An unreadable segment raises :class:`TopoError` (with ``source``)."""
     pos = 0
     key = key.strip()
     while pos < len(key):
@@ -166,10 +169,14 @@ def _parse_key(key: str, source: str, original: str) -> list[str | int]:
         m = _SEGMENT.match(key, pos)
         if not m:
             raise TopoError(f"cannot read the key {key!r}; write it as a dotted path such as "
-                            "fabric.tiers[1].oversubscription", source=override_label(original))
-        token = m.group(1) if m.group(1) is not None else m.group(2)
-        parts.append(int(token) if token.isdecimal() else token)
+                            "fabric.tiers[1].oversubscription", source=source)
         pos = m.end()
+        yield (m.group(2), True) if m.group(1) is None else (m.group(1), False)
+
+
+def _parse_key(key: str, original: str) -> list[str | int]:
+    parts = [int(token) if token.isdecimal() else token
+             for token, _ in _key_segments(key, override_label(original))]
     if not parts:
         raise TopoError("empty key; write KEY=VALUE, e.g. cluster.num_units=8", source=override_label(original))
     return parts
@@ -199,7 +206,7 @@ def apply_overrides(data: dict, overrides: typing.Sequence[str], source: str = "
                             source=override_label(item))
         key, value = item.split("=", 1)
         remove = value.strip() == ""
-        parts = _parse_key(key, source, item)
+        parts = _parse_key(key, item)
         node = data
         norm: list[str | int] = []
         for i, part in enumerate(parts):
@@ -244,21 +251,10 @@ def check_override_key(key: str, root: type[BaseModel] = Spec) -> None:
     tables (``plan``) are not checked here: they depend on the spec (:func:`apply_overrides` checks them)."""
     model: type[BaseModel] | None = root
     loc: list = []
-    pos = 0
-    key = key.strip()
-    while pos < len(key):
-        if key[pos] == ".":
-            pos += 1
-            continue
-        m = _SEGMENT.match(key, pos)
-        if not m:
-            raise TopoError(f"cannot read the key {key!r}; write it as a dotted path such as "
-                            "fabric.tiers[1].oversubscription")
-        pos = m.end()
-        if m.group(1) is None:  # a list item
+    for part, bracketed in _key_segments(key):
+        if bracketed:  # a list item
             loc.append(0)
             continue
-        part = m.group(1)
         if model is None:
             return  # a free table or a value (apply_overrides says which)
         fields = {(f.alias or n): f for n, f in model.model_fields.items()}
