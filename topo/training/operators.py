@@ -1932,13 +1932,18 @@ def rank_computes_at(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute, cov
     """
     stages = pipeline_units(model, lay)
     in_bf16 = bf16_layers(model, lay)
-    lay_bf16 = lay.model_copy(update={"precision": "bf16"})
     cache: dict[tuple, BlockTime] = {}
     keys: dict[tuple, tuple] = {}
+    layout_key = None if blocks is None else stage_base_key(lay)
+    if layout_key is not None:  # an MoE block's key of the layout as it is: stage_base_key's (not made twice)
+        keys[(False, True)] = layout_key[1]
+    as_bf16: list = []  # the layout in BF16, made when a block kept in BF16 is first timed
 
     def bt(kind, bf16=False):
         if (kind, bf16) not in cache:
-            on = lay_bf16 if bf16 else lay
+            if bf16 and not as_bf16:
+                as_bf16.append(lay.model_copy(update={"precision": "bf16"}))
+            on = as_bf16[0] if bf16 else lay
             if blocks is None:
                 cache[(kind, bf16)] = block_time(model, on, gpu, kind)
             else:
@@ -1953,7 +1958,6 @@ def rank_computes_at(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute, cov
 
     rows: list = [[] for _ in covers_s]
     seen: dict = {}
-    layout_key = None if blocks is None else stage_base_key(lay)
     terms: list = [{} for _ in covers_s]  # per cover, each unit's host terms: the same on every stage of the layout
     for units, flags in zip(stages, in_bf16):
         key = (tuple(units), tuple(flags))  # stages alike (the middle ones, mostly) have one row: computed once
@@ -1963,8 +1967,9 @@ def rank_computes_at(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute, cov
             seen[key] = [_shared_waited(base, lay, units, flags, bt, c, t, shared, blocks)
                          for c, t in zip(covers_s, terms)]
         for j in range(len(covers_s)):
-            rows[j].append(_row_copy(seen[key][j]))
-    return [_busiest_first([_rank_mean([one[i] for i in ranks]) for ranks in rank_stages(lay)]) for one in rows]
+            rows[j].append(seen[key][j])  # shared rows, read only: each rank's own copy is made below
+    return [_busiest_first([_row_copy(_rank_mean([one[i] for i in ranks])) for ranks in rank_stages(lay)])
+            for one in rows]
 
 
 def _shared_base(lay: ParallelLayout, units: list, flags: list, bt, key: tuple | None, blocks: dict | None) -> tuple:
