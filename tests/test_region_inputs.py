@@ -166,7 +166,8 @@ def test_train_across_sites_refuses_a_dp_it_would_have_rounded_down():
     # tp 8 x pp 5 = 40 into 3,072 GPUs: the region path took dp = 76 and ran 3,040 GPUs without a word
     err = one_error("train", "two-site-h100", "--model", "nemotron4-340b", "--tp", "8", "--pp", "5",
                     "--global-batch", "2280")
-    assert err.startswith("error: --pp: 5 makes tp x cp x pp = 40, which does not divide the 3,072 GPUs")
+    # walk34: alike sites fill dp on each site's GPUs (every site runs the same share), so the line names a site's
+    assert err.startswith("error: --pp: 5 makes tp x cp x pp = 40, which does not divide the 1,536 GPUs of each site")
     err = one_error("train", "dgx-h100-superpod", "--model", "llama3-8b", "--tp", "8", "--pp", "3",
                     "--global-batch", "256")  # the single-fabric rule, the same line (was keyed 'dp', no flag)
     assert err.startswith("error: --pp: 3 makes tp x cp x pp = 24, which does not divide the 1,024 GPUs")

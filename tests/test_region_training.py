@@ -168,6 +168,24 @@ def test_a_job_the_smallest_site_cannot_split_names_that_site():
         f"runs that share); {allowed}\n")
 
 
+def test_alike_sites_fill_dp_site_by_site():
+    """walk34: on alike sites a dp left out filled the region's GPUs as one pool, 2 x 24 = 48 over tp x pp = 16 =
+    3 replicas, which no equal split runs (1.5 a site), refused as "--dp: 3 data-parallel ranks do not divide by the
+    2 sites" when no --dp was given (two GB200 sites of 24,768 GPUs at tp 8 pp 16: 387). Every site runs the same
+    share, so dp is filled on each site's own GPUs, and a tp x cp x pp that does not divide them is the one-site
+    refusal, naming the flag at fault and the site's GPUs."""
+    sites = '["cluster.num_units=","cluster.num_gpus=24","fabric.servers_per_unit=3"]'
+    base = ["train", "two-site-h100", "--set", f"sites[0].set={sites}", "--set", f"sites[1].set={sites}",
+            "--model", "llama3-8b", "--tp", "8"]
+    p = run_cli(*base, "--pp", "2", "--global-batch", "48")
+    assert p.returncode == 2 and p.stderr == (
+        "error: --pp: 2 makes tp x cp x pp = 16, which does not divide the 24 GPUs of each site (alike sites: every "
+        "site runs the same share) (--dp not given); allowed: tp, cp, pp whose product divides 24, or --dp N (the "
+        "job then takes tp x cp x pp x N of them)\n"), p.stderr
+    doc = json.loads(run_cli(*base, "--pp", "3", "--global-batch", "48", "--json", check=True).stdout)
+    assert doc["gpus"] == 48 and doc["site_dp"] == {"east": 1, "west": 1}  # 24 / (8 x 3) = 1 replica a site
+
+
 def test_an_undivided_job_carries_its_fields():
     from topo.cli.common import UndividedGpus, data_parallel
     assert data_parallel(24, 3072, {"--tp": 8, "--pp": 3}) == 128

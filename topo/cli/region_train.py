@@ -97,7 +97,7 @@ def _job_layout(args, region, fields: dict, options: dict):
     """The whole job's layout from the flags over ``--layout``'s fields (flags win); dp, when neither gives it,
     fills the GPUs asked (``--gpus``), else every GPU of the smallest site on every site (each site runs the same
     share, :func:`~topo.training.multisite.estimate_across_sites`; the whole region when its sites are alike, as
-    the search's default)."""
+    the search's default, tp x cp x pp then dividing each site's GPUs as it divides one site's)."""
     sizes = {d: getattr(args, d) for d in ("tp", "cp", "pp", "dp", "ep", "vpp")}
     if sizes["dp"] is None and "dp" not in fields:  # --gpus sizes the job as on one site
         known = [sizes[d] or fields.get(d, 1) for d in ("tp", "cp", "pp")]  # a bad size: make_layout names it
@@ -106,8 +106,13 @@ def _job_layout(args, region, fields: dict, options: dict):
         site = min(region.fabrics, key=lambda f: f.num_gpus)
         placement = {**fields, **{k: v for k, v in options.items() if v is not None}}
         gpus, filled = _share_gpus(region, placement)
-        if args.gpus or (site.num_gpus * region.num_sites == region.num_gpus and not filled):  # the whole region
-            sizes["dp"] = data_parallel(known, args.gpus or region.num_gpus, flags)
+        if args.gpus:
+            sizes["dp"] = data_parallel(known, args.gpus, flags)
+        elif site.num_gpus * region.num_sites == region.num_gpus and not filled:  # alike sites: the whole region,
+            # each site's share filled on its own GPUs (walk34: 128 GPUs a replica filled 387 of 2 x 24,768, a dp no
+            # equal split runs, refused as "387 ... do not divide by the 2 sites" naming a --dp never given)
+            sizes["dp"] = region.num_sites * data_parallel(
+                known, site.num_gpus, flags, where="of each site (alike sites: every site runs the same share)")
         elif _by_size(args, region):  # regshare71: each site's own replicas, as many as the batch splits into
             sizes["dp"] = _largest_dp(region, known, args, fields, placement)
         else:  # walk14: unlike sites (512 + 1,024 + 1,024) filled 2,560 GPUs, a dp no site's share could run
