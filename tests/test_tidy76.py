@@ -1,7 +1,13 @@
 """tidy76: small defects the last sessions listed (findings section 353), one test per fix."""
+import numpy as np
 import pytest
 
+from nccl_text import render
+from topo.calibrate.compare import compare_run
+from topo.calibrate.parse import parse_file
+from topo.calibrate.setup import setup_from_run
 from topo.cli.main import main
+from topo.engine.algorithms.ring import nics_per_run
 from topo.errors import TopoError
 from topo.training.model import load_model
 from topo.training.parallel import check_layout, make_layout
@@ -9,6 +15,7 @@ from topo.training.parallel import check_layout, make_layout
 LLAMA70_64 = ["train", "dgx-h100-superpod", "--unset", "cluster.num_units", "--set", "cluster.num_gpus=64", "--set",
               "fabric.servers_per_unit=8", "--model", "llama3-70b", "--tp", "4", "--pp", "8", "--dp", "2",
               "--global-batch", "128", "--seq", "8192"]
+SIZES = [2**i for i in range(10, 31)]  # 1 KiB .. 1 GiB
 
 
 def test_pipeline_overlap_at_vpp_1_is_refused_as_megatron_core_refuses_it(capsys):
@@ -24,3 +31,35 @@ def test_pipeline_overlap_at_vpp_1_is_refused_as_megatron_core_refuses_it(capsys
     assert main([*LLAMA70_64, "--overlap", "pp=on"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--overlap" in err and "overlap_pp" in err and "Traceback" not in err
+
+
+def test_a_run_compared_twice_carries_its_collective_note_once(tmp_path):
+    # walk32's note (run_collective): a log naming all_reduce_perf beside -c all_gather; comparing the same parsed
+    # run twice (two profiles, or compare then calibrate) appended it twice
+    log = tmp_path / "ar.log"
+    log.write_text(render("all_reduce", ["a", "b"], 8, "NVIDIA H100 80GB HBM3", SIZES,
+                          [1e-4 * (1 + s / 2**24) for s in SIZES]))
+    run = parse_file(log)[0]
+    setup = setup_from_run(run, spec="dgx-h100-superpod")
+    first = compare_run(run, setup, collective="all_gather", several=True)
+    second = compare_run(run, setup, collective="all_gather", several=True)
+    assert first.notes == second.notes
+    assert sum("is for the logs that name none" in n for n in second.notes) == 1
+
+
+class _Shape:
+    """A node shape whose NICs carry the ids given (what :func:`nics_per_run` reads of a shape)."""
+
+    def __init__(self, nics):
+        self.nics = np.asarray(nics)
+
+    def nic_of(self, ranks):
+        return self.nics[ranks]
+
+
+def test_nics_per_run_counts_distinct_nics_for_any_ids():
+    # two runs of two ranks: NICs {-1} and {0, -2}, then {7} and {3, 9}: 1 and 2 distinct NICs each (by hand)
+    ranks, sizes = np.arange(4), np.array([2, 2])
+    assert nics_per_run(_Shape([-1, -1, 0, -2]), ranks, sizes).tolist() == [1, 2]
+    assert nics_per_run(_Shape([7, 7, 3, 9]), ranks, sizes).tolist() == [1, 2]
+    assert nics_per_run(_Shape([-5, -4, -5, -5]), ranks, sizes).tolist() == [2, 1]
