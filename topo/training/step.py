@@ -94,6 +94,7 @@ from .ep_dispatch import flex_dispatch_s
 from .ep_internode import internode_call_s
 from .ep_overlap import LayerParts, layer_exposed_s, moe_layer_parts, published_gemm_loss, unpaired_note, unpaired_share
 from .flops import model_flop_per_step
+from .flops_megatron_lm import padded_vocab
 from .fp8_params import gathers_in_fp8
 from .fp8_amax import AMAX_PHASE, AMAX_SP_GROUP, amax_group, amax_reduced, amax_step, sp_amax_reduced
 from .gpus import gpu_compute
@@ -464,13 +465,15 @@ def _embedding_group_traffic(t: _Traffic) -> None:
     ``_allreduce_word_embedding_grads``, lines 119-150, called from ``finalize_model_grads`` after
     ``finish_grad_sync``): where the first and last pipeline stages each hold the word embedding (tied embeddings,
     or MTP on the last stage), the whole ``main_grad`` of the rank's vocabulary shard all-reduced between the two
-    stages' ranks, once a step, blocking before the optimizer. A stage that holds neither end pays none; DualPipe
+    stages' ranks, once a step, blocking before the optimizer; the shard's rows are the padded vocabulary's
+    (:func:`.flops_megatron_lm.padded_vocab`: Megatron-LM builds ``VocabParallelEmbedding`` and the output layer
+    with ``padded_vocab_size``, megatron/training/arguments.py@d98e8a64 ``--make-vocab-size-divisible-by``). A stage that holds neither end pays none; DualPipe
     (both ends on one rank) none."""
     lay, model, c = t.lay, t.model, t.c
     if lay.pp <= 1 or lay.pipeline_schedule != "1f1b" or not (model.tied_embeddings or model.mtp_layers):
         return
     if c["embedding"] or c["logits"] or c["mtp_head"]:
-        size = model.vocab / lay.tp * model.hidden * lay.grad_bytes
+        size = padded_vocab(model.vocab, lay.tp) / lay.tp * model.hidden * lay.grad_bytes
         t.add("pp", "all_reduce", "emb", size, 1, "embedding_grads", lay.grad_bytes, what="embedding group")
 
 
