@@ -63,3 +63,21 @@ def test_nics_per_run_counts_distinct_nics_for_any_ids():
     assert nics_per_run(_Shape([-1, -1, 0, -2]), ranks, sizes).tolist() == [1, 2]
     assert nics_per_run(_Shape([7, 7, 3, 9]), ranks, sizes).tolist() == [1, 2]
     assert nics_per_run(_Shape([-5, -4, -5, -5]), ranks, sizes).tolist() == [2, 1]
+
+
+def _deployment_line(capsys, *flags) -> str:
+    assert main(["plan", "dgx-h100-superpod", *flags, "--no-collectives"]) == 0
+    return next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("deployment:"))
+
+
+def test_a_small_clusters_deployment_line_gives_its_own_build_days(capsys):
+    # walk33 (section 345): 64 GPUs printed "1 quarter at a pace of 74,846 GPUs per quarter" and nothing of how long
+    # its own GPUs take; at the catalog's pace (xAI Colossus, 100,000 GPUs in 122 days) 64 GPUs take
+    # 64 / 100,000 x 122 = 0.078 days; the superpod's own GPUs at 100,000 in 200 days: GPUs / 100,000 x 200 days
+    small = _deployment_line(capsys, "--unset", "cluster.num_units", "--set", "cluster.num_gpus=64",
+                             "--set", "fabric.servers_per_unit=8")
+    assert f"its 64 GPUs in {64 / 100_000 * 122:.2g} days" in small and "0.078 days" in small
+    assert "a pace published for a 100,000-GPU build" in small
+    big = _deployment_line(capsys, "--set", "plan.deployment.ramp_days=200")
+    gpus = int(big.split("its ")[1].split(" GPUs")[0].replace(",", ""))
+    assert f"its {gpus:,} GPUs in {gpus / 100_000 * 200:,.1f} days" in big
