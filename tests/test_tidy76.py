@@ -2,6 +2,8 @@
 import numpy as np
 import pytest
 
+import topo
+import topo.training.step as step
 from nccl_text import render
 from topo.calibrate.compare import compare_run
 from topo.calibrate.parse import parse_file
@@ -9,8 +11,9 @@ from topo.calibrate.setup import setup_from_run
 from topo.cli.main import main
 from topo.engine.algorithms.ring import nics_per_run
 from topo.errors import TopoError
-from topo.training.model import load_model
+from topo.training.model import Block, load_model
 from topo.training.parallel import check_layout, make_layout
+from topo.training.step import REPLICATED_GRADS_PHASE, estimate_step, step_traffic
 
 LLAMA70_64 = ["train", "dgx-h100-superpod", "--unset", "cluster.num_units", "--set", "cluster.num_gpus=64", "--set",
               "fabric.servers_per_unit=8", "--model", "llama3-70b", "--tp", "4", "--pp", "8", "--dp", "2",
@@ -81,3 +84,40 @@ def test_a_small_clusters_deployment_line_gives_its_own_build_days(capsys):
     big = _deployment_line(capsys, "--set", "plan.deployment.ramp_days=200")
     gpus = int(big.split("its ")[1].split(" GPUs")[0].replace(",", ""))
     assert f"its {gpus:,} GPUs in {gpus / 100_000 * 200:,.1f} days" in big
+
+
+def _replicated(model, lay, stage):
+    return [it for it in step_traffic(model, lay, stage) if it["phase"] == REPLICATED_GRADS_PHASE]
+
+
+def test_sequence_parallel_replicated_gradients_are_all_reduced_over_tp_once_a_step():
+    # NVIDIA/Megatron-LM@d98e8a64 megatron/core/distributed/finalize_model_grads.py lines 416-485 (called at line
+    # 661): the gradients of parameters marked sequence_parallel summed over the TP group in one flattened buffer
+    m = load_model("llama3-70b")  # 80 layers, h 8,192, RMSNorm: a norm of h per block, the final norm on the last stage
+    lay = make_layout(tp=4, pp=8, dp=2, global_batch=128, sequence_parallel=True)
+    (first,) = _replicated(m, lay, 0)
+    assert (first["collective"], first["groups"], first["calls"]) == ("all_reduce", "tp", 1.0)
+    assert first["size_bytes"] == 10 * 2 * 8192 * lay.grad_bytes  # 10 layers a stage, two norms each, FP32 main_grad
+    (last,) = _replicated(m, lay, 7)
+    assert last["size_bytes"] == (10 * 2 + 1) * 8192 * lay.grad_bytes
+    assert not _replicated(m, lay.model_copy(update={"sequence_parallel": False}), 0)  # replicated input: equal grads
+    # DeepSeek-V3 (MLA, TE's duplicated down projections, transformer/multi_latent_attention.py lines 526-527,
+    # 573-574; h 7,168, q_lora 1,536, kv_lora 512, rope 64; 256 experts' router, moe/router.py line 85)
+    d = load_model("deepseek-v3-671b")
+    lay = make_layout(tp=2, pp=8, dp=8, ep=8, global_batch=64, sequence_parallel=True)
+    c = step._stage_counts(d, lay, 0)
+    att, blocks = c[Block.ATTENTION], c[Block.ATTENTION] + c[Block.MLP] + c[Block.MOE]
+    h = 7168
+    mla = (h + 1) * 1536 + h * (512 + 64) + 512
+    (dsv3,) = _replicated(d, lay, 0)
+    assert dsv3["size_bytes"] == (h * blocks + h * 256 * c[Block.MOE] + att * mla) * lay.grad_bytes
+
+
+def test_the_replicated_gradients_all_reduce_is_exposed_whole():
+    # blocking in finalize_model_grads, after the gradients' data-parallel sync, before the optimizer
+    fab = topo.build_fabric(topo.load_spec("dgx-h100-superpod", []))
+    lay = make_layout(tp=8, pp=2, dp=4, global_batch=64, sequence_parallel=True, overlap_tp=True)
+    r = estimate_step(fab, load_model("llama3-70b"), lay, contention=False)
+    (it,) = [c for c in r.comm if c.dim == "tp" and c.calls_per_step == 1 and c.collective == "all_reduce"
+             and c.size_bytes == (40 * 2 + 1) * 8192 * lay.grad_bytes]
+    assert it.exposed_s == it.time_s > 0

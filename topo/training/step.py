@@ -113,6 +113,7 @@ from .result import DimensionComm, StepResult
 from .ring_attention import a2a_exchanges, ring_sends
 from .routing import consecutive_destinations, rank_destinations, spread_destinations
 from .timeline import step_timeline
+from .unit_params import tp_replicated_params
 from .tp_overlap import check_num_sm, margins_note, userbuffers_on
 from .uncertainty import left_out_measured, step_interval
 
@@ -477,6 +478,24 @@ def _embedding_group_traffic(t: _Traffic) -> None:
         t.add("pp", "all_reduce", "emb", size, 1, "embedding_grads", lay.grad_bytes, what="embedding group")
 
 
+REPLICATED_GRADS_PHASE = "tp_replicated_grads"
+
+
+def _replicated_grads_traffic(t: _Traffic) -> None:
+    """Megatron-Core's ``_allreduce_non_tensor_model_parallel_grads`` (NVIDIA/Megatron-LM@d98e8a64
+    ``megatron/core/distributed/finalize_model_grads.py`` lines 416-485, called from ``finalize_model_grads`` line
+    661 after ``finish_grad_sync``): the gradients of the parameters each TP rank holds whole
+    (:func:`.unit_params.tp_replicated_params`: norms, routers, MLA's down projections under sequence parallelism;
+    QK norms) flattened into one buffer and all-reduced over the TP group, once a step, blocking before the
+    optimizer (:data:`REPLICATED_GRADS_PHASE`: exposed whole). In ``grad_bytes`` (``main_grad``)."""
+    lay = t.lay
+    if lay.tp <= 1:
+        return
+    n = tp_replicated_params(t.model, t.c, lay.sequence_parallel)
+    t.add("tp", "all_reduce", "tp", n * lay.grad_bytes, 1, REPLICATED_GRADS_PHASE, lay.grad_bytes,
+          what="replicated gradients")
+
+
 def _cp_traffic(t: _Traffic) -> None:
     """Context parallelism: attention's K/V gathered (and their gradients reduced); Mamba's all-to-alls."""
     lay, c, model, m = t.lay, t.c, t.model, t.m
@@ -693,9 +712,10 @@ def _router_traffic(t: _Traffic) -> None:
 
 
 _PARTS = {"all": ("_tp_traffic", "_head_traffic", "_cp_traffic", "_pp_traffic", "_embedding_group_traffic",
-                  "_dp_traffic", "_ep_traffic", "_router_traffic"),
+                  "_dp_traffic", "_ep_traffic", "_router_traffic", "_replicated_grads_traffic"),
           "dispatcher_free": ("_tp_traffic", "_head_traffic", "_cp_traffic", "_pp_traffic",
-                              "_embedding_group_traffic", "_dp_traffic", "_router_traffic"),
+                              "_embedding_group_traffic", "_dp_traffic", "_router_traffic",
+                              "_replicated_grads_traffic"),
           "dispatcher": ("_ep_traffic",)}  # by name: each builder looked up when called (a replaced one is run)
 BUILDER_COLLECTIVES = {"_tp_traffic": ("all_gather", "reduce_scatter", "all_reduce"),
                        "_head_traffic": ("all_gather", "reduce_scatter", "all_reduce"),
@@ -704,7 +724,8 @@ BUILDER_COLLECTIVES = {"_tp_traffic": ("all_gather", "reduce_scatter", "all_redu
                        "_pp_traffic": ("pipeline", "all_gather"),
                        "_dp_traffic": ("all_reduce", "reduce_scatter", "all_gather"),
                        "_ep_traffic": ("alltoall", "all_gather", "reduce_scatter"),
-                       "_router_traffic": ("all_reduce",)}
+                       "_router_traffic": ("all_reduce",),
+                       "_replicated_grads_traffic": ("all_reduce",)}
 """The collectives each builder of :data:`_PARTS` may add (its ``add`` calls, :func:`_alltoall_side_traffic`'s in
 ``_ep_traffic``'s): :func:`step_traffic` with ``only`` runs no builder whose collectives ``only`` refuses all of
 (the search's NVLS check under NCCL's ``auto``, where only the all-reduce may run NVLS, ~26k calls at 100k GPUs);
@@ -1633,7 +1654,8 @@ def exposed_comm_s(dim: str, phase: str, total: float, windows: dict, lay: Paral
     the all-gather's or Mamba's all-to-alls. EP: behind another micro-batch's
     compute (``overlap_ep``), the hidden part costing the compute beside it ``ep_loss`` a hidden second
     (:func:`_ep_loss`; 0 in the search's bound). PP: exposed (its sends are counted on the critical path already)."""
-    if phase == ROUTER_PHASE:  # the router's blocking count reduction (:func:`_router_traffic`)
+    if phase in (ROUTER_PHASE, REPLICATED_GRADS_PHASE):  # blocking: the router's counts (:func:`_router_traffic`),
+        # the replicated gradients' all-reduce (:func:`_replicated_grads_traffic`)
         return total
     if dim == "tp" and phase in HEAD_PHASES:  # no userbuffers GEMM: blocking, or beside its own layer's GEMM
         return _draw(windows, "tp_backward", total) if phase == "head_wgrad" else total
