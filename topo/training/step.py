@@ -1123,6 +1123,7 @@ def _exposed_comms(model: ModelSpec, lay: ParallelLayout, gpu, sc, engine: CommE
     return comms, exposed
 
 
+_TP_UNRINGED = {ROUTER_PHASE, REPLICATED_GRADS_PHASE, *HEAD_PHASES}  # TP items no userbuffers GEMM hides
 _TP_PASSES = {"microbatch": "forward", "backward": "backward", "pp_gather": "pipeline", ROUTER_PHASE: "forward",
               **HEAD_PHASES}
 
@@ -1158,7 +1159,7 @@ def _stream_exposed(model: ModelSpec, lay: ParallelLayout, gpu, sc, traffic: lis
         total = one_s * item["calls"]
         if paired is not None and dim == "ep":  # the combined 1F1B's node holds it (:func:`_ep_node`)
             ex = paired * total if _ep_node(item, lay) == EP_COMM_NODE else total
-        elif dim == "tp" and tp_ring_steps(lay) > 1 and item["phase"] != ROUTER_PHASE and item["phase"] not in HEAD_PHASES:
+        elif dim == "tp" and tp_ring_steps(lay) > 1 and item["phase"] not in _TP_UNRINGED:
             pairs = sc.tp_pairs.get(item.get("pair"), [])
             ex, rest = tp_ring_exposed_s(one_s, item["calls"], pairs, tp_blocks, lay.tp, item.get("pair") in BULK)
             ex += exposed_comm_s(dim, item["phase"], rest, windows, lay, ep_loss)
