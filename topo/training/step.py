@@ -1125,13 +1125,14 @@ def _exposed_comms(model: ModelSpec, lay: ParallelLayout, gpu, sc, engine: CommE
 
 _TP_UNRINGED = {ROUTER_PHASE, REPLICATED_GRADS_PHASE, *HEAD_PHASES}  # TP items no userbuffers GEMM hides
 _TP_PASSES = {"microbatch": "forward", "backward": "backward", "pp_gather": "pipeline", ROUTER_PHASE: "forward",
-              **HEAD_PHASES}
+              REPLICATED_GRADS_PHASE: "step", **HEAD_PHASES}
 
 
 def _tp_pass(item: dict) -> str:
     """When a TP exchange runs, as :class:`DimensionComm` names it: ``forward`` (:func:`_tp_traffic`'s phase
-    ``microbatch``, with any recomputed forward), ``backward``, or ``pipeline`` (the next stage's gather of a
-    pipeline send, :func:`_pp_traffic`); "" for the other dimensions."""
+    ``microbatch``, with any recomputed forward), ``backward``, ``pipeline`` (the next stage's gather of a
+    pipeline send, :func:`_pp_traffic`) or ``step`` (once a step after the backward: :func:`_replicated_grads_traffic`);
+    "" for the other dimensions."""
     return _TP_PASSES.get(item["phase"], "") if item["dim"] == "tp" else ""
 
 
