@@ -113,7 +113,10 @@ def test_the_tp_rows_of_train_s_traffic_table_say_what_each_carries():
                   ["all_gather backward (head: embedding output gradient)", "64 MiB"],
                   ["all_gather forward (head: output layer input)", "64 MiB"],
                   ["all_gather backward (head: output layer input again, for wgrad)", "64 MiB"],
-                  ["reduce_scatter backward (head: output layer input gradient)", "64 MiB"]]
+                  ["reduce_scatter backward (head: output layer input gradient)", "64 MiB"],
+                  # tidy76: the norms' gradients summed over TP once a step (Megatron-LM@d98e8a64
+                  # distributed/finalize_model_grads.py lines 416-485): (32 x 2 + 1) x 4,096 x 4 B = 1.016 MiB
+                  ["all_reduce step (replicated gradients)", "1.016 MiB"]]
     doc = json.loads(run_cli("train", "dgx-h100-superpod", "--model", "llama3-8b", "--tp", "8", "--global-batch",
                              "256", "--json", check=True).stdout)
     assert [c["what"] for c in doc["comm"] if c["dim"] == "tp"][2:4] == ["output gradient", "input again, for wgrad"]

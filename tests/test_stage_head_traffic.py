@@ -72,12 +72,15 @@ def test_the_embedding_group_all_reduces_the_shard_once_a_step_on_the_end_stages
             (it,) = emb
             assert (it["collective"], it["calls"], it["size_bytes"]) == ("all_reduce", 1, V / 2 * H * 4)
             assert it["size_bytes"] == 1_853_358_080
-    # untied and no MTP (Llama 3 70B): none; tied (GPT-3 5B): one; one stage: none
+    # untied and no MTP (Llama 3 70B): none; tied (GPT-3 5B): one, of the padded vocabulary's shard (tidy76:
+    # Megatron-LM pads 50,257 to a multiple of 128 x TP, 50,432 at TP 2: megatron/training/arguments.py@d98e8a64
+    # --make-vocab-size-divisible-by); one stage: none
     lay = make_layout(tp=2, pp=4, dp=2, global_batch=16)
     assert not [it for it in step_traffic(load_model("llama3-70b"), lay, 0) if it["groups"] == "emb"]
     gpt = load_model("gpt3-5b")
+    assert gpt.vocab == 50257
     assert [it["size_bytes"] for it in step_traffic(gpt, lay, 3) if it["groups"] == "emb"] == [
-        gpt.vocab / 2 * gpt.hidden * lay.grad_bytes]
+        50432 / 2 * gpt.hidden * lay.grad_bytes]
     assert not [it for it in step_traffic(gpt, make_layout(tp=2, dp=8, global_batch=16)) if it["groups"] == "emb"]
 
 

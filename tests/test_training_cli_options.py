@@ -269,7 +269,11 @@ def test_the_tp_rows_say_which_pass_they_run_in():
         assert head == [("all_gather", "forward", 8.0), ("all_gather", "backward", 8.0),
                         ("reduce_scatter", "backward", 8.0), ("all_reduce", "forward", 8.0),
                         ("all_reduce", "forward", 8.0)], head
-        tp = [(c["collective"], c["phase"], c["calls_per_step"]) for c in comm if not c["what"].startswith("head:")]
+        # tidy76: the replicated gradients' all-reduce, once a step after the backward (finalize_model_grads)
+        assert [(c["collective"], c["phase"], c["calls_per_step"]) for c in comm
+                if c["what"] == "replicated gradients"] == [("all_reduce", "step", 1.0)]
+        tp = [(c["collective"], c["phase"], c["calls_per_step"]) for c in comm
+              if not c["what"].startswith("head:") and c["what"] != "replicated gradients"]
         fwd = [(n, k) for n, p, k in tp if p == "forward"]
         bwd = [(n, k) for n, p, k in tp if p == "backward"]
         assert sorted(n for n, _ in fwd) == ["all_gather", "reduce_scatter"]
@@ -281,7 +285,7 @@ def test_the_tp_rows_say_which_pass_they_run_in():
     assert rows == [["all_gather", "forward"], ["reduce_scatter", "forward"], ["all_gather", "backward"],
                     ["all_gather", "backward"], ["reduce_scatter", "backward"], ["all_gather", "forward"],
                     ["all_gather", "backward"], ["reduce_scatter", "backward"], ["all_reduce", "forward"],
-                    ["all_reduce", "forward"]]
+                    ["all_reduce", "forward"], ["all_reduce", "step"]]  # tidy76: the replicated gradients
     # without sequence parallelism: one all-reduce of the activation each pass and block, seq 8192 x hidden 4096 x 2
     # bytes = 64 MiB, 8 micro-batches x 16 layers a stage x 2 blocks = 256 calls (llama3-8b.toml: 32 layers, hidden
     # 4,096); and the next stage's gather of a pipeline send (Megatron's scatter/gather: each TP rank sends 1/tp,

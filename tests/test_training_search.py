@@ -461,5 +461,10 @@ def test_a_layout_left_out_of_the_pool_still_enters_the_mixed_top():
     mixed = estimate_step(fabric, model, lay)
     best = res.ranked[0]
     assert best.step_time_s <= mixed.step_time_s * (1 + 1e-9)
-    assert (best.layout["dp_sharding"], best.layout["micro_batch"]) != ("zero3", 2)  # the pool's best mixed
+    # the layout walk23 found outside the pool enters the mixed top. (The check was "the best is not ZeRO-3 at
+    # micro-batch 2", the pool's best mixed then; since tidy76 prices the TP-replicated gradients' all-reduce,
+    # DeepSeek-V3's duplicated MLA down projections, the TP2 ZeRO-3 layout that ranked first pays ~8 ms and
+    # ZeRO-3 at micro-batch 2, TP1, is the best mixed: 2.9093 s against 2.9143 s for this one)
+    assert any(r.layout["dp_sharding"] == "fsdp_grad_op" and (r.layout["pp"], r.layout["vpp"], r.layout["tp"])
+               == (2, 4, 1) and r.step_time_s == pytest.approx(mixed.step_time_s, rel=1e-9) for r in res.ranked)
     assert all(a.step_time_s <= b.step_time_s for a, b in zip(res.ranked, res.ranked[1:]))

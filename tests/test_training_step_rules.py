@@ -11,7 +11,7 @@ from topo.training.gpus import gpu_compute
 from topo.training.model import load_model
 from topo.training.operators import stage_compute
 from topo.training.parallel import make_layout
-from topo.training.step import ROUTER_PHASE, _is_ep_a2a, estimate_step, step_breakdown, step_traffic
+from topo.training.step import REPLICATED_GRADS_PHASE, ROUTER_PHASE, _is_ep_a2a, estimate_step, step_breakdown, step_traffic
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +45,8 @@ def test_expert_all_to_all_carries_each_rank_its_own_tokens():
     lay = make_layout(ep=2, etp=4, **base)
     # (the router's token-count all-reduce over TP, one a MoE forward, is no block exchange: counted apart)
     tp_calls = sum(it["calls"] for it in step_traffic(m, lay) if it["dim"] == "tp" and it["phase"] != ROUTER_PHASE
-                   and not it.get("what", "").startswith("head"))
+                   and not it.get("what", "").startswith("head")
+                   and it["phase"] != REPLICATED_GRADS_PHASE)  # the once-a-step replicated gradients (tidy76)
     dense_blocks = m.layers  # Mixtral: one attention block per layer, every MLP an MoE
     # AG + RS forward; backward the output gradient's AG, the input's AG again (for the weight gradient) and RS
     assert tp_calls == (2 + 3) * dense_blocks * lay.microbatches
@@ -77,7 +78,8 @@ def test_backward_tp_traffic_hides_behind_weight_gradients(fab):
     m = load_model("llama3-70b")
     lay = make_layout(tp=8, pp=4, dp=2, global_batch=16, seq_len=4096)
     r = estimate_step(fab, m, lay, contention=False)
-    tp = [c for c in r.comm if c.dim == "tp" and not c.what.startswith("head")]  # the stage's heads: apart
+    tp = [c for c in r.comm if c.dim == "tp" and not c.what.startswith("head")  # the stage's heads: apart
+          and c.what != "replicated gradients"]  # and the once-a-step replicated gradients (tidy76)
     total = sum(c.time_s for c in tp)
     # forward: an all-gather and a reduce-scatter per block; backward two all-gathers (the output gradient; the
     # input again, for the weight gradient) and a reduce-scatter
@@ -105,8 +107,10 @@ def test_backward_tp_traffic_hides_behind_weight_gradients(fab):
     assert [c.what for c in heads] == ["head: output layer input", "head: output layer input again, for wgrad",
                                        "head: output layer input gradient", "head: loss over the vocabulary shards",
                                        "head: loss over the vocabulary shards"]
-    assert r.breakdown_s["tp"] == pytest.approx(forward + blocking + max(0.0, backward + beside
-                                                                         - lay.microbatches * sc.wgrad_s))
+    # the replicated gradients' all-reduce, once a step after the backward, blocking (tidy76): exposed whole
+    (grads,) = [c.time_s for c in r.comm if c.what == "replicated gradients"]
+    assert r.breakdown_s["tp"] == pytest.approx(forward + blocking + grads + max(0.0, backward + beside
+                                                                                 - lay.microbatches * sc.wgrad_s))
     on = estimate_step(fab, m, lay.model_copy(update={"overlap_tp": True}), contention=False)
     assert on.breakdown_s["tp"] < r.breakdown_s["tp"]
 

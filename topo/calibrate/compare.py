@@ -128,8 +128,10 @@ def run_collective(run: NcclRun, collective: str | None = None, several: bool = 
         collective = normalize_collective(collective)  # a name nccl-tests does not have either: the option's fault
     certain = run.collective_from == "binary" or run.collective == "all_reduce"  # busbw > algbw: all-reduce only
     if several and collective and run.collective_from == "binary" and collective != run.collective:
-        run.notes.append(f"the log names its collective, {run.collective} (its binary, {run.binary}): read as "
-                         f"{run.collective}; -c {collective} is for the logs that name none")
+        said = (f"the log names its collective, {run.collective} (its binary, {run.binary}): read as "
+                f"{run.collective}; -c {collective} is for the logs that name none")
+        if said not in run.notes:  # once, however often the run is compared (tidy76)
+            run.notes.append(said)
         collective = None
     if collective and run.collective and collective != run.collective and certain:
         how = f"its binary, {run.binary}" if run.collective_from == "binary" else "busbw / algbw = 2(n-1)/n"

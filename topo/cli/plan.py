@@ -12,6 +12,7 @@ from ..errors import TopoError, Unreachable
 from ..fabric.cut import cut_message
 from ..plan import LOST_PART_LABELS, DesignComparison, PlanResult, plan
 from ..plan.budget import fit_it_power
+from ..plan.phasing import build_days
 from ..plan.train_time import TrainingJob, job_layer
 from ..plan.result import RANGED
 from ..spec import DEFAULT_SPEC
@@ -334,9 +335,12 @@ def _deployment_lines(r: PlanResult, mark) -> list[str]:
     d = r.deployment
     if d.schedule == "ramp":
         used = {i["key"]: i["value"] for i in r.inputs}
+        gpus, paced = d.quarters[-1].gpus_online, used["deployment.ramp_gpus"]
+        days = build_days(gpus, d.ramp_gpus_per_quarter)
         how = (f"at a pace of {format_count(round(d.ramp_gpus_per_quarter))} GPUs per quarter (plan.deployment: "
-               f"ramp_gpus in ramp_days, {format_count(round(used['deployment.ramp_gpus']))} GPUs in "
-               f"{used['deployment.ramp_days']:g} days)")
+               f"ramp_gpus in ramp_days, {format_count(round(paced))} GPUs in "
+               f"{used['deployment.ramp_days']:g} days): its {format_count(gpus)} GPUs in {days:{_small_spec(days)}} "
+               f"days" + (f", a pace published for a {format_count(round(paced))}-GPU build" if gpus < paced else ""))
     else:
         how = "as scheduled (plan.deployment.halls_per_quarter)"
     rows = [[q.label, f"{q.halls} ({q.halls_online})", f"{format_count(q.gpus_online)}", _usd(q.capex_usd),

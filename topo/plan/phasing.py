@@ -27,7 +27,8 @@ import numpy as np
 from ..errors import TopoError
 from .capex import Capex
 
-__all__ = ["DAYS_PER_QUARTER", "Quarter", "Phasing", "hall_schedule", "phased_deployment", "ramp_gpus_per_quarter"]
+__all__ = ["DAYS_PER_QUARTER", "Quarter", "Phasing", "hall_schedule", "phased_deployment", "ramp_gpus_per_quarter",
+           "build_days"]
 
 DAYS_PER_QUARTER = 365.25 / 4
 """Days in a quarter (a Julian year of 365.25 days over four)."""
@@ -170,3 +171,22 @@ def ramp_gpus_per_quarter(ramp_gpus: float, ramp_days: float) -> float:
     """The pace of ``ramp_gpus`` GPUs built in ``ramp_days`` days, per quarter."""
     return ramp_gpus / ramp_days * DAYS_PER_QUARTER
 
+
+
+def build_days(gpus: float, gpus_per_quarter: float) -> float:
+    """The days a build pace of ``gpus_per_quarter`` takes to build ``gpus`` GPUs (the schedule rounds it up to
+    whole quarters: a 64-GPU cluster at Colossus' pace is online in its first quarter, built in 0.08 days).
+
+    Parameters
+    ----------
+    gpus : float
+        The GPUs built.
+    gpus_per_quarter : float
+        The pace (:func:`ramp_gpus_per_quarter`).
+
+    Returns
+    -------
+    float
+        Days, ``gpus / gpus_per_quarter x`` :data:`DAYS_PER_QUARTER`.
+    """
+    return gpus / gpus_per_quarter * DAYS_PER_QUARTER

@@ -301,7 +301,10 @@ class ParallelLayout(BaseModel):
     off without the interleaved schedule (NVIDIA/Megatron-LM@d98e8a64 ``megatron/training/arguments.py`` lines
     1000-1018 and 3118-3120); NeMo's ``MegatronCommOverlapCallback`` sets it exactly when ``pp > 1`` and ``vpp >
     1`` (NVIDIA/NeMo@8cfedd72 ``nemo/lightning/pytorch/callbacks/megatron_comm_overlap.py`` lines 153-163).
-    Resolved when the layout is built (:meth:`_pp_overlap_default`), so a layout always holds true or false."""
+    Resolved when the layout is built (:meth:`_pp_overlap_default`), so a layout always holds true or false. True
+    at vpp 1 under 1F1B (pp > 1) is refused (:func:`check_layout`): Megatron-Core's non-interleaved schedule raises
+    "Non-interleaved pipeline parallelism does not support overlapping p2p communication"
+    (``megatron/core/pipeline_parallel/schedules.py`` lines 2181-2184 at the same commit)."""
     fp8_amax_pass: Flag = False
     """FP8 per-tensor current scaling as Transformer Engine ran it before v2.7: each cast to FP8 first reads its
     bf16 input once more, for the tensor's amax, in a kernel of its own (``nvte_compute_amax``, TE PR #1471), then
@@ -695,6 +698,11 @@ def check_layout(model: ModelSpec, lay: ParallelLayout, *, gpus: int | None = No
         bad("cp", f"sequence length {seq} does not split into 2 x {lay.cp} chunks (load-balanced causal CP)")
     if lay.vpp > 1 and lay.pp == 1:
         bad("vpp", f"interleaving ({lay.vpp} virtual stages) needs pp > 1")
+    if lay.overlap_pp and lay.pp > 1 and lay.vpp == 1 and lay.pipeline_schedule == "1f1b":
+        # NVIDIA/Megatron-LM@d98e8a64 megatron/core/pipeline_parallel/schedules.py lines 2181-2184
+        bad("overlap_pp", "true needs an interleaved pipeline (vpp > 1): Megatron-Core's non-interleaved 1F1B "
+                          "schedule raises on overlap_p2p_comm (its training script turns it off at vpp 1); "
+                          "allowed at vpp 1: false")
     if lay.pipeline_schedule == "dualpipe" and (lay.vpp > 1 or lay.pp % 2):
         bad("pipeline_schedule", f"dualpipe needs an even pp and vpp = 1, got pp {lay.pp}, vpp {lay.vpp}; "
                                  f"allowed: 1f1b")

@@ -31,7 +31,8 @@ class DimensionComm:
     group_size: int
     domains_per_group: int  # NVLink domains one group spans
     slowdown: float = 1.0  # in the step's traffic mix, against the collective alone
-    phase: str = ""  # when a TP exchange runs: "forward" (with any recomputed forward), "backward" or "pipeline"
+    phase: str = ""  # when a TP exchange runs: "forward" (with any recomputed forward), "backward", "pipeline" or
+    # "step" (once a step, after the backward: the replicated gradients' all-reduce)
     # (the next stage's gather of a pipeline send); "" for the other dimensions
     what: str = ""  # what a sequence-parallel TP exchange carries ("output gradient", "input again, for wgrad", ...)
 

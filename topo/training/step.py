@@ -94,6 +94,7 @@ from .ep_dispatch import flex_dispatch_s
 from .ep_internode import internode_call_s
 from .ep_overlap import LayerParts, layer_exposed_s, moe_layer_parts, published_gemm_loss, unpaired_note, unpaired_share
 from .flops import model_flop_per_step
+from .flops_megatron_lm import padded_vocab
 from .fp8_params import gathers_in_fp8
 from .fp8_amax import AMAX_PHASE, AMAX_SP_GROUP, amax_group, amax_reduced, amax_step, sp_amax_reduced
 from .gpus import gpu_compute
@@ -112,6 +113,7 @@ from .result import DimensionComm, StepResult
 from .ring_attention import a2a_exchanges, ring_sends
 from .routing import consecutive_destinations, rank_destinations, spread_destinations
 from .timeline import step_timeline
+from .unit_params import tp_replicated_params
 from .tp_overlap import check_num_sm, margins_note, userbuffers_on
 from .uncertainty import left_out_measured, step_interval
 
@@ -464,14 +466,34 @@ def _embedding_group_traffic(t: _Traffic) -> None:
     ``_allreduce_word_embedding_grads``, lines 119-150, called from ``finalize_model_grads`` after
     ``finish_grad_sync``): where the first and last pipeline stages each hold the word embedding (tied embeddings,
     or MTP on the last stage), the whole ``main_grad`` of the rank's vocabulary shard all-reduced between the two
-    stages' ranks, once a step, blocking before the optimizer. A stage that holds neither end pays none; DualPipe
+    stages' ranks, once a step, blocking before the optimizer; the shard's rows are the padded vocabulary's
+    (:func:`.flops_megatron_lm.padded_vocab`: Megatron-LM builds ``VocabParallelEmbedding`` and the output layer
+    with ``padded_vocab_size``, megatron/training/arguments.py@d98e8a64 ``--make-vocab-size-divisible-by``). A stage that holds neither end pays none; DualPipe
     (both ends on one rank) none."""
     lay, model, c = t.lay, t.model, t.c
     if lay.pp <= 1 or lay.pipeline_schedule != "1f1b" or not (model.tied_embeddings or model.mtp_layers):
         return
     if c["embedding"] or c["logits"] or c["mtp_head"]:
-        size = model.vocab / lay.tp * model.hidden * lay.grad_bytes
+        size = padded_vocab(model.vocab, lay.tp) / lay.tp * model.hidden * lay.grad_bytes
         t.add("pp", "all_reduce", "emb", size, 1, "embedding_grads", lay.grad_bytes, what="embedding group")
+
+
+REPLICATED_GRADS_PHASE = "tp_replicated_grads"
+
+
+def _replicated_grads_traffic(t: _Traffic) -> None:
+    """Megatron-Core's ``_allreduce_non_tensor_model_parallel_grads`` (NVIDIA/Megatron-LM@d98e8a64
+    ``megatron/core/distributed/finalize_model_grads.py`` lines 416-485, called from ``finalize_model_grads`` line
+    661 after ``finish_grad_sync``): the gradients of the parameters each TP rank holds whole
+    (:func:`.unit_params.tp_replicated_params`: norms, routers, MLA's down projections under sequence parallelism;
+    QK norms) flattened into one buffer and all-reduced over the TP group, once a step, blocking before the
+    optimizer (:data:`REPLICATED_GRADS_PHASE`: exposed whole). In ``grad_bytes`` (``main_grad``)."""
+    lay = t.lay
+    if lay.tp <= 1:
+        return
+    n = tp_replicated_params(t.model, t.c, lay.sequence_parallel)
+    t.add("tp", "all_reduce", "tp", n * lay.grad_bytes, 1, REPLICATED_GRADS_PHASE, lay.grad_bytes,
+          what="replicated gradients")
 
 
 def _cp_traffic(t: _Traffic) -> None:
@@ -690,9 +712,10 @@ def _router_traffic(t: _Traffic) -> None:
 
 
 _PARTS = {"all": ("_tp_traffic", "_head_traffic", "_cp_traffic", "_pp_traffic", "_embedding_group_traffic",
-                  "_dp_traffic", "_ep_traffic", "_router_traffic"),
+                  "_dp_traffic", "_ep_traffic", "_router_traffic", "_replicated_grads_traffic"),
           "dispatcher_free": ("_tp_traffic", "_head_traffic", "_cp_traffic", "_pp_traffic",
-                              "_embedding_group_traffic", "_dp_traffic", "_router_traffic"),
+                              "_embedding_group_traffic", "_dp_traffic", "_router_traffic",
+                              "_replicated_grads_traffic"),
           "dispatcher": ("_ep_traffic",)}  # by name: each builder looked up when called (a replaced one is run)
 BUILDER_COLLECTIVES = {"_tp_traffic": ("all_gather", "reduce_scatter", "all_reduce"),
                        "_head_traffic": ("all_gather", "reduce_scatter", "all_reduce"),
@@ -701,7 +724,8 @@ BUILDER_COLLECTIVES = {"_tp_traffic": ("all_gather", "reduce_scatter", "all_redu
                        "_pp_traffic": ("pipeline", "all_gather"),
                        "_dp_traffic": ("all_reduce", "reduce_scatter", "all_gather"),
                        "_ep_traffic": ("alltoall", "all_gather", "reduce_scatter"),
-                       "_router_traffic": ("all_reduce",)}
+                       "_router_traffic": ("all_reduce",),
+                       "_replicated_grads_traffic": ("all_reduce",)}
 """The collectives each builder of :data:`_PARTS` may add (its ``add`` calls, :func:`_alltoall_side_traffic`'s in
 ``_ep_traffic``'s): :func:`step_traffic` with ``only`` runs no builder whose collectives ``only`` refuses all of
 (the search's NVLS check under NCCL's ``auto``, where only the all-reduce may run NVLS, ~26k calls at 100k GPUs);
@@ -1099,14 +1123,16 @@ def _exposed_comms(model: ModelSpec, lay: ParallelLayout, gpu, sc, engine: CommE
     return comms, exposed
 
 
+_TP_UNRINGED = {ROUTER_PHASE, REPLICATED_GRADS_PHASE, *HEAD_PHASES}  # TP items no userbuffers GEMM hides
 _TP_PASSES = {"microbatch": "forward", "backward": "backward", "pp_gather": "pipeline", ROUTER_PHASE: "forward",
-              **HEAD_PHASES}
+              REPLICATED_GRADS_PHASE: "step", **HEAD_PHASES}
 
 
 def _tp_pass(item: dict) -> str:
     """When a TP exchange runs, as :class:`DimensionComm` names it: ``forward`` (:func:`_tp_traffic`'s phase
-    ``microbatch``, with any recomputed forward), ``backward``, or ``pipeline`` (the next stage's gather of a
-    pipeline send, :func:`_pp_traffic`); "" for the other dimensions."""
+    ``microbatch``, with any recomputed forward), ``backward``, ``pipeline`` (the next stage's gather of a
+    pipeline send, :func:`_pp_traffic`) or ``step`` (once a step after the backward: :func:`_replicated_grads_traffic`);
+    "" for the other dimensions."""
     return _TP_PASSES.get(item["phase"], "") if item["dim"] == "tp" else ""
 
 
@@ -1134,7 +1160,7 @@ def _stream_exposed(model: ModelSpec, lay: ParallelLayout, gpu, sc, traffic: lis
         total = one_s * item["calls"]
         if paired is not None and dim == "ep":  # the combined 1F1B's node holds it (:func:`_ep_node`)
             ex = paired * total if _ep_node(item, lay) == EP_COMM_NODE else total
-        elif dim == "tp" and tp_ring_steps(lay) > 1 and item["phase"] != ROUTER_PHASE and item["phase"] not in HEAD_PHASES:
+        elif dim == "tp" and tp_ring_steps(lay) > 1 and item["phase"] not in _TP_UNRINGED:
             pairs = sc.tp_pairs.get(item.get("pair"), [])
             ex, rest = tp_ring_exposed_s(one_s, item["calls"], pairs, tp_blocks, lay.tp, item.get("pair") in BULK)
             ex += exposed_comm_s(dim, item["phase"], rest, windows, lay, ep_loss)
@@ -1630,7 +1656,8 @@ def exposed_comm_s(dim: str, phase: str, total: float, windows: dict, lay: Paral
     the all-gather's or Mamba's all-to-alls. EP: behind another micro-batch's
     compute (``overlap_ep``), the hidden part costing the compute beside it ``ep_loss`` a hidden second
     (:func:`_ep_loss`; 0 in the search's bound). PP: exposed (its sends are counted on the critical path already)."""
-    if phase == ROUTER_PHASE:  # the router's blocking count reduction (:func:`_router_traffic`)
+    if phase in (ROUTER_PHASE, REPLICATED_GRADS_PHASE):  # blocking: the router's counts (:func:`_router_traffic`),
+        # the replicated gradients' all-reduce (:func:`_replicated_grads_traffic`)
         return total
     if dim == "tp" and phase in HEAD_PHASES:  # no userbuffers GEMM: blocking, or beside its own layer's GEMM
         return _draw(windows, "tp_backward", total) if phase == "head_wgrad" else total

@@ -7,7 +7,7 @@ from __future__ import annotations
 from .model import Block, ModelSpec
 from .parallel import ParallelLayout
 
-__all__ = ["unit_params", "block_params_on_gpu"]
+__all__ = ["unit_params", "block_params_on_gpu", "tp_replicated_params"]
 
 
 def block_params_on_gpu(model: ModelSpec, lay: ParallelLayout, kind: str) -> tuple[float, float]:
@@ -64,3 +64,45 @@ def unit_params(model: ModelSpec, lay: ParallelLayout, unit: str, embedding_held
         d, e = block_params_on_gpu(model, lay, k)
         dense, expert = dense + d, expert + e
     return dense, expert
+
+
+def tp_replicated_params(model: ModelSpec, counts: dict, sequence_parallel: bool) -> float:
+    """Parameters of a pipeline stage that every tensor-parallel rank holds whole and whose gradients Megatron-Core
+    sums over the TP group once a step (NVIDIA/Megatron-LM@d98e8a64 ``megatron/core/distributed/
+    finalize_model_grads.py`` ``_allreduce_non_tensor_model_parallel_grads``, lines 416-485: the parameters marked
+    ``sequence_parallel`` under sequence parallelism, and ``q_layernorm`` / ``k_layernorm`` with ``qk_layernorm``).
+
+    Marked ``sequence_parallel`` (same commit): each block's norm, ``h`` (Transformer Engine's norms built with
+    ``sequence_parallel``, ``extensions/transformer_engine.py`` line 1099); an MoE block's router weight
+    (``transformer/moe/router.py`` line 85); the final norm on the stage holding the output layer; an MTP depth's
+    three norms; under MLA each layer's down projections, built ``parallel_mode='duplicated'``
+    (``transformer/multi_latent_attention.py`` lines 526-527 and 573-574, ``extensions/transformer_engine.py``
+    lines 1313-1316) with their ``q_layernorm`` and ``kv_layernorm``. Without MLA, ``qk_norm``'s query and key norms,
+    ``head_dim`` each, with or without sequence parallelism. Biases: none (the models have none).
+
+    Parameters
+    ----------
+    model : ModelSpec
+    counts : dict
+        The stage's blocks by kind (local attention counted with attention) and its ``logits`` and ``mtp_head``
+        units (:func:`topo.training.step._stage_counts`).
+    sequence_parallel : bool
+
+    Returns
+    -------
+    float
+        Parameters, the same on each TP rank.
+    """
+    h, a, att = model.hidden, model.attention, counts.get(Block.ATTENTION, 0)
+    n = 0.0
+    if a.kind != "mla" and a.qk_norm:
+        n += att * 2 * model.head_dim
+    if not sequence_parallel:
+        return n
+    blocks = sum(counts.get(k, 0) for k in (Block.ATTENTION, Block.MLP, Block.MOE, Block.MAMBA))
+    n += h * blocks + model.router_params * counts.get(Block.MOE, 0)
+    n += model.final_norm_params * counts.get("logits", 0) + 3 * h * counts.get("mtp_head", 0)
+    if a.kind == "mla":
+        q = (h + 1) * a.q_lora_rank if a.q_lora_rank else 0
+        n += att * (q + h * (a.kv_lora_rank + a.qk_rope_head_dim) + a.kv_lora_rank)
+    return n

@@ -107,7 +107,8 @@ def nics_per_run(shape: NodeShape, ranks: np.ndarray, sizes: np.ndarray) -> np.n
     numpy.ndarray
         The count of distinct NICs of each run.
     """
-    nics = shape.nic_of(ranks)
+    nics = shape.nic_of(ranks).astype(np.int64)
+    nics -= nics.min()  # from 0, so that each run's (run, NIC) code is its own whatever the ids (tidy76)
     width = int(nics.max()) + 1
     pairs = np.unique(np.repeat(np.arange(sizes.size, dtype=np.int64), sizes) * width + nics)
     return np.bincount(pairs // width, minlength=sizes.size)
