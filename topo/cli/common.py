@@ -228,11 +228,13 @@ class UndividedGpus(TopoError):
     from them once: a caller names the GPUs by ``where``, never by rewriting the text."""
 
     def __init__(self, *, key: str, size: int | None, known: int, gpus: int, where: str = "",
-                 dp_as: str = "--dp N"):
+                 dp_as: str = "--dp N", sites: int = 1):
         self.size, self.known, self.gpus, self.where = size, known, gpus, where
         them = f"the {gpus:,} GPUs" + (f" {where}" if where else "")
-        allowed = (f"allowed: tp, cp, pp whose product divides {gpus:,}, or {dp_as} (the job then takes tp x cp x pp x "
-                   f"N of them)")
+        # plan78 (walk34 Left 6): on a region N is the whole job's dp and "them" one site's GPUs, which run N / sites
+        takes = ("the job then takes tp x cp x pp x N of them" if sites == 1 else
+                 f"N a multiple of the {sites} sites; each site then takes tp x cp x pp x N / {sites} of them")
+        allowed = f"allowed: tp, cp, pp whose product divides {gpus:,}, or {dp_as} ({takes})"
         if size is None:
             msg = f"not given, and tp x cp x pp = {known:,} does not divide {them}; {allowed}"
         else:
@@ -240,17 +242,20 @@ class UndividedGpus(TopoError):
         super().__init__(msg, key=key)
 
 
-def data_parallel(known: int, gpus: int, flags: dict | None = None, where: str = "", dp_as: str = "--dp N") -> int:
+def data_parallel(known: int, gpus: int, flags: dict | None = None, where: str = "", dp_as: str = "--dp N",
+                  sites: int = 1) -> int:
     """``--dp`` when it is not given: the GPUs over tp x cp x pp, which must divide them.
 
     ``flags`` (flag -> size, the sizes the user gave as flags) names the flag at fault: the first whose size does
     not divide the GPUs, else the last above 1 (only their product does not divide); with none, ``--dp``.
     ``where`` says which GPUs, after "the N GPUs", and ``dp_as`` how the user gives dp instead (``--dp N``; a
-    layout's ``dp=N``) (:class:`UndividedGpus`).
+    layout's ``dp=N``) (:class:`UndividedGpus`); ``sites``: the sites that each run ``gpus`` (a region's equal
+    shares: the whole job's dp is then ``sites`` times the answer).
     """
     if not gpus % known:
         return gpus // known
     given = {f: v for f, v in (flags or {}).items() if v is not None and v > 1}
     odd = [f for f, v in given.items() if gpus % v]
     key = odd[0] if odd else (list(given)[-1] if given else "--dp")
-    raise UndividedGpus(key=key, size=given.get(key), known=known, gpus=gpus, where=where, dp_as=dp_as)
+    raise UndividedGpus(key=key, size=given.get(key), known=known, gpus=gpus, where=where, dp_as=dp_as,
+                        sites=sites)
