@@ -13,6 +13,7 @@ from ..units import in_unit
 from ..fabric.builders import build_fabric
 from ..spec import DEFAULT_SPEC, load_spec
 from ..spec.overrides import Unset
+from .design_sets import overrides_for
 
 __all__ = ["add_spec_arguments", "add_override_arguments", "add_output_arguments", "fabric_from_args",
            "spec_from_args", "technology_note", "data_parallel", "UndividedGpus", "GivenOnce"]
@@ -68,7 +69,7 @@ _CLUSTER_SIZES = ("num_gpus", "num_servers", "num_units", "num_pods")
 def spec_from_args(args, name=None):
     """The spec the arguments name, with their ``--set``/``--unset`` overrides. A cluster size set with ``--set``
     beside the one the file gives gets the ``--unset`` that resolves it."""
-    overrides = getattr(args, "overrides", None) or []
+    overrides = overrides_for(args, name)
     try:
         return load_spec(name if name is not None else getattr(args, "spec", None), overrides)
     except TopoError as exc:
@@ -92,7 +93,7 @@ def fabric_from_args(args, name=None, spec=None):
     try:
         fabric = build_fabric(spec)
     except TopoError as exc:
-        raise naming_overrides(exc, getattr(args, "overrides", None) or [], "with --set") from None
+        raise naming_overrides(exc, overrides_for(args, name), "with --set") from None
     return with_failures_named(fabric, getattr(args, "failures", None))
 
 

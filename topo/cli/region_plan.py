@@ -13,6 +13,7 @@ from ..spec.region_load import is_region_file
 from .. import training  # lazy (PEP 562): topo plan imports no step model (test_startup)
 from ..units import format_count, format_in, format_time, format_usd
 from .bom_csv import write_region_bom_csv
+from .design_sets import overrides_for
 from .output import emit, emit_json, note, table
 from .region import region_inputs
 
@@ -63,7 +64,7 @@ def refuse_region_flags(args) -> None:
 
 
 def run_region_plan(args, name: str, layers) -> int:
-    region = build_region(name, args.overrides or [])
+    region = build_region(name, overrides_for(args, name))
     bom = args.bom_csv
     if bom is not None:  # a bad output fails before the plan
         if bom == "-" and args.json:
