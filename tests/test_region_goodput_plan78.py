@@ -76,3 +76,11 @@ def test_the_cli_prints_the_block():
                          capture_output=True, text=True, check=True).stdout
     assert "goodput   " in out and "interruptions/day" in out
     assert "one job across the 2 sites" in out and "over the DCI" in out
+
+
+def test_tokens_on_a_region_points_to_the_goodput():
+    # --tokens stays refused on a region (its step is topo train REGION's), the line now says where the goodput is
+    p = subprocess.run([sys.executable, "-m", "topo", "plan", "two-site-h100", "--tokens", "1T"], capture_output=True,
+                       text=True)
+    assert p.returncode == 2 and p.stderr.count("\n") == 1 and "Traceback" not in p.stderr
+    assert p.stderr.startswith("error: --tokens: a region's plan times no job") and "over this plan's goodput" in p.stderr

@@ -43,8 +43,9 @@ def refuse_region_flags(args) -> None:
                         "--layout on one site's spec", key=given[0])
     if getattr(args, "tokens", None) is not None:  # rev68: plan's "allowed: --model and --layout" looped here
         raise TopoError("a region's plan times no job (its MFU is --mfu's or the catalog's); allowed: topo train "
-                        "REGION --model M --tokens N with the layout's flags (the time at the step across the sites), "
-                        "or --model, --layout and --tokens on one site's spec", key="--tokens")
+                        "REGION --model M --tokens N with the layout's flags (the time at the step across the sites) "
+                        "over this plan's goodput (its goodput line, --json goodput: the time with failures), or "
+                        "--model, --layout and --tokens on one site's spec", key="--tokens")
     if getattr(args, "shares", None) is not None:  # regpp73 (share72's Left 4): said, not an unknown flag
         raise TopoError(f"{args.shares!r}: a region's plan times no job (its MFU is --mfu's or the catalog's), so it "
                         f"splits no replicas over the sites; allowed: topo train REGION --model M --shares "
