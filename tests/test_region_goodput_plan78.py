@@ -84,3 +84,16 @@ def test_tokens_on_a_region_points_to_the_goodput():
                        text=True)
     assert p.returncode == 2 and p.stderr.count("\n") == 1 and "Traceback" not in p.stderr
     assert p.stderr.startswith("error: --tokens: a region's plan times no job") and "over this plan's goodput" in p.stderr
+
+
+def test_an_async_sites_copy_is_its_share_over_its_gpus():
+    # async: the stall is the copy to host memory of a GPU's part, size / GPUs / snapshot rate (25 GB/s, catalog).
+    # A site of a region holds half the checkpoint over its 1,536 GPUs: C / 2 / 1,536 / 25e9, the same per GPU as
+    # the whole over the region's 3,072 (it copied C / 1,536 before, twice a GPU's part)
+    layer = [("test", {"reliability": {"checkpoint": {"mode": "async"}}})]
+    r = plan_region(build_region("two-site-h100"), collectives=False, layers=layer)
+    C = r.job["checkpoint_bytes"]
+    for p in r.site_plans:
+        assert p.reliability.checkpoint_stall_s == pytest.approx(C / 2 / 1536 / 25e9)
+    assert r.reliability.checkpoint_stall_s == pytest.approx(C / 3072 / 25e9)
+    assert r.reliability.checkpoint_mode == "async"
