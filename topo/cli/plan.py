@@ -32,7 +32,8 @@ def register(sub) -> None:
                        "materials (switches, transceivers, cables by length), power and energy, capex and TCO (each "
                        "with its low-high range over the catalog's price ranges), peak and "
                        "delivered compute, failures and goodput, blast radius. Several SPECs are compared side by "
-                       "side. Override any catalog value in the spec's [plan] table, a --plan-file, or "
+                       "side; --set SPEC:KEY=VALUE sets a key on one of them (SPEC as given, or a file's name "
+                       "without .toml), --set KEY=VALUE on every one. Override any catalog value in the spec's [plan] table, a --plan-file, or "
                        "--set plan.<kind>.<key>=VALUE (e.g. --set plan.switches.QM9700.price_usd=40000).")
     add_spec_arguments(p, many=True)
     p.add_argument("--plan-file", metavar="FILE", help="a TOML file of catalog overrides (the keys of [plan])")
