@@ -27,6 +27,7 @@ def test_a_refused_count_below_the_budget_is_passed_over():
     assert ("88 pods of 8 racks (50,688 GPUs) draw 706.00 MW" in fit.note()  # the spec's unit, not "scalable units"
             and "the budget binds: 90 would draw 722.00 MW (89 cannot be built: the fabric builder refuses it)"
             in fit.note())
+    assert "(the spec gives 4)" in fit.note()  # 32 racks = 4 pods: the spec counts pods already, said as before
 
 
 def test_a_two_tier_design_that_grows_tiers_is_sized_past_its_first_pod():
@@ -39,6 +40,10 @@ def test_a_two_tier_design_that_grows_tiers_is_sized_past_its_first_pod():
     assert (fit.unit, fit.units_per_step, fit.count, fit.gpus) == ("pod", 4, 49, 50_176)
     assert fit.next_it_power_W == 210e6 and fit.fabric_bound is None
     assert "49 pods of 4 scalable units (50,176 GPUs)" in fit.note()
+    # plan78 (walk34 Left 7): the spec's own size in the answer's unit too, not "(the spec gives 4)" of units
+    # against pods; the bundled spec's 4 scalable units are one pod of 4
+    assert "(the spec gives 4 scalable units, 1 pod)" in fit.note()
+    assert fit.spec_count == 4 and fit.spec_count_unit == "scalable unit"
 
 
 def test_a_fabric_that_builds_nothing_larger_still_binds():

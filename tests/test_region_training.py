@@ -157,7 +157,9 @@ def test_a_job_the_smallest_site_cannot_split_names_that_site():
     equal``; share72: by-size, the default, fills each site with its own replicas, 16 + 48 of 24 GPUs, and runs)."""
     unlike = ["train", "two-site-h100", "--set", 'sites[1].set=["cluster.num_units=2"]', "--model", "llama3-8b",
               "--global-batch", "384", "--shares", "equal"]
-    allowed = "allowed: tp, cp, pp whose product divides 512, or --dp N (the job then takes tp x cp x pp x N of them)"
+    # plan78: --dp N is the whole job's; each of the 2 sites runs N / 2 replicas of its 512 GPUs (walk34 Left 6)
+    allowed = ("allowed: tp, cp, pp whose product divides 512, or --dp N (N a multiple of the 2 sites; each site then "
+               "takes tp x cp x pp x N / 2 of them)")
     p = run_cli(*unlike, "--tp", "8", "--pp", "3")
     assert p.returncode == 2 and p.stderr == (
         "error: --pp: 3 makes tp x cp x pp = 24, which does not divide the 512 GPUs of the smallest site (every site "
@@ -180,8 +182,11 @@ def test_alike_sites_fill_dp_site_by_site():
     p = run_cli(*base, "--pp", "2", "--global-batch", "48")
     assert p.returncode == 2 and p.stderr == (
         "error: --pp: 2 makes tp x cp x pp = 16, which does not divide the 24 GPUs of each site (alike sites: every "
-        "site runs the same share) (--dp not given); allowed: tp, cp, pp whose product divides 24, or --dp N (the "
-        "job then takes tp x cp x pp x N of them)\n"), p.stderr
+        "site runs the same share) (--dp not given); allowed: tp, cp, pp whose product divides 24, or --dp N (N a "
+        "multiple of the 2 sites; each site then takes tp x cp x pp x N / 2 of them)\n"), p.stderr
+    # the wording's claim, checked: --dp 2 runs 16 GPUs on each site (tp 8 x pp 2 x 2 / 2)
+    doc = json.loads(run_cli(*base, "--pp", "2", "--dp", "2", "--global-batch", "48", "--json", check=True).stdout)
+    assert doc["gpus"] == 32 and doc["site_dp"] == {"east": 1, "west": 1}
     doc = json.loads(run_cli(*base, "--pp", "3", "--global-batch", "48", "--json", check=True).stdout)
     assert doc["gpus"] == 48 and doc["site_dp"] == {"east": 1, "west": 1}  # 24 / (8 x 3) = 1 replica a site
 

@@ -13,6 +13,7 @@ from ..units import in_unit
 from ..fabric.builders import build_fabric
 from ..spec import DEFAULT_SPEC, load_spec
 from ..spec.overrides import Unset
+from .design_sets import overrides_for
 
 __all__ = ["add_spec_arguments", "add_override_arguments", "add_output_arguments", "fabric_from_args",
            "spec_from_args", "technology_note", "data_parallel", "UndividedGpus", "GivenOnce"]
@@ -68,7 +69,7 @@ _CLUSTER_SIZES = ("num_gpus", "num_servers", "num_units", "num_pods")
 def spec_from_args(args, name=None):
     """The spec the arguments name, with their ``--set``/``--unset`` overrides. A cluster size set with ``--set``
     beside the one the file gives gets the ``--unset`` that resolves it."""
-    overrides = getattr(args, "overrides", None) or []
+    overrides = overrides_for(args, name)
     try:
         return load_spec(name if name is not None else getattr(args, "spec", None), overrides)
     except TopoError as exc:
@@ -92,7 +93,7 @@ def fabric_from_args(args, name=None, spec=None):
     try:
         fabric = build_fabric(spec)
     except TopoError as exc:
-        raise naming_overrides(exc, getattr(args, "overrides", None) or [], "with --set") from None
+        raise naming_overrides(exc, overrides_for(args, name), "with --set") from None
     return with_failures_named(fabric, getattr(args, "failures", None))
 
 
@@ -228,11 +229,13 @@ class UndividedGpus(TopoError):
     from them once: a caller names the GPUs by ``where``, never by rewriting the text."""
 
     def __init__(self, *, key: str, size: int | None, known: int, gpus: int, where: str = "",
-                 dp_as: str = "--dp N"):
+                 dp_as: str = "--dp N", sites: int = 1):
         self.size, self.known, self.gpus, self.where = size, known, gpus, where
         them = f"the {gpus:,} GPUs" + (f" {where}" if where else "")
-        allowed = (f"allowed: tp, cp, pp whose product divides {gpus:,}, or {dp_as} (the job then takes tp x cp x pp x "
-                   f"N of them)")
+        # plan78 (walk34 Left 6): on a region N is the whole job's dp and "them" one site's GPUs, which run N / sites
+        takes = ("the job then takes tp x cp x pp x N of them" if sites == 1 else
+                 f"N a multiple of the {sites} sites; each site then takes tp x cp x pp x N / {sites} of them")
+        allowed = f"allowed: tp, cp, pp whose product divides {gpus:,}, or {dp_as} ({takes})"
         if size is None:
             msg = f"not given, and tp x cp x pp = {known:,} does not divide {them}; {allowed}"
         else:
@@ -240,17 +243,20 @@ class UndividedGpus(TopoError):
         super().__init__(msg, key=key)
 
 
-def data_parallel(known: int, gpus: int, flags: dict | None = None, where: str = "", dp_as: str = "--dp N") -> int:
+def data_parallel(known: int, gpus: int, flags: dict | None = None, where: str = "", dp_as: str = "--dp N",
+                  sites: int = 1) -> int:
     """``--dp`` when it is not given: the GPUs over tp x cp x pp, which must divide them.
 
     ``flags`` (flag -> size, the sizes the user gave as flags) names the flag at fault: the first whose size does
     not divide the GPUs, else the last above 1 (only their product does not divide); with none, ``--dp``.
     ``where`` says which GPUs, after "the N GPUs", and ``dp_as`` how the user gives dp instead (``--dp N``; a
-    layout's ``dp=N``) (:class:`UndividedGpus`).
+    layout's ``dp=N``) (:class:`UndividedGpus`); ``sites``: the sites that each run ``gpus`` (a region's equal
+    shares: the whole job's dp is then ``sites`` times the answer).
     """
     if not gpus % known:
         return gpus // known
     given = {f: v for f, v in (flags or {}).items() if v is not None and v > 1}
     odd = [f for f, v in given.items() if gpus % v]
     key = odd[0] if odd else (list(given)[-1] if given else "--dp")
-    raise UndividedGpus(key=key, size=given.get(key), known=known, gpus=gpus, where=where, dp_as=dp_as)
+    raise UndividedGpus(key=key, size=given.get(key), known=known, gpus=gpus, where=where, dp_as=dp_as,
+                        sites=sites)

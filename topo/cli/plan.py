@@ -33,7 +33,8 @@ def register(sub) -> None:
                        "materials (switches, transceivers, cables by length), power and energy, capex and TCO (each "
                        "with its low-high range over the catalog's price ranges), peak and "
                        "delivered compute, failures and goodput, blast radius. Several SPECs are compared side by "
-                       "side. Override any catalog value in the spec's [plan] table, a --plan-file, or "
+                       "side; --set SPEC:KEY=VALUE sets a key on one of them (SPEC as given, or a file's name "
+                       "without .toml), --set KEY=VALUE on every one. Override any catalog value in the spec's [plan] table, a --plan-file, or "
                        "--set plan.<kind>.<key>=VALUE (e.g. --set plan.switches.QM9700.price_usd=40000).")
     add_spec_arguments(p, many=True)
     p.add_argument("--plan-file", metavar="FILE", help="a TOML file of catalog overrides (the keys of [plan])")
@@ -499,7 +500,7 @@ def _scaled(rel) -> str:
     return f" x {rel.rate_scale:g} (plan.reliability.rate_scale)" if rel.rate_scale != 1 else ""
 
 
-def _failure_lines(rel, num_gpus: int) -> list[str]:
+def failure_lines(rel, num_gpus: int) -> list[str]:
     """Interruptions, optics failures, and the checkpoint and recovery times (the stall says what it is and the
     write rate the goodput model takes: the storage servers' aggregate, ms52's one rate). A job on part of the
     ``num_gpus`` GPUs has its share of the GPU links' modules; the NIC-side and any-module counts are the cluster's
@@ -558,23 +559,28 @@ def _params_origin(source: str) -> str:
     return ": --model's" if source.startswith("--model") else ": plan.workload.params"
 
 
-def _goodput_lines(r: PlanResult, mark) -> list[str]:
-    """Goodput with what is lost to each part, its sensitivity, the storage and the spares."""
-    rel = r.reliability
+def goodput_lines(rel, cost_per_effective_gpu_hour_usd: float, spare: str = "", mark=lambda *k: "") -> list[str]:
+    """Goodput with what is lost to each part and its sensitivity (one site's plan and a region's); ``spare``
+    says whose GPUs the effective figures count, ``mark`` flags the catalog keys a user overrode."""
     lost = ", ".join(f"{LOST_PART_LABELS.get(name, name)} {100 * x:.1f}%"
                      for name, x in rel.lost_fraction_by_part.items())
     lost += mark(*(f"reliability.checkpoint.{k}" for k in ("detection_s", "restart_s", "snapshot_Bps", "repair_s",
                                                            "hot_spare_fraction")))
-    spare = r.training_gpus_words()  # walk24's hot spares, plan70's job's idle GPUs
     whose = " (the job's, at its GPUs' interruptions)" if rel.interruptions_of == "job" else ""
-    out = [f"goodput   {100 * rel.goodput:.1f}%{whose} -> {rel.effective_flop:.3g} FLOP effective{spare}, "
-           f"${r.cost_per_effective_gpu_hour_usd:,.2f} per effective GPU-hour"
-           + (f" (lost: {lost})" if lost else "")
-           + f"; renewal model, failures during recovery included (first-order at Young's "
-           f"{format_time(rel.young_interval_s)}: {100 * rel.goodput_first_order:.1f}%)",
-           "          sensitivity (goodput when halved / doubled): " + "; ".join(
-               f"{x['input']} {100 * x['goodput_half']:.1f}% / {100 * x['goodput_double']:.1f}%"
-               for x in rel.sensitivity)]
+    return [f"goodput   {100 * rel.goodput:.1f}%{whose} -> {rel.effective_flop:.3g} FLOP effective{spare}, "
+            f"${cost_per_effective_gpu_hour_usd:,.2f} per effective GPU-hour"
+            + (f" (lost: {lost})" if lost else "")
+            + f"; renewal model, failures during recovery included (first-order at Young's "
+            f"{format_time(rel.young_interval_s)}: {100 * rel.goodput_first_order:.1f}%)",
+            "          sensitivity (goodput when halved / doubled): " + "; ".join(
+                f"{x['input']} {100 * x['goodput_half']:.1f}% / {100 * x['goodput_double']:.1f}%"
+                for x in rel.sensitivity)]
+
+
+def _goodput_lines(r: PlanResult, mark) -> list[str]:
+    """Goodput with what is lost to each part, its sensitivity, the storage and the spares."""
+    # walk24's hot spares, plan70's job's idle GPUs
+    out = goodput_lines(r.reliability, r.cost_per_effective_gpu_hour_usd, r.training_gpus_words(), mark)
     out += _work_lines(r)
     if r.storage is not None:
         out += _storage_lines(r.storage, mark)
@@ -677,7 +683,7 @@ def render(r: PlanResult) -> str:
     """
     mark = _marker(r)
     sections = [_floor_lines(r), _bom_lines(r, mark), _power_lines(r, mark), _capex_lines(r, mark),
-                _ownership_lines(r), _compute_lines(r) + _failure_lines(r.reliability, r.num_gpus) + _goodput_lines(r, mark),
+                _ownership_lines(r), _compute_lines(r) + failure_lines(r.reliability, r.num_gpus) + _goodput_lines(r, mark),
                 _blast_lines(r), _network_lines(r)]
     return "\n\n".join("\n".join(s) for s in sections)
 

@@ -11,8 +11,9 @@ from ..fabric.region import build_region
 from ..plan.region import RegionPlan, plan_region
 from ..spec.region_load import is_region_file
 from .. import training  # lazy (PEP 562): topo plan imports no step model (test_startup)
-from ..units import format_count, format_in, format_usd
+from ..units import format_count, format_in, format_time, format_usd
 from .bom_csv import write_region_bom_csv
+from .design_sets import overrides_for
 from .output import emit, emit_json, note, table
 from .region import region_inputs
 
@@ -42,8 +43,9 @@ def refuse_region_flags(args) -> None:
                         "--layout on one site's spec", key=given[0])
     if getattr(args, "tokens", None) is not None:  # rev68: plan's "allowed: --model and --layout" looped here
         raise TopoError("a region's plan times no job (its MFU is --mfu's or the catalog's); allowed: topo train "
-                        "REGION --model M --tokens N with the layout's flags (the time at the step across the sites), "
-                        "or --model, --layout and --tokens on one site's spec", key="--tokens")
+                        "REGION --model M --tokens N with the layout's flags (the time at the step across the sites) "
+                        "over this plan's goodput (its goodput line, --json goodput: the time with failures), or "
+                        "--model, --layout and --tokens on one site's spec", key="--tokens")
     if getattr(args, "shares", None) is not None:  # regpp73 (share72's Left 4): said, not an unknown flag
         raise TopoError(f"{args.shares!r}: a region's plan times no job (its MFU is --mfu's or the catalog's), so it "
                         f"splits no replicas over the sites; allowed: topo train REGION --model M --shares "
@@ -63,7 +65,7 @@ def refuse_region_flags(args) -> None:
 
 
 def run_region_plan(args, name: str, layers) -> int:
-    region = build_region(name, args.overrides or [])
+    region = build_region(name, overrides_for(args, name))
     bom = args.bom_csv
     if bom is not None:  # a bad output fails before the plan
         if bom == "-" and args.json:
@@ -119,8 +121,30 @@ def render_region_plan(r: RegionPlan) -> str:
         lines.append(f"as one site                  {format_count(o['num_gpus'])} GPUs in {o['tiers']} tiers: "
                      f"{_MW(o['facility_power_W'])}, capex {format_usd(o['capex_usd'])}, "
                      f"${o['cost_per_gpu_hour_usd']:.3f} per GPU-hour (the region: ${r.cost_per_gpu_hour_usd:.3f})")
+    lines += _goodput_block(r)
     lines += [f"note: {n}" for n in r.notes]
     return "\n".join(lines)
+
+
+def _goodput_block(r: RegionPlan) -> list[str]:
+    """The region's job's failures, checkpoint and goodput, in one site's plan's words, and what makes them a
+    region's: the sites' interruptions added, the reload's exchange over the DCI."""
+    from .plan import failure_lines, goodput_lines  # cli.plan imports this module first
+
+    rel = r.reliability
+    if rel is None:
+        return []
+    each = ", ".join(f"{s.name} {p.reliability.interruptions_per_day:.3g}/day"
+                     for s, p in zip(r.sites, r.site_plans))
+    read = max(p.reliability.reload_s for p in r.site_plans)
+    out = [""] + failure_lines(rel, r.num_gpus)
+    out += goodput_lines(rel, r.cost_per_effective_gpu_hour_usd)
+    out.append(f"          one job across the {len(r.sites)} sites: any site's failure stops it (the rates add: "
+               f"{each}); its reload is each site reading its own share ({format_time(read)}, the slowest) then "
+               f"receiving the other sites' over the DCI ({format_time(r.restore_exchange_s)}), for the job data "
+               "parallel across the sites (topo train REGION's default; pipeline stages across them would send "
+               "nothing)")
+    return out
 
 
 def _set_list(one_site: dict) -> str:

@@ -112,13 +112,14 @@ def _job_layout(args, region, fields: dict, options: dict):
             # each site's share filled on its own GPUs (walk34: 128 GPUs a replica filled 387 of 2 x 24,768, a dp no
             # equal split runs, refused as "387 ... do not divide by the 2 sites" naming a --dp never given)
             sizes["dp"] = region.num_sites * data_parallel(
-                known, site.num_gpus, flags, where="of each site (alike sites: every site runs the same share)")
+                known, site.num_gpus, flags, where="of each site (alike sites: every site runs the same share)",
+                sites=region.num_sites)
         elif _by_size(args, region):  # regshare71: each site's own replicas, as many as the batch splits into
             sizes["dp"] = _largest_dp(region, known, args, fields, placement)
         else:  # walk14: unlike sites (512 + 1,024 + 1,024) filled 2,560 GPUs, a dp no site's share could run
             sizes["dp"] = region.num_sites * data_parallel(
                 known, gpus, flags, where=f"of the smallest site{' ' + filled if filled else ''} (every site runs "
-                f"that share)")
+                f"that share)", sites=region.num_sites)
     given = {k: v for k, v in {**options, **sizes, "global_batch": args.global_batch}.items() if v is not None}
     try:
         return make_layout(source=args.layout if fields else "layout", **{**fields, **given})

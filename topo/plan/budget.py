@@ -45,6 +45,7 @@ class PowerFit:
     fabric_unit: str = "scalable unit"  # what a pod is made of: the fabric's unit (a GB200 superpod's "rack")
     next_count: int | None = None  # the count next_it_power_W is of, where refused counts were passed over
     passed_over: tuple[int, ...] = ()  # counts between the answer and next_count that the builder refuses
+    spec_count_unit: str = ""  # what spec_count counts where it is not ``unit`` (a spec of units sized in pods)
 
     @property
     def headroom_W(self) -> float:
@@ -57,8 +58,7 @@ class PowerFit:
         of = f" of {self.units_per_step} {self.fabric_unit}s" if self.units_per_step > 1 else ""
         head = (f"sized to {format_in(self.it_power_limit_W, 'MW', ',.2f')} of IT power (--it-power): "
                 f"{format_count(self.count)} {self.unit}s{of} ({format_count(self.gpus)} GPUs) draw "
-                f"{format_in(self.it_power_W, 'MW', ',.2f')} at nameplate (the spec gives "
-                f"{format_count(self.spec_count)}), " + (
+                f"{format_in(self.it_power_W, 'MW', ',.2f')} at nameplate (the spec gives {self._spec_words()}), " + (
                     f"{format_in(self.headroom_W, 'MW', ',.2f')} left; " if self.headroom_W >= 0 else
                     f"{format_in(-self.headroom_W, 'MW', ',.2f')} over: this plan's workload sizes the storage past "
                     "what the sizing's plan of this count did, a count one fewer fits; "))
@@ -75,6 +75,17 @@ class PowerFit:
             f"{'it' if len(self.passed_over) == 1 else 'them'})")
         return head + (f"the budget binds: {format_count(nxt)} would draw "
                        f"{format_in(self.next_it_power_W, 'MW', ',.2f')}{no_step}{passed}")
+
+    def _spec_words(self) -> str:
+        """The spec's own count in the answer's unit: "4" where it counts the same unit, else "4 scalable units,
+        1 pod" (walk34 Left 7: "49 pods ... (the spec gives 4)" counted scalable units against pods)."""
+        if self.spec_count_unit in ("", self.unit):
+            return format_count(self.spec_count)
+        words = f"{format_count(self.spec_count)} {self.spec_count_unit}s"
+        if self.spec_count % self.units_per_step == 0:
+            n = self.spec_count // self.units_per_step
+            words += f", {format_count(n)} {self.unit}{'s' if n != 1 else ''}"
+        return words
 
     def to_dict(self) -> dict:
         return {**asdict(self), "headroom_W": self.headroom_W}
@@ -125,7 +136,10 @@ def fit_it_power(spec: Spec, limit_W: float, it_power_of: Callable[[Spec], float
             again = growth_unit(_at(spec, fit.count))  # walk34: past a grown tier, pods of units: said in pods
             if again[1] > 1 and fit.count % again[1] == 0:
                 fit = _search(spec, limit_W, it_power_of, "pod", again[1], fit.count // again[1], own, memo=memo)
-    fit = replace(fit, fabric_unit=str(build_fabric(spec).layout.unit_name))
+    unit_name = str(build_fabric(spec).layout.unit_name)
+    if fit.unit != noun:  # sized in pods from a spec that counts units: its count said in both
+        fit = replace(fit, spec_count_unit=noun)
+    fit = replace(fit, fabric_unit=unit_name)
     return _at(spec, fit.count * fit.units_per_step), fit
 
 

@@ -458,7 +458,8 @@ def _reliability(L, rel, ck, bom, params: float, params_source: str, flop: float
     the checkpoint is written and read back at the plan's storage servers' aggregate rates, the ones its storage
     lines report, however the servers are counted (one rate source: storage.toml's per-server rates); a site
     holding ``share`` of a region's checkpoint writes and reads its share while the others do theirs: the whole
-    at its rates over ``share``."""
+    at its rates over ``share``; its GPUs copy their part of that share to host memory (async, in_memory), the
+    whole over its GPUs at the snapshot rate over ``share`` (plan78: it copied the whole checkpoint's part)."""
     return reliability(
         L.num_gpus, L.gpus_per_server, causes={k: v.value for k, v in rel.causes.items()},
         observed_gpus=rel.observed_gpus.value, observed_days=rel.observed_days.value,
@@ -468,7 +469,7 @@ def _reliability(L, rel, ck, bom, params: float, params_source: str, flop: float
         optics=rel.optics, params=params, params_source=params_source, bytes_per_param=ck.bytes_per_param.value,
         write_Bps=store.write_Bps / share, detection_s=ck.detection_s.value, restart_s=ck.restart_s.value,
         repair_s=ck.repair_s.value, hot_spare_fraction=ck.hot_spare_fraction.value, flop=flop, mode=ck.mode,
-        snapshot_Bps=ck.snapshot_Bps.value, reload_Bps=store.read_Bps / share, job_gpus=job_gpus,
+        snapshot_Bps=ck.snapshot_Bps.value / share, reload_Bps=store.read_Bps / share, job_gpus=job_gpus,
         rate_scale=rel.rate_scale.value)
 
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field, replace
 
+import numpy as np
+
 from ..errors import TopoError
 from ..units import format_in
 from ..fabric.region import Region
@@ -16,8 +18,9 @@ from .dci import DciBill, beyond_reach, dci_bill, load_dci_catalog
 from .dci_ports import port_notes, site_ports
 from .planner import plan, workload_of
 from .power import HOURS_PER_YEAR
+from .reliability import Reliability, joint_reliability
 
-__all__ = ["SitePlan", "RegionPlan", "plan_region"]
+__all__ = ["SitePlan", "RegionPlan", "plan_region", "restore_exchange_s"]
 
 
 @dataclass
@@ -49,14 +52,32 @@ class RegionPlan:
     notes: list[str] = field(default_factory=list)
     job: dict = field(default_factory=dict)  # the region's training job every site's storage is sized for (_job)
     one_site: dict | None = None  # the same GPUs in one site (one_site=True): its power and cost, or why not
+    reliability: Reliability | None = None  # the region's job across every site (joint_reliability), as one site's
+    restore_exchange_s: float = 0.0  # of the reload: the shares each site did not read, sent over the DCI
     # each site's whole plan, in the order of sites (alike sites share one): its bill of materials for --bom-csv;
     # not in to_dict (the sites' figures above are the JSON's)
     site_plans: list = field(default_factory=list, repr=False)
 
+    @property
+    def effective_fraction(self) -> float:
+        """The share of the region's installed GPU-hours that trains: goodput x training GPUs / GPUs (as one site's
+        :attr:`~topo.plan.result.PlanResult.effective_fraction`)."""
+        r = self.reliability
+        return r.goodput * r.training_gpus / self.num_gpus if r is not None else 1.0
+
+    @property
+    def cost_per_effective_gpu_hour_usd(self) -> float:
+        """TCO per GPU-hour that trains: cost per GPU-hour / effective fraction."""
+        f = self.effective_fraction
+        return self.cost_per_gpu_hour_usd / f if f > 0 else math.inf
+
     def to_dict(self) -> dict:
-        """Plain JSON-ready dict (``topo plan REGION --json``)."""
-        d = asdict(replace(self, site_plans=[]))
+        """Plain JSON-ready dict (``topo plan REGION --json``): ``reliability`` and ``goodput`` with one site's keys."""
+        d = asdict(replace(self, site_plans=[], reliability=None))
         del d["site_plans"]
+        d["reliability"] = self.reliability.to_dict() if self.reliability is not None else None
+        d["goodput"] = self.reliability.goodput if self.reliability is not None else None
+        d["cost_per_effective_gpu_hour_usd"] = self.cost_per_effective_gpu_hour_usd
         return d
 
 
@@ -127,6 +148,9 @@ def plan_region(region: Region, one_site: bool = False, **plan_options) -> Regio
                       + ([f"DCI figures quoted: {', '.join(f'{s}.{k} = {v:g}' for s, kv in quotes.items() for k, v in kv.items())}"]
                          if quotes else []))
     _say_job(out, job, region.site_names)
+    out.restore_exchange_s = restore_exchange_s(region, [p.storage.checkpoint_bytes for p in plans])
+    out.reliability = joint_reliability([p.reliability for p in plans], [p.num_gpus for p in plans],
+                                        [p.compute.flop for p in plans], out.restore_exchange_s)
     if one_site:
         out.one_site = _one_site(region, plan_options)
     return out
@@ -157,13 +181,41 @@ def _say_job(out: RegionPlan, job: dict, names) -> None:
     out.notes.append(_storage_note(out.job, first.storage.checkpoints_kept))
 
 
+def restore_exchange_s(region: Region, share_bytes: list[float]) -> float:
+    """Seconds to send every site the checkpoint shares the other sites read, over the DCI, after each read its own.
+
+    The region's job is ``topo train REGION``'s default, data parallel across the sites (``--across dp``): every
+    site holds whole replicas, so each needs the whole checkpoint; each site's storage holds its GPUs' share
+    (``share_bytes``, as fully_parallel_save wrote it) and sends it to every other site (fully_parallel_load's
+    exchange, :func:`topo.plan.reliability.joint_reliability`). The flows go on their routes
+    (:meth:`~topo.fabric.region.Region.route_loads`); the time is the busiest directed span's bytes over its
+    capacity, or a site's inbound bytes over what its border takes (:meth:`~topo.fabric.region.Region.border_Bps`),
+    whichever is longer. A job with pipeline stages across the sites (``--across pp``) would hold each stage's
+    state where it runs and send nothing: this is the default layout's figure, the larger one.
+    """
+    S = region.num_sites
+    src, dst = (a.ravel() for a in np.meshgrid(np.arange(S), np.arange(S), indexing="ij"))
+    keep = src != dst
+    src, dst = src[keep], dst[keep]
+    nbytes = np.asarray(share_bytes, dtype=float)[src]
+    if not nbytes.any():
+        return 0.0
+    loads = region.route_loads(src, dst, nbytes)
+    bw = np.repeat(region.span_bandwidth_Bps, 2)
+    spans_s = float(np.max(np.where(loads > 0, loads / np.where(bw > 0, bw, np.nan), 0.0)))
+    inbound = np.bincount(dst, weights=nbytes, minlength=S)
+    border_s = max(inbound[k] / region.border_Bps(k) for k in range(S))
+    return max(spans_s, border_s)
+
+
 def _storage_note(job: dict, kept: int) -> str:
     """What each site's storage holds."""
     return (f"storage: one checkpoint of the region's job ({job['params'] / 1e9:,.0f}B parameters, "
             f"{format_in(job['checkpoint_bytes'], 'TB', ',.2f')}, {kept} kept), each site holding and writing its "
             f"GPUs' share of it in parallel, as Megatron's distributed checkpoint spreads one save over the data-"
             f"parallel ranks (fully_parallel_save, on by default), and the tokens its own GPUs train (its FLOP "
-            f"over 6 x parameters); a restart reads the other sites' shares over the DCI (not timed)")
+            f"over 6 x parameters); a restart reads its own share, then receives the other sites' over the DCI "
+            f"(the reload's exchange: the job data parallel across the sites, topo train REGION's default)")
 
 
 def _one_site(region: Region, plan_options: dict) -> dict:

@@ -47,7 +47,7 @@ from ..errors import TopoError
 from ..units import whole_bytes
 from .renewal import optimum_work_s, renewal_goodput, segment_time_parts_s
 
-__all__ = ["LOST_PART_LABELS", "Reliability", "reliability", "interruption_rate_per_gpu_h", "first_failure_s", "young_interval_s",
+__all__ = ["LOST_PART_LABELS", "Reliability", "reliability", "joint_reliability", "interruption_rate_per_gpu_h", "first_failure_s", "young_interval_s",
            "lost_fraction", "SECONDS_PER_YEAR", "OPTICS_CAUSE"]
 
 SECONDS_PER_YEAR = 365 * 86_400
@@ -234,16 +234,6 @@ def reliability(num_gpus: int, gpus_per_server: int, *, causes: dict[str, float]
     enough = spares >= in_repair
     restart = restart_s if enough else restart_s + repair_s
 
-    def evaluate(mtbf, stall, detect, rest, reload, min_interval):
-        return _goodput_parts(stall, min_interval, {"detection": detect, "restart": rest, "reload": reload}, mtbf)
-
-    base = dict(mtbf=mtbf_s, stall=stall_s, detect=detection_s, rest=restart, reload=reload_s, min_interval=min_T)
-    T, goodput, parts = evaluate(**base)
-    recovery = detection_s + restart + reload_s
-    young = max(young_interval_s(stall_s, mtbf_s), min_T) if stall_s > 0 else max(min_T, 1.0)
-    first_order = float(max(0.0, 1.0 - lost_fraction(young, stall_s, recovery, mtbf_s)))
-    grid = T * np.logspace(-1, 1, 41)
-    curve = {"interval_s": grid.tolist(), "goodput": renewal_goodput(grid, stall_s, recovery, mtbf_s).tolist()}
     training = _training_gpus(num_gpus, gpus_per_server, spares, job_gpus)
     return Reliability(
         interruptions_per_day=total_per_h * 24, interruptions_per_day_by_cause={k: v * 24 for k, v in per_h.items()},
@@ -253,13 +243,111 @@ def reliability(num_gpus: int, gpus_per_server: int, *, causes: dict[str, float]
         optics_in_interruptions=optics,
         **_optics_fields(modules, nic_modules, job_modules, total_per_h, per_h, rates, gpus),
         params=params, params_source=params_source, checkpoint_bytes=ckpt, checkpoint_mode=mode,
-        checkpoint_write_s=write_s, checkpoint_stall_s=stall_s, checkpoint_interval_s=T, young_interval_s=young,
-        detection_s=detection_s, restart_s=restart, reload_s=reload_s,
-        catch_up_s=mtbf_s - (T + stall_s) / math.expm1((T + stall_s) / mtbf_s),
-        hot_spare_servers=spares, servers_in_repair=in_repair, spares_enough=enough, lost_fraction=1.0 - goodput,
-        lost_fraction_by_part=parts, goodput=goodput, goodput_first_order=first_order, training_gpus=training,
-        effective_flop=flop * goodput * training / num_gpus, goodput_vs_interval=curve,
-        sensitivity=_sensitivity(base, evaluate))
+        checkpoint_write_s=write_s, hot_spare_servers=spares, servers_in_repair=in_repair, spares_enough=enough,
+        training_gpus=training, **_goodput_fields(mtbf_s, stall_s, min_T, detection_s, restart, reload_s,
+                                                  flop * training / num_gpus))
+
+
+def _goodput_fields(mtbf_s: float, stall_s: float, min_T: float, detection_s: float, restart_s: float,
+                    reload_s: float, training_flop: float) -> dict:
+    """The goodput fields of :class:`Reliability` from the MTBF, the checkpoint's stall and shortest interval and
+    the times of one interruption: the renewal optimum and its parts, Young's first-order figure beside it, the
+    curve against the interval and the sensitivity; ``training_flop`` is the FLOP of the GPUs that train (times
+    the goodput: the effective FLOP). One site's plan and a region's (:func:`joint_reliability`) both end here."""
+
+    def evaluate(mtbf, stall, detect, rest, reload, min_interval):
+        return _goodput_parts(stall, min_interval, {"detection": detect, "restart": rest, "reload": reload}, mtbf)
+
+    base = dict(mtbf=mtbf_s, stall=stall_s, detect=detection_s, rest=restart_s, reload=reload_s, min_interval=min_T)
+    T, goodput, parts = evaluate(**base)
+    recovery = detection_s + restart_s + reload_s
+    young = max(young_interval_s(stall_s, mtbf_s), min_T) if stall_s > 0 else max(min_T, 1.0)
+    first_order = float(max(0.0, 1.0 - lost_fraction(young, stall_s, recovery, mtbf_s)))
+    grid = T * np.logspace(-1, 1, 41)
+    curve = {"interval_s": grid.tolist(), "goodput": renewal_goodput(grid, stall_s, recovery, mtbf_s).tolist()}
+    return dict(checkpoint_stall_s=stall_s, checkpoint_interval_s=T, young_interval_s=young,
+                detection_s=detection_s, restart_s=restart_s, reload_s=reload_s,
+                catch_up_s=mtbf_s - (T + stall_s) / math.expm1((T + stall_s) / mtbf_s),
+                lost_fraction=1.0 - goodput, lost_fraction_by_part=parts, goodput=goodput,
+                goodput_first_order=first_order, effective_flop=training_flop * goodput,
+                goodput_vs_interval=curve, sensitivity=_sensitivity(base, evaluate))
+
+
+def joint_reliability(sites: list[Reliability], num_gpus: list[int], flop: list[float], exchange_s: float
+                      ) -> Reliability:
+    """Failures, checkpoints and goodput of one job spanning several sites (a region's), from each site's own
+    :class:`Reliability` (its GPUs' interruptions, its share of the job's checkpoint at its own storage's rates).
+
+    - Interruptions: the job stops when any site's parts fail, so the rates add (cause by cause) and
+      1 / MTBF = sum of 1 / MTBF_site; the optics' first-failure times combine the same way.
+    - Checkpoint: every site writes its share at once (Megatron's fully_parallel_save spreads one save over the
+      data-parallel ranks), so the stall, the write and the shortest interval are the slowest site's.
+    - Per interruption: detection and restart are the slowest site's (one job waits for all); the reload is the
+      slowest site's read of its own share from its own storage, then ``exchange_s``: the shares sent over the
+      DCI to the sites that hold them not (Megatron's fully_parallel_load: each rank reads its planned part of the
+      checkpoint, then all ranks exchange what they read; NVIDIA/Megatron-LM@008e9cdb53e75bbf9733d0089a5c9bf14553ca1c
+      megatron/core/dist_checkpointing/strategies/fully_parallel.py, FullyParallelLoadStrategyWrapper.load,
+      steps 3 and 4, in that order).
+    - Goodput: the one-site renewal model (:func:`_goodput_fields`) at those figures.
+
+    Parameters
+    ----------
+    sites : list of Reliability
+        Each site's, in the order of ``num_gpus`` and ``flop`` (alike sites may repeat one object).
+    num_gpus, flop : list
+        Each site's GPUs and the FLOP its compute line gives them over the plan's days.
+    exchange_s : float
+        Seconds to send every site the shares it did not read, over the DCI (>= 0).
+
+    Returns
+    -------
+    Reliability
+        Same fields as one site's; ``interruptions_of`` is "cluster" (every GPU of every site).
+    """
+    per_day: dict[str, float] = {}
+    for r in sites:
+        for k, v in r.interruptions_per_day_by_cause.items():
+            per_day[k] = per_day.get(k, 0.0) + v
+    total_per_h = sum(per_day.values()) / 24
+    mtbf_s = 3600 / total_per_h
+    n = sum(num_gpus)
+    modes = {r.checkpoint_mode for r in sites}
+    min_T = max({"sync": 0.0, "async": r.checkpoint_write_s, "in_memory": r.checkpoint_stall_s}[r.checkpoint_mode]
+                for r in sites)
+    net_per_day = sum(r.table_network_per_day for r in sites)
+    first = sites[0]
+    spares = sum(r.hot_spare_servers for r in sites)
+    training = sum(r.training_gpus for r in sites)
+    return Reliability(
+        interruptions_per_day=total_per_h * 24, interruptions_per_day_by_cause=per_day, mtbf_s=mtbf_s,
+        interruptions_of="cluster", interrupting_gpus=n, cluster_interruptions_per_day=total_per_h * 24,
+        cluster_interruptions_per_day_by_cause=dict(per_day), rate_scale=first.rate_scale,
+        optics_in_interruptions=first.optics_in_interruptions,
+        optical_modules=sum(r.optical_modules for r in sites),
+        first_optical_failure_s=_first_of(r.first_optical_failure_s for r in sites),
+        nic_optical_modules=sum(r.nic_optical_modules for r in sites),
+        first_nic_optics_failure_s=_first_of(r.first_nic_optics_failure_s for r in sites),
+        job_optical_modules=sum(r.job_optical_modules for r in sites),
+        first_job_optics_failure_s=_first_of(r.first_job_optics_failure_s for r in sites),
+        optics_parts_per_day=sum(r.optics_parts_per_day for r in sites),
+        mtbf_optics_as_parts_s=_first_of(r.mtbf_optics_as_parts_s for r in sites),
+        table_network_per_day=net_per_day,
+        table_network_mttf_years_per_gpu_link=n / (net_per_day * 365) if net_per_day else math.inf,
+        params=first.params, params_source=first.params_source, checkpoint_bytes=first.checkpoint_bytes,
+        checkpoint_mode=first.checkpoint_mode if len(modes) == 1 else "/".join(sorted(modes)),
+        checkpoint_write_s=max(r.checkpoint_write_s for r in sites), hot_spare_servers=spares,
+        servers_in_repair=sum(r.servers_in_repair for r in sites), spares_enough=all(r.spares_enough for r in sites),
+        training_gpus=training,
+        **_goodput_fields(mtbf_s, max(r.checkpoint_stall_s for r in sites), min_T,
+                          max(r.detection_s for r in sites), max(r.restart_s for r in sites),
+                          max(r.reload_s for r in sites) + exchange_s,
+                          sum(f * r.training_gpus / g for f, r, g in zip(flop, sites, num_gpus))))
+
+
+def _first_of(times_s) -> float:
+    """The expected time to the first of several independent exponential clocks: 1 / the sum of their rates."""
+    rate = sum(1 / t for t in times_s if t > 0 and not math.isinf(t))
+    return 1 / rate if rate else math.inf
 
 
 def _some_failure_per_h(per_h: dict[str, float], causes: dict[str, float]) -> float:
