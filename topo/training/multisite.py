@@ -41,6 +41,7 @@ from ..fabric.region import Region
 from ..units import format_size, format_time, whole_bytes
 from .dp_across import ReplicaBytes, dp_crossings, dp_ranks_per_node, hybrid_ring_shard, pick_dp_crossing
 from .fp8_amax import AMAX_GROUP, AMAX_PHASE, amax_group, amax_reductions
+from .multisite_memory import job_memory, sharding_text
 from .mapping import EXPERT_DP_GROUPS, default_placement, free_gpus, map_layout, refuse_failed_gpus
 from .memory import busiest_stage, end_unit_params, stage_params
 from .model import ModelSpec
@@ -112,6 +113,10 @@ class MultisiteStep:
     site_gpus: dict[str, int] = field(default_factory=dict)
     idle_gpus: int = 0
     shares: str = "equal"
+    # regions76: the memory per GPU as the way chosen shards the ZeRO state (the flat cross-DC ring: over the job's
+    # data-parallel ranks; else one site's, as ``one_site["memory"]``), and what it shards over and why
+    memory: dict = field(default_factory=dict)
+    memory_sharding: str = ""
 
     @property
     def slowest_site(self) -> str:
@@ -487,9 +492,28 @@ def _across_from(region: Region, fabric, model: ModelSpec, lay: ParallelLayout, 
     out.timeline = step_with_dci(one.timeline, T1, pick)
     if one.uncertainty:  # walk16: the interval one site prints, said of the step it bounds
         out.uncertainty = {**one.uncertainty, "bounds": "one_site_step_s"}
-    out.fits = one.fits  # walk16: a share of 1,454 GB per GPU printed its step as if it ran
+    _share_memory(out, region, fabric, model, placed, one, forms, across, sum(dps))
     out.notes = [f"one site's share: {n}" for n in one.notes] + split_notes(region)
     return out
+
+
+def _share_memory(out: MultisiteStep, region: Region, fabric, model: ModelSpec, placed: ParallelLayout,
+                  one: StepResult, forms: dict, across: str, job_dp: int) -> None:
+    """``out``'s memory per GPU, what its ZeRO state shards over, and whether it fits, as the way chosen runs
+    (:mod:`.multisite_memory`): NCCL's flat cross-DC ring shards over the job's ``job_dp`` replicas (one optimizer
+    instance over every site); the hierarchical reduction, pipeline stages and an outer synchronisation across the
+    sites over one site's, as the share's step ``one`` did."""
+    flat = across == "dp" and pick_dp_crossing(region, forms).name == "flat_ring"
+    if flat:
+        placed = placed.model_copy(update={"dp": job_dp, "global_batch": placed.global_batch * job_dp // placed.dp})
+        mem = job_memory(fabric, model, placed, one.memory)
+    else:
+        mem = one.memory
+    where = ("one optimizer instance over every site: NCCL's flat cross-DC ring" if flat else
+             "one optimizer instance a site: the hierarchical reduction" if across == "dp" else
+             f"data parallelism inside each site: {across} across the sites")
+    out.memory, out.memory_sharding = mem.to_dict(), sharding_text(placed, where, model.moe is not None)
+    out.fits = mem.fits  # walk16: a share of 1,454 GB per GPU printed its step as if it ran
 
 
 def _lockstep_note(region: Region, out: MultisiteStep) -> str:
