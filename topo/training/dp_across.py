@@ -97,11 +97,14 @@ class ReplicaBytes:
     ``all_reduce_bytes``: gradients all-reduced (DDP; hybrid sharding's shards, whose gathers stay in their shard
     group), at the gradient-reduction dtype; ``reduce_scatter_bytes``: gradients reduce-scattered over the whole
     data-parallel group (the distributed optimizer, FSDP), at the same dtype; ``all_gather_bytes``: parameters
-    all-gathered over it, at the gather dtype (BF16, or FP8 with ``fp8_param_gather``)."""
+    all-gathered over it, at the gather dtype (BF16, or FP8 with ``fp8_param_gather``); ``bucketed_gather``: that
+    gather is the distributed optimizer's (ZeRO-1/2: the updated parameters, bucket by bucket, before the next
+    step's forward), not FSDP's per-unit ones (every micro-batch's forward and backward)."""
 
     all_reduce_bytes: float
     reduce_scatter_bytes: float = 0.0
     all_gather_bytes: float = 0.0
+    bucketed_gather: bool = False  # the gather is the distributed optimizer's, bucket by bucket after the step
 
     @property
     def gradient_bytes(self) -> float:
@@ -121,7 +124,8 @@ class DpCrossing:
     need for 95% re-prices (``nbytes`` across each boundary, ``steps``, ``channels``: the NICs a site's bytes may
     cross through at most, None every NIC of the share; ``floor_s``: a bandwidth time no span's capacity shortens,
     the ring's window; ``norm_s``: the gradient norm's all-reduce across the sites after the phase, exposed, see the
-    module doc)."""
+    module doc; ``gather_bytes`` and ``gather_steps``: the part of ``nbytes`` and ``steps`` that gathers the updated
+    parameters in the next step's forward, :attr:`gather_phase`)."""
 
     name: str
     phase: Phase
@@ -131,6 +135,18 @@ class DpCrossing:
     channels: int | None
     floor_s: float
     norm_s: float = 0.0
+    gather_bytes: float = 0.0
+    gather_steps: int = 0
+
+    @property
+    def gather_phase(self) -> Phase:
+        """The part of :attr:`phase` that gathers the updated parameters before the next step's forward (the flat
+        ring of a distributed optimizer: ``gather_bytes`` across each boundary in ``gather_steps`` steps, its share
+        of the phase's latency and bandwidth time); zero where none crosses."""
+        if not self.gather_bytes:
+            return Phase(0.0, 0.0, self.phase.bound)
+        return Phase(self.phase.latency_s * self.gather_steps / self.steps,
+                     self.phase.bandwidth_s * self.gather_bytes / self.nbytes, self.phase.bound)
 
     @property
     def time_s(self) -> float:
@@ -180,8 +196,9 @@ def dp_crossings(region: Region, V: ReplicaBytes, replicas: int, replica_gpus: i
     win = window_s(Xr, 2 * hop, replica_gpus * channels, nccl_buffer_bytes()) if Xr else 0.0
     bound = ph.bound if ph.bandwidth_s >= win else f"window:{replica_gpus * channels} channels"
     norm = small_all_reduce_dci_s(region, GRAD_NORM_BYTES, channels, site_gpus) if V.reduce_scatter_bytes else 0.0
+    gather = (D - 1) / D * V.all_gather_bytes if V.bucketed_gather else 0.0
     out["flat_ring"] = DpCrossing("flat_ring", Phase(ph.latency_s, max(ph.bandwidth_s, win), bound), loads, Xr,
-                                  steps, nics, win, norm)
+                                  steps, nics, win, norm, gather, (D - 1) if gather else 0)
     return out
 
 

@@ -28,6 +28,7 @@ capacity, the way's step is the slowest share's / 0.95.
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import asdict, dataclass, field
 
@@ -47,7 +48,7 @@ from .memory import busiest_stage, end_unit_params, stage_params
 from .model import ModelSpec
 from .parallel import ParallelLayout, batch_allowed, check_batch, dp_bucket_params
 from .result import StepResult
-from .step import estimate_step, gather_bytes_per_param, stage_block_counts, step_breakdown, step_traffic
+from .step import behind_window_s, estimate_step, gather_bytes_per_param, stage_block_counts, step_breakdown, step_traffic
 
 __all__ = ["AcrossSites", "DEFAULT_SHARES", "MultisiteStep", "SHARES", "SiteReady", "check_shares", "site_shares",
            "shares_run", "site_capacities", "dp_window_s",
@@ -249,7 +250,8 @@ def estimate_across_sites(region: Region, model: ModelSpec, lay: ParallelLayout,
     # regdp67: every site's share ends its step and its in-site reduction at its own time (SiteReady)
     ready = SiteReady(tuple(one.step_time_s for *_, one in ones),
                       tuple(dp_window_s(one, sl) for _, _, sl, one in ones),
-                      tuple(one.breakdown_s["compute"] for *_, one in ones))
+                      tuple(one.breakdown_s["compute"] for *_, one in ones),
+                      tuple(dp_gather_window_s(one, sl) for _, _, sl, one in ones))
     channels = region_channels(region, step_options.get("profile"))
     runs = [(sites, _across_from(region, f, model, lay, sl, one, across, outer_every, ready, dps, channels))
             for f, sites, sl, one in ones]
@@ -623,10 +625,12 @@ def replica_dp_bytes(model: ModelSpec, lay: ParallelLayout) -> ReplicaBytes:
     ReplicaBytes
     """
     per_rank = {f: [0.0, 0.0] for f in _CROSSING_KIND.values()}  # field -> [dense, expert] bytes per rank
+    bucketed = False
     for it in step_traffic(model, lay):
         g = it["groups"]
         if it["dim"] != "dp" or g in ("dpr", "edpr") or (g in _SHARD_GROUPS and it["collective"] == "all_gather"):
             continue
+        bucketed = bucketed or it["phase"] == "gather"  # the distributed optimizer's, not FSDP's gather_unit
         field = "all_reduce_bytes" if g in _SHARD_GROUPS else _CROSSING_KIND[it["collective"]]
         expert = g in EXPERT_DP_GROUPS
         per_rank[field][expert] += it["size_bytes"] * it["calls"] / (lay.expert_dp if expert else lay.dp * lay.cp)
@@ -644,7 +648,7 @@ def replica_dp_bytes(model: ModelSpec, lay: ParallelLayout) -> ReplicaBytes:
         return stage_gpus * sum((dense * d / d_b * (w if field == "all_gather_bytes" else 1.0) if d_b else 0.0)
                                 + (exp * e / e_b if e_b else 0.0) for (d, e, _), w in zip(rows, wb))
 
-    return ReplicaBytes(**{f: each(f, dense, exp) for f, (dense, exp) in per_rank.items()})
+    return ReplicaBytes(**{f: each(f, dense, exp) for f, (dense, exp) in per_rank.items()}, bucketed_gather=bucketed)
 
 
 def _ring(K):
@@ -663,10 +667,28 @@ span is scaled up until each site's border keeps the time too."""
 
 def _allowed_s(E: float, fixed_s: float, window_s: float = 0.0, share: float = 1.0) -> float:
     """The longest bandwidth time ``t`` that keeps ``fixed_s + share x t`` and ``fixed_s + t - window_s`` within the
-    budget ``E``; 0 when the fixed latency alone exceeds it."""
+    budget ``E``; 0 when the fixed latency alone exceeds it (:func:`_allowed_parts_s` of one part)."""
+    return _allowed_parts_s(E, fixed_s, ((1.0, window_s, share),))
+
+
+def _allowed_parts_s(E: float, fixed_s: float, parts) -> float:
+    r"""The longest bandwidth time ``t`` of a phase whose parts each take ``x_j t`` of it behind their own window:
+    part ``j`` (``parts``: ``(x_j, window_j, share_j)``) exposes :math:`\max(s_j x_j t, x_j t - W_j)` (its edge
+    bucket, ``share_j`` of its bandwidth time, or all but its window: :func:`topo.training.step.behind_window_s`),
+    and the parts with ``fixed_s`` (every part's latency) must keep within the budget ``E``. The sum of the
+    maxima is the largest of the sums over each choice of one term a part, so ``t`` is the least over the choices of
+    :math:`(E - L + \sum W_j) / \sum \alpha_j` (:math:`\alpha_j` the chosen slope, the windows of the parts that
+    chose the second term); 0 when the fixed latency alone exceeds the budget."""
     if E - fixed_s <= 0:
         return 0.0
-    return min((E - fixed_s) / share if share else math.inf, E + window_s - fixed_s)
+    parts = [p for p in parts if p[0] > 0]
+    best = math.inf
+    for pick in itertools.product((False, True), repeat=len(parts)):
+        slope = sum(x if whole else share * x for (x, _, share), whole in zip(parts, pick))
+        windows = sum(w for (_, w, _), whole in zip(parts, pick) if whole)
+        if slope > 0:
+            best = min(best, (E - fixed_s + windows) / slope)
+    return best
 
 
 def _for_95pct(region: Region, src, dst, nbytes, steps: int, allowed,
@@ -755,16 +777,21 @@ class SiteReady:
     the cross-site phase of the ``dp`` strategy at :math:`r_i = T_i - w_i` from the step's start (the sites start
     each step together: the previous step's cross-site phase ended it for all); and its compute (``computes_s``,
     the window a pipeline's crossings stream behind, :func:`_pp`); one entry a distinct site in each, none left
-    out."""
+    out; and the window the in-site parameter gather leaves in the next step's first forward
+    (``gather_windows_s``, :func:`dp_gather_window_s`; empty: none given, the share's own taken)."""
 
     steps_s: tuple[float, ...]
     windows_s: tuple[float, ...]
     computes_s: tuple[float, ...]
+    gather_windows_s: tuple[float, ...] = ()
 
     def __post_init__(self):
         if not len(self.steps_s) == len(self.windows_s) == len(self.computes_s) > 0:
             raise ValueError(f"SiteReady takes one entry a site in steps_s, windows_s and computes_s, got "
                              f"{len(self.steps_s)}, {len(self.windows_s)} and {len(self.computes_s)}")
+        if self.gather_windows_s and len(self.gather_windows_s) != len(self.steps_s):
+            raise ValueError(f"SiteReady takes one gather window a site or none, got {len(self.gather_windows_s)} "
+                             f"for {len(self.steps_s)} sites")
 
     @property
     def slowest_s(self) -> float:
@@ -779,12 +806,34 @@ class SiteReady:
 
 def dp_window_s(one: StepResult, lay: ParallelLayout) -> float:
     """:math:`w`, the part of a share's last backward its in-site DP reduction leaves to the cross-site phase: the
-    last micro-batch's backward (:data:`BACKWARD_SHARE` of its compute) less the step's in-site DP seconds, at least
+    last micro-batch's backward (:data:`BACKWARD_SHARE` of its compute) less the step's in-site DP seconds but the
+    distributed optimizer's parameter gather (which runs in the next forward, :func:`dp_gather_window_s`), at least
     0. The in-site reduction then ends, and the site is ready for the cross-site phase, at :math:`T - w` from the
     step's start, :math:`T` the share's step on its own fabric (``one``; ``lay``: the share)."""
     t_bwd = BACKWARD_SHARE * one.breakdown_s["compute"] / lay.microbatches
-    in_site = sum(c.time_s for c in one.comm if c.dim in ("dp", "dp_experts"))
-    return max(0.0, t_bwd - in_site)
+    return max(0.0, t_bwd - _in_site_dp_s(one, lay, gather=False))
+
+
+def dp_gather_window_s(one: StepResult, lay: ParallelLayout) -> float:
+    """The part of a share's first forward of the next step that the in-site gather of the updated parameters leaves
+    to their gather across the sites (NCCL's flat cross-DC ring with the distributed optimizer): the first
+    micro-batch's forward (``1 -`` :data:`BACKWARD_SHARE` of its compute) less the in-site gather's seconds, at
+    least 0; 0 without ``overlap_dp`` (Megatron-Core's ``overlap_param_gather`` off: the gather runs after the
+    optimizer's step, before any forward). The one-site step hides its own gather behind the same forward
+    (:func:`topo.training.step.behind_window_s`)."""
+    if not lay.overlap_dp:
+        return 0.0
+    t_fwd = (1 - BACKWARD_SHARE) * one.breakdown_s["compute"] / lay.microbatches
+    return max(0.0, t_fwd - _in_site_dp_s(one, lay, gather=True))
+
+
+def _in_site_dp_s(one: StepResult, lay: ParallelLayout, gather: bool) -> float:
+    """A share's in-site data-parallel seconds a step: the distributed optimizer's parameter gather (ZeRO-1/2's
+    all-gather, in the next forward's window) with ``gather``, else the rest (the gradients' reduction, and FSDP's
+    per-unit collectives, in the last backward's window)."""
+    bucketed = lay.zero_stage < 3
+    return sum(c.time_s for c in one.comm
+               if c.dim in ("dp", "dp_experts") and (bucketed and c.collective == "all_gather") == gather)
 
 
 def _dp(region: Region, one, lay, V: ReplicaBytes, forms: dict, amax_s: float = 0.0, ready: SiteReady | None = None,
@@ -817,18 +866,27 @@ def _dp(region: Region, one, lay, V: ReplicaBytes, forms: dict, amax_s: float = 
     cross = pick_dp_crossing(region, forms)
     ph, loads = cross.phase, cross.loads
     T1 = one.step_time_s
-    window = dp_window_s(one, lay)
-    ready = ready or SiteReady((T1,), (window,), (one.breakdown_s["compute"],))
+    window, fwd = dp_window_s(one, lay), dp_gather_window_s(one, lay)
+    ready = ready or SiteReady((T1,), (window,), (one.breakdown_s["compute"],), (fwd,))
+    fwds = ready.gather_windows_s or (fwd,) * len(ready.steps_s)
     Ts = ready.slowest_s
-    per_gpu = V.gradient_bytes / lay.gpus  # the buckets are the gradients'
+    per_gpu = V.gradient_bytes / lay.gpus  # the buckets are the gradients' (and the parameters' they gather)
     bucket = min(1.0, dp_bucket_params(lay) * lay.reduce_bytes / (per_gpu * lay.dp * lay.cp)) if per_gpu else 0.0
-    edge = ph.latency_s + bucket * ph.bandwidth_s
+    g = cross.gather_phase  # regions76: the flat ring's parameter gather, in the next forward's window
+    grad_s, grad_edge = ph.time_s - g.time_s, ph.latency_s - g.latency_s + bucket * (ph.bandwidth_s - g.bandwidth_s)
+    g_edge = g.latency_s + bucket * g.bandwidth_s
     after = amax_s + cross.norm_s  # exposed after the phase: the amax crossings, the gradient norm's (flat ring)
-    own = T1 + max(edge, ph.time_s - window) + after
-    T = max(t + max(edge, ph.time_s - w) + after for t, w in zip(ready.steps_s, ready.windows_s))
+
+    def end(t, w, f):  # a site's own end: its step, the gradients behind its last backward, the gather its forward
+        return t + behind_window_s(grad_s, grad_edge, w) + behind_window_s(g.time_s, g_edge, f) + after
+
+    own = end(T1, window, fwd)
+    T = max(end(t, w, f) for t, w, f in zip(ready.steps_s, ready.windows_s, fwds))
     E = Ts * (1 / TARGET_FRACTION - 1) - after
+    xg = g.bandwidth_s / ph.bandwidth_s if ph.bandwidth_s else 0.0  # the gather's share of the bandwidth time
+    parts = ((1 - xg, Ts - ready.last_ready_s, bucket),) + (((xg, min(fwds), bucket),) if xg else ())
     need, each, total = _for_95pct(region, a, b, cross.nbytes, cross.steps,
-                                   lambda lat: _allowed_s(E, lat, Ts - ready.last_ready_s, bucket), site_gpus,
+                                   lambda lat: _allowed_parts_s(E, lat, parts), site_gpus,
                                    cross.channels, cross.floor_s)
     return AcrossSites("dp", T, Ts / T, cross.time_s + amax_s, T - Ts, float(loads.max()), need,
                        ph.bound, latency_s=ph.latency_s, dci_Bps_for_95pct_by_span=each,
