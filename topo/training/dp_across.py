@@ -78,12 +78,20 @@ from ..engine.region_estimate import dci_phase, nccl_buffer_bytes, small_all_red
 from ..errors import TopoError
 from ..fabric.region import Region
 
-__all__ = ["DP_REDUCTIONS", "GRAD_NORM_BYTES", "DpCrossing", "ReplicaBytes", "dp_crossings", "dp_ranks_per_node",
+__all__ = ["DP_REDUCTIONS", "GRAD_NORM_BYTES", "LOSS_BYTES", "DpCrossing", "ReplicaBytes", "dp_crossings", "dp_ranks_per_node",
            "hybrid_ring_shard", "pick_dp_crossing"]
 
 GRAD_NORM_BYTES = 4
 """The gradient norm's all-reduced buffer: one FP32 element (``total_norm = torch.zeros(1, dtype=torch.float)``,
 NVIDIA/Megatron-LM@d98e8a64ddf34856e74b24714e3bedb2f5a39553 megatron/core/optimizer/clip_grads.py line 108)."""
+
+LOSS_BYTES = 8
+"""The logged loss's all-reduced buffer a step: the loss summed over the micro-batches and their token count, two
+elements promoted to FP32 (NVIDIA/Megatron-LM@d98e8a64ddf34856e74b24714e3bedb2f5a39553 pretrain_gpt.py lines
+254-259: ``torch.cat([loss.clone().detach().view(1), num_tokens.view(1)])`` of an FP32 loss and an int32 count;
+megatron/training/training.py lines 3232-3242: ``torch.vstack(val).sum(dim=0)`` then
+``torch.distributed.all_reduce(val, group=dp_cp_group)`` on the last pipeline stage, after the optimizer's step,
+line 3165). One key, ``lm loss``, for a GPT model."""
 
 DP_REDUCTIONS = ("hierarchical", "flat_ring")
 """The forms a region's ``nccl.dp_reduction`` names (besides ``auto``, the faster)."""

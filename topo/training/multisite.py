@@ -40,7 +40,7 @@ from ..engine.region_estimate import (PROFILE_PRICES, check_region_profile, dci_
 from ..fabric.region_split import split_notes
 from ..fabric.region import Region
 from ..units import format_size, format_time, whole_bytes
-from .dp_across import ReplicaBytes, dp_crossings, dp_ranks_per_node, hybrid_ring_shard, pick_dp_crossing
+from .dp_across import LOSS_BYTES, ReplicaBytes, dp_crossings, dp_ranks_per_node, hybrid_ring_shard, pick_dp_crossing
 from .fp8_amax import AMAX_GROUP, AMAX_PHASE, amax_group, amax_reductions
 from .multisite_memory import job_memory, sharding_text
 from .mapping import EXPERT_DP_GROUPS, default_placement, free_gpus, map_layout, refuse_failed_gpus
@@ -53,7 +53,7 @@ from .step import behind_window_s, estimate_step, gather_bytes_per_param, stage_
 __all__ = ["AcrossSites", "DEFAULT_SHARES", "MultisiteStep", "SHARES", "SiteReady", "check_shares", "site_shares",
            "shares_run", "site_capacities", "dp_window_s",
            "estimate_across_sites", "share_fabric",
-           "site_failure", "pp_boundary_ranks", "replica_dp_bytes", "TARGET_FRACTION", "BACKWARD_SHARE", "SPAN_RULE"]
+           "site_failure", "pp_boundary_ranks", "replica_dp_bytes", "dp_gather_window_s", "loss_fill_s", "TARGET_FRACTION", "BACKWARD_SHARE", "SPAN_RULE"]
 
 TARGET_FRACTION = 0.95
 """The share of one site's throughput the issue asks the DCI to keep (issue 31: "within 95% of one site")."""
@@ -469,8 +469,10 @@ def _across_from(region: Region, fabric, model: ModelSpec, lay: ParallelLayout, 
     forms = dp_crossings(region, V, sum(nic_gpus) * site_lay.dp // site_lay.gpus // shard,
                          site_lay.gpus // site_lay.dp * shard, channels or region_channels(region), nic_gpus,
                          crowd)  # both forms, worked out once (rev74)
-    out.strategies.append(_dp(region, one, site_lay, V, forms, amax_s, ready, nic_gpus))
+    loss_s = small_all_reduce_dci_s(region, LOSS_BYTES, channels or region_channels(region), nic_gpus)
+    out.strategies.append(_dp(region, one, site_lay, V, forms, amax_s, ready, nic_gpus, loss_s))
     out.assumptions.append(_dp_form_note(region, V, forms, crowd))
+    out.assumptions.append(_loss_note(loss_s, site_lay, one))
     out.assumptions += _amax_note(out.strategies[-1], amax_s, amax_calls, ready.slowest_s)
     if len(set(dps)) > 1:  # a pipeline's stages pair the sites' replicas one to one
         out.assumptions.append(f"pp across sites: not timed, the sites run unequal shares ({_dp_text(out)}); "
@@ -836,8 +838,26 @@ def _in_site_dp_s(one: StepResult, lay: ParallelLayout, gather: bool) -> float:
                if c.dim in ("dp", "dp_experts") and (bucketed and c.collective == "all_gather") == gather)
 
 
+def loss_fill_s(lay: ParallelLayout, compute_s: float) -> float:
+    """The compute before the last pipeline stage's first forward of a step: the ``pp - 1`` stages before it each
+    run the first micro-batch's first model chunk forward (``1 -`` :data:`BACKWARD_SHARE` of a micro-batch's
+    compute over ``vpp`` chunks; ``compute_s`` a share's step's compute, ``lay`` the share). The last stage's
+    logged-loss all-reduce of the step before (after its optimizer's step) hides behind it; 0 at ``pp = 1``.
+
+    Parameters
+    ----------
+    lay : ParallelLayout
+    compute_s : float
+
+    Returns
+    -------
+    float
+    """
+    return (lay.pp - 1) * (1 - BACKWARD_SHARE) * compute_s / (lay.microbatches * lay.vpp)
+
+
 def _dp(region: Region, one, lay, V: ReplicaBytes, forms: dict, amax_s: float = 0.0, ready: SiteReady | None = None,
-        site_gpus=None) -> AcrossSites:
+        site_gpus=None, loss_s: float = 0.0) -> AcrossSites:
     r"""DP across the sites: the gradients' hierarchical all-reduce (the cross-site phase in the window the in-site
     reduction leaves in the last backward; the FP8 amax all-reduces are no DP traffic and take no part in that
     window) and ``amax_s``, the amax reductions' crossing (:func:`_amax_across_s`), exposed; seen from the site
@@ -860,6 +880,11 @@ def _dp(region: Region, one, lay, V: ReplicaBytes, forms: dict, amax_s: float = 
     cross-site phase is the hierarchical reduction's or NCCL's flat cross-DC ring's (``forms``, the job's
     :func:`.dp_across.dp_crossings`), the faster unless the region's ``nccl.dp_reduction`` names one; the flat
     ring's gradient norm crossing the sites (:attr:`.dp_across.DpCrossing.norm_s`) is exposed with ``amax_s``.
+    The flat ring's parameter gather (:attr:`.dp_across.DpCrossing.gather_phase`) crosses in the next step's first
+    forward instead, behind the window the in-site gather leaves there (:func:`dp_gather_window_s`), its first
+    bucket exposed (regions76); the need for 95% gives each part its own window (:func:`_allowed_parts_s`).
+    ``loss_s``: the logged loss's all-reduce across the sites (:data:`.dp_across.LOSS_BYTES`, both forms), after
+    the last stage's optimizer step, exposed beyond that stage's next fill (:func:`loss_fill_s`).
     """
     K = region.num_sites
     a, b = _ring(K)
@@ -877,18 +902,21 @@ def _dp(region: Region, one, lay, V: ReplicaBytes, forms: dict, amax_s: float = 
     g_edge = g.latency_s + bucket * g.bandwidth_s
     after = amax_s + cross.norm_s  # exposed after the phase: the amax crossings, the gradient norm's (flat ring)
 
-    def end(t, w, f):  # a site's own end: its step, the gradients behind its last backward, the gather its forward
-        return t + behind_window_s(grad_s, grad_edge, w) + behind_window_s(g.time_s, g_edge, f) + after
+    def loss(c):  # the logged loss's crossing beyond the last stage's next fill
+        return max(0.0, loss_s - loss_fill_s(lay, c))
 
-    own = end(T1, window, fwd)
-    T = max(end(t, w, f) for t, w, f in zip(ready.steps_s, ready.windows_s, fwds))
-    E = Ts * (1 / TARGET_FRACTION - 1) - after
+    def end(t, w, f, c):  # a site's own end: its step, the gradients behind its last backward, the gather its forward
+        return t + behind_window_s(grad_s, grad_edge, w) + behind_window_s(g.time_s, g_edge, f) + after + loss(c)
+
+    own = end(T1, window, fwd, one.breakdown_s["compute"])
+    T = max(end(*x) for x in zip(ready.steps_s, ready.windows_s, fwds, ready.computes_s))
+    E = Ts * (1 / TARGET_FRACTION - 1) - after - max(map(loss, ready.computes_s))
     xg = g.bandwidth_s / ph.bandwidth_s if ph.bandwidth_s else 0.0  # the gather's share of the bandwidth time
     parts = ((1 - xg, Ts - ready.last_ready_s, bucket),) + (((xg, min(fwds), bucket),) if xg else ())
     need, each, total = _for_95pct(region, a, b, cross.nbytes, cross.steps,
                                    lambda lat: _allowed_parts_s(E, lat, parts), site_gpus,
                                    cross.channels, cross.floor_s)
-    return AcrossSites("dp", T, Ts / T, cross.time_s + amax_s, T - Ts, float(loads.max()), need,
+    return AcrossSites("dp", T, Ts / T, cross.time_s + amax_s + loss_s, T - Ts, float(loads.max()), need,
                        ph.bound, latency_s=ph.latency_s, dci_Bps_for_95pct_by_span=each,
                        dci_total_Bps_for_95pct=total, own_end_s=own)
 
@@ -1016,6 +1044,17 @@ def _dp_form_note(region: Region, V: ReplicaBytes, forms: dict, ranks_per_node: 
     return (f"dp across sites: the gradients cross {said[pick.name]} ({why}): hierarchical "
             f"{format_time(h.time_s)} ({format_size(h.nbytes)} a boundary, the gradients' all-reduce{inside}, "
             f"{h.steps} crossings), {ring}; nccl.dp_reduction = hierarchical, flat_ring or auto")
+
+
+def _loss_note(loss_s: float, lay: ParallelLayout, one: StepResult) -> str:
+    """The assumptions' line on the logged loss's all-reduce across the sites (:data:`.dp_across.LOSS_BYTES`): its
+    seconds and what the last stage's next fill hides (:func:`loss_fill_s`; ``lay`` and ``one``: the share)."""
+    fill = loss_fill_s(lay, one.breakdown_s["compute"])
+    hid = (f", {format_time(max(0.0, loss_s - fill))} of it exposed (the rest behind the last stage's next fill of "
+           f"{format_time(fill)})" if lay.pp > 1 else ", exposed (pp 1: the next step's first forward waits for it)")
+    return (f"dp across sites: the logged loss's all-reduce ({LOSS_BYTES} bytes over the data x context group of "
+            f"the last pipeline stage, Megatron's train_step, every step after the optimizer's) crosses the sites in "
+            f"either form: {format_time(loss_s)}{hid}; pp and outer across sites: inside each site")
 
 
 def _ring_carries(V: ReplicaBytes) -> str:
