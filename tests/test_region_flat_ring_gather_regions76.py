@@ -12,13 +12,13 @@ Closed form (Llama 3 8B, TP 8, dp 4 over two DGX H100 SUs 40 km apart on one 800
 batch 64: the DCI binds and both parts outlast their windows): the flat ring's ZeRO-1 phase ``D`` carries ``0.75 (G +
 G/2)`` across the boundary (``G`` the FP32 gradients, ``G/2`` the BF16 parameters), so the gather is 1/3 of its
 bandwidth time and half of its ``2(D-1) = 6`` hops; the step exposes ``(D_grad - w) + (D_gather - w_f) + 2 L`` (the
-gradient norm's crossing), ``w`` the window the in-site reduction leaves in the last backward and ``w_f`` the one
+gradient norm's crossing) + ``2 L`` (the logged loss's, item 3), ``w`` the window the in-site reduction leaves in the last backward and ``w_f`` the one
 the in-site gather leaves in the first forward: ``w_f`` less than the whole phase behind the backward alone.
 """
 
 import pytest
 
-from small_regions import region_file, two_sites
+from small_regions import loss_crossing_s, region_file, two_sites
 from topo.fabric.region import build_region
 from topo.training import multisite
 from topo.training.model import load_model
@@ -45,6 +45,7 @@ def _run(tmp_path_factory, monkeypatch, nccl: str, rate_Gbps: float = 800.0):
     monkeypatch.setattr(multisite, "_dp", spy)
     region = build_region(region_file(tmp_path_factory, _text(rate_Gbps) + nccl, "ga76"))
     job = estimate_across_sites(region, MODEL, make_layout(tp=8, dp=4, global_batch=64, micro_batch=8, seq_len=4096))
+    seen["loss_s"] = loss_crossing_s(region, job)  # the logged loss's all-reduce, exposed at pp 1
     return job, seen
 
 
@@ -60,7 +61,7 @@ def test_the_gather_takes_the_next_forwards_window(tmp_path_factory, monkeypatch
     w, wf = dp_window_s(one, lay), dp_gather_window_s(one, lay)
     assert 0 < wf < g.time_s and 0 < w < ph.time_s - g.time_s  # both parts outlast their windows
     s = job.strategies[0]
-    assert s.exposed_s == pytest.approx(ph.time_s - w - wf + cross.norm_s, rel=1e-9)
+    assert s.exposed_s == pytest.approx(ph.time_s - w - wf + cross.norm_s + seen["loss_s"], rel=1e-9)
 
 
 def test_the_hierarchical_form_gathers_inside_the_sites(tmp_path_factory, monkeypatch):
@@ -71,7 +72,7 @@ def test_the_hierarchical_form_gathers_inside_the_sites(tmp_path_factory, monkey
     assert cross.name == "hierarchical" and cross.gather_phase.time_s == 0.0
     one, lay = seen["one"], seen["lay"]
     w = dp_window_s(one, lay)
-    assert job.strategies[0].exposed_s == pytest.approx(cross.phase.time_s - w, rel=1e-9)
+    assert job.strategies[0].exposed_s == pytest.approx(cross.phase.time_s - w + seen["loss_s"], rel=1e-9)
 
 
 def test_each_window_less_its_own_in_site_collective(tmp_path_factory, monkeypatch):
