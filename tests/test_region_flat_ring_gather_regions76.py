@@ -12,8 +12,9 @@ Closed form (Llama 3 8B, TP 8, dp 4 over two DGX H100 SUs 40 km apart on one 800
 batch 64: the DCI binds and both parts outlast their windows): the flat ring's ZeRO-1 phase ``D`` carries ``0.75 (G +
 G/2)`` across the boundary (``G`` the FP32 gradients, ``G/2`` the BF16 parameters), so the gather is 1/3 of its
 bandwidth time and half of its ``2(D-1) = 6`` hops; the step exposes ``(D_grad - w) + (D_gather - w_f) + 2 L`` (the
-gradient norm's crossing) + ``2 L`` (the logged loss's, item 3), ``w`` the window the in-site reduction leaves in the last backward and ``w_f`` the one
-the in-site gather leaves in the first forward: ``w_f`` less than the whole phase behind the backward alone.
+gradient norm's crossing) ``+ 2 L`` (the logged loss's, item 3), ``w`` the window the in-site reduction leaves in the
+last backward and ``w_f`` the one the in-site gather leaves in the first forward: ``w_f`` less than the whole phase
+behind the backward alone.
 """
 
 import pytest

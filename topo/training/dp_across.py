@@ -78,8 +78,8 @@ from ..engine.region_estimate import dci_phase, nccl_buffer_bytes, small_all_red
 from ..errors import TopoError
 from ..fabric.region import Region
 
-__all__ = ["DP_REDUCTIONS", "GRAD_NORM_BYTES", "LOSS_BYTES", "DpCrossing", "ReplicaBytes", "dp_crossings", "dp_ranks_per_node",
-           "hybrid_ring_shard", "pick_dp_crossing"]
+__all__ = ["DP_REDUCTIONS", "GRAD_NORM_BYTES", "LOSS_BYTES", "DpCrossing", "ReplicaBytes", "dp_crossings",
+           "dp_ranks_per_node", "hybrid_ring_shard", "pick_dp_crossing"]
 
 GRAD_NORM_BYTES = 4
 """The gradient norm's all-reduced buffer: one FP32 element (``total_norm = torch.zeros(1, dtype=torch.float)``,

@@ -48,12 +48,14 @@ from .memory import busiest_stage, end_unit_params, stage_params
 from .model import ModelSpec
 from .parallel import ParallelLayout, batch_allowed, check_batch, dp_bucket_params
 from .result import StepResult
-from .step import behind_window_s, estimate_step, gather_bytes_per_param, stage_block_counts, step_breakdown, step_traffic
+from .step import (behind_window_s, estimate_step, gather_bytes_per_param, stage_block_counts, step_breakdown,
+                   step_traffic)
 
 __all__ = ["AcrossSites", "DEFAULT_SHARES", "MultisiteStep", "SHARES", "SiteReady", "check_shares", "site_shares",
            "shares_run", "site_capacities", "dp_window_s",
            "estimate_across_sites", "share_fabric",
-           "site_failure", "pp_boundary_ranks", "replica_dp_bytes", "dp_gather_window_s", "loss_fill_s", "TARGET_FRACTION", "BACKWARD_SHARE", "SPAN_RULE"]
+           "site_failure", "pp_boundary_ranks", "replica_dp_bytes", "dp_gather_window_s", "loss_fill_s",
+           "TARGET_FRACTION", "BACKWARD_SHARE", "SPAN_RULE"]
 
 TARGET_FRACTION = 0.95
 """The share of one site's throughput the issue asks the DCI to keep (issue 31: "within 95% of one site")."""
