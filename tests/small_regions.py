@@ -54,3 +54,12 @@ def mixed_region_file(folder, rate_Gbps: float) -> str:
 def mixed_region(folder, rate_Gbps: float):
     """The region of :func:`mixed_region_file`, built."""
     return build_region(mixed_region_file(folder, rate_Gbps))
+
+
+def loss_crossing_s(region, job) -> float:
+    """The seconds the logged loss's all-reduce takes across the sites of ``region`` for ``job`` (a
+    :class:`~topo.training.multisite.MultisiteStep`): regions76's crossing in the ``dp`` way's DCI time, one small
+    all-reduce of :data:`~topo.training.dp_across.LOSS_BYTES` through each site's share's NICs."""
+    from topo.engine.region_estimate import region_channels, small_all_reduce_dci_s
+    from topo.training.dp_across import LOSS_BYTES
+    return small_all_reduce_dci_s(region, LOSS_BYTES, region_channels(region), tuple(job.site_gpus.values()))

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from conftest import run_cli
+from small_regions import loss_crossing_s
 from topo.engine.algorithms.across_sites import dci_phase_bytes
 from topo.engine.region_estimate import estimate_region
 from topo.fabric.region import build_region
@@ -67,13 +68,15 @@ def test_the_hierarchical_all_reduce_across_a_chain(chain):
 
 def test_training_across_a_chain_loads_both_spans_and_pays_both_latencies(chain):
     """Data parallelism across the chain: the hierarchical reduction's ring carries 2 (K-1)/K V on every directed
-    span (the busiest span's bytes are every span's); its latency is 4 x (a -> c one way + up and down)."""
+    span (the busiest span's bytes are every span's); its latency is 4 x (a -> c one way + up and down); the DCI
+    time also has the logged loss's all-reduce (regions76)."""
     lay = ParallelLayout(tp=8, dp=288, global_batch=288, seq_len=8192)
     r = estimate_across_sites(chain, load_model("llama3-8b"), lay)
     dp = next(s for s in r.strategies if s.strategy == "dp")
     up = chain.up_latency_s(0)
     assert dp.latency_s == pytest.approx(4 * (AB_S + BC_S + 2 * up))
-    assert dp.dci_time_s - dp.latency_s == pytest.approx(dp.dci_bytes_per_step / SPAN_Bps)
+    loss = loss_crossing_s(chain, r)  # regions76: the logged loss's all-reduce, in the DCI time
+    assert dp.dci_time_s - dp.latency_s - loss == pytest.approx(dp.dci_bytes_per_step / SPAN_Bps)
     assert dp.bottleneck in ("dci:a-b", "dci:b-c", "border:a", "border:c")
     assert r.throughput_vs_one_site == pytest.approx(r.one_site_step_s / dp.step_time_s)
     assert 0 < r.throughput_vs_one_site < 1

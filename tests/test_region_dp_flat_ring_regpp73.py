@@ -16,7 +16,7 @@ NCCL_BUFFSIZE buffer each a round trip (topo/data/dci/nccl_window.toml). DGX H10
 import pytest
 
 from conftest import run_cli
-from small_regions import region_file, two_sites
+from small_regions import loss_crossing_s, region_file, two_sites
 from topo.engine.region_estimate import nccl_buffer_bytes
 from topo.fabric.region import build_region
 from topo.training.model import load_model
@@ -31,15 +31,15 @@ LAY = make_layout(tp=8, dp=4, global_batch=8, seq_len=4096)  # 2 replicas a site
 def _dp(tmp_path_factory, nccl: str):
     region = build_region(region_file(tmp_path_factory, TEXT + nccl, "rfr73"))
     job = estimate_across_sites(region, load_model("llama3-8b"), LAY)
-    return job.strategies[0], job.assumptions
+    return job.strategies[0], job.assumptions, loss_crossing_s(region, job)
 
 
 def test_auto_takes_the_hierarchical_reduction_and_says_both(tmp_path_factory):
-    s, said = _dp(tmp_path_factory, "")
+    s, said, loss = _dp(tmp_path_factory, "")
     V = s.dci_bytes_per_step
     assert V == pytest.approx(4 * 8.03e9, rel=0.005)  # Llama 3 8B's fp32 gradients (Meta's model card)
     hop = s.latency_s / 2
-    assert s.dci_time_s == pytest.approx(2 * hop + V / (16 * NIC_Bps), rel=1e-12)
+    assert s.dci_time_s == pytest.approx(2 * hop + V / (16 * NIC_Bps) + loss, rel=1e-12)  # + the loss's (regions76)
     line = next(a for a in said if a.startswith("dp across sites: the gradients cross"))
     assert "by the hierarchical reduction (the faster)" in line and "flat cross-DC ring over 4 replicas" in line
 
@@ -48,14 +48,15 @@ def test_auto_takes_the_hierarchical_reduction_and_says_both(tmp_path_factory):
 def test_the_flat_ring_carries_d_minus_1_over_d_v_plus_w_in_2_d_minus_1_crossings(tmp_path_factory, scatter, nics):
     """D = 4: 0.75 x 1.5 V a boundary over 6 crossings; NICs min(G x 16, 16) = 16, or G = 8 without scattering; the
     window 2 hop x 1.125 V / (8 x 16 x 4 MiB)."""
-    h, _ = _dp(tmp_path_factory, "")
+    h, _, _ = _dp(tmp_path_factory, "")
     V, hop = h.dci_bytes_per_step, h.latency_s / 2
-    s, said = _dp(tmp_path_factory, f'[nccl]\n{scatter}dp_reduction = "flat_ring"\n')
+    s, said, loss = _dp(tmp_path_factory, f'[nccl]\n{scatter}dp_reduction = "flat_ring"\n')
     X = 3 / 4 * (V + V / 2)
     assert s.dci_bytes_per_step == pytest.approx(X, rel=1e-12)
     window = 2 * hop * X / (8 * 16 * nccl_buffer_bytes())
     norm = 2 * hop  # regions75: the gradient norm's FP32 all-reduce, there and back (tests/test_region_grad_norm_regions75.py)
-    assert s.dci_time_s == pytest.approx(6 * hop + max(X / (nics * NIC_Bps), window) + norm, rel=1e-6)
+    assert s.dci_time_s == pytest.approx(6 * hop + max(X / (nics * NIC_Bps), window) + norm + loss,
+                                          rel=1e-6)
     assert s.step_time_s > h.step_time_s
     assert any("by NCCL's flat cross-DC ring (as the region's nccl.dp_reduction sets)" in a for a in said)
 

@@ -6,6 +6,7 @@ import json
 import pytest
 
 from conftest import ROOT, run_cli
+from small_regions import loss_crossing_s
 from topo.fabric.region import build_region
 from topo.training.model import load_model
 from topo.training.multisite import estimate_across_sites
@@ -34,9 +35,12 @@ def test_the_hierarchical_reduction_sends_one_replica_s_gradients_over_the_dci(n
     # Nemotron-4 340B has 341e9 parameters (arXiv 2406.11704); each of the 8 stages sends its own (walk16)
     dp = next(s for s in nemotron.strategies if s.strategy == "dp")
     assert 341e9 * 4 <= dp.dci_bytes_per_step <= 1.12 * 341e9 * 4
-    # no backward window is left after the in-site reduction here: the whole phase shows, latency 2 x 4.95 ms
-    assert dp.exposed_s == pytest.approx(dp.dci_time_s)
-    assert dp.dci_time_s == pytest.approx(2 * (1000 * 4.9e-6 + 50e-6 + 4 * 130e-9) + dp.dci_bytes_per_step / 1.6e12)
+    # no backward window is left after the in-site reduction here: the whole phase shows, latency 2 x 4.95 ms; the
+    # logged loss's all-reduce (regions76, in the DCI time) hides behind the last stage's next fill at pp 8
+    loss = loss_crossing_s(build_region("two-site-h100"), nemotron)
+    assert dp.exposed_s == pytest.approx(dp.dci_time_s - loss)
+    assert dp.dci_time_s - loss == pytest.approx(2 * (1000 * 4.9e-6 + 50e-6 + 4 * 130e-9) +
+                                                 dp.dci_bytes_per_step / 1.6e12)
 
 
 def test_the_dci_capacity_for_95_percent_gives_95_percent(nemotron):

@@ -266,7 +266,7 @@ def render_across_sites(r: MultisiteStep, say=str, tokens: float | None = None) 
     ``tokens``, the time to train them at the step across the sites."""
     one = r.one_site
     mfu = mfu_text(one["mfu"], one["precision"], one["peak_flop_per_s_per_gpu"])
-    short = not_fit_line(one["memory"], one["gpu"])
+    short = not_fit_line(r.memory or one["memory"], one["gpu"])
     paced = f", {r.slowest_site}'s, the slowest site's" if len(set(r.site_step_s.values())) > 1 else ""
     lines = ([short] if short else []) + [f"{r.model} on {r.region}: {r.gpus:,} GPUs over {r.num_sites} sites; one site's share "
              f"({one['gpus']:,} GPUs{paced}) steps in {format_time(r.one_site_step_s)}, {mfu}"]
@@ -295,7 +295,8 @@ def render_across_sites(r: MultisiteStep, say=str, tokens: float | None = None) 
                      f"{gpu_hours_text(r.gpu_hours_to_train(tokens))} GPU-hours on {r.gpus:,} GPUs "
                      f"(at the step across sites, {r.chosen}: {format_time(r.step_time_s)}, "
                      f"{r.tokens_per_step:,} tokens)")
-    lines.append(f"one site's share: {memory_line(one['memory'], one['layout'])}")
+    lines.append(f"one site's share: {memory_line(r.memory or one['memory'], one['layout'])}"
+                 + (f"; {r.memory_sharding}" if r.memory_sharding else ""))
     lines += [f"assumed: {a}" for a in r.assumptions]
     lines += [f"note: {say(n)}" for n in r.notes]
     return "\n".join(lines)

@@ -243,7 +243,7 @@ def _train_region(region: Region, model, lay, point: dict):
     step = m.one_site_step_s / ratio
     figs = {"step_time_s": step, "mfu": one["mfu"] * ratio, "tflop_per_s_per_gpu": one["tflop_per_s_per_gpu"] * ratio,
             "tokens_per_s": lay.global_batch * (lay.seq_len or model.seq_len) / step,
-            "memory_per_gpu_bytes": one["memory_per_gpu_bytes"], "fits": one["fits"], "train_gpus": m.gpus,
+            "memory_per_gpu_bytes": m.memory["total_bytes"], "fits": m.fits, "train_gpus": m.gpus,
             "slowest_dim": "dci" if ratio < 1 else None, "throughput_vs_one_site": ratio, "shares": m.shares}
     return (_job(figs["mfu"], lay.precision, model), None), figs
 

@@ -78,12 +78,20 @@ from ..engine.region_estimate import dci_phase, nccl_buffer_bytes, small_all_red
 from ..errors import TopoError
 from ..fabric.region import Region
 
-__all__ = ["DP_REDUCTIONS", "GRAD_NORM_BYTES", "DpCrossing", "ReplicaBytes", "dp_crossings", "dp_ranks_per_node",
-           "hybrid_ring_shard", "pick_dp_crossing"]
+__all__ = ["DP_REDUCTIONS", "GRAD_NORM_BYTES", "LOSS_BYTES", "DpCrossing", "ReplicaBytes", "dp_crossings",
+           "dp_ranks_per_node", "hybrid_ring_shard", "pick_dp_crossing"]
 
 GRAD_NORM_BYTES = 4
 """The gradient norm's all-reduced buffer: one FP32 element (``total_norm = torch.zeros(1, dtype=torch.float)``,
 NVIDIA/Megatron-LM@d98e8a64ddf34856e74b24714e3bedb2f5a39553 megatron/core/optimizer/clip_grads.py line 108)."""
+
+LOSS_BYTES = 8
+"""The logged loss's all-reduced buffer a step: the loss summed over the micro-batches and their token count, two
+elements promoted to FP32 (NVIDIA/Megatron-LM@d98e8a64ddf34856e74b24714e3bedb2f5a39553 pretrain_gpt.py lines
+254-259: ``torch.cat([loss.clone().detach().view(1), num_tokens.view(1)])`` of an FP32 loss and an int32 count;
+megatron/training/training.py lines 3232-3242: ``torch.vstack(val).sum(dim=0)`` then
+``torch.distributed.all_reduce(val, group=dp_cp_group)`` on the last pipeline stage, after the optimizer's step,
+line 3165). One key, ``lm loss``, for a GPT model."""
 
 DP_REDUCTIONS = ("hierarchical", "flat_ring")
 """The forms a region's ``nccl.dp_reduction`` names (besides ``auto``, the faster)."""
@@ -97,11 +105,14 @@ class ReplicaBytes:
     ``all_reduce_bytes``: gradients all-reduced (DDP; hybrid sharding's shards, whose gathers stay in their shard
     group), at the gradient-reduction dtype; ``reduce_scatter_bytes``: gradients reduce-scattered over the whole
     data-parallel group (the distributed optimizer, FSDP), at the same dtype; ``all_gather_bytes``: parameters
-    all-gathered over it, at the gather dtype (BF16, or FP8 with ``fp8_param_gather``)."""
+    all-gathered over it, at the gather dtype (BF16, or FP8 with ``fp8_param_gather``); ``bucketed_gather``: that
+    gather is the distributed optimizer's (ZeRO-1/2: the updated parameters, bucket by bucket, before the next
+    step's forward), not FSDP's per-unit ones (every micro-batch's forward and backward)."""
 
     all_reduce_bytes: float
     reduce_scatter_bytes: float = 0.0
     all_gather_bytes: float = 0.0
+    bucketed_gather: bool = False  # the gather is the distributed optimizer's, bucket by bucket after the step
 
     @property
     def gradient_bytes(self) -> float:
@@ -121,7 +132,8 @@ class DpCrossing:
     need for 95% re-prices (``nbytes`` across each boundary, ``steps``, ``channels``: the NICs a site's bytes may
     cross through at most, None every NIC of the share; ``floor_s``: a bandwidth time no span's capacity shortens,
     the ring's window; ``norm_s``: the gradient norm's all-reduce across the sites after the phase, exposed, see the
-    module doc)."""
+    module doc; ``gather_bytes`` and ``gather_steps``: the part of ``nbytes`` and ``steps`` that gathers the updated
+    parameters in the next step's forward, :attr:`gather_phase`)."""
 
     name: str
     phase: Phase
@@ -131,6 +143,18 @@ class DpCrossing:
     channels: int | None
     floor_s: float
     norm_s: float = 0.0
+    gather_bytes: float = 0.0
+    gather_steps: int = 0
+
+    @property
+    def gather_phase(self) -> Phase:
+        """The part of :attr:`phase` that gathers the updated parameters before the next step's forward (the flat
+        ring of a distributed optimizer: ``gather_bytes`` across each boundary in ``gather_steps`` steps, its share
+        of the phase's latency and bandwidth time); zero where none crosses."""
+        if not self.gather_bytes:
+            return Phase(0.0, 0.0, self.phase.bound)
+        return Phase(self.phase.latency_s * self.gather_steps / self.steps,
+                     self.phase.bandwidth_s * self.gather_bytes / self.nbytes, self.phase.bound)
 
     @property
     def time_s(self) -> float:
@@ -180,8 +204,9 @@ def dp_crossings(region: Region, V: ReplicaBytes, replicas: int, replica_gpus: i
     win = window_s(Xr, 2 * hop, replica_gpus * channels, nccl_buffer_bytes()) if Xr else 0.0
     bound = ph.bound if ph.bandwidth_s >= win else f"window:{replica_gpus * channels} channels"
     norm = small_all_reduce_dci_s(region, GRAD_NORM_BYTES, channels, site_gpus) if V.reduce_scatter_bytes else 0.0
+    gather = (D - 1) / D * V.all_gather_bytes if V.bucketed_gather else 0.0
     out["flat_ring"] = DpCrossing("flat_ring", Phase(ph.latency_s, max(ph.bandwidth_s, win), bound), loads, Xr,
-                                  steps, nics, win, norm)
+                                  steps, nics, win, norm, gather, (D - 1) if gather else 0)
     return out
 
 

@@ -28,6 +28,7 @@ capacity, the way's step is the slowest share's / 0.95.
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import asdict, dataclass, field
 
@@ -39,19 +40,22 @@ from ..engine.region_estimate import (PROFILE_PRICES, check_region_profile, dci_
 from ..fabric.region_split import split_notes
 from ..fabric.region import Region
 from ..units import format_size, format_time, whole_bytes
-from .dp_across import ReplicaBytes, dp_crossings, dp_ranks_per_node, hybrid_ring_shard, pick_dp_crossing
+from .dp_across import LOSS_BYTES, ReplicaBytes, dp_crossings, dp_ranks_per_node, hybrid_ring_shard, pick_dp_crossing
 from .fp8_amax import AMAX_GROUP, AMAX_PHASE, amax_group, amax_reductions
+from .multisite_memory import job_memory, sharding_text
 from .mapping import EXPERT_DP_GROUPS, default_placement, free_gpus, map_layout, refuse_failed_gpus
 from .memory import busiest_stage, end_unit_params, stage_params
 from .model import ModelSpec
 from .parallel import ParallelLayout, batch_allowed, check_batch, dp_bucket_params
 from .result import StepResult
-from .step import estimate_step, gather_bytes_per_param, stage_block_counts, step_breakdown, step_traffic
+from .step import (behind_window_s, estimate_step, gather_bytes_per_param, stage_block_counts, step_breakdown,
+                   step_traffic)
 
 __all__ = ["AcrossSites", "DEFAULT_SHARES", "MultisiteStep", "SHARES", "SiteReady", "check_shares", "site_shares",
            "shares_run", "site_capacities", "dp_window_s",
            "estimate_across_sites", "share_fabric",
-           "site_failure", "pp_boundary_ranks", "replica_dp_bytes", "TARGET_FRACTION", "BACKWARD_SHARE", "SPAN_RULE"]
+           "site_failure", "pp_boundary_ranks", "replica_dp_bytes", "dp_gather_window_s", "loss_fill_s",
+           "TARGET_FRACTION", "BACKWARD_SHARE", "SPAN_RULE"]
 
 TARGET_FRACTION = 0.95
 """The share of one site's throughput the issue asks the DCI to keep (issue 31: "within 95% of one site")."""
@@ -112,6 +116,10 @@ class MultisiteStep:
     site_gpus: dict[str, int] = field(default_factory=dict)
     idle_gpus: int = 0
     shares: str = "equal"
+    # regions76: the memory per GPU as the way chosen shards the ZeRO state (the flat cross-DC ring: over the job's
+    # data-parallel ranks; else one site's, as ``one_site["memory"]``), and what it shards over and why
+    memory: dict = field(default_factory=dict)
+    memory_sharding: str = ""
 
     @property
     def slowest_site(self) -> str:
@@ -244,7 +252,8 @@ def estimate_across_sites(region: Region, model: ModelSpec, lay: ParallelLayout,
     # regdp67: every site's share ends its step and its in-site reduction at its own time (SiteReady)
     ready = SiteReady(tuple(one.step_time_s for *_, one in ones),
                       tuple(dp_window_s(one, sl) for _, _, sl, one in ones),
-                      tuple(one.breakdown_s["compute"] for *_, one in ones))
+                      tuple(one.breakdown_s["compute"] for *_, one in ones),
+                      tuple(dp_gather_window_s(one, sl) for _, _, sl, one in ones))
     channels = region_channels(region, step_options.get("profile"))
     runs = [(sites, _across_from(region, f, model, lay, sl, one, across, outer_every, ready, dps, channels))
             for f, sites, sl, one in ones]
@@ -462,8 +471,10 @@ def _across_from(region: Region, fabric, model: ModelSpec, lay: ParallelLayout, 
     forms = dp_crossings(region, V, sum(nic_gpus) * site_lay.dp // site_lay.gpus // shard,
                          site_lay.gpus // site_lay.dp * shard, channels or region_channels(region), nic_gpus,
                          crowd)  # both forms, worked out once (rev74)
-    out.strategies.append(_dp(region, one, site_lay, V, forms, amax_s, ready, nic_gpus))
+    loss_s = small_all_reduce_dci_s(region, LOSS_BYTES, channels or region_channels(region), nic_gpus)
+    out.strategies.append(_dp(region, one, site_lay, V, forms, amax_s, ready, nic_gpus, loss_s))
     out.assumptions.append(_dp_form_note(region, V, forms, crowd))
+    out.assumptions.append(_loss_note(loss_s, site_lay, one))
     out.assumptions += _amax_note(out.strategies[-1], amax_s, amax_calls, ready.slowest_s)
     if len(set(dps)) > 1:  # a pipeline's stages pair the sites' replicas one to one
         out.assumptions.append(f"pp across sites: not timed, the sites run unequal shares ({_dp_text(out)}); "
@@ -487,9 +498,28 @@ def _across_from(region: Region, fabric, model: ModelSpec, lay: ParallelLayout, 
     out.timeline = step_with_dci(one.timeline, T1, pick)
     if one.uncertainty:  # walk16: the interval one site prints, said of the step it bounds
         out.uncertainty = {**one.uncertainty, "bounds": "one_site_step_s"}
-    out.fits = one.fits  # walk16: a share of 1,454 GB per GPU printed its step as if it ran
+    _share_memory(out, region, fabric, model, placed, one, forms, across, sum(dps))
     out.notes = [f"one site's share: {n}" for n in one.notes] + split_notes(region)
     return out
+
+
+def _share_memory(out: MultisiteStep, region: Region, fabric, model: ModelSpec, placed: ParallelLayout,
+                  one: StepResult, forms: dict, across: str, job_dp: int) -> None:
+    """``out``'s memory per GPU, what its ZeRO state shards over, and whether it fits, as the way chosen runs
+    (:mod:`.multisite_memory`): NCCL's flat cross-DC ring shards over the job's ``job_dp`` replicas (one optimizer
+    instance over every site); the hierarchical reduction, pipeline stages and an outer synchronisation across the
+    sites over one site's, as the share's step ``one`` did."""
+    flat = across == "dp" and pick_dp_crossing(region, forms).name == "flat_ring"
+    if flat:
+        placed = placed.model_copy(update={"dp": job_dp, "global_batch": placed.global_batch * job_dp // placed.dp})
+        mem = job_memory(fabric, model, placed, one.memory)
+    else:
+        mem = one.memory
+    where = ("one optimizer instance over every site: NCCL's flat cross-DC ring" if flat else
+             "one optimizer instance a site: the hierarchical reduction" if across == "dp" else
+             f"data parallelism inside each site: {across} across the sites")
+    out.memory, out.memory_sharding = mem.to_dict(), sharding_text(placed, where, model.moe is not None)
+    out.fits = mem.fits  # walk16: a share of 1,454 GB per GPU printed its step as if it ran
 
 
 def _lockstep_note(region: Region, out: MultisiteStep) -> str:
@@ -599,10 +629,12 @@ def replica_dp_bytes(model: ModelSpec, lay: ParallelLayout) -> ReplicaBytes:
     ReplicaBytes
     """
     per_rank = {f: [0.0, 0.0] for f in _CROSSING_KIND.values()}  # field -> [dense, expert] bytes per rank
+    bucketed = False
     for it in step_traffic(model, lay):
         g = it["groups"]
         if it["dim"] != "dp" or g in ("dpr", "edpr") or (g in _SHARD_GROUPS and it["collective"] == "all_gather"):
             continue
+        bucketed = bucketed or it["phase"] == "gather"  # the distributed optimizer's, not FSDP's gather_unit
         field = "all_reduce_bytes" if g in _SHARD_GROUPS else _CROSSING_KIND[it["collective"]]
         expert = g in EXPERT_DP_GROUPS
         per_rank[field][expert] += it["size_bytes"] * it["calls"] / (lay.expert_dp if expert else lay.dp * lay.cp)
@@ -620,7 +652,7 @@ def replica_dp_bytes(model: ModelSpec, lay: ParallelLayout) -> ReplicaBytes:
         return stage_gpus * sum((dense * d / d_b * (w if field == "all_gather_bytes" else 1.0) if d_b else 0.0)
                                 + (exp * e / e_b if e_b else 0.0) for (d, e, _), w in zip(rows, wb))
 
-    return ReplicaBytes(**{f: each(f, dense, exp) for f, (dense, exp) in per_rank.items()})
+    return ReplicaBytes(**{f: each(f, dense, exp) for f, (dense, exp) in per_rank.items()}, bucketed_gather=bucketed)
 
 
 def _ring(K):
@@ -639,10 +671,28 @@ span is scaled up until each site's border keeps the time too."""
 
 def _allowed_s(E: float, fixed_s: float, window_s: float = 0.0, share: float = 1.0) -> float:
     """The longest bandwidth time ``t`` that keeps ``fixed_s + share x t`` and ``fixed_s + t - window_s`` within the
-    budget ``E``; 0 when the fixed latency alone exceeds it."""
+    budget ``E``; 0 when the fixed latency alone exceeds it (:func:`_allowed_parts_s` of one part)."""
+    return _allowed_parts_s(E, fixed_s, ((1.0, window_s, share),))
+
+
+def _allowed_parts_s(E: float, fixed_s: float, parts) -> float:
+    r"""The longest bandwidth time ``t`` of a phase whose parts each take ``x_j t`` of it behind their own window:
+    part ``j`` (``parts``: ``(x_j, window_j, share_j)``) exposes :math:`\max(s_j x_j t, x_j t - W_j)` (its edge
+    bucket, ``share_j`` of its bandwidth time, or all but its window: :func:`topo.training.step.behind_window_s`),
+    and the parts with ``fixed_s`` (every part's latency) must keep within the budget ``E``. The sum of the
+    maxima is the largest of the sums over each choice of one term a part, so ``t`` is the least over the choices of
+    :math:`(E - L + \sum W_j) / \sum \alpha_j` (:math:`\alpha_j` the chosen slope, the windows of the parts that
+    chose the second term); 0 when the fixed latency alone exceeds the budget."""
     if E - fixed_s <= 0:
         return 0.0
-    return min((E - fixed_s) / share if share else math.inf, E + window_s - fixed_s)
+    parts = [p for p in parts if p[0] > 0]
+    best = math.inf
+    for pick in itertools.product((False, True), repeat=len(parts)):
+        slope = sum(x if whole else share * x for (x, _, share), whole in zip(parts, pick))
+        windows = sum(w for (_, w, _), whole in zip(parts, pick) if whole)
+        if slope > 0:
+            best = min(best, (E - fixed_s + windows) / slope)
+    return best
 
 
 def _for_95pct(region: Region, src, dst, nbytes, steps: int, allowed,
@@ -731,16 +781,21 @@ class SiteReady:
     the cross-site phase of the ``dp`` strategy at :math:`r_i = T_i - w_i` from the step's start (the sites start
     each step together: the previous step's cross-site phase ended it for all); and its compute (``computes_s``,
     the window a pipeline's crossings stream behind, :func:`_pp`); one entry a distinct site in each, none left
-    out."""
+    out; and the window the in-site parameter gather leaves in the next step's first forward
+    (``gather_windows_s``, :func:`dp_gather_window_s`; empty: none given, the share's own taken)."""
 
     steps_s: tuple[float, ...]
     windows_s: tuple[float, ...]
     computes_s: tuple[float, ...]
+    gather_windows_s: tuple[float, ...] = ()
 
     def __post_init__(self):
         if not len(self.steps_s) == len(self.windows_s) == len(self.computes_s) > 0:
             raise ValueError(f"SiteReady takes one entry a site in steps_s, windows_s and computes_s, got "
                              f"{len(self.steps_s)}, {len(self.windows_s)} and {len(self.computes_s)}")
+        if self.gather_windows_s and len(self.gather_windows_s) != len(self.steps_s):
+            raise ValueError(f"SiteReady takes one gather window a site or none, got {len(self.gather_windows_s)} "
+                             f"for {len(self.steps_s)} sites")
 
     @property
     def slowest_s(self) -> float:
@@ -755,16 +810,56 @@ class SiteReady:
 
 def dp_window_s(one: StepResult, lay: ParallelLayout) -> float:
     """:math:`w`, the part of a share's last backward its in-site DP reduction leaves to the cross-site phase: the
-    last micro-batch's backward (:data:`BACKWARD_SHARE` of its compute) less the step's in-site DP seconds, at least
+    last micro-batch's backward (:data:`BACKWARD_SHARE` of its compute) less the step's in-site DP seconds but the
+    distributed optimizer's parameter gather (which runs in the next forward, :func:`dp_gather_window_s`), at least
     0. The in-site reduction then ends, and the site is ready for the cross-site phase, at :math:`T - w` from the
     step's start, :math:`T` the share's step on its own fabric (``one``; ``lay``: the share)."""
     t_bwd = BACKWARD_SHARE * one.breakdown_s["compute"] / lay.microbatches
-    in_site = sum(c.time_s for c in one.comm if c.dim in ("dp", "dp_experts"))
-    return max(0.0, t_bwd - in_site)
+    return max(0.0, t_bwd - _in_site_dp_s(one, lay, gather=False))
+
+
+def dp_gather_window_s(one: StepResult, lay: ParallelLayout) -> float:
+    """The part of a share's first forward of the next step that the in-site gather of the updated parameters leaves
+    to their gather across the sites (NCCL's flat cross-DC ring with the distributed optimizer): the first
+    micro-batch's forward (``1 -`` :data:`BACKWARD_SHARE` of its compute) less the in-site gather's seconds, at
+    least 0; 0 without ``overlap_dp`` (Megatron-Core's ``overlap_param_gather`` off: the gather runs after the
+    optimizer's step, before any forward). The one-site step hides its own gather behind the same forward
+    (:func:`topo.training.step.behind_window_s`)."""
+    if not lay.overlap_dp:
+        return 0.0
+    t_fwd = (1 - BACKWARD_SHARE) * one.breakdown_s["compute"] / lay.microbatches
+    return max(0.0, t_fwd - _in_site_dp_s(one, lay, gather=True))
+
+
+def _in_site_dp_s(one: StepResult, lay: ParallelLayout, gather: bool) -> float:
+    """A share's in-site data-parallel seconds a step: the distributed optimizer's parameter gather (ZeRO-1/2's
+    all-gather, in the next forward's window) with ``gather``, else the rest (the gradients' reduction, and FSDP's
+    per-unit collectives, in the last backward's window)."""
+    bucketed = lay.zero_stage < 3
+    return sum(c.time_s for c in one.comm
+               if c.dim in ("dp", "dp_experts") and (bucketed and c.collective == "all_gather") == gather)
+
+
+def loss_fill_s(lay: ParallelLayout, compute_s: float) -> float:
+    """The compute before the last pipeline stage's first forward of a step: the ``pp - 1`` stages before it each
+    run the first micro-batch's first model chunk forward (``1 -`` :data:`BACKWARD_SHARE` of a micro-batch's
+    compute over ``vpp`` chunks; ``compute_s`` a share's step's compute, ``lay`` the share). The last stage's
+    logged-loss all-reduce of the step before (after its optimizer's step) hides behind it; 0 at ``pp = 1``.
+
+    Parameters
+    ----------
+    lay : ParallelLayout
+    compute_s : float
+
+    Returns
+    -------
+    float
+    """
+    return (lay.pp - 1) * (1 - BACKWARD_SHARE) * compute_s / (lay.microbatches * lay.vpp)
 
 
 def _dp(region: Region, one, lay, V: ReplicaBytes, forms: dict, amax_s: float = 0.0, ready: SiteReady | None = None,
-        site_gpus=None) -> AcrossSites:
+        site_gpus=None, loss_s: float = 0.0) -> AcrossSites:
     r"""DP across the sites: the gradients' hierarchical all-reduce (the cross-site phase in the window the in-site
     reduction leaves in the last backward; the FP8 amax all-reduces are no DP traffic and take no part in that
     window) and ``amax_s``, the amax reductions' crossing (:func:`_amax_across_s`), exposed; seen from the site
@@ -787,26 +882,43 @@ def _dp(region: Region, one, lay, V: ReplicaBytes, forms: dict, amax_s: float = 
     cross-site phase is the hierarchical reduction's or NCCL's flat cross-DC ring's (``forms``, the job's
     :func:`.dp_across.dp_crossings`), the faster unless the region's ``nccl.dp_reduction`` names one; the flat
     ring's gradient norm crossing the sites (:attr:`.dp_across.DpCrossing.norm_s`) is exposed with ``amax_s``.
+    The flat ring's parameter gather (:attr:`.dp_across.DpCrossing.gather_phase`) crosses in the next step's first
+    forward instead, behind the window the in-site gather leaves there (:func:`dp_gather_window_s`), its first
+    bucket exposed (regions76); the need for 95% gives each part its own window (:func:`_allowed_parts_s`).
+    ``loss_s``: the logged loss's all-reduce across the sites (:data:`.dp_across.LOSS_BYTES`, both forms), after
+    the last stage's optimizer step, exposed beyond that stage's next fill (:func:`loss_fill_s`).
     """
     K = region.num_sites
     a, b = _ring(K)
     cross = pick_dp_crossing(region, forms)
     ph, loads = cross.phase, cross.loads
     T1 = one.step_time_s
-    window = dp_window_s(one, lay)
-    ready = ready or SiteReady((T1,), (window,), (one.breakdown_s["compute"],))
+    window, fwd = dp_window_s(one, lay), dp_gather_window_s(one, lay)
+    ready = ready or SiteReady((T1,), (window,), (one.breakdown_s["compute"],), (fwd,))
+    fwds = ready.gather_windows_s or (fwd,) * len(ready.steps_s)
     Ts = ready.slowest_s
-    per_gpu = V.gradient_bytes / lay.gpus  # the buckets are the gradients'
+    per_gpu = V.gradient_bytes / lay.gpus  # the buckets are the gradients' (and the parameters' they gather)
     bucket = min(1.0, dp_bucket_params(lay) * lay.reduce_bytes / (per_gpu * lay.dp * lay.cp)) if per_gpu else 0.0
-    edge = ph.latency_s + bucket * ph.bandwidth_s
+    g = cross.gather_phase  # regions76: the flat ring's parameter gather, in the next forward's window
+    grad_s, grad_edge = ph.time_s - g.time_s, ph.latency_s - g.latency_s + bucket * (ph.bandwidth_s - g.bandwidth_s)
+    g_edge = g.latency_s + bucket * g.bandwidth_s
     after = amax_s + cross.norm_s  # exposed after the phase: the amax crossings, the gradient norm's (flat ring)
-    own = T1 + max(edge, ph.time_s - window) + after
-    T = max(t + max(edge, ph.time_s - w) + after for t, w in zip(ready.steps_s, ready.windows_s))
-    E = Ts * (1 / TARGET_FRACTION - 1) - after
+
+    def loss(c):  # the logged loss's crossing beyond the last stage's next fill
+        return max(0.0, loss_s - loss_fill_s(lay, c))
+
+    def end(t, w, f, c):  # a site's own end: its step, the gradients behind its last backward, the gather its forward
+        return t + behind_window_s(grad_s, grad_edge, w) + behind_window_s(g.time_s, g_edge, f) + after + loss(c)
+
+    own = end(T1, window, fwd, one.breakdown_s["compute"])
+    T = max(end(*x) for x in zip(ready.steps_s, ready.windows_s, fwds, ready.computes_s))
+    E = Ts * (1 / TARGET_FRACTION - 1) - after - max(map(loss, ready.computes_s))
+    xg = g.bandwidth_s / ph.bandwidth_s if ph.bandwidth_s else 0.0  # the gather's share of the bandwidth time
+    parts = ((1 - xg, Ts - ready.last_ready_s, bucket),) + (((xg, min(fwds), bucket),) if xg else ())
     need, each, total = _for_95pct(region, a, b, cross.nbytes, cross.steps,
-                                   lambda lat: _allowed_s(E, lat, Ts - ready.last_ready_s, bucket), site_gpus,
+                                   lambda lat: _allowed_parts_s(E, lat, parts), site_gpus,
                                    cross.channels, cross.floor_s)
-    return AcrossSites("dp", T, Ts / T, cross.time_s + amax_s, T - Ts, float(loads.max()), need,
+    return AcrossSites("dp", T, Ts / T, cross.time_s + amax_s + loss_s, T - Ts, float(loads.max()), need,
                        ph.bound, latency_s=ph.latency_s, dci_Bps_for_95pct_by_span=each,
                        dci_total_Bps_for_95pct=total, own_end_s=own)
 
@@ -934,6 +1046,17 @@ def _dp_form_note(region: Region, V: ReplicaBytes, forms: dict, ranks_per_node: 
     return (f"dp across sites: the gradients cross {said[pick.name]} ({why}): hierarchical "
             f"{format_time(h.time_s)} ({format_size(h.nbytes)} a boundary, the gradients' all-reduce{inside}, "
             f"{h.steps} crossings), {ring}; nccl.dp_reduction = hierarchical, flat_ring or auto")
+
+
+def _loss_note(loss_s: float, lay: ParallelLayout, one: StepResult) -> str:
+    """The assumptions' line on the logged loss's all-reduce across the sites (:data:`.dp_across.LOSS_BYTES`): its
+    seconds and what the last stage's next fill hides (:func:`loss_fill_s`; ``lay`` and ``one``: the share)."""
+    fill = loss_fill_s(lay, one.breakdown_s["compute"])
+    hid = (f", {format_time(max(0.0, loss_s - fill))} of it exposed (the rest behind the last stage's next fill of "
+           f"{format_time(fill)})" if lay.pp > 1 else ", exposed (pp 1: the next step's first forward waits for it)")
+    return (f"dp across sites: the logged loss's all-reduce ({LOSS_BYTES} bytes over the data x context group of "
+            f"the last pipeline stage, Megatron's train_step, every step after the optimizer's) crosses the sites in "
+            f"either form: {format_time(loss_s)}{hid}; pp and outer across sites: inside each site")
 
 
 def _ring_carries(V: ReplicaBytes) -> str:

@@ -121,7 +121,7 @@ __all__ = ["estimate_step", "step_traffic", "traffic_stage",
            "mamba_cp_alltoalls", "step_breakdown", "bubble_s", "exposed_comm_s", "ep_copies",
            "exposed_routed", "ep_overlap_cost_s", "ep_held_sms", "tp_ring_exposed_s", "tp_ring_steps",
            "gather_bytes_per_param", "stage_block_counts", "sp_quantisations", "dp_floor_s",
-           "routed_ep_cover_s"]
+           "routed_ep_cover_s", "behind_window_s"]
 
 ACT_BYTES = 2  # activations and their gradients travel in 16 bits
 FP8_BYTES = 1
@@ -1995,8 +1995,35 @@ def _dp_exposed(engine: CommEngine, item: dict, G, one_s: float, factor: float, 
     # window; the last bucket's reduction (the first bucket's gather) cannot hide
     window = t_f if "gather" in phase else t_bwd
     if lay.vpp <= 1:
-        return max(calls * one_s - window, one_s)
+        return behind_window_s(calls * one_s, one_s, window)
     return min(calls * one_s, _interleaved_dp_exposed(engine, item, G, factor, window, lay))
+
+
+def behind_window_s(total_s: float, edge_s: float, window_s: float) -> float:
+    """What a bucketed data-parallel collective exposes behind the compute window it overlaps: all but the window,
+    and at least its edge bucket, which cannot hide (the last bucket of the gradients' reduction after the last
+    backward; the first bucket of the parameters' gather before the first forward: Megatron-Core's
+    ``overlap_grad_reduce`` and ``overlap_param_gather``, NVIDIA/Megatron-LM@d98e8a64ddf34856e74b24714e3bedb2f5a39553
+    megatron/core/distributed/param_and_grad_buffer.py lines 383-524). The one rule of the one-site step
+    (:func:`_dp_exposed`) and of a region's cross-site phases (:func:`topo.training.multisite._dp`).
+
+    Parameters
+    ----------
+    total_s : float
+        The collective's seconds, every bucket.
+    edge_s : float
+        The edge bucket's seconds.
+    window_s : float
+        The compute it overlaps.
+
+    Returns
+    -------
+    float
+
+    >>> behind_window_s(10.0, 1.0, 4.0), behind_window_s(10.0, 1.0, 20.0)
+    (6.0, 1.0)
+    """
+    return max(edge_s, total_s - window_s)
 
 
 def dp_floor_s(traffic: list[dict], lay: ParallelLayout, one_s: list[float], covered_s: float) -> float:

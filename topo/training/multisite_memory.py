@@ -1,0 +1,90 @@
+"""The memory per GPU of a region's job as the way it spans the sites shards its state (regions76, section 352's
+item 4).
+
+The one-site share's step (:func:`topo.training.step.estimate_step` of ``dp / K`` replicas on one site) shards the
+ZeRO state (the optimizer state; ZeRO-2 also the gradients; ZeRO-3 / FSDP also the weights) over the share's data x
+context ranks: one distributed-optimizer instance a site. That is what runs where the state's data-parallel group
+stays inside a site: the hierarchical reduction (NeMo's multi-DC run sets ``num_distributed_optimizer_instances``
+to the sites, NVIDIA/NeMo@aed13ee8d5ada1722e84909e4d185fbba3b1e87e examples/llm/pretrain/multi_datacenter.py;
+Megatron-Core shards each instance's buffers over ``intra_distributed_optimizer_instance_group``,
+NVIDIA/Megatron-LM@d98e8a64ddf34856e74b24714e3bedb2f5a39553 megatron/core/distributed/param_and_grad_buffer.py
+lines 383-524), and pipeline stages or an outer synchronisation across the sites (data parallelism inside each).
+
+NCCL's flat cross-DC ring is one communicator a data-parallel group over every site's replicas: Megatron-Core's
+default ``num_distributed_optimizer_instances = 1`` (megatron/core/distributed/distributed_data_parallel_config.py
+line 34 at d98e8a64), whose one instance spans the whole data x context group (parallel_state.py lines 927-929:
+``intra_partial_data_parallel_size = data_parallel_size * context_parallel_size //
+num_distributed_optimizer_instances``; distributed_data_parallel.py lines 283-299: each buffer is sharded over
+``intra_dp_cp_group``, the whole ``dp_cp`` group with one instance), so each rank keeps ``1 / D`` of the state,
+``D`` the job's ranks, ``K`` times less than a site's instance keeps (``K`` sites of equal shares). Hybrid sharding
+(``dp_shard`` below ``dp``) shards over its shard group in either form.
+
+So the state follows the form taken: :func:`job_memory` times the share's memory with the job's data-parallel
+degree (:func:`topo.training.memory.memory_per_gpu`, the one formula), everything but the sharding the share's
+(the same micro-batches and activations; NCCL's, the expert-parallel and NVLS buffers the share's step counted).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from .gpus import gpu_compute
+from .memory import MemoryBreakdown, memory_per_gpu
+from .parallel import ParallelLayout
+
+__all__ = ["job_memory", "sharding_text"]
+
+_STATE = {1: "the optimizer state", 2: "the optimizer state and gradients",
+          3: "the optimizer state, gradients and weights"}
+"""What each ZeRO stage shards over data parallelism (:attr:`~topo.training.parallel.ParallelLayout.zero_stage`)."""
+
+
+def job_memory(fabric, model, job: ParallelLayout, share_memory: MemoryBreakdown) -> MemoryBreakdown:
+    """The memory per GPU of one site's share with the ZeRO state sharded over the job's replicas (one optimizer
+    instance over every site, see the module doc).
+
+    Parameters
+    ----------
+    fabric : Fabric
+        The site's fabric (its GPU's capacity and generation, its NVLink domain).
+    model : ModelSpec
+    job : ParallelLayout
+        The job's layout as placed on the site (a site's share with ``dp`` every site's replicas and the global batch
+        to match: the same micro-batches).
+    share_memory : MemoryBreakdown
+        The share's step's memory (:attr:`topo.training.result.StepResult.memory`): its NCCL, expert-parallel and
+        NVLS buffers are kept.
+
+    Returns
+    -------
+    MemoryBreakdown
+    """
+    spec = fabric.spec
+    gpu = gpu_compute(spec.gpu, host_cpu=spec.host_cpu[0])
+    mem = memory_per_gpu(model, job, gpu.memory_bytes, generation=gpu.generation,
+                         gpus_per_domain=spec.gpus_per_domain)
+    return replace(mem, nccl_bytes=share_memory.nccl_bytes, ep_buffers_bytes=share_memory.ep_buffers_bytes,
+                   nvls_bytes=share_memory.nvls_bytes)
+
+
+def sharding_text(lay: ParallelLayout, where: str, experts: bool = False) -> str:
+    """What ``lay`` (the layout whose data-parallel degree shards the state) shards, over how many ranks, and
+    ``where`` (which optimizer instance and why), in words.
+
+    Parameters
+    ----------
+    lay : ParallelLayout
+    where : str
+    experts : bool
+        The model has routed experts (their replicas said too).
+
+    Returns
+    -------
+    str
+    """
+    z = lay.zero_stage
+    if z == 0:
+        return "no state sharded over data parallelism (dp_sharding none)"
+    dense, expert = lay.shard_divisors(1)
+    experts = f", the experts' over {expert:,} replicas" if experts else ""
+    return f"{_STATE[min(z, 3)]} sharded over {dense:,} data x context ranks{experts} ({where})"
