@@ -68,3 +68,48 @@ def test_the_down_projections_run_on_the_ranks_sequence_shard():
         assert (kv.m, kv.n, kv.k) == (tokens, KV_LORA + ROPE, H)
         assert kv.flops == pytest.approx(2 * tokens * (KV_LORA + ROPE) * H)
         assert ops["q_up"].m == 4096 and ops["q_up"].n == HEADS / 2 * (NOPE + ROPE)
+
+
+# --- `topo train --search --overlap pp=on`: held where the pipeline interleaves, off at vpp 1 ------------------
+
+def _llama8b_candidates(**kw):
+    from topo.training.search import candidate_layouts
+    return list(candidate_layouts(load_model("llama3-8b"), 64, 64, gpus_per_domain=8, cps=(1,), vpps=(1, 2),
+                                  micro_batches=(1,), recompute=("none",), dp_sharding=("zero1",), **kw))
+
+
+def test_a_search_holding_pp_overlap_turns_it_off_at_vpp_1():
+    """Megatron-LM's training script sets overlap_p2p_comm False without interleaving (NVIDIA/Megatron-LM@d98e8a64
+    megatron/training/arguments.py lines 1010-1018): a search that holds overlap_pp true keeps every layout it keeps
+    without the field, on where vpp > 1, off on vpp-1 pipelines; none is refused for it."""
+    held, free = _llama8b_candidates(overlap_pp=True), _llama8b_candidates()
+    built = [lay for lay, _ in held if lay is not None]
+    assert len(built) == len([lay for lay, _ in free if lay is not None])
+    assert not [why for lay, why in held if lay is None and "overlap_pp" in why]
+    piped = [lay for lay in built if lay.pp > 1]
+    assert {lay.vpp for lay in piped} == {1, 2}
+    for lay in piped:
+        assert lay.overlap_pp == (lay.vpp > 1)
+
+
+def test_a_search_says_once_that_it_turned_pp_overlap_off():
+    """The search's notes say it once; without the held field they do not, and it refuses no more layouts."""
+    import topo
+    from topo.training.search import PP_OVERLAP_NOTE, search_layouts
+    fabric = topo.build_fabric(topo.load_spec("dgx-h100-superpod", ["cluster.num_units=1"]))
+    m = load_model("llama3-8b")
+    kw = dict(top=2, contention=False, cps=(1,), vpps=(1, 2), micro_batches=(1,), recompute=("none",),
+              dp_sharding=("zero1",))
+    on = search_layouts(fabric, m, 64, 64, overlap_pp=True, **kw)
+    assert on.notes.count(PP_OVERLAP_NOTE) == 1 and "overlap_pp" in PP_OVERLAP_NOTE
+    off = search_layouts(fabric, m, 64, 64, **kw)
+    assert PP_OVERLAP_NOTE not in off.notes and off.rejected_invalid == on.rejected_invalid
+
+
+def test_the_cli_search_says_it_once(capsys):
+    """`topo train --search --overlap pp=on` runs (it refused every vpp-1 pipeline) and says so once, by flag."""
+    from topo.cli.main import main
+    assert main(["train", "dgx-h100-superpod", "--set", "cluster.num_units=1", "--model", "llama3-8b", "--gpus", "64",
+                 "--global-batch", "64", "--search", "--top", "2", "--overlap", "pp=on"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("--overlap pp=off set on the vpp-1 layouts") == 1 and "overlap_pp" not in out
