@@ -46,12 +46,17 @@ def test_models_without_qk_norm_have_none_and_the_block_pays_it():
 
 
 def test_mla_norms_its_two_latents():
-    """DeepSeek-V3 (q_lora_rank 1,536, kv_lora_rank 512): the latents' RMSNorms over every token the down-projections
-    see (4,096 under TP 2: the down-projections are not split), 4 bytes an element forward; Kimi-K2 alike."""
+    """DeepSeek-V3 (q_lora_rank 1,536, kv_lora_rank 512): the latents' RMSNorms over every token the
+    down-projections see, 4 bytes an element forward; Kimi-K2 alike. The down-projections are whole on each TP rank
+    and take the block's input as it is (NVIDIA/Megatron-LM@d98e8a64 multi_latent_attention.py lines 638-664,
+    "q_compressed: [s / TP, b, q_lora_rank]"): under TP 2 with sequence parallelism the rank's 4,096 / 2 tokens,
+    without it all 4,096 (mla77)."""
     ds = load_model("deepseek-v3-671b")
     assert ds.attention.qk_norm and load_model("kimi-k2").attention.qk_norm
     (op,) = _qk(ds, make_layout(tp=2, dp=4, ep=8, global_batch=64, seq_len=4096))
-    assert op.bytes == pytest.approx(4 * 4096 * (1536 + 512)) and op.launches == 2
+    assert op.bytes == pytest.approx(4 * 4096 / 2 * (1536 + 512)) and op.launches == 2
+    (whole,) = _qk(ds, make_layout(tp=2, dp=4, ep=8, global_batch=64, seq_len=4096, sequence_parallel=False))
+    assert whole.bytes == pytest.approx(4 * 4096 * (1536 + 512))
 
 
 @pytest.mark.parametrize("key, value", [("qk_norm", "yes"), ("qk_norm", 1), ("rope", "false"), ("rope", 0)])

@@ -23,7 +23,7 @@ from ..training.ring_attention import CP_COMM_TYPES
 from ..training.parallel import (DEFAULT_ORDER, DP_SHARDING, PIPELINE_SCHEDULES, RECOMPUTE, check_layout,
                                  delayed_scaling, ParallelLayout, layout_fields, load_layout, make_layout)
 from ..training.model import bundled_models, load_model
-from ..training.search import search_layouts
+from ..training.search import PP_OVERLAP_NOTE, search_layouts
 from ..training.op_table import step_op_table, step_stage_table
 from ..training.comm import CommEngine
 from ..training.step import estimate_step
@@ -1018,8 +1018,10 @@ def _print_search(res, args, held: dict, model) -> None:
              f"{u['p90']:.0%}{bias_text(u)} (#1: {format_time(u['low_s'])} - "
              f"{format_time(u['high_s'])})")
     if res.ranked:
+        L = res.ranked[0].layout  # a vpp-1 pipeline the search turned a held overlap_pp off on: stepped as it was
+        pp_off = " --overlap pp=off" * (PP_OVERLAP_NOTE in res.notes and L["pp"] > 1 and not L.get("overlap_pp"))
         emit(f"#1's breakdown: topo train {' '.join(given_flags(args) + [''])}{model_flag(args)} "
              f"--global-batch {res.global_batch} "
-             f"{row_flags(res.ranked[0].layout, bool(extra))}" + (" and the --layout fields held" if held else ""))
+             f"{row_flags(L, bool(extra))}{pp_off}" + (" and the --layout fields held" if held else ""))
     for n in res.notes:
         emit(f"note: {note_flags(n)}")

@@ -498,6 +498,19 @@ class ModelSpec(_Strict):
         return h * self.heads * d * 2 + h * self.num_kv_heads * d * 2  # Q, O; K, V
 
     @property
+    def mla_down_params(self) -> int:
+        """Weights of one MLA layer's down projections, ``h x q_lora_rank`` (none without a query LoRA) plus
+        ``h x (kv_lora_rank + qk_rope_head_dim)``: part of :attr:`attention_params`, which Megatron-Core with
+        Transformer Engine builds ``TELinear(parallel_mode='duplicated')``, whole on every tensor-parallel rank
+        (NVIDIA/Megatron-LM@d98e8a64 ``megatron/core/transformer/multi_latent_attention.py`` lines 526-527 and
+        573-574, the TE spec's ``backend.linear()`` at ``megatron/core/models/gpt/gpt_layer_specs.py`` lines
+        302-304); 0 without MLA."""
+        a = self.attention
+        if a.kind != "mla":
+            return 0
+        return self.hidden * ((a.q_lora_rank or 0) + a.kv_lora_rank + a.qk_rope_head_dim)
+
+    @property
     def dense_mlp_params(self) -> int:
         return self.mlp_matrices * self.hidden * self.ffn_hidden
 

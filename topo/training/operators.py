@@ -243,9 +243,15 @@ def _attention_ops(model: ModelSpec, lay: ParallelLayout, kind: str = Block.ATTE
     heads = model.heads / tp
     ops = [_mem("norm", "layernorm", 4 * T_sp * h)]
     if a.kind == "mla":
-        ops += [_gemm("q_down", "attention", T, a.q_lora_rank, h, tag="qkv_proj"),
-                _gemm("kv_down", "attention", T, a.kv_lora_rank + a.qk_rope_head_dim, h, tag="qkv_proj"),
-                *([_mem("qk_norm", "attention", 4 * T * (a.q_lora_rank + a.kv_lora_rank), launches=2.0)]
+        # The down projections are whole on each TP rank (TELinear parallel_mode='duplicated') and take the block's
+        # input as it is: under sequence parallelism the rank's T / tp tokens, without it all T (each rank computes
+        # them all). The latents' norms (fused into the up projections' TELayerNormColumnParallelLinear) run on
+        # those tokens before the up projections all-gather the sequence (NVIDIA/Megatron-LM@d98e8a64
+        # megatron/core/transformer/multi_latent_attention.py lines 638-664: "q_compressed: [s / TP, b,
+        # q_lora_rank]", "kv_combined: [s / TP, b, (kv_lora_rank + qk_pos_emb_head_dim)]").
+        ops += [_gemm("q_down", "attention", T_sp, a.q_lora_rank, h, tag="qkv_proj"),
+                _gemm("kv_down", "attention", T_sp, a.kv_lora_rank + a.qk_rope_head_dim, h, tag="qkv_proj"),
+                *([_mem("qk_norm", "attention", 4 * T_sp * (a.q_lora_rank + a.kv_lora_rank), launches=2.0)]
                   if a.qk_norm else []),  # RMSNorm of each latent, one kernel each (read, write)
                 _gemm("q_up", "attention", T, heads * (a.qk_nope_head_dim + a.qk_rope_head_dim), a.q_lora_rank,
                       tag="mla_up_proj"),

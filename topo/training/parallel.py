@@ -39,7 +39,7 @@ from .cudnn import NEWEST as CUDNN_NEWEST, parse_version as parse_cudnn
 
 __all__ = ["ParallelLayout", "make_layout", "load_layout", "layout_fields", "check_layout", "DIMENSIONS",
            "DP_SHARDING", "RECOMPUTE", "PIPELINE_SCHEDULES", "DEFAULT_ORDER", "batch_allowed", "check_batch", "delayed_scaling",
-           "current_scaling", "divided"]
+           "current_scaling", "divided", "sends_unoverlappable"]
 
 DIMENSIONS = ("tp", "cp", "ep", "dp", "pp")
 DEFAULT_ORDER = "tp-cp-ep-dp-pp"  # Megatron-LM's default rank order, fastest-varying first
@@ -669,6 +669,27 @@ def layout_fields(path) -> tuple[dict, str]:
     return read_toml(path, "layout file"), text
 
 
+def sends_unoverlappable(pp: int, vpp: int, pipeline_schedule: str) -> bool:
+    """Whether a pipeline's sends cannot overlap compute (``overlap_pp`` true is refused): Megatron-Core's
+    non-interleaved 1F1B with sends to make (``pp > 1``, ``vpp`` 1) raises on ``overlap_p2p_comm``
+    (NVIDIA/Megatron-LM@d98e8a64 ``megatron/core/pipeline_parallel/schedules.py`` lines 2181-2184) and its training
+    script turns it off there (``megatron/training/arguments.py`` lines 1010-1018). DualPipe overlaps its sends by
+    design; with ``pp`` 1 there are none.
+
+    Parameters
+    ----------
+    pp, vpp : int
+        Pipeline stages and virtual stages a rank.
+    pipeline_schedule : str
+        ``1f1b`` or ``dualpipe``.
+
+    Returns
+    -------
+    bool
+    """
+    return pp > 1 and vpp == 1 and pipeline_schedule == "1f1b"
+
+
 def check_layout(model: ModelSpec, lay: ParallelLayout, *, gpus: int | None = None, gpus_per_domain: int | None = None,
                  source: str = "layout") -> None:
     """Raise TopoError (keyed by option) if ``lay`` cannot run ``model`` on ``gpus`` GPUs."""
@@ -698,8 +719,7 @@ def check_layout(model: ModelSpec, lay: ParallelLayout, *, gpus: int | None = No
         bad("cp", f"sequence length {seq} does not split into 2 x {lay.cp} chunks (load-balanced causal CP)")
     if lay.vpp > 1 and lay.pp == 1:
         bad("vpp", f"interleaving ({lay.vpp} virtual stages) needs pp > 1")
-    if lay.overlap_pp and lay.pp > 1 and lay.vpp == 1 and lay.pipeline_schedule == "1f1b":
-        # NVIDIA/Megatron-LM@d98e8a64 megatron/core/pipeline_parallel/schedules.py lines 2181-2184
+    if lay.overlap_pp and sends_unoverlappable(lay.pp, lay.vpp, lay.pipeline_schedule):
         bad("overlap_pp", "true needs an interleaved pipeline (vpp > 1): Megatron-Core's non-interleaved 1F1B "
                           "schedule raises on overlap_p2p_comm (its training script turns it off at vpp 1); "
                           "allowed at vpp 1: false")

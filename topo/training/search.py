@@ -75,7 +75,7 @@ from .comm import CommEngine, engine_for
 from .fp8_amax import AMAX_PHASE, amax_kernels_s
 from .fsdp2_copies import copies_units
 from .gpus import gpu_compute
-from .parallel import DEFAULT_ORDER, ParallelLayout, check_layout
+from .parallel import DEFAULT_ORDER, ParallelLayout, check_layout, sends_unoverlappable
 from .memory import memory_per_gpu
 from .nvls_buffers import nvls_bound_bytes
 from .ep_buffers import ep_buffer_bytes
@@ -184,9 +184,27 @@ def _combinations(model, gpus, global_batch, gpus_per_domain, seq_len, dp_shardi
                             if same in seen:
                                 continue
                             seen.add(same)
-                            yield dict(tp=tp, cp=cp, pp=pp, dp=dp, ep=ep, etp=etp, vpp=vpp, micro_batch=mb,
-                                       global_batch=global_batch, seq_len=seq_len, recompute=rc, dp_sharding=zs,
-                                       rank_order=ro, **{**fixed, **dispatch}), ""
+                            yield _pp_overlap_where_it_applies(
+                                dict(tp=tp, cp=cp, pp=pp, dp=dp, ep=ep, etp=etp, vpp=vpp, micro_batch=mb,
+                                     global_batch=global_batch, seq_len=seq_len, recompute=rc, dp_sharding=zs,
+                                     rank_order=ro, **{**fixed, **dispatch})), ""
+
+
+PP_OVERLAP_NOTE = ("overlap_pp=true is held where the pipeline interleaves (vpp > 1), and overlap_pp=false set on the "
+                   "vpp-1 layouts with pp > 1, as Megatron-LM's training script sets it there (NVIDIA/Megatron-LM@d98e8a64 "
+                   "megatron/training/arguments.py lines 1010-1018: its non-interleaved 1F1B schedule raises on "
+                   "overlap_p2p_comm)")
+"""The note a search gives once when it turned a held ``overlap_pp`` off on some vpp-1 layouts."""
+
+
+def _pp_overlap_where_it_applies(fields: dict) -> dict:
+    """A search's layout ``fields`` with a held ``overlap_pp`` true turned off where the schedule cannot overlap its
+    sends (:func:`.parallel.sends_unoverlappable`), as Megatron-LM's training script does; a single layout asking
+    for it there is refused instead (:func:`.parallel.check_layout`)."""
+    if fields.get("overlap_pp") and sends_unoverlappable(fields["pp"], fields["vpp"],
+                                                         fields.get("pipeline_schedule", "1f1b")):
+        return {**fields, "overlap_pp": False}
+    return fields
 
 
 def expert_dispatchers(model: ModelSpec, fixed: dict) -> tuple[dict, ...]:
@@ -350,8 +368,12 @@ def search_layouts(fabric: Fabric, model: ModelSpec, gpus: int, global_batch: in
     s.others, s.rank_by, s.mix = s.peers(also_on, efficiency, also_profiles), rank_by, contention
     _place_apart(s, split, "gpus_per_domain_used" in options)
     def candidates(wanted):
-        return _split_candidates(candidate_layouts(model, gpus, global_batch, wanted=wanted,
-                                                   gpus_per_domain=fabric.spec.gpus_per_domain, **options), split)
+        for lay, why in _split_candidates(candidate_layouts(model, gpus, global_batch, wanted=wanted,
+                                                            gpus_per_domain=fabric.spec.gpus_per_domain, **options),
+                                          split):
+            if lay is not None and options.get("overlap_pp") and not lay.overlap_pp:
+                s.pp_overlap_off = True
+            yield lay, why
     s.passes(candidates, batch)
     s.raise_if_none_fits(gpus, global_batch)
     results = s.ranked(top, contention)
@@ -385,6 +407,7 @@ def _search_result(s: "_Search", ranked: list, gpus: int, global_batch: int, ela
     failed = [failure_notes(x.fabric, x.engine) for x in s.sites()]
     placed = [sorted(x.placement_notes) for x in s.sites()]
     notes = (sorted({n for per in placed for n in per}) + [n for n in [common_factor_note(gpus, global_batch)] if n]
+             + ([PP_OVERLAP_NOTE] if s.pp_overlap_off else [])
              + list(dict.fromkeys(n for per in failed for n in per)))
     return SearchResult(spec=s.fabric.name, model=s.model.name, gpus=gpus, global_batch=global_batch,
                         ranked=ranked, considered=s.considered, rejected_memory=s.too_big,
@@ -450,6 +473,7 @@ class _Search:
         self.split, self.index = None, 0  # search_layouts' split, and this fabric's place in its shares
         self.jobs: dict = {}  # with split: id(step) -> (step, the job's layout it is the slowest share of)
         self.placements_ok: set = set()  # placements refuse_failed found past this fabric's failed parts
+        self.pp_overlap_off = False  # a held overlap_pp true was turned off on a vpp-1 layout (PP_OVERLAP_NOTE)
 
     def peers(self, fabrics, efficiency, profiles=None) -> list:
         """:meth:`peer` on each of ``fabrics``, each with its profile (``profiles``; None: this search's engine's
