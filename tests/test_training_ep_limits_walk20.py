@@ -45,5 +45,16 @@ def test_ep_past_the_stage_s_ranks_lists_what_fits():
                 "--ep", "128", "--global-batch", "64")
     assert p.returncode == 2 and p.stdout == ""
     assert p.stderr.strip() == ("error: --ep: ep x etp = 128 x 1 does not divide the tp x cp x dp = 64 ranks of a "
-                                "pipeline stage (experts are laid out over them); allowed at etp 1: ep 1, 2, 4, 8, "
-                                "16, 32, 64")
+                                "pipeline stage (experts are laid out over them); allowed at etp 1, the divisors of the "
+                                "256 experts that do: ep 1, 2, 4, 8, 16, 32, 64")
+
+
+def test_ep_list_says_it_keeps_only_the_experts_divisors():
+    """walk35: 576 GB200 at pp 4 leave 144 ranks a stage; 48, 72 and 144 divide them but not Qwen3-235B's 128
+    experts, so the list stops at 16 and the message says why (a user read 'allowed: 1..16' as a bug)."""
+    p = run_cli("train", "gb200-nvl72-superpod", "--model", "qwen3-235b-a22b", "--gpus", "576", "--pp", "4",
+                "--dp", "144", "--ep", "64", "--etp", "1", "--global-batch", "1152")
+    assert p.returncode == 2 and p.stdout == ""
+    assert p.stderr.strip() == ("error: --ep: ep x etp = 64 x 1 does not divide the tp x cp x dp = 144 ranks of a "
+                                "pipeline stage (experts are laid out over them); allowed at etp 1, the divisors of the "
+                                "128 experts that do: ep 1, 2, 4, 8, 16")

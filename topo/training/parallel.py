@@ -757,8 +757,8 @@ def _check_ep(model: ModelSpec, lay: ParallelLayout, bad) -> None:
     if ranks % (lay.ep * lay.expert_tp):
         fits = [d for d in range(1, m.experts + 1) if m.experts % d == 0 and ranks % (d * lay.expert_tp) == 0]
         bad("ep", f"ep x etp = {lay.ep} x {lay.expert_tp} does not divide the tp x cp x dp = {ranks} ranks of a "
-                  f"pipeline stage (experts are laid out over them); allowed at etp {lay.expert_tp}: ep "
-                  f"{', '.join(map(str, fits))}")
+                  f"pipeline stage (experts are laid out over them); allowed at etp {lay.expert_tp}, the divisors of the "
+                  f"{m.experts} experts that do: ep {', '.join(map(str, fits))}")
     if m.expert_ffn_hidden % lay.expert_tp:
         bad("etp", f"{lay.expert_tp} does not divide the experts' FFN size {m.expert_ffn_hidden}")
     local = m.experts // lay.ep
