@@ -110,14 +110,7 @@ def plan_region(region: Region, one_site: bool = False, **plan_options) -> Regio
         share = (job["params"], job["params_source"], f.num_gpus / region.num_gpus)
         r = done.setdefault(id(f), None) or plan(f, job=share, **plan_options)
         done[id(f)] = r
-        i, e = entries[k]
-        limit = e.power_limit_MW * 1e6 if e.power_limit_MW else None
-        if limit is not None and r.power.facility_power_W > limit:
-            raise TopoError(f"site {region.site_names[k]} draws {format_in(r.power.facility_power_W, 'MW', '.1f')} (facility, "
-                            f"PUE {r.power.pue:g}), over its limit of {e.power_limit_MW:g} MW; allowed: a limit of at "
-                            f"least {format_in(r.power.facility_power_W, 'MW', '.1f')}, or fewer GPUs at that site",
-                            source=region.spec.source_of(f"sites[{i}].power_limit_MW") or None,
-                            key=f"sites[{i}].power_limit_MW")
+        limit = _site_power_limit_W(region, k, entries[k], r)
         plans.append(r)
         sites.append(SitePlan(name=region.site_names[k], num_gpus=r.num_gpus, it_power_W=r.power.it_power_W,
                               facility_power_W=r.power.facility_power_W, power_limit_W=limit,
@@ -154,6 +147,19 @@ def plan_region(region: Region, one_site: bool = False, **plan_options) -> Regio
     if one_site:
         out.one_site = _one_site(region, plan_options)
     return out
+
+
+def _site_power_limit_W(region: Region, k: int, entry: tuple, r) -> float | None:
+    """Site ``k``'s facility power limit (None: none set), refusing a plan ``r`` that draws more."""
+    i, e = entry
+    limit = e.power_limit_MW * 1e6 if e.power_limit_MW else None
+    if limit is not None and r.power.facility_power_W > limit:
+        drawn = format_in(r.power.facility_power_W, 'MW', '.1f')
+        raise TopoError(f"site {region.site_names[k]} draws {drawn} (facility, PUE {r.power.pue:g}), over its limit "
+                        f"of {e.power_limit_MW:g} MW; allowed: a limit of at least {drawn}, or fewer GPUs at that "
+                        f"site", source=region.spec.source_of(f"sites[{i}].power_limit_MW") or None,
+                        key=f"sites[{i}].power_limit_MW")
+    return limit
 
 
 def _job(region: Region, plan_options: dict) -> dict:

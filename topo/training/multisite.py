@@ -249,11 +249,7 @@ def estimate_across_sites(region: Region, model: ModelSpec, lay: ParallelLayout,
     lays = [lay.model_copy(update={"dp": d, "global_batch": lay.global_batch * d // lay.dp}) for d in dps]
     _check_fit(region, lays)
     ones = _share_steps(region, model, dps, lays, one_site, step_options)
-    # regdp67: every site's share ends its step and its in-site reduction at its own time (SiteReady)
-    ready = SiteReady(tuple(one.step_time_s for *_, one in ones),
-                      tuple(dp_window_s(one, sl) for _, _, sl, one in ones),
-                      tuple(one.breakdown_s["compute"] for *_, one in ones),
-                      tuple(dp_gather_window_s(one, sl) for _, _, sl, one in ones))
+    ready = _site_ready(ones)
     channels = region_channels(region, step_options.get("profile"))
     runs = [(sites, _across_from(region, f, model, lay, sl, one, across, outer_every, ready, dps, channels))
             for f, sites, sl, one in ones]
@@ -262,15 +258,29 @@ def estimate_across_sites(region: Region, model: ModelSpec, lay: ParallelLayout,
     out = max(runs, key=lambda r: r[1].one_site_step_s)[1]
     sites, _ = max(runs, key=lambda r: _chosen(r[1]).own_end_s)
     out.pacing_site = region.site_names[sites[0]]
-    out.site_step_s = {region.site_names[i]: r.one_site_step_s for group, r in runs for i in group}
-    out.site_step_s = {n: out.site_step_s[n] for n in region.site_names}
-    out.site_profile = {region.site_names[i]: one.profile for _, group, _, one in ones for i in group}
-    out.site_profile = {n: out.site_profile[n] for n in region.site_names}
+    _site_maps(out, region, runs, ones)
     out.tokens_per_step = sum(one.tokens_per_step * len(group) for _, group, _, one in ones)
     out.shares = shares
     if len(runs) > 1:
         out.notes.append(_lockstep_note(region, out))
     return out
+
+
+def _site_ready(ones: list[tuple]) -> SiteReady:
+    """Each site group's step end, in-site reduction window, compute and forward gather window (regdp67: every
+    site's share ends its step and its in-site reduction at its own time)."""
+    return SiteReady(tuple(one.step_time_s for *_, one in ones),
+                     tuple(dp_window_s(one, sl) for _, _, sl, one in ones),
+                     tuple(one.breakdown_s["compute"] for *_, one in ones),
+                     tuple(dp_gather_window_s(one, sl) for _, _, sl, one in ones))
+
+
+def _site_maps(out: MultisiteStep, region: Region, runs: list[tuple], ones: list[tuple]) -> None:
+    """Fill ``out``'s per-site step and profile, in the region's site order."""
+    step = {region.site_names[i]: r.one_site_step_s for group, r in runs for i in group}
+    out.site_step_s = {n: step[n] for n in region.site_names}
+    profile = {region.site_names[i]: one.profile for _, group, _, one in ones for i in group}
+    out.site_profile = {n: profile[n] for n in region.site_names}
 
 
 def _share_steps(region: Region, model: ModelSpec, dps, lays, one_site, step_options: dict) -> list[tuple]:
@@ -428,6 +438,49 @@ def _chosen(m: MultisiteStep) -> AcrossSites:
     return next(s for s in m.strategies if s.strategy == m.chosen)
 
 
+def _sizes_note(region: Region, out: MultisiteStep, dps: tuple[int, ...]) -> list[str]:
+    """The line that says how sites of different sizes share the job and which GPUs run none of it (empty when
+    the sites are alike)."""
+    sizes = sorted({f.num_gpus for f in region.fabrics})
+    if len(sizes) == 1:
+        return []
+    # walk29: a larger site's idle GPUs went unsaid; regshare71: its replicas by its size
+    how = ("every site runs the same share of the job" if len(set(dps)) == 1 else
+           f"each site runs replicas of the job in proportion to its GPUs ({_dp_text(out)})")
+    said = ", ".join(f"{n} {f.num_gpus - out.site_gpus[n]:,}" for n, f in zip(region.site_names, region.fabrics)
+                     if f.num_gpus > out.site_gpus[n])
+    idle = f"; {out.idle_gpus:,} of the region's {region.num_gpus:,} GPUs run no part of it ({said})" if said \
+        else f"; all {region.num_gpus:,} GPUs of the region run it"
+    return [f"sites of different sizes ({', '.join(f'{n:,}' for n in sizes)} GPUs): {how}, each timed on its own "
+            f"fabric; the slowest paces the step{idle}"]
+
+
+def _pp_and_outer(out: MultisiteStep, region: Region, one: StepResult, placed: ParallelLayout, model: ModelSpec,
+                  ready: SiteReady, lay: ParallelLayout, dps: tuple[int, ...], across: str, outer_every: int | None,
+                  V, nic_gpus: tuple[int, ...]) -> None:
+    """Add the pipeline-across-sites and outer-synchronisation ways to ``out`` where they apply, saying why where
+    they do not; refuse the one ``across`` names when it cannot run."""
+    K = region.num_sites
+    T1 = one.step_time_s
+    if len(set(dps)) > 1:  # a pipeline's stages pair the sites' replicas one to one
+        out.assumptions.append(f"pp across sites: not timed, the sites run unequal shares ({_dp_text(out)}); "
+                               f"pipeline stages across the sites pair each site's replicas one to one, so every "
+                               f"site runs the same share (shares equal)")
+    elif lay.pp >= K and lay.pp % K == 0:
+        out.strategies.append(_pp(region, one, placed, model, ready))
+        out.assumptions.append(_PP_ACROSS)
+    elif across == "pp":
+        raise TopoError(f"pipeline stages across {K} sites need pp a multiple of {K}, got {lay.pp}", key="pp")
+    else:  # said, not silently left out of the table (walk9)
+        out.assumptions.append(f"pp across sites: not timed, pp {lay.pp} is not a multiple of the {K} sites")
+    if outer_every:
+        out.strategies.append(_outer(region, T1, V.gradient_bytes, outer_every, ready.slowest_s, nic_gpus))
+    elif across == "outer":
+        raise TopoError("the outer synchronisation needs its period, outer_every (inner steps between outer "
+                        "synchronisations)",
+                        key="outer_every")
+
+
 def _across_from(region: Region, fabric, model: ModelSpec, lay: ParallelLayout, site_lay: ParallelLayout,
                  one: StepResult, across: str, outer_every: int | None,
                  ready: SiteReady | None = None, dps: tuple[int, ...] | None = None,
@@ -448,16 +501,7 @@ def _across_from(region: Region, fabric, model: ModelSpec, lay: ParallelLayout, 
                         site_dp=dict(zip(region.site_names, dps)),
                         site_gpus={n: replica * d for n, d in zip(region.site_names, dps)})
     out.idle_gpus = region.num_gpus - out.gpus
-    sizes = sorted({f.num_gpus for f in region.fabrics})
-    if len(sizes) > 1:  # walk29: a larger site's idle GPUs went unsaid; regshare71: its replicas by its size
-        how = ("every site runs the same share of the job" if len(set(dps)) == 1 else
-               f"each site runs replicas of the job in proportion to its GPUs ({_dp_text(out)})")
-        said = ", ".join(f"{n} {f.num_gpus - out.site_gpus[n]:,}" for n, f in zip(region.site_names, region.fabrics)
-                         if f.num_gpus > out.site_gpus[n])
-        idle = f"; {out.idle_gpus:,} of the region's {region.num_gpus:,} GPUs run no part of it ({said})" if said \
-            else f"; all {region.num_gpus:,} GPUs of the region run it"
-        out.assumptions.append(f"sites of different sizes ({', '.join(f'{n:,}' for n in sizes)} GPUs): {how}, each "
-                               f"timed on its own fabric; the slowest paces the step{idle}")
+    out.assumptions += _sizes_note(region, out, dps)
     placed, _ = default_placement(site_lay, fabric.spec.gpus_per_domain, fabric.layout.num_gpus)
     # one replica's gradients, from the job's reduction (dp x K): a site holding a single replica (or a single
     # expert replica) reduces nothing inside, and its gradients still cross (walk9: 0 B crossed at dp = K)
@@ -476,23 +520,7 @@ def _across_from(region: Region, fabric, model: ModelSpec, lay: ParallelLayout, 
     out.assumptions.append(_dp_form_note(region, V, forms, crowd))
     out.assumptions.append(_loss_note(loss_s, site_lay, one))
     out.assumptions += _amax_note(out.strategies[-1], amax_s, amax_calls, ready.slowest_s)
-    if len(set(dps)) > 1:  # a pipeline's stages pair the sites' replicas one to one
-        out.assumptions.append(f"pp across sites: not timed, the sites run unequal shares ({_dp_text(out)}); "
-                               f"pipeline stages across the sites pair each site's replicas one to one, so every "
-                               f"site runs the same share (shares equal)")
-    elif lay.pp >= K and lay.pp % K == 0:
-        out.strategies.append(_pp(region, one, placed, model, ready))
-        out.assumptions.append(_PP_ACROSS)
-    elif across == "pp":
-        raise TopoError(f"pipeline stages across {K} sites need pp a multiple of {K}, got {lay.pp}", key="pp")
-    else:  # said, not silently left out of the table (walk9)
-        out.assumptions.append(f"pp across sites: not timed, pp {lay.pp} is not a multiple of the {K} sites")
-    if outer_every:
-        out.strategies.append(_outer(region, T1, V.gradient_bytes, outer_every, ready.slowest_s, nic_gpus))
-    elif across == "outer":
-        raise TopoError("the outer synchronisation needs its period, outer_every (inner steps between outer "
-                        "synchronisations)",
-                        key="outer_every")
+    _pp_and_outer(out, region, one, placed, model, ready, lay, dps, across, outer_every, V, nic_gpus)
     pick = next(s for s in out.strategies if s.strategy == across)
     out.chosen, out.throughput_vs_one_site = across, pick.throughput_vs_one_site
     out.timeline = step_with_dci(one.timeline, T1, pick)

@@ -355,11 +355,7 @@ def search_layouts(fabric: Fabric, model: ModelSpec, gpus: int, global_batch: in
         No layout is valid, or none fits (saying by how much the closest one misses).
     """
     t0 = time.perf_counter()
-    if split is None and gpus > fabric.layout.num_gpus:
-        raise TopoError(f"{gpus:,} GPUs asked, but the fabric has {fabric.layout.num_gpus:,}{FEWER_GPUS}", key="gpus")
-    if options.get("pipeline_layout"):
-        raise TopoError("a pipeline_layout fixes pp and vpp, which the search chooses; allowed with the search: "
-                        "none (give the layout to a single evaluation instead)", key="pipeline_layout")
+    _check_request(fabric, gpus, split, options)
     top = top or 10
     gpu = gpu_compute(fabric.spec.gpu, efficiency, host_cpu=fabric.spec.host_cpu[0])
     check_num_sm(options.get("tp_overlap_config", TP_OVERLAP_DEFAULT), gpu)  # its layouts are not checked one by one
@@ -381,6 +377,15 @@ def search_layouts(fabric: Fabric, model: ModelSpec, gpus: int, global_batch: in
         s.passes(candidates, batch, count=False)
         results = s.ranked(top, contention)
     return _search_result(s, results[:top], gpus, global_batch, time.perf_counter() - t0)
+
+
+def _check_request(fabric: Fabric, gpus: int, split, options: dict) -> None:
+    """Refuse a search the fabric cannot hold or that fixes what the search chooses."""
+    if split is None and gpus > fabric.layout.num_gpus:
+        raise TopoError(f"{gpus:,} GPUs asked, but the fabric has {fabric.layout.num_gpus:,}{FEWER_GPUS}", key="gpus")
+    if options.get("pipeline_layout"):
+        raise TopoError("a pipeline_layout fixes pp and vpp, which the search chooses; allowed with the search: "
+                        "none (give the layout to a single evaluation instead)", key="pipeline_layout")
 
 
 def _place_apart(s: "_Search", split, fixed: bool) -> None:
