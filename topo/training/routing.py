@@ -66,7 +66,8 @@ def spread_destinations(experts_per_destination, k: int, limit: int | None = Non
     (5.2242, 3.9831)
     """
     sizes = tuple(int(e) for e in experts_per_destination)
-    return _spread(sizes, int(k), None if limit is None or limit >= min(len(sizes), k) else int(limit))
+    k = min(int(k), sum(sizes))  # an unchecked layout holding fewer experts than k: every one of them
+    return _spread(sizes, k, None if limit is None or limit >= min(len(sizes), k) else int(limit))
 
 
 @lru_cache(maxsize=4096)
