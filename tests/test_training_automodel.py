@@ -2,6 +2,8 @@
 weights from forward to backward under pipeline parallelism, its dense and expert reductions in their own dtypes,
 and its rows' settings read from its code (NVIDIA-NeMo/Automodel@ce005dd)."""
 
+import math
+
 import pytest
 from published_setups import published_setups
 
@@ -29,8 +31,28 @@ def test_consecutive_routing_closed_forms():
     # Nemotron 3 Nano on EP8 (128 experts, top-6, 16 per GPU): starts run over the even offsets; a block of 6
     # crosses a GPU's 16 from offsets 12 and 14, two of eight (126, 127, 0, ... wraps onto GPU 0 likewise)
     assert consecutive_destinations(128, 6, 16) == pytest.approx(1.25)
-    # the uniform spread of a learned router: N (1 - (1 - 1/N)^k)
-    assert spread_destinations(8, 8) == pytest.approx(8 * (1 - (7 / 8) ** 8))
+    # the uniform spread of a learned router: k distinct experts (torch.topk), so a GPU of E/N is missed with
+    # probability C(E - E/N, k) / C(E, k), not (1 - 1/N)^k: N (1 - C(E - E/N, k) / C(E, k))
+    assert spread_destinations((16,) * 8, 8) == pytest.approx(_distinct(8, 16, 8))
+    # Nemotron 3 Nano's 128 experts, top-6, over 16 ranks: 5.224, 1.7% above the 5.137 of repeatable draws
+    assert spread_destinations((8,) * 16, 6) == pytest.approx(_distinct(16, 8, 6))
+    assert _distinct(16, 8, 6) / (16 * (1 - (15 / 16) ** 6)) == pytest.approx(1.017, abs=5e-4)
+
+
+def _distinct(n: int, per: int, k: int) -> float:
+    """Expected distinct destinations of k distinct experts drawn uniformly from n destinations of ``per`` each
+    (torch.topk picks distinct experts: NVIDIA/Megatron-LM@d98e8a64dd megatron/core/transformer/moe/moe_utils.py
+    topk_routing_with_score_function): n (1 - C(E - per, k) / C(E, k)), E = n per."""
+    return n * (1 - math.comb(n * per - per, k) / math.comb(n * per, k))
+
+
+def _limited(n: int, per: int, k: int, m: int) -> float:
+    """E[min(m, D)] for node-limited routing whose group score is its best expert's (DeepEP's
+    tests/test_internode.py at 567632dd: amax; module doc of topo.training.routing): D's law by inclusion-exclusion,
+    P(D = d) = C(n, d) sum_i (-1)^i C(d, i) C((d - i) per, k) / C(n per, k)."""
+    cover = [math.comb(n, d) * sum((-1) ** i * math.comb(d, i) * math.comb((d - i) * per, k) for i in range(d + 1))
+             for d in range(n + 1)]
+    return sum(min(d, m) * c for d, c in enumerate(cover)) / math.comb(n * per, k)
 
 
 def test_deepep_copies_follow_the_routing():
@@ -38,11 +60,19 @@ def test_deepep_copies_follow_the_routing():
     ep64 = default_placement(make_layout(pp=4, dp=64, ep=64, etp=1, global_batch=64, ep_dispatcher="deepep"),
                              8, 256)[0]
     gate = ep64.model_copy(update={"moe_routing": "consecutive"})
-    # spread over 8 nodes: 8 (1 - (7/8)^8) = 5.25 distinct nodes, node-limited to DeepSeek-V3's 4
-    assert ep_copies(ds, ep64) == 4.0
+    # DeepSeek-V3's 256 experts, top-8, over 8 nodes of 32: 5.295 distinct nodes unlimited; node-limited to 4
+    # (arXiv 2412.19437 sec. 2.1.2) the router keeps 4 nodes, and a kept node may still get none of the top 8:
+    # E[min(4, D)] = 3.983, not min(5.25, 4) = 4
+    assert ep_copies(ds, ep64) == pytest.approx(_limited(8, 32, 8, 4))
+    assert _limited(8, 32, 8, 4) == pytest.approx(3.9831, abs=1e-4)
+    assert ep_copies(ds.model_copy(update={"moe": ds.moe.model_copy(update={"max_nodes_per_token": None})}),
+                     ep64) == pytest.approx(_distinct(8, 32, 8))
+    # the same 256 experts over 64 ranks in one NVLink domain: 64 (1 - C(252, 8) / C(256, 8)) = 7.625 ranks
+    nvl = ep64.model_copy(update={"gpus_per_domain_used": 64})
+    assert ep_copies(ds, nvl) == pytest.approx(_distinct(64, 4, 8))
     assert ep_copies(ds, gate) == 1.0  # one node per token under the benchmark gate
     ep8 = default_placement(make_layout(dp=8, ep=8, etp=1, global_batch=8, ep_dispatcher="deepep"), 8, 8)[0]
-    assert ep_copies(qwen, ep8) == pytest.approx(8 * (1 - (7 / 8) ** 8))
+    assert ep_copies(qwen, ep8) == pytest.approx(_distinct(8, 16, 8))
     assert ep_copies(qwen, ep8.model_copy(update={"moe_routing": "consecutive"})) == 1.0
     # Megatron's all-to-all sends one copy per (token, expert) pair whatever the placement
     a2a = gate.model_copy(update={"ep_dispatcher": "alltoall"})
@@ -244,7 +274,8 @@ def test_flex_permutation_counts_the_ranks_the_routing_reaches():
     """The flex dispatcher's permutation reads one copy of each token per receiving rank (Megatron-LM
     docs/discussions/deepseek-v3-gb200-optimization sec. 2.1.1): as many ranks as the all-to-all sends it to. Under
     AutoModel's consecutive gate Qwen3-30B's 8 experts of a token sit on 1 of 8 EP ranks (16 experts each; 8
-    divides 16), under spread routing on 8 (1 - (7/8)^8) = 5.25: the received bytes differ by exactly that ratio."""
+    divides 16), under spread routing on 8 (1 - C(112, 8) / C(128, 8)) = 5.34: the received bytes differ by exactly that
+    ratio."""
     from topo.training.operators import block_ops
 
     q = load_model("qwen3-30b-a3b")
@@ -257,7 +288,7 @@ def test_flex_permutation_counts_the_ranks_the_routing_reaches():
         return {op.name: op for op in block_ops(q, lay, "E")}["permute"].bytes
 
     assert permute(cons) == pytest.approx(2 * (2 * tokens * h * 1.0 + routed))
-    assert permute(base) == pytest.approx(2 * (2 * tokens * h * spread_destinations(8, 8) + routed))
+    assert permute(base) == pytest.approx(2 * (2 * tokens * h * _distinct(8, 16, 8) + routed))
     assert ep_copies(q, cons) == pytest.approx(1.0)  # the all-to-all's count: the same routing
 
 

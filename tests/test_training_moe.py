@@ -242,13 +242,16 @@ def test_ep_copies_closed_forms():
     # megatron/core/transformer/moe/token_dispatcher.py)
     assert ep_copies(ds, a2a) == 8
     deep = a2a.model_copy(update={"ep_dispatcher": "deepep"})
-    # 32 GPUs on 4 servers of 8: distinct destination nodes of 8 uniform experts: 4 (1 - (3/4)^8)
-    assert ep_copies(qwen, deep) == pytest.approx(4 * (1 - 0.75 ** 8))
-    assert ep_copies(ds, deep) == pytest.approx(4 * (1 - 0.75 ** 8))  # below the 4-node limit already
+    # 32 GPUs on 4 servers of 8: distinct destination nodes of 8 distinct uniform experts (torch.topk: they cannot
+    # repeat), a node of E/4 missed with probability C(3E/4, 8) / C(E, 8): 4 (1 - C(96, 8) / C(128, 8)) for Qwen3's
+    # 128 experts, 4 (1 - C(192, 8) / C(256, 8)) for DeepSeek-V3's 256 (not 4 (1 - (3/4)^8) = 3.600)
+    assert ep_copies(qwen, deep) == pytest.approx(4 * (1 - math.comb(96, 8) / math.comb(128, 8)))
+    # 4 nodes under a 4-node limit: the router's group step keeps every node, so the limit changes nothing
+    assert ep_copies(ds, deep) == pytest.approx(4 * (1 - math.comb(192, 8) / math.comb(256, 8)))
     inside = make_layout(ep=8, dp=8, global_batch=8, etp=1, ep_dispatcher="deepep")
-    # inside one NVLink domain: distinct destination GPUs, 8 (1 - (7/8)^8)
-    assert ep_copies(qwen, placed(inside, 8)) == pytest.approx(8 * (1 - (7 / 8) ** 8))
-    assert ep_copies(qwen, placed(inside, 72)) == pytest.approx(8 * (1 - (7 / 8) ** 8))
+    # inside one NVLink domain: distinct destination GPUs of 16 experts each, 8 (1 - C(112, 8) / C(128, 8))
+    assert ep_copies(qwen, placed(inside, 8)) == pytest.approx(8 * (1 - math.comb(112, 8) / math.comb(128, 8)))
+    assert ep_copies(qwen, placed(inside, 72)) == pytest.approx(8 * (1 - math.comb(112, 8) / math.comb(128, 8)))
     assert placed(inside, 72).gpus_per_domain_used == 64 and placed(inside, 8).gpus_per_domain_used == 8
 
 
@@ -566,16 +569,17 @@ def test_the_flex_dispatcher_has_no_global_permutation(qwen):
     permutation) and sorts the received rows by local expert after it; the flex dispatcher (DeepEP / HybridEP)
     sends each token once per destination rank and only permutes what it received into its local experts' rows
     (Megatron-LM docs/discussions/deepseek-v3-gb200-optimization@1d9edcf8 sec. 2.1.1). Qwen3-30B at EP 8, top-8 of
-    128 experts: a token reaches 8 (1 - (7/8)^8) = 5.25 ranks on average."""
+    128 experts: a token's 8 distinct experts (torch.topk) reach 8 (1 - C(112, 8) / C(128, 8)) = 5.34 ranks of 16
+    experts on average (not the 5.25 of repeatable draws)."""
     lay = make_layout(ep=8, dp=8, global_batch=64, micro_batch=1, seq_len=4096, etp=1, moe_imbalance=1.0)
     tokens, h = 4096, 2048
     routed = 2 * tokens * 8 * h
     plain = {op.name: op for op in block_ops(qwen, lay, "E")}["permute"]
     assert plain.bytes == pytest.approx(2 * (2 * tokens * h + routed) + 4 * routed)
     flex = {op.name: op for op in block_ops(qwen, lay.model_copy(update={"ep_dispatcher": "deepep"}), "E")}["permute"]
-    received = 2 * tokens * h * 8 * (1 - (7 / 8) ** 8)
+    received = 2 * tokens * h * 8 * (1 - math.comb(112, 8) / math.comb(128, 8))
     assert flex.bytes == pytest.approx(2 * (received + routed))
-    assert received / (2 * tokens * h) == pytest.approx(5.25, abs=0.01)
+    assert received / (2 * tokens * h) == pytest.approx(5.34, abs=0.01)
 
 
 def test_padded_router_sends_each_expert_its_capacity():

@@ -1,5 +1,7 @@
 """A training step: the engine adapter, the breakdown, the bubble and the overlap rules."""
 
+import math
+
 import numpy as np
 import pytest
 
@@ -94,9 +96,15 @@ def test_message_sizes_ep_cp_tp(fabric):
     assert ep.calls_per_step == lay.microbatches * 4 * 4
     assert ep.group_size == 64 and ep.num_groups == 16
     # DeepEP's internode kernels send a token once per destination node, at most 4 with node-limited routing
-    # (DeepSeek-V3 sec. 2.1.2); 8 nodes of 8 GPUs would otherwise take 8 (1 - (7/8)^8) = 5.25 copies
+    # (DeepSeek-V3 sec. 2.1.2): the router keeps 4 of the 8 nodes (32 experts each) and takes its 8 distinct experts
+    # inside them, a kept node possibly getting none: E[min(4, D)], D the distinct nodes of 8 distinct experts of
+    # 256, P(D = d) = C(8, d) sum_i (-1)^i C(d, i) C(32 (d - i), 8) / C(256, 8) (inclusion-exclusion): 3.983 copies
+    law = [math.comb(8, d) * sum((-1) ** i * math.comb(d, i) * math.comb(32 * (d - i), 8) for i in range(d + 1))
+           for d in range(9)]
+    copies = sum(min(d, 4) * w for d, w in enumerate(law)) / math.comb(256, 8)
+    assert copies == pytest.approx(3.9831, abs=1e-4)
     deep = estimate_step(fabric, m, lay.model_copy(update={"ep_dispatcher": "deepep"}))
-    assert next(c for c in deep.comm if c.dim == "ep").size_bytes == m.seq_len * 4 * m.hidden * 2
+    assert next(c for c in deep.comm if c.dim == "ep").size_bytes == pytest.approx(m.seq_len * copies * m.hidden * 2)
     assert not any(c.dim == "dp_experts" for c in r.comm)  # dp / ep = 1: nothing to reduce over
     # CP (Llama 3 405B, GQA, as Meta ran it: arXiv 2407.21783 sec. 3.3.2): all-gather of the full sequence's K and
     # V, this TP rank's KV heads

@@ -150,8 +150,8 @@ def _flex_parts(gpu: str, ranks: int, copy_s: Callable[[float], float] | None, b
     has_api = "dispatch_GBps" in t
     received = 0.0
     if has_api and ("kernel_dispatch_GBps" in t or api_includes_copy(t, **where)):
-        shape = stated(t, SHAPE_KEYS, "the shape of the call its rates were published at", **where)
-        received = shape["tokens"] * spread_destinations(t["ranks"][i], shape["topk"]) * shape["hidden"] * 2.0
+        shape = stated(t, (*SHAPE_KEYS, "local_experts"), "the shape of the call its rates were published at", **where)
+        received = shape["tokens"] * _test_ranks(shape, t["ranks"][i]) * shape["hidden"] * 2.0
     out = {}
     for k in KINDS:
         f = FP8_FACTOR if k == "dispatch_fp8" else 1.0
@@ -168,6 +168,14 @@ def _flex_parts(gpu: str, ranks: int, copy_s: Callable[[float], float] | None, b
             continue
         out[k] = rate_and_fixed_s(received * f, api, kernel, held, source=SOURCE, key=f"{where['key']}.{k}_GBps")
     return out
+
+
+def _test_ranks(shape: dict, ranks: int) -> float:
+    """Mean distinct ranks a token reaches in HybridEP's test: ``topk`` distinct experts of the ``local_experts x
+    ranks`` drawn uniformly (``torch.randperm(num_of_experts)[:topk]``, deepseek-ai/DeepEP@94a9f8f6 branch hybrid-ep
+    tests/test_hybrid_ep.py ``init_tensor``; ``NUM_OF_EXPERTS = NUM_LOCAL_EXPERTS x ranks``, ``test_main``), no
+    node limit: the bytes its bandwidth divides are those tokens' copies."""
+    return spread_destinations((shape["local_experts"],) * ranks, shape["topk"])
 
 
 def flex_rates(gpu: str, ranks: int, backend: str = "hybridep",

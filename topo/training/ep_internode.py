@@ -104,10 +104,16 @@ def internode_fixed_s(gpu: str, ranks: int, copy_s: Callable[[float], float],
     t = internode_table(gpu, ranks, backend)
     if t is None:
         return None
+    if all(t[k][0] is None for k in KINDS):  # the kernels' rates alone (DeepEP V1): no fixed part known
+        return {k: 0.0 for k in KINDS}
+    # HybridEP's test routes each token to topk distinct experts of local_experts x ranks drawn uniformly, no node
+    # limit (tests/test_hybrid_ep.py init_tensor, torch.randperm(num_of_experts)[:topk]; topo.training.ep_dispatch)
+    local = stated(figures_for(_data(), SECTIONS[backend], gpu), ("local_experts",),
+                   "the experts per rank of the test's routing", source=SOURCE, key=t["key"])["local_experts"]
     nodes = max(1, t["ranks"] // t["gpus_per_node"])
     token = t["hidden"] * 2.0  # a BF16 token's bytes
-    rdma = t["tokens"] * spread_destinations(nodes, t["topk"]) * token
-    received = t["tokens"] * spread_destinations(t["ranks"], t["topk"]) * token
+    rdma = t["tokens"] * spread_destinations((local * t["ranks"] // nodes,) * nodes, t["topk"]) * token
+    received = t["tokens"] * spread_destinations((local,) * t["ranks"], t["topk"]) * token
     out = {}
     for k in KINDS:
         f = FP8_FACTOR if k == "dispatch_fp8" else 1.0

@@ -3,8 +3,18 @@ routed experts, which sets how many copies of it a deduplicating dispatcher (Dee
 
 Two routings (``ParallelLayout.moe_routing``):
 
-- ``spread``: the ``k`` experts fall independently and uniformly over the ``N`` destinations (a learned router on
-  balanced data, or Megatron-Core's forced balancing from random logits): ``N (1 - (1 - 1/N)^k)`` distinct ones.
+- ``spread``: the token's ``k`` experts are ``k`` distinct ones drawn uniformly from the ``E`` (a learned router on
+  balanced data, or Megatron-Core's forced balancing from random logits: ``torch.topk`` over the scores picks ``k``
+  distinct experts, NVIDIA/Megatron-LM@d98e8a64dd megatron/core/transformer/moe/moe_utils.py
+  ``topk_routing_with_score_function``, ``apply_random_logits``), the experts held evenly, ``E / N`` by each of the
+  ``N`` destinations: ``N (1 - C(E - E/N, k) / C(E, k))`` distinct ones (:func:`spread_destinations`; the
+  experts cannot repeat, so this is above the ``N (1 - (1 - 1/N)^k)`` of independent draws: 128 experts, top-6,
+  16 ranks, 5.22 against 5.14). With node-limited routing (DeepSeek-V3, arXiv 2412.19437 sec. 2.1.2: at most
+  ``M = 4`` nodes a token) the router first keeps ``M`` groups (nodes), then takes the top ``k`` experts inside
+  them; where a group's score is its best expert's (DeepEP's tests/test_internode.py at deepseek-ai/DeepEP@567632dd
+  lines 40-44: ``amax``; Megatron-Core's ``group_limited_topk`` when ``topk // group_topk`` is 1) the groups kept
+  are the first ``M`` met walking the experts by falling score, and the top ``k`` inside them are the first ``k``
+  met, so the count is exactly ``min(M, D)`` with ``D`` that of unlimited routing: ``E[min(M, D)]``.
 - ``consecutive``: token ``t`` takes experts ``(t k + i) mod E`` for ``i < k`` (NeMo AutoModel's
   ``FakeBalancedGate``: ``torch.arange(T * k).view(-1, k) % n_experts``, NVIDIA-NeMo/Automodel@ce005dd
   ``nemo_automodel/components/moe/layers.py``). Experts are sharded over the EP ranks in contiguous blocks of
@@ -17,6 +27,8 @@ Two routings (``ParallelLayout.moe_routing``):
 from __future__ import annotations
 
 import math
+from fractions import Fraction
+from functools import lru_cache
 
 import numpy as np
 
@@ -25,23 +37,65 @@ __all__ = ["ROUTINGS", "spread_destinations", "consecutive_destinations", "rank_
 ROUTINGS = ("spread", "consecutive")
 
 
-def spread_destinations(destinations: int, k: float) -> float:
-    """Expected distinct destinations of ``k`` experts drawn uniformly from ``destinations`` equal ones.
+def spread_destinations(experts_per_destination, k: int, limit: int | None = None) -> float:
+    """Expected distinct destinations of a token's ``k`` distinct experts, drawn uniformly from the experts the
+    destinations hold (``spread`` routing), at most ``limit`` of them under node-limited routing.
+
+    Without ``limit``: ``sum_j (1 - C(E - E_j, k) / C(E, k))`` over the destinations' ``E_j`` experts
+    (``E = sum E_j``; ``N (1 - C(E - E/N, k) / C(E, k))`` for ``N`` equal ones), each destination missed by a
+    token exactly when all ``k`` experts fall among the other ``E - E_j``. With ``limit`` ``M``: ``E[min(M, D)]``
+    (the module's doc), ``D``'s distribution counted exactly over the destinations (:func:`_covered_counts`).
 
     Parameters
     ----------
-    destinations : int
-        GPUs (or nodes) the experts are spread over.
-    k : float
-        Routed experts per token.
+    experts_per_destination : int or sequence of int
+        The experts each destination (GPU or node) holds (``(E // N,) * N`` for ``N`` equal ones).
+    k : int
+        Routed experts per token (at most the experts held).
+    limit : int, optional
+        Node-limited routing's most destinations a token reaches (the destinations are the router's groups).
 
     Returns
     -------
     float
-        ``N (1 - (1 - 1/N)^k)``.
+        Between 1 and ``min(k, N, limit)``.
+
+    Examples
+    --------
+    >>> round(spread_destinations((8,) * 16, 6), 4), round(spread_destinations((32,) * 8, 8, limit=4), 4)
+    (5.2242, 3.9831)
     """
-    n = float(destinations)
-    return n * (1.0 - (1.0 - 1.0 / n) ** k)
+    sizes = tuple(int(e) for e in experts_per_destination)
+    k = min(int(k), sum(sizes))  # an unchecked layout holding fewer experts than k: every one of them
+    return _spread(sizes, k, None if limit is None or limit >= min(len(sizes), k) else int(limit))
+
+
+@lru_cache(maxsize=4096)
+def _spread(sizes: tuple, k: int, limit: int | None) -> float:
+    """:func:`spread_destinations`, kept (a search asks the same few shapes many times)."""
+    total = sum(sizes)
+    if limit is None:
+        return float(sum(1 - Fraction(math.comb(total - e, k), math.comb(total, k)) for e in sizes))
+    ways = _covered_counts(sizes, k)
+    return float(Fraction(sum(min(d, limit) * w for d, w in enumerate(ways)), math.comb(total, k)))
+
+
+def _covered_counts(sizes: tuple, k: int) -> list:
+    """``ways[d]``: the ``k``-expert sets that cover exactly ``d`` destinations of ``sizes`` experts each (the
+    coefficient of ``x^k y^d`` in ``prod_j (1 + y ((1 + x)^E_j - 1))``), in integers."""
+    ways = [[1] + [0] * k]  # ways[d][j]: j experts chosen from the destinations seen, d of them covered
+    for e in sizes:
+        take = [math.comb(e, t) for t in range(1, min(e, k) + 1)]  # t >= 1 experts from this destination
+        new = [row[:] for row in ways] + [[0] * (k + 1)]
+        for d, row in enumerate(ways):
+            for j, w in enumerate(row):
+                if w:
+                    for t, c in enumerate(take, start=1):
+                        if j + t > k:
+                            break
+                        new[d + 1][j + t] += w * c
+        ways = new
+    return [row[k] for row in ways]
 
 
 def consecutive_destinations(experts: int, k: int, experts_per_destination: int) -> float:
@@ -87,8 +141,8 @@ def rank_destinations(routing: str, experts: int, k: int, ranks: int) -> float:
     Examples
     --------
     >>> round(rank_destinations("spread", 128, 8, 8), 2), rank_destinations("consecutive", 128, 8, 8)
-    (5.25, 1.0)
+    (5.34, 1.0)
     """
     if routing == "consecutive":
         return consecutive_destinations(experts, k, max(1, experts // ranks))
-    return spread_destinations(ranks, k)
+    return spread_destinations((max(1, experts // ranks),) * ranks, k)

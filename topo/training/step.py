@@ -193,22 +193,23 @@ def ep_copies(model: ModelSpec, lay: ParallelLayout) -> float:
     one per distinct destination node when an EP group spans ``N > 1`` NVLink domains
     of the layout's ``gpus_per_domain_used`` (a placed layout's, :func:`.mapping.default_placement`; unplaced: one
     domain) (else per distinct GPU of the ``N = ep`` in the group), as many as the layout's ``moe_routing`` puts a
-    token's ``k`` experts on (:mod:`topo.training.routing`): ``spread``, ``N (1 - (1 - 1/N)^k)`` (capped by
-    node-limited routing); ``consecutive``, exact for the contiguous expert shards (the benchmark gate replaces
-    the router, so no node limit applies)."""
+    token's ``k`` distinct experts on (:mod:`topo.training.routing`): ``spread``, ``N (1 - C(E - E/N, k) /
+    C(E, k))`` for ``N`` nodes of ``E/N`` experts each (each node's own experts where the last is partly filled),
+    under node-limited routing ``E[min(M, D)]``, the nodes the router's groups; ``consecutive``, exact for the
+    contiguous expert shards (the benchmark gate replaces the router, so no node limit applies)."""
     mo = model.moe
-    k = float(mo.active_experts)
     if lay.ep_dispatcher != "deepep":
-        return k
-    limit = float(mo.max_nodes_per_token) if mo.max_nodes_per_token else k
-    D = lay.gpus_per_domain_used or lay.ep * lay.expert_tp
-    nodes = math.ceil(lay.ep * lay.expert_tp / D)
+        return float(mo.active_experts)
+    gpus = lay.ep * lay.expert_tp
+    D = lay.gpus_per_domain_used or gpus
+    nodes = math.ceil(gpus / D)
     if nodes == 1:
         return rank_destinations(lay.moe_routing, mo.experts, mo.active_experts, lay.ep)
+    per_rank = max(1, mo.experts // lay.ep)
     if lay.moe_routing == "consecutive":
-        per_dest = max(1, mo.experts // lay.ep) * max(1, D // lay.expert_tp)
-        return consecutive_destinations(mo.experts, mo.active_experts, per_dest)
-    return min(spread_destinations(nodes, k), limit)
+        return consecutive_destinations(mo.experts, mo.active_experts, per_rank * max(1, D // lay.expert_tp))
+    held = tuple(per_rank * max(1, min(D, gpus - j * D) // lay.expert_tp) for j in range(nodes))  # experts a node holds
+    return spread_destinations(held, mo.active_experts, limit=mo.max_nodes_per_token)
 
 
 def mamba_cp_alltoalls(model: ModelSpec, lay: ParallelLayout) -> list[tuple[float, int]]:
