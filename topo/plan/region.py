@@ -19,6 +19,7 @@ from .dci_ports import port_notes, site_ports
 from .planner import plan, workload_of
 from .power import HOURS_PER_YEAR
 from .reliability import Reliability, joint_reliability
+from .train_time import TrainingJob, cost_per_million_tokens_usd, time_to_train
 
 __all__ = ["SitePlan", "RegionPlan", "plan_region", "restore_exchange_s"]
 
@@ -57,6 +58,23 @@ class RegionPlan:
     # each site's whole plan, in the order of sites (alike sites share one): its bill of materials for --bom-csv;
     # not in to_dict (the sites' figures above are the JSON's)
     site_plans: list = field(default_factory=list, repr=False)
+    # a named job across every site (topo plan REGION --model): its step across the sites, GPUs and token budget
+    training: TrainingJob | None = None
+
+    @property
+    def cost_per_million_tokens_usd(self) -> float | None:
+        """With ``training``: its GPUs at the region's cost per effective GPU-hour per million tokens trained, as one
+        site's plan (:func:`~topo.plan.train_time.cost_per_million_tokens_usd`); None without a job."""
+        t = self.training
+        if t is None:
+            return None
+        return cost_per_million_tokens_usd(self.cost_per_effective_gpu_hour_usd, t.gpus, t.tokens_per_s)
+
+    @property
+    def time_to_train(self) -> dict | None:
+        """With a job and its token budget: one site's plan's figures (:func:`~topo.plan.train_time.time_to_train`)
+        at the step across the sites with the region's goodput (:func:`~topo.plan.reliability.joint_reliability`)."""
+        return time_to_train(self.training, self.reliability.goodput if self.reliability is not None else 1.0)
 
     @property
     def effective_fraction(self) -> float:
@@ -73,15 +91,19 @@ class RegionPlan:
 
     def to_dict(self) -> dict:
         """Plain JSON-ready dict (``topo plan REGION --json``): ``reliability`` and ``goodput`` with one site's keys."""
-        d = asdict(replace(self, site_plans=[], reliability=None))
+        d = asdict(replace(self, site_plans=[], reliability=None, training=None))
         del d["site_plans"]
+        d["training"] = self.training.to_dict() if self.training else None
+        d["cost_per_million_tokens_usd"] = self.cost_per_million_tokens_usd
+        d["time_to_train"] = self.time_to_train
         d["reliability"] = self.reliability.to_dict() if self.reliability is not None else None
         d["goodput"] = self.reliability.goodput if self.reliability is not None else None
         d["cost_per_effective_gpu_hour_usd"] = self.cost_per_effective_gpu_hour_usd
         return d
 
 
-def plan_region(region: Region, one_site: bool = False, **plan_options) -> RegionPlan:
+def plan_region(region: Region, one_site: bool = False, training: TrainingJob | None = None,
+                site_gpus: dict[str, int] | None = None, **plan_options) -> RegionPlan:
     """Plan every site (once per distinct fabric) and the DCI.
 
     Parameters
@@ -90,6 +112,12 @@ def plan_region(region: Region, one_site: bool = False, **plan_options) -> Regio
     one_site : bool
         Also plan the same GPUs as one site of the first site's design (more tiers where it needs them), for the
         side-by-side comparison of one big site against the region's sites.
+    training : TrainingJob, optional
+        A named job across every site (:func:`~topo.plan.train_time.region_job_layer`): its token budget gets a
+        time to train with the region's goodput, its GPUs a cost per million tokens.
+    site_gpus : dict, optional
+        The job's GPUs at each site (:attr:`~topo.training.multisite.MultisiteStep.site_gpus`): each site is planned
+        with its share as its job (its interruptions the share's GPUs', its hot spares what the share leaves).
     **plan_options
         Passed to :func:`topo.plan.planner.plan` for each site (``pue``, ``layers``); no site's collectives run.
 
@@ -106,10 +134,14 @@ def plan_region(region: Region, one_site: bool = False, **plan_options) -> Regio
     entries = [(i, e) for i, e in enumerate(region.spec.sites) for _ in range(e.count)]
     sites, plans = [], []
     job = _job(region, plan_options)
+    if training is not None:  # its parameters came in the --model layer: said as one site's plan says them
+        job["params_source"] = f"--model {training.model}'s parameters"
     for k, f in enumerate(region.fabrics):
         share = (job["params"], job["params_source"], f.num_gpus / region.num_gpus)
-        r = done.setdefault(id(f), None) or plan(f, job=share, **plan_options)
-        done[id(f)] = r
+        mine = _site_job(training, site_gpus, region.site_names[k])
+        key = (id(f), mine.gpus if mine is not None else None)
+        r = done.get(key) or plan(f, job=share, training=mine, **plan_options)
+        done[key] = r
         i, e = entries[k]
         limit = e.power_limit_MW * 1e6 if e.power_limit_MW else None
         if limit is not None and r.power.facility_power_W > limit:
@@ -123,7 +155,7 @@ def plan_region(region: Region, one_site: bool = False, **plan_options) -> Regio
                               facility_power_W=r.power.facility_power_W, power_limit_W=limit,
                               capex_usd=r.capex.capex_usd, tco_usd=r.ownership.tco_usd,
                               cost_per_gpu_hour_usd=r.ownership.cost_per_gpu_hour_usd, floor=_floor(r.floor)))
-    first = done[id(region.fabrics[0])]
+    first = plans[0]
     eco = load_catalog().economics
     years = first.ownership.years
     spans = [(n, float(d), int(w)) for n, d, w in zip(region.span_names(), region.spans["distance_km"],
@@ -139,7 +171,7 @@ def plan_region(region: Region, one_site: bool = False, **plan_options) -> Regio
                       facility_power_W=sum(s.facility_power_W for s in sites) + bill.power_W,
                       capex_usd=sum(s.capex_usd for s in sites) + bill.equipment_usd + bill.fibre_usd, tco_usd=tco,
                       cost_per_gpu_hour_usd=tco / gpu_hours, dci_cost_per_gpu_hour_usd=bill.cost_over_years_usd / gpu_hours,
-                      dci_share_of_cost=bill.cost_over_years_usd / tco, years=years, site_plans=plans,
+                      dci_share_of_cost=bill.cost_over_years_usd / tco, years=years, site_plans=plans, training=training,
                       notes=["DCI prices were not found (no published price of a ZR module, amplifier, hut, mux or "
                              "fibre pair): placeholders with status 'assumption' in "
                              "topo/data/dci/interconnect.toml; quote them in the region's [plan.dci] (e.g. "
@@ -154,6 +186,13 @@ def plan_region(region: Region, one_site: bool = False, **plan_options) -> Regio
     if one_site:
         out.one_site = _one_site(region, plan_options)
     return out
+
+
+def _site_job(training: TrainingJob | None, site_gpus: dict | None, name: str) -> TrainingJob | None:
+    """One site's part of the region's job: its GPUs there, no token budget (the region's job has it)."""
+    if training is None or not site_gpus:
+        return None
+    return replace(training, gpus=int(site_gpus[name]), tokens=None)
 
 
 def _job(region: Region, plan_options: dict) -> dict:
