@@ -101,3 +101,11 @@ def test_the_librarys_error_names_the_layouts_keys():
     assert "--" not in e.value.message
     named = e.value.named({"tp": "--tp", "dp": "--dp"}, dp_as="--dp N", dp_name="--dp")
     assert named.key == "--tp" and "(--dp not given)" in named.message and "or --dp N (" in named.message
+
+
+def test_a_bad_shares_on_a_regions_job_names_the_flag():
+    p = run_cli("plan", "two-site-h100", "--model", "llama3-70b", "--layout", LAYOUT, "--shares", "foo",
+                "--no-collectives")
+    assert p.returncode == 2 and p.stderr.count("\n") == 1
+    assert p.stderr.startswith("error: --shares: unknown split of the replicas over the sites 'foo'; allowed: "
+                               "by-size, equal"), p.stderr

@@ -45,7 +45,7 @@ def register(sub) -> None:
     p.add_argument("--pue", type=float, metavar="X", help="facility power / IT power, >= 1 (default: the halls' "
                    "cooling type's, cooling.<type>.pue in cooling.toml; catalog facility.pue)")
     p.add_argument("--model", metavar="M", help="take the MFU from `topo train` for this model (with --layout), each "
-                   "SPEC's from its own step")
+                   "SPEC's from its own step; a region: the job's step across its sites, data parallel across them")
     p.add_argument("--layout", action=GivenOnce, metavar="L",
                    help="parallel layout for --model, e.g. tp=8,pp=16,global_batch=2048 (without dp, each SPEC's "
                    "GPUs fill it: dp = GPUs / (tp x cp x pp), from its first_gpu past its skip_domains, as topo train "
@@ -66,8 +66,8 @@ def register(sub) -> None:
     p.add_argument("--one-site", action="store_true",
                    help="a region of several sites: also plan its GPUs as one site of its first site's design")
     p.add_argument("--shares", metavar="S",
-                   help="refused: a region's plan times no job, so it splits no replicas over its sites; the split "
-                   "(by-size or equal) is topo train REGION --shares's")
+                   help="a region with --model: how its job's replicas split over the sites (by-size, the default, or "
+                   "equal), as topo train REGION --shares; refused without a job or on one site's spec")
     p.add_argument("--json", action="store_true", help="print one JSON document on stdout")
     p.add_argument("--bom-csv", metavar="FILE",
                    help="also write the bill of materials of every SPEC as CSV (switches, transceivers, cables by "

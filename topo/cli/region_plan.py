@@ -105,7 +105,7 @@ def region_job(args, region) -> tuple:
     except TopoError as exc:  # a field's error (the layout's, or the split's of one: source None) names --layout
         ours = exc.source == "layout" or (exc.source is None and (exc.key or "").split(".")[0] in fields)
         source = layout_source(args.layout) if ours else exc.source
-        raise TopoError(exc.message, source=source, key=f"--{exc.key}" if exc.key in ("model", "layout")
+        raise TopoError(exc.message, source=source, key=f"--{exc.key}" if exc.key in ("model", "layout", "shares")
                         else exc.key) from None
     layer, job = region_job_layer(args.model, step, lay.precision, float(model.total_params), args.tokens)
     return layer, {"training": job, "site_gpus": dict(step.site_gpus)}
