@@ -109,3 +109,20 @@ def test_a_bad_shares_on_a_regions_job_names_the_flag():
     assert p.returncode == 2 and p.stderr.count("\n") == 1
     assert p.stderr.startswith("error: --shares: unknown split of the replicas over the sites 'foo'; allowed: "
                                "by-size, equal"), p.stderr
+
+
+def test_profile_prices_the_regions_job_as_train_prices_it():
+    # --profile with a job: the step across the sites is topo train REGION's with that profile (ideal: the
+    # collectives at the links' rates), named by the flag when unknown; without a job it stays refused
+    flags = ["--model", "llama3-70b", "--layout", LAYOUT, "--profile", "ideal"]
+    p = run_cli("plan", "two-site-h100", *flags, "--no-collectives", "--json")
+    t = run_cli("train", "two-site-h100", *flags, "--json")
+    assert p.returncode == 0 and t.returncode == 0, p.stderr + t.stderr
+    trained = json.loads(t.stdout)
+    step = next(s["step_time_s"] for s in trained["strategies"] if s["strategy"] == trained["chosen"])
+    assert json.loads(p.stdout)["training"]["step_time_s"] == pytest.approx(step, rel=1e-12)
+    bad = run_cli("plan", "two-site-h100", "--model", "llama3-70b", "--layout", LAYOUT, "--profile", "nope",
+                  "--no-collectives")
+    assert bad.returncode == 2 and bad.stderr.startswith("error: --profile: 'nope': unknown profile")
+    alone = run_cli("plan", "two-site-h100", "--profile", "ideal", "--no-collectives")
+    assert alone.returncode == 2 and alone.stderr.startswith("error: --profile: ideal: a region's plan without --model")

@@ -31,8 +31,8 @@ def refuse_region_flags(args) -> None:
     Raises
     ------
     TopoError
-        For ``--model`` without ``--layout`` or the reverse, ``--shares`` without a job, ``--it-power``,
-        ``--profile``, ``--plan-file`` or ``--fail``.
+        For ``--model`` without ``--layout`` or the reverse, ``--shares`` or ``--profile`` without a job,
+        ``--it-power``, ``--plan-file`` or ``--fail``.
     """
     if bool(args.model) != bool(args.layout):  # a region's job needs both: its step across the sites
         given, missing = ("--model", "--layout L") if args.model else ("--layout", "--model M")
@@ -46,11 +46,11 @@ def refuse_region_flags(args) -> None:
     if getattr(args, "it_power", None) is not None:  # each site has its own power_limit_MW
         raise TopoError("sizes one site's design; a region's sites are sized by their specs and checked against "
                         "their own power_limit_MW; allowed: --it-power on one site's spec", key="--it-power")
-    if args.profile:  # tidy68: nothing it shows depends on a collective (the same with --no-collectives)
-        raise TopoError(f"{args.profile}: a region's plan prices no collective (its sites' power, capex and TCO and the "
-                        "DCI's bill; the MFU is --mfu's or the catalog's), so a profile has nothing to price; allowed: "
-                        "--profile on topo estimate, train or report of the region (each site's own collectives), or "
-                        "on one site's plan", key="--profile")
+    if args.profile and not args.model:  # tidy68: nothing it shows depends on a collective; plan79: a job's step does
+        raise TopoError(f"{args.profile}: a region's plan without --model prices no collective (its sites' power, capex "
+                        "and TCO and the DCI's bill; the MFU is --mfu's or the catalog's), so a profile has nothing to "
+                        "price; allowed: --profile with --model M --layout L (the job's step across the sites), on "
+                        "topo estimate, train or report of the region, or on one site's plan", key="--profile")
     given = [f for f, v in (("--plan-file", args.plan_file), ("--fail", args.failures)) if v]
     if given:
         raise TopoError(f"a region's plan takes --set, --days, --mfu, --pue, --no-collectives, --one-site, --json and "
@@ -94,18 +94,24 @@ def region_job(args, region) -> tuple:
     from ..plan.train_time import region_job_layer
     from .layout_dp import layout_source
 
+    from ..engine.region_estimate import check_region_profile
+    from .region_estimate import region_profile_notes
+
     shares = args.shares or training.DEFAULT_SHARES
     try:
+        check_region_profile(region, args.profile)  # a calibrated file of no site's network, before any note
         fields, source = training.layout_fields(args.layout)
         model = training.load_model(args.model)
+        for msg in region_profile_notes(region, args.profile):
+            note(msg)
         lay = training.region_layout(region, fields, shares=shares, source=source)
-        step = training.estimate_across_sites(region, model, lay, across="dp", shares=shares)
+        step = training.estimate_across_sites(region, model, lay, across="dp", shares=shares, profile=args.profile)
     except UndividedGpus as exc:
         raise exc.named({}, dp_as="dp=N in the layout", dp_name="dp", source=layout_source(args.layout)) from None
     except TopoError as exc:  # a field's error (the layout's, or the split's of one: source None) names --layout
         ours = exc.source == "layout" or (exc.source is None and (exc.key or "").split(".")[0] in fields)
         source = layout_source(args.layout) if ours else exc.source
-        raise TopoError(exc.message, source=source, key=f"--{exc.key}" if exc.key in ("model", "layout", "shares")
+        raise TopoError(exc.message, source=source, key=f"--{exc.key}" if exc.key in ("model", "layout", "shares", "profile")
                         else exc.key) from None
     layer, job = region_job_layer(args.model, step, lay.precision, float(model.total_params), args.tokens)
     return layer, {"training": job, "site_gpus": dict(step.site_gpus)}
