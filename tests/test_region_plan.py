@@ -204,7 +204,8 @@ def test_a_regions_csv_never_over_an_input_nor_partial(tmp_path):
     assert p.returncode == 2 and "--json and --bom-csv - both print on stdout" in p.stderr
 
 
-@pytest.mark.parametrize("flags, key", [(["--layout", "tp=8,pp=8"], "--layout"), (["--model", "llama3-70b"], "--model")])
+@pytest.mark.parametrize("flags, key", [(["--layout", "tp=8,pp=8"], "--layout"),
+                                        (["--model", "llama3-70b"], "--model")])
 def test_a_regions_plan_says_a_job_needs_its_model_and_layout(flags, key):
     # tidy13, then plan79: a region's plan times a job across its sites (data parallel across them, the layout its
     # goodput's reload assumes) with both --model and --layout; one alone is one line naming what it lacks

@@ -28,7 +28,8 @@ class UndividedGpus(TopoError):
         if size is None:
             msg = f"not given, and tp x cp x pp = {known:,} does not divide {them}; {allowed}"
         else:
-            msg = f"{size:,} makes tp x cp x pp = {known:,}, which does not divide {them} ({dp_name} not given); {allowed}"
+            msg = (f"{size:,} makes tp x cp x pp = {known:,}, which does not divide {them} ({dp_name} not given); "
+                   f"{allowed}")
         super().__init__(msg, key=key)
 
     def named(self, names: dict, dp_as: str, dp_name: str, source=None) -> UndividedGpus:

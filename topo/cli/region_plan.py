@@ -47,9 +47,9 @@ def refuse_region_flags(args) -> None:
         raise TopoError("sizes one site's design; a region's sites are sized by their specs and checked against "
                         "their own power_limit_MW; allowed: --it-power on one site's spec", key="--it-power")
     if args.profile and not args.model:  # tidy68: nothing it shows depends on a collective; plan79: a job's step does
-        raise TopoError(f"{args.profile}: a region's plan without --model prices no collective (its sites' power, capex "
-                        "and TCO and the DCI's bill; the MFU is --mfu's or the catalog's), so a profile has nothing to "
-                        "price; allowed: --profile with --model M --layout L (the job's step across the sites), on "
+        raise TopoError(f"{args.profile}: a region's plan without --model prices no collective (its sites' power, "
+                        "capex and TCO and the DCI's bill; the MFU is --mfu's or the catalog's), so a profile has "
+                        "nothing to price; allowed: --profile with --model M --layout L (the job's step across the sites), on "
                         "topo estimate, train or report of the region, or on one site's plan", key="--profile")
     given = [f for f, v in (("--plan-file", args.plan_file), ("--fail", args.failures)) if v]
     if given:
@@ -111,8 +111,8 @@ def region_job(args, region) -> tuple:
     except TopoError as exc:  # a field's error (the layout's, or the split's of one: source None) names --layout
         ours = exc.source == "layout" or (exc.source is None and (exc.key or "").split(".")[0] in fields)
         source = layout_source(args.layout) if ours else exc.source
-        raise TopoError(exc.message, source=source, key=f"--{exc.key}" if exc.key in ("model", "layout", "shares", "profile")
-                        else exc.key) from None
+        flag = exc.key in ("model", "layout", "shares", "profile")
+        raise TopoError(exc.message, source=source, key=f"--{exc.key}" if flag else exc.key) from None
     layer, job = region_job_layer(args.model, step, lay.precision, float(model.total_params), args.tokens)
     return layer, {"training": job, "site_gpus": dict(step.site_gpus)}
 

@@ -127,7 +127,8 @@ def _by_size(args, region) -> bool:
 def _skip_way_by_size(exc: TopoError, region, lay, args, fields: dict) -> TopoError:
     """A failure's refusal whose way past it skips NVLink domains (:func:`~topo.cli.layout_dp.skip_offered`), for a
     job split by size whose dp was filled from the GPUs: with the skip, dp is filled again from what each site's
-    placement then holds (:func:`~topo.training.multisite_layout.largest_dp`), so the skip alone is the way, said with the dp and the shares it
+    placement then holds (:func:`~topo.training.multisite_layout.largest_dp`), so the skip alone is the way, said
+    with the dp and the shares it
     runs (skip72: tidy70's ``--dp N``, the smallest site's share on every site, was the equal split's); ``exc`` as it
     is where no dp past the skip splits the global batch."""
     found, skip = skip_offered(exc)

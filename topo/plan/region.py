@@ -171,7 +171,8 @@ def plan_region(region: Region, one_site: bool = False, training: TrainingJob | 
                       facility_power_W=sum(s.facility_power_W for s in sites) + bill.power_W,
                       capex_usd=sum(s.capex_usd for s in sites) + bill.equipment_usd + bill.fibre_usd, tco_usd=tco,
                       cost_per_gpu_hour_usd=tco / gpu_hours, dci_cost_per_gpu_hour_usd=bill.cost_over_years_usd / gpu_hours,
-                      dci_share_of_cost=bill.cost_over_years_usd / tco, years=years, site_plans=plans, training=training,
+                      dci_share_of_cost=bill.cost_over_years_usd / tco, years=years, site_plans=plans,
+                      training=training,
                       notes=["DCI prices were not found (no published price of a ZR module, amplifier, hut, mux or "
                              "fibre pair): placeholders with status 'assumption' in "
                              "topo/data/dci/interconnect.toml; quote them in the region's [plan.dci] (e.g. "
