@@ -78,12 +78,14 @@ def test_the_cli_prints_the_block():
     assert "one job across the 2 sites" in out and "over the DCI" in out
 
 
-def test_tokens_on_a_region_points_to_the_goodput():
-    # --tokens stays refused on a region (its step is topo train REGION's), the line now says where the goodput is
+def test_tokens_on_a_region_asks_for_the_job():
+    # plan79: --tokens on a region is timed with --model and --layout (tests/test_region_plan_job_plan79.py); alone it
+    # is one line asking for them, as on one site
     p = subprocess.run([sys.executable, "-m", "topo", "plan", "two-site-h100", "--tokens", "1T"], capture_output=True,
                        text=True)
     assert p.returncode == 2 and p.stderr.count("\n") == 1 and "Traceback" not in p.stderr
-    assert p.stderr.startswith("error: --tokens: a region's plan times no job") and "over this plan's goodput" in p.stderr
+    assert p.stderr.startswith("error: --tokens: the time to train is that of a named job's step; allowed: --tokens "
+                               "with --model M and --layout L"), p.stderr
 
 
 def test_an_async_sites_copy_is_its_share_over_its_gpus():

@@ -205,14 +205,15 @@ def test_a_regions_csv_never_over_an_input_nor_partial(tmp_path):
 
 
 @pytest.mark.parametrize("flags, key", [(["--layout", "tp=8,pp=8"], "--layout"),
-                                        (["--model", "llama3-70b", "--layout", "tp=8,pp=8"], "--model")])
-def test_a_regions_plan_says_why_it_takes_no_layout(flags, key):
-    # tidy13: it said the region "is a region of several sites: describe, estimate, train, plan ... take it alone",
-    # which names plan as taking it; a region's MFU needs the way across sites (dp, pp, outer), which plan lacks
+                                        (["--model", "llama3-70b"], "--model")])
+def test_a_regions_plan_says_a_job_needs_its_model_and_layout(flags, key):
+    # tidy13, then plan79: a region's plan times a job across its sites (data parallel across them, the layout its
+    # goodput's reload assumes) with both --model and --layout; one alone is one line naming what it lacks
     p = run_cli("plan", "two-site-h100", "--no-collectives", *flags)
     assert p.returncode == 2 and len(p.stderr.splitlines()) == 1 and p.stdout == ""
-    assert p.stderr.startswith(f"error: {key}: a region's MFU depends on how the job spans its sites"), p.stderr
-    assert "allowed: --mfu X" in p.stderr
+    assert p.stderr.startswith(f"error: {key}: times a job across the region's sites, which needs its model and its "
+                               "layout"), p.stderr
+    assert f"allowed: {key} with --{'model M' if key == '--layout' else 'layout L'}" in p.stderr
 
 
 def test_describe_and_plan_count_a_tiers_idle_ports_in_one_place():

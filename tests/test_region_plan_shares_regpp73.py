@@ -15,8 +15,8 @@ def _one_line(p):
 
 def test_a_region_plan_refuses_shares_naming_the_flag_and_the_train_way():
     line = _one_line(run_cli("plan", "two-site-h100", "--no-collectives", "--shares", "equal"))
-    assert line.startswith("error: --shares: 'equal':") and "times no job" in line
-    assert "allowed: topo train REGION --model M --shares by-size|equal" in line
+    assert line.startswith("error: --shares: 'equal':") and "without --model times no job" in line
+    assert "allowed: --shares by-size|equal with --model M --layout L" in line  # plan79: a region's plan times a job
 
 
 def test_one_site_plan_refuses_shares_too():

@@ -15,9 +15,12 @@ def _err(*args):
 
 def test_a_regions_plan_refuses_tokens_by_what_times_them():
     # plan68: `topo plan two-site-h100 --tokens 1T` said "allowed: --tokens with --model M and --layout L", and
-    # --model on a region is refused in turn: a loop. A region's job is timed by topo train REGION --tokens.
+    # --model on a region was refused in turn: a loop. plan79: a region's plan takes them, so the way is no loop.
     msg = _err("two-site-h100", "--tokens", "1T")
-    assert msg.startswith("--tokens: a region's plan times no job") and "topo train REGION" in msg, msg
+    assert msg.startswith("--tokens: the time to train is that of a named job's step") and "--model M" in msg, msg
+    p = run_cli("plan", "two-site-h100", "--model", "llama3-70b", "--layout", "tp=8,pp=4,global_batch=576", "--tokens",
+                "1T", "--no-collectives")
+    assert p.returncode == 0 and "time to train 1T tokens" in p.stdout, p.stderr
 
 
 def test_side_by_side_power_fits_name_their_design():

@@ -8,6 +8,7 @@ import re
 from collections.abc import Sequence
 
 from ..engine.profile_data import bundled_files
+from ..dp_fill import UndividedGpus, data_parallel as _data_parallel
 from ..errors import TopoError
 from ..units import in_unit
 from ..fabric.builders import build_fabric
@@ -222,41 +223,8 @@ def technology_note(fabric) -> str | None:
             f"constants are {tech}'s{hint}")
 
 
-class UndividedGpus(TopoError):
-    """tp x cp x pp does not divide the GPUs ``--dp`` was to fill (:func:`data_parallel`). It carries its fields,
-    ``key`` (the flag at fault), ``size`` (that flag's value; None for ``--dp``), ``known`` (tp x cp x pp), ``gpus``
-    and ``where`` (words after "the N GPUs", e.g. a region's "of the smallest site ..."), and builds its one line
-    from them once: a caller names the GPUs by ``where``, never by rewriting the text."""
-
-    def __init__(self, *, key: str, size: int | None, known: int, gpus: int, where: str = "",
-                 dp_as: str = "--dp N", sites: int = 1):
-        self.size, self.known, self.gpus, self.where = size, known, gpus, where
-        them = f"the {gpus:,} GPUs" + (f" {where}" if where else "")
-        # plan78 (walk34 Left 6): on a region N is the whole job's dp and "them" one site's GPUs, which run N / sites
-        takes = ("the job then takes tp x cp x pp x N of them" if sites == 1 else
-                 f"N a multiple of the {sites} sites; each site then takes tp x cp x pp x N / {sites} of them")
-        allowed = f"allowed: tp, cp, pp whose product divides {gpus:,}, or {dp_as} ({takes})"
-        if size is None:
-            msg = f"not given, and tp x cp x pp = {known:,} does not divide {them}; {allowed}"
-        else:
-            msg = f"{size:,} makes tp x cp x pp = {known:,}, which does not divide {them} (--dp not given); {allowed}"
-        super().__init__(msg, key=key)
-
-
 def data_parallel(known: int, gpus: int, flags: dict | None = None, where: str = "", dp_as: str = "--dp N",
                   sites: int = 1) -> int:
-    """``--dp`` when it is not given: the GPUs over tp x cp x pp, which must divide them.
-
-    ``flags`` (flag -> size, the sizes the user gave as flags) names the flag at fault: the first whose size does
-    not divide the GPUs, else the last above 1 (only their product does not divide); with none, ``--dp``.
-    ``where`` says which GPUs, after "the N GPUs", and ``dp_as`` how the user gives dp instead (``--dp N``; a
-    layout's ``dp=N``) (:class:`UndividedGpus`); ``sites``: the sites that each run ``gpus`` (a region's equal
-    shares: the whole job's dp is then ``sites`` times the answer).
-    """
-    if not gpus % known:
-        return gpus // known
-    given = {f: v for f, v in (flags or {}).items() if v is not None and v > 1}
-    odd = [f for f, v in given.items() if gpus % v]
-    key = odd[0] if odd else (list(given)[-1] if given else "--dp")
-    raise UndividedGpus(key=key, size=given.get(key), known=known, gpus=gpus, where=where, dp_as=dp_as,
-                        sites=sites)
+    """``--dp`` when it is not given: :func:`topo.dp_fill.data_parallel` in the flags' words (``flags``: flag ->
+    size, the sizes the user gave as flags; with none at fault, ``--dp``)."""
+    return _data_parallel(known, gpus, flags, where=where, dp_as=dp_as, sites=sites, dp_name="--dp")

@@ -9,48 +9,11 @@ import re
 
 from ..errors import TopoError
 from .. import training  # lazy (PEP 562): topo plan without --model imports no step model (test_startup)
+from ..dp_fill import job_gpus, placement_fields
 from .common import UndividedGpus, data_parallel
 
 __all__ = ["layout_dp", "design_dp", "layout_source", "on_design", "job_gpus", "filled_dp", "sized_by", "placed_by",
            "skip_way_dp", "skip_offered", "placement_fields"]
-
-
-def job_gpus(fabric, first_gpu=None, skip_domains=None) -> tuple[int, str]:
-    """The GPUs a job given neither dp nor ``--gpus`` fills on ``fabric``, as a scheduler runs it: every GPU from its
-    first past the NVLink domains it skips (:func:`~topo.training.mapping.free_gpus`; rev65: the whole fabric's
-    count from GPU 4, or past a skipped domain, could never be placed), and the words after "the N GPUs" naming
-    them where the hints made them fewer ("" for the whole fabric).
-
-    Parameters
-    ----------
-    fabric : Fabric
-    first_gpu, skip_domains : optional
-        The job's placement fields as given (a flag's or a layout's; a value of the wrong kind counts as not given:
-        the layout's own checks name it).
-
-    Returns
-    -------
-    tuple of (int, str)
-    """
-    total = fabric.layout.num_gpus
-    placed = placement_fields({"first_gpu": first_gpu, "skip_domains": skip_domains})
-    first, skip = placed["first_gpu"], placed["skip_domains"]
-    gpus = training.free_gpus(total, fabric.spec.gpus_per_domain, first, skip)
-    if gpus in (0, total):  # a first GPU past the fabric: the placement's own check names it
-        return total, ""
-    words = ([f"from GPU {first:,}"] if first else []) + (
-        [f"past skipped NVLink domain{'s' if len(skip) > 1 else ''} {','.join(map(str, skip))}"] if skip else [])
-    return gpus, " ".join(words + ["to the fabric's last"])
-
-
-def placement_fields(placement: dict) -> dict:
-    """A job's placement fields as given (``first_gpu``, ``skip_domains``, ``gpus_per_domain_used``: a flag's or a
-    layout's, None or absent where not given) as the placement counts them: a value of the wrong kind as not given
-    (the layout's own checks name it), so ``first_gpu`` 0, no skip, every GPU of each domain."""
-    first, skip, used = (placement.get(k) for k in ("first_gpu", "skip_domains", "gpus_per_domain_used"))
-    return {"first_gpu": first if _whole(first) else 0,
-            "skip_domains": tuple(d for d in skip if _whole(d)) if isinstance(skip, (list, tuple)) else (),
-            "gpus_per_domain_used": used if _whole(used) and used > 0 else None}
 
 
 def sized_by(exc: TopoError, gpus: int | None, dp: int | None, placed: str | None = None) -> TopoError:
@@ -122,10 +85,6 @@ def skip_offered(exc: TopoError) -> tuple:
     if exc.key != "fail" or found is None:
         return None, ()
     return found, tuple(int(d) for d in found[1].split(","))
-
-
-def _whole(v) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
 
 
 def filled_dp(known: int, fabric, flags: dict | None = None, gpus: int | None = None, placement: dict | None = None,

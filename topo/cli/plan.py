@@ -45,7 +45,7 @@ def register(sub) -> None:
     p.add_argument("--pue", type=float, metavar="X", help="facility power / IT power, >= 1 (default: the halls' "
                    "cooling type's, cooling.<type>.pue in cooling.toml; catalog facility.pue)")
     p.add_argument("--model", metavar="M", help="take the MFU from `topo train` for this model (with --layout), each "
-                   "SPEC's from its own step")
+                   "SPEC's from its own step; a region: the job's step across its sites, data parallel across them")
     p.add_argument("--layout", action=GivenOnce, metavar="L",
                    help="parallel layout for --model, e.g. tp=8,pp=16,global_batch=2048 (without dp, each SPEC's "
                    "GPUs fill it: dp = GPUs / (tp x cp x pp), from its first_gpu past its skip_domains, as topo train "
@@ -66,8 +66,8 @@ def register(sub) -> None:
     p.add_argument("--one-site", action="store_true",
                    help="a region of several sites: also plan its GPUs as one site of its first site's design")
     p.add_argument("--shares", metavar="S",
-                   help="refused: a region's plan times no job, so it splits no replicas over its sites; the split "
-                   "(by-size or equal) is topo train REGION --shares's")
+                   help="a region with --model: how its job's replicas split over the sites (by-size, the default, or "
+                   "equal), as topo train REGION --shares; refused without a job or on one site's spec")
     p.add_argument("--json", action="store_true", help="print one JSON document on stdout")
     p.add_argument("--bom-csv", metavar="FILE",
                    help="also write the bill of materials of every SPEC as CSV (switches, transceivers, cables by "
@@ -125,8 +125,9 @@ def train_step(args, design: str | None = None, fabric=None):
 def run(args) -> int:
     names = args.specs or [None]
     if len(names) == 1 and is_region_file(names[0]):
-        refuse_region_flags(args)  # --tokens and --it-power too, before reading them (rev68)
-        return run_region_plan(args, names[0], _layers(args)[0])
+        refuse_region_flags(args)  # --it-power too, before reading it (rev68)
+        _check_numbers(args)
+        return run_region_plan(args, names[0], _flag_layers(args))
     _check_numbers(args)
     if args.shares is not None:
         raise TopoError(f"{args.shares!r}: splits a region's job over its sites, and a plan of one site times no "
@@ -598,16 +599,21 @@ def _work_lines(r: PlanResult) -> list[str]:
     k = r.compute
     out = [f"work      ${r.cost_per_pflop_hour_usd:,.2f} per delivered PFLOP-hour (3.6e18 model FLOP at {k.precision}, "
            f"MFU {k.mfu:.3g}): the cost per effective GPU-hour x 1e15 / (peak per GPU x MFU)"]
-    job = r.training
-    if job is not None:
-        out.append(f"          {job.model}: ${r.cost_per_million_tokens_usd:,.3f} per million tokens ("
-                   f"{format_count(job.gpus)} GPUs at the cost per effective GPU-hour, "
-                   f"{job.tokens_per_s:,.0f} tokens/s at the step)")
-    t = r.time_to_train
+    return out + job_lines(r.training, r.cost_per_million_tokens_usd, r.time_to_train)
+
+
+def job_lines(job, cost_per_million_tokens_usd, t: dict | None, at_step: str = "at the step") -> list[str]:
+    """A named job's cost per million tokens and its time to train ``--tokens`` with the goodput (one site's plan
+    and a region's, :func:`topo.plan.train_time.time_to_train`); ``at_step`` names the step it runs at."""
+    if job is None:
+        return []
+    out = [f"          {job.model}: ${cost_per_million_tokens_usd:,.3f} per million tokens ("
+           f"{format_count(job.gpus)} GPUs at the cost per effective GPU-hour, "
+           f"{job.tokens_per_s:,.0f} tokens/s {at_step})"]
     if t is not None:
         out.append(f"          time to train {format_suffixed_count(t['tokens'])} tokens: {format_in(t['time_to_train_s'], 'days', ',.1f')} "
-                   f"with goodput {100 * t['goodput']:.1f}% ({format_in(t['time_at_step_s'], 'days', ',.1f')} at "
-                   f"the step, as topo train --tokens gives it), "
+                   f"with goodput {100 * t['goodput']:.1f}% ({format_in(t['time_at_step_s'], 'days', ',.1f')} "
+                   f"{at_step}, as topo train --tokens gives it), "
                    f"{format_gpu_hours(t['gpu_hours_to_train'])} GPU-hours on "
                    f"{format_count(job.gpus)} GPUs{_ends_text(t)}")
     return out

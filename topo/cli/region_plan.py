@@ -31,33 +31,26 @@ def refuse_region_flags(args) -> None:
     Raises
     ------
     TopoError
-        For ``--model`` or ``--layout`` (why: the MFU needs the way across sites), ``--tokens``, ``--shares``,
-        ``--it-power``, ``--profile``,
-        ``--plan-file`` or ``--fail``.
+        For ``--model`` without ``--layout`` or the reverse, ``--shares`` or ``--profile`` without a job,
+        ``--it-power``, ``--plan-file`` or ``--fail``.
     """
-    given = [f for f, v in (("--model", args.model), ("--layout", args.layout)) if v]
-    if given:
-        raise TopoError("a region's MFU depends on how the job spans its sites (dp, pp or an outer synchronisation "
-                        "every H steps), which a plan does not choose; allowed: --mfu X with the figure `topo train "
-                        "REGION --model M ...` gives (one site's MFU x its throughput vs one site), or --model and "
-                        "--layout on one site's spec", key=given[0])
-    if getattr(args, "tokens", None) is not None:  # rev68: plan's "allowed: --model and --layout" looped here
-        raise TopoError("a region's plan times no job (its MFU is --mfu's or the catalog's); allowed: topo train "
-                        "REGION --model M --tokens N with the layout's flags (the time at the step across the sites) "
-                        "over this plan's goodput (its goodput line, --json goodput: the time with failures), or "
-                        "--model, --layout and --tokens on one site's spec", key="--tokens")
-    if getattr(args, "shares", None) is not None:  # regpp73 (share72's Left 4): said, not an unknown flag
-        raise TopoError(f"{args.shares!r}: a region's plan times no job (its MFU is --mfu's or the catalog's), so it "
-                        f"splits no replicas over the sites; allowed: topo train REGION --model M --shares "
-                        f"{'|'.join(training.SHARES)} (the split and its MFU), then topo plan REGION --mfu X", key="--shares")
+    if bool(args.model) != bool(args.layout):  # a region's job needs both: its step across the sites
+        given, missing = ("--model", "--layout L") if args.model else ("--layout", "--model M")
+        raise TopoError(f"times a job across the region's sites, which needs its model and its layout; allowed: "
+                        f"{given} with {missing} (e.g. --model llama3-70b --layout tp=8,pp=4,global_batch=576: dp "
+                        f"fills every site's GPUs, the replicas data parallel across the sites)", key=given)
+    if getattr(args, "shares", None) is not None and not args.model:  # regpp73: said, not an unknown flag
+        raise TopoError(f"{args.shares!r}: a region's plan without --model times no job (its MFU is --mfu's or the "
+                        f"catalog's), so it splits no replicas over the sites; allowed: --shares "
+                        f"{'|'.join(training.SHARES)} with --model M --layout L", key="--shares")
     if getattr(args, "it_power", None) is not None:  # each site has its own power_limit_MW
         raise TopoError("sizes one site's design; a region's sites are sized by their specs and checked against "
                         "their own power_limit_MW; allowed: --it-power on one site's spec", key="--it-power")
-    if args.profile:  # tidy68: nothing it shows depends on a collective (the same with --no-collectives)
-        raise TopoError(f"{args.profile}: a region's plan prices no collective (its sites' power, capex and TCO and the "
-                        "DCI's bill; the MFU is --mfu's or the catalog's), so a profile has nothing to price; allowed: "
-                        "--profile on topo estimate, train or report of the region (each site's own collectives), or "
-                        "on one site's plan", key="--profile")
+    if args.profile and not args.model:  # tidy68: nothing it shows depends on a collective; plan79: a job's step does
+        raise TopoError(f"{args.profile}: a region's plan without --model prices no collective (its sites' power, "
+                        "capex and TCO and the DCI's bill; the MFU is --mfu's or the catalog's), so a profile has "
+                        "nothing to price; allowed: --profile with --model M --layout L (the job's step across the sites), on "
+                        "topo estimate, train or report of the region, or on one site's plan", key="--profile")
     given = [f for f, v in (("--plan-file", args.plan_file), ("--fail", args.failures)) if v]
     if given:
         raise TopoError(f"a region's plan takes --set, --days, --mfu, --pue, --no-collectives, --one-site, --json and "
@@ -73,7 +66,11 @@ def run_region_plan(args, name: str, layers) -> int:
         check_output(bom, inputs=region_inputs(name, region), force=args.force, key="--bom-csv", force_option="--force")
     if region.default_waves_note():
         note(f"note: {region.default_waves_note()}")
-    r = plan_region(region, one_site=args.one_site, layers=layers, collectives=not args.no_collectives)
+    job = {}
+    if args.model:
+        layer, job = region_job(args, region)
+        layers = [layer, *layers]
+    r = plan_region(region, one_site=args.one_site, layers=layers, collectives=not args.no_collectives, **job)
     if bom is not None:
         with open_output(bom, inputs=region_inputs(name, region), force=args.force, key="--bom-csv",
                          force_option="--force") as fh:
@@ -86,6 +83,38 @@ def run_region_plan(args, name: str, layers) -> int:
     else:
         emit(render_region_plan(r))
     return 0
+
+
+def region_job(args, region) -> tuple:
+    """``(layer, {"training": job, "site_gpus": ...})``: ``--model`` laid out as ``--layout`` across the region's
+    sites (dp filled, :func:`topo.training.multisite_layout.region_layout`; data parallel across the sites, the
+    layout the goodput's reload assumes), its step (:func:`topo.training.multisite.estimate_across_sites`) as the
+    plan's job (:func:`topo.plan.train_time.region_job_layer`); a bad layout is refused naming ``--layout``."""
+    from ..dp_fill import UndividedGpus
+    from ..plan.train_time import region_job_layer
+    from .layout_dp import layout_source
+
+    from ..engine.region_estimate import check_region_profile
+    from .region_estimate import region_profile_notes
+
+    shares = args.shares or training.DEFAULT_SHARES
+    try:
+        check_region_profile(region, args.profile)  # a calibrated file of no site's network, before any note
+        fields, source = training.layout_fields(args.layout)
+        model = training.load_model(args.model)
+        for msg in region_profile_notes(region, args.profile):
+            note(msg)
+        lay = training.region_layout(region, fields, shares=shares, source=source)
+        step = training.estimate_across_sites(region, model, lay, across="dp", shares=shares, profile=args.profile)
+    except UndividedGpus as exc:
+        raise exc.named({}, dp_as="dp=N in the layout", dp_name="dp", source=layout_source(args.layout)) from None
+    except TopoError as exc:  # a field's error (the layout's, or the split's of one: source None) names --layout
+        ours = exc.source == "layout" or (exc.source is None and (exc.key or "").split(".")[0] in fields)
+        source = layout_source(args.layout) if ours else exc.source
+        flag = exc.key in ("model", "layout", "shares", "profile")
+        raise TopoError(exc.message, source=source, key=f"--{exc.key}" if flag else exc.key) from None
+    layer, job = region_job_layer(args.model, step, lay.precision, float(model.total_params), args.tokens)
+    return layer, {"training": job, "site_gpus": dict(step.site_gpus)}
 
 
 def _MW(w: float) -> str:
@@ -122,6 +151,7 @@ def render_region_plan(r: RegionPlan) -> str:
                      f"{_MW(o['facility_power_W'])}, capex {format_usd(o['capex_usd'])}, "
                      f"${o['cost_per_gpu_hour_usd']:.3f} per GPU-hour (the region: ${r.cost_per_gpu_hour_usd:.3f})")
     lines += _goodput_block(r)
+    lines += _job_block(r)
     lines += [f"note: {n}" for n in r.notes]
     return "\n".join(lines)
 
@@ -145,6 +175,19 @@ def _goodput_block(r: RegionPlan) -> list[str]:
                "parallel across the sites (topo train REGION's default; pipeline stages across them would send "
                "nothing)")
     return out
+
+
+def _job_block(r: RegionPlan) -> list[str]:
+    """The named job's cost per million tokens and time to train, in one site's plan's words (its step the step
+    across the sites)."""
+    from .plan import job_lines  # cli.plan imports this module first
+
+    t = r.training
+    if t is None:
+        return []
+    out = [f"work      {t.model} across the {len(r.sites)} sites, data parallel: step {format_time(t.step_time_s)}, "
+           f"{format_count(t.tokens_per_step)} tokens a step (topo train {r.name} --model {t.model} with the layout)"]
+    return out + job_lines(t, r.cost_per_million_tokens_usd, r.time_to_train, at_step="at the step across the sites")
 
 
 def _set_list(one_site: dict) -> str:

@@ -10,12 +10,13 @@ from ..errors import TopoError
 from ..inputs import is_input_file
 from ..training.model import load_model
 from ..training.multisite import (DEFAULT_SHARES, SPAN_RULE, AcrossSites, MultisiteStep, estimate_across_sites,
-                                  site_capacities, site_shares)
+                                  site_shares)
 from ..training.multisite_search import search_across_sites
-from ..training.parallel import layout_fields, make_layout
+from ..training.parallel import layout_fields
 from ..units import format_bandwidth, format_in, format_size, format_suffixed_count, format_time
-from .common import data_parallel
-from .layout_dp import job_gpus, placed_by, placement_fields, sized_by, skip_offered, skip_way_dp
+from ..dp_fill import UndividedGpus
+from ..training.multisite_layout import largest_dp, region_layout, share_gpus, split_by_size
+from .layout_dp import placed_by, sized_by, skip_offered, skip_way_dp
 from .search_options import layout_for_search, search_options
 from .output import emit, emit_json, mfu_text, note, table
 from .train_text import (dispatcher_cell, dispatcher_searched, given_flags, model_flag, gpu_hours_text, memory_line,
@@ -93,70 +94,48 @@ def _profiles_text(site_profile: dict[str, str]) -> str:
     return "its own profile: " + ", ".join(f"{s} {p}" for s, p in site_profile.items())
 
 
+_FLAGS = {"tp": "--tp", "cp": "--cp", "pp": "--pp", "dp": "--dp"}  # a layout key -> train's flag
+
+
 def _job_layout(args, region, fields: dict, options: dict):
-    """The whole job's layout from the flags over ``--layout``'s fields (flags win); dp, when neither gives it,
-    fills the GPUs asked (``--gpus``), else every GPU of the smallest site on every site (each site runs the same
-    share, :func:`~topo.training.multisite.estimate_across_sites`; the whole region when its sites are alike, as
-    the search's default, tp x cp x pp then dividing each site's GPUs as it divides one site's)."""
-    sizes = {d: getattr(args, d) for d in ("tp", "cp", "pp", "dp", "ep", "vpp")}
-    if sizes["dp"] is None and "dp" not in fields:  # --gpus sizes the job as on one site
-        known = [sizes[d] or fields.get(d, 1) for d in ("tp", "cp", "pp")]  # a bad size: make_layout names it
-        known = math.prod(k if type(k) is int and k > 0 else 1 for k in known)
-        flags = {f"--{d}": getattr(args, d) for d in ("tp", "cp", "pp")}
-        site = min(region.fabrics, key=lambda f: f.num_gpus)
-        placement = {**fields, **{k: v for k, v in options.items() if v is not None}}
-        gpus, filled = _share_gpus(region, placement)
-        if args.gpus:
-            sizes["dp"] = data_parallel(known, args.gpus, flags)
-        elif site.num_gpus * region.num_sites == region.num_gpus and not filled:  # alike sites: the whole region,
-            # each site's share filled on its own GPUs (walk34: 128 GPUs a replica filled 387 of 2 x 24,768, a dp no
-            # equal split runs, refused as "387 ... do not divide by the 2 sites" naming a --dp never given)
-            sizes["dp"] = region.num_sites * data_parallel(
-                known, site.num_gpus, flags, where="of each site (alike sites: every site runs the same share)",
-                sites=region.num_sites)
-        elif _by_size(args, region):  # regshare71: each site's own replicas, as many as the batch splits into
-            sizes["dp"] = _largest_dp(region, known, args, fields, placement)
-        else:  # walk14: unlike sites (512 + 1,024 + 1,024) filled 2,560 GPUs, a dp no site's share could run
-            sizes["dp"] = region.num_sites * data_parallel(
-                known, gpus, flags, where=f"of the smallest site{' ' + filled if filled else ''} (every site runs "
-                f"that share)", sites=region.num_sites)
-    given = {k: v for k, v in {**options, **sizes, "global_batch": args.global_batch}.items() if v is not None}
+    """The whole job's layout from the flags over ``--layout``'s fields (flags win), dp filled by the library when
+    neither gives it (:func:`topo.training.multisite_layout.region_layout`), its errors worded by train's flags."""
+    given = _request(args, fields, options)
+    named = [d for d in ("tp", "cp", "pp") if getattr(args, d) is not None]
     try:
-        return make_layout(source=args.layout if fields else "layout", **{**fields, **given})
+        return region_layout(region, given, gpus=args.gpus, shares=getattr(args, "shares", DEFAULT_SHARES),
+                             across=args.across, named=named, source=args.layout if fields else "layout")
+    except UndividedGpus as exc:
+        raise exc.named(_FLAGS, dp_as="--dp N", dp_name="--dp") from None
     except TopoError as exc:
         raise _named_by_layout(args, fields, exc) from None
+
+
+def _request(args, fields: dict, options: dict) -> dict:
+    """The layout asked: ``--layout``'s fields, then the options and the size flags given over them."""
+    sizes = {d: getattr(args, d) for d in ("tp", "cp", "pp", "dp", "ep", "vpp")}
+    flags = {k: v for k, v in {**options, **sizes, "global_batch": args.global_batch}.items() if v is not None}
+    return {**fields, **flags}
 
 
 def _by_size(args, region) -> bool:
     """Whether the job's replicas split over the sites by their size (``--shares by-size`` on sites of different
     sizes, not ``--across pp``)."""
-    return (getattr(args, "shares", DEFAULT_SHARES) == "by-size" and args.across != "pp"
-            and len({f.num_gpus for f in region.fabrics}) > 1)
-
-
-def _largest_dp(region, known: int, args, fields: dict, placement: dict) -> int:
-    """The most replicas of ``known`` GPUs each that every site's GPUs hold together (each site its own: what the
-    job's ``placement`` holds there, :func:`~topo.training.multisite.site_capacities`; skip72: not the whole site
-    past a skipped domain) and the global batch splits into (whole micro-batches of ``--micro-batch`` a replica; at
-    least one a site)."""
-    most = sum(n // known for n in site_capacities(region, **placement_fields(placement)))
-    batch = args.global_batch or fields.get("global_batch") or 0
-    mb = getattr(args, "micro_batch", None) or fields.get("micro_batch") or 1
-    fits = [d for d in range(most, region.num_sites - 1, -1) if batch and batch % (d * mb) == 0]
-    return fits[0] if fits else most
+    return split_by_size(region, getattr(args, "shares", DEFAULT_SHARES), args.across)
 
 
 def _skip_way_by_size(exc: TopoError, region, lay, args, fields: dict) -> TopoError:
     """A failure's refusal whose way past it skips NVLink domains (:func:`~topo.cli.layout_dp.skip_offered`), for a
     job split by size whose dp was filled from the GPUs: with the skip, dp is filled again from what each site's
-    placement then holds (:func:`_largest_dp`), so the skip alone is the way, said with the dp and the shares it
+    placement then holds (:func:`~topo.training.multisite_layout.largest_dp`), so the skip alone is the way, said
+    with the dp and the shares it
     runs (skip72: tidy70's ``--dp N``, the smallest site's share on every site, was the equal split's); ``exc`` as it
     is where no dp past the skip splits the global batch."""
     found, skip = skip_offered(exc)
     if found is None:
         return exc
     placement = {"first_gpu": lay.first_gpu, "skip_domains": skip, "gpus_per_domain_used": lay.gpus_per_domain_used}
-    dp = _largest_dp(region, lay.tp * lay.cp * lay.pp, args, fields, placement)
+    dp = largest_dp(region, lay.tp * lay.cp * lay.pp, {**_request(args, fields, {}), **placement})
     if lay.global_batch % (dp * lay.micro_batch):
         return exc
     dps = site_shares(region, lay.model_copy(update={"dp": dp, "skip_domains": skip}), "by-size")
@@ -181,20 +160,12 @@ def _named_by_layout(args, fields: dict, exc: TopoError) -> TopoError:
     return TopoError(exc.message, source="--layout" if pairs else args.layout, key=exc.key)
 
 
-def _share_gpus(region, placement: dict) -> tuple[int, str]:
-    """The GPUs of one site's share that a job given neither dp nor ``--gpus`` fills: the smallest site's from the
-    job's ``first_gpu`` past its ``skip_domains`` (indices within a site; :func:`~topo.cli.layout_dp.job_gpus`, as
-    on one site), and the words naming them ("" for the whole site)."""
-    site = min(region.fabrics, key=lambda f: f.num_gpus)
-    return job_gpus(site, placement.get("first_gpu"), placement.get("skip_domains"))
-
-
 def _search(args, region, model, options: dict, say=str) -> int:
     across = args.across or ("outer" if args.outer_every else "dp")
     gpus, filled = args.gpus, ""
     if gpus is None and not _by_size(args, region):  # a share from its first GPU past its skipped domains, as one
         # site's search and step fill it (by-size: every GPU the placement holds on the sites, the library's default)
-        share, filled = _share_gpus(region, options)
+        share, filled = share_gpus(region, options)
         gpus = share * region.num_sites if filled else None
     try:
         res = search_across_sites(region, model, args.global_batch, gpus=gpus, top=args.top or 5, across=across,

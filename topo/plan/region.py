@@ -19,6 +19,7 @@ from .dci_ports import port_notes, site_ports
 from .planner import plan, workload_of
 from .power import HOURS_PER_YEAR
 from .reliability import Reliability, joint_reliability
+from .train_time import TrainingJob, cost_per_million_tokens_usd, time_to_train
 
 __all__ = ["SitePlan", "RegionPlan", "plan_region", "restore_exchange_s"]
 
@@ -57,6 +58,23 @@ class RegionPlan:
     # each site's whole plan, in the order of sites (alike sites share one): its bill of materials for --bom-csv;
     # not in to_dict (the sites' figures above are the JSON's)
     site_plans: list = field(default_factory=list, repr=False)
+    # a named job across every site (topo plan REGION --model): its step across the sites, GPUs and token budget
+    training: TrainingJob | None = None
+
+    @property
+    def cost_per_million_tokens_usd(self) -> float | None:
+        """With ``training``: its GPUs at the region's cost per effective GPU-hour per million tokens trained, as one
+        site's plan (:func:`~topo.plan.train_time.cost_per_million_tokens_usd`); None without a job."""
+        t = self.training
+        if t is None:
+            return None
+        return cost_per_million_tokens_usd(self.cost_per_effective_gpu_hour_usd, t.gpus, t.tokens_per_s)
+
+    @property
+    def time_to_train(self) -> dict | None:
+        """With a job and its token budget: one site's plan's figures (:func:`~topo.plan.train_time.time_to_train`)
+        at the step across the sites with the region's goodput (:func:`~topo.plan.reliability.joint_reliability`)."""
+        return time_to_train(self.training, self.reliability.goodput if self.reliability is not None else 1.0)
 
     @property
     def effective_fraction(self) -> float:
@@ -73,15 +91,19 @@ class RegionPlan:
 
     def to_dict(self) -> dict:
         """Plain JSON-ready dict (``topo plan REGION --json``): ``reliability`` and ``goodput`` with one site's keys."""
-        d = asdict(replace(self, site_plans=[], reliability=None))
+        d = asdict(replace(self, site_plans=[], reliability=None, training=None))
         del d["site_plans"]
+        d["training"] = self.training.to_dict() if self.training else None
+        d["cost_per_million_tokens_usd"] = self.cost_per_million_tokens_usd
+        d["time_to_train"] = self.time_to_train
         d["reliability"] = self.reliability.to_dict() if self.reliability is not None else None
         d["goodput"] = self.reliability.goodput if self.reliability is not None else None
         d["cost_per_effective_gpu_hour_usd"] = self.cost_per_effective_gpu_hour_usd
         return d
 
 
-def plan_region(region: Region, one_site: bool = False, **plan_options) -> RegionPlan:
+def plan_region(region: Region, one_site: bool = False, training: TrainingJob | None = None,
+                site_gpus: dict[str, int] | None = None, **plan_options) -> RegionPlan:
     """Plan every site (once per distinct fabric) and the DCI.
 
     Parameters
@@ -90,6 +112,12 @@ def plan_region(region: Region, one_site: bool = False, **plan_options) -> Regio
     one_site : bool
         Also plan the same GPUs as one site of the first site's design (more tiers where it needs them), for the
         side-by-side comparison of one big site against the region's sites.
+    training : TrainingJob, optional
+        A named job across every site (:func:`~topo.plan.train_time.region_job_layer`): its token budget gets a
+        time to train with the region's goodput, its GPUs a cost per million tokens.
+    site_gpus : dict, optional
+        The job's GPUs at each site (:attr:`~topo.training.multisite.MultisiteStep.site_gpus`): each site is planned
+        with its share as its job (its interruptions the share's GPUs', its hot spares what the share leaves).
     **plan_options
         Passed to :func:`topo.plan.planner.plan` for each site (``pue``, ``layers``); no site's collectives run.
 
@@ -106,17 +134,21 @@ def plan_region(region: Region, one_site: bool = False, **plan_options) -> Regio
     entries = [(i, e) for i, e in enumerate(region.spec.sites) for _ in range(e.count)]
     sites, plans = [], []
     job = _job(region, plan_options)
+    if training is not None:  # its parameters came in the --model layer: said as one site's plan says them
+        job["params_source"] = f"--model {training.model}'s parameters"
     for k, f in enumerate(region.fabrics):
         share = (job["params"], job["params_source"], f.num_gpus / region.num_gpus)
-        r = done.setdefault(id(f), None) or plan(f, job=share, **plan_options)
-        done[id(f)] = r
+        mine = _site_job(training, site_gpus, region.site_names[k])
+        key = (id(f), mine.gpus if mine is not None else None)
+        r = done.get(key) or plan(f, job=share, training=mine, **plan_options)
+        done[key] = r
         limit = _site_power_limit_W(region, k, entries[k], r)
         plans.append(r)
         sites.append(SitePlan(name=region.site_names[k], num_gpus=r.num_gpus, it_power_W=r.power.it_power_W,
                               facility_power_W=r.power.facility_power_W, power_limit_W=limit,
                               capex_usd=r.capex.capex_usd, tco_usd=r.ownership.tco_usd,
                               cost_per_gpu_hour_usd=r.ownership.cost_per_gpu_hour_usd, floor=_floor(r.floor)))
-    first = done[id(region.fabrics[0])]
+    first = plans[0]
     eco = load_catalog().economics
     years = first.ownership.years
     spans = [(n, float(d), int(w)) for n, d, w in zip(region.span_names(), region.spans["distance_km"],
@@ -133,20 +165,30 @@ def plan_region(region: Region, one_site: bool = False, **plan_options) -> Regio
                       capex_usd=sum(s.capex_usd for s in sites) + bill.equipment_usd + bill.fibre_usd, tco_usd=tco,
                       cost_per_gpu_hour_usd=tco / gpu_hours, dci_cost_per_gpu_hour_usd=bill.cost_over_years_usd / gpu_hours,
                       dci_share_of_cost=bill.cost_over_years_usd / tco, years=years, site_plans=plans,
-                      notes=["DCI prices were not found (no published price of a ZR module, amplifier, hut, mux or "
-                             "fibre pair): placeholders with status 'assumption' in "
-                             "topo/data/dci/interconnect.toml; quote them in the region's [plan.dci] (e.g. "
-                             "plan.dci.module.price_usd)"]
-                      + beyond_reach(spans, cat) + port_notes(ports)
-                      + ([f"DCI figures quoted: {', '.join(f'{s}.{k} = {v:g}' for s, kv in quotes.items() for k, v in kv.items())}"]
-                         if quotes else []))
+                      training=training,
+                      notes=_dci_notes(spans, cat, ports, quotes))
     _say_job(out, job, region.site_names)
-    out.restore_exchange_s = restore_exchange_s(region, [p.storage.checkpoint_bytes for p in plans])
-    out.reliability = joint_reliability([p.reliability for p in plans], [p.num_gpus for p in plans],
-                                        [p.compute.flop for p in plans], out.restore_exchange_s)
+    _join_reliability(out, region, plans)
     if one_site:
         out.one_site = _one_site(region, plan_options)
     return out
+
+
+def _join_reliability(out: RegionPlan, region: Region, plans: list) -> None:
+    """The job across the sites: the restart's exchange over the DCI and the sites' reliability joined (plan78)."""
+    out.restore_exchange_s = restore_exchange_s(region, [p.storage.checkpoint_bytes for p in plans])
+    out.reliability = joint_reliability([p.reliability for p in plans], [p.num_gpus for p in plans],
+                                        [p.compute.flop for p in plans], out.restore_exchange_s)
+
+
+def _dci_notes(spans: list, cat, ports, quotes: dict) -> list[str]:
+    """What the DCI's bill rests on: its placeholder prices, spans beyond a module's reach, the sites' ports and the
+    figures the region quotes."""
+    quoted = ", ".join(f"{s}.{k} = {v:g}" for s, kv in quotes.items() for k, v in kv.items())
+    return (["DCI prices were not found (no published price of a ZR module, amplifier, hut, mux or fibre pair): "
+             "placeholders with status 'assumption' in topo/data/dci/interconnect.toml; quote them in the region's "
+             "[plan.dci] (e.g. plan.dci.module.price_usd)"]
+            + beyond_reach(spans, cat) + port_notes(ports) + ([f"DCI figures quoted: {quoted}"] if quotes else []))
 
 
 def _site_power_limit_W(region: Region, k: int, entry: tuple, r) -> float | None:
@@ -160,6 +202,13 @@ def _site_power_limit_W(region: Region, k: int, entry: tuple, r) -> float | None
                         f"site", source=region.spec.source_of(f"sites[{i}].power_limit_MW") or None,
                         key=f"sites[{i}].power_limit_MW")
     return limit
+
+
+def _site_job(training: TrainingJob | None, site_gpus: dict | None, name: str) -> TrainingJob | None:
+    """One site's part of the region's job: its GPUs there, no token budget (the region's job has it)."""
+    if training is None or not site_gpus:
+        return None
+    return replace(training, gpus=int(site_gpus[name]), tokens=None)
 
 
 def _job(region: Region, plan_options: dict) -> dict:

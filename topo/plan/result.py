@@ -19,7 +19,7 @@ from .reliability import Reliability
 from .storage import StoragePlan
 from .tco import OwnershipCost
 from .budget import PowerFit
-from .train_time import TrainingJob, cost_per_million_tokens_usd, time_to_train_interval_s, time_to_train_s
+from .train_time import TrainingJob, cost_per_million_tokens_usd, time_to_train
 
 __all__ = ["PlanResult", "DesignComparison", "RANGED"]
 
@@ -153,16 +153,7 @@ class PlanResult:
         """With a job and its token budget: the time at the step, the time with the plan's goodput
         (:func:`~topo.plan.train_time.time_to_train_s`), the job's GPU-hours at the latter and, where the step has an
         interval, the time with the goodput at its ends (``time_to_train_interval_s``); None otherwise."""
-        t = self.training
-        if t is None or t.tokens is None:
-            return None
-        at_step, wall = time_to_train_s(t.tokens, t.tokens_per_s, self.reliability.goodput)
-        out = {"tokens": t.tokens, "time_at_step_s": at_step, "time_to_train_s": wall,
-               "goodput": self.reliability.goodput, "gpu_hours_to_train": t.gpus * wall / 3600.0}
-        if t.step_interval_s is not None:  # walk30: the step's interval, as topo train --tokens gives it
-            out["time_to_train_interval_s"] = time_to_train_interval_s(t.tokens, t.tokens_per_step, t.step_interval_s,
-                                                                       self.reliability.goodput)
-        return out
+        return time_to_train(self.training, self.reliability.goodput)
 
     def headline(self) -> dict:
         """The figures designs are compared on (flat, JSON-ready)."""

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-__all__ = ["TrainingJob", "time_to_train_s", "time_to_train_interval_s", "cost_per_million_tokens_usd", "job_layer"]
+__all__ = ["TrainingJob", "time_to_train_s", "time_to_train_interval_s", "cost_per_million_tokens_usd", "job_layer",
+           "time_to_train", "region_job_layer"]
 
 SECONDS_PER_HOUR = 3600.0
 
@@ -120,3 +121,46 @@ def job_layer(model: str, step, precision: str, params: float, tokens: float | N
     return layer, TrainingJob(model=model, gpus=int(step.gpus), step_time_s=float(step.step_time_s),
                               tokens_per_step=int(step.tokens_per_step), tokens=tokens,
                               step_interval_s=(float(u["low_s"]), float(u["high_s"])) if "low_s" in u else None)
+
+
+def time_to_train(job: TrainingJob | None, goodput: float) -> dict | None:
+    """With a job and its token budget: the time at the step, the time with ``goodput``
+    (:func:`time_to_train_s`), the job's GPU-hours at the latter and, where the step has an interval, the time with
+    the goodput at its ends (:func:`time_to_train_interval_s`); None otherwise. One site's plan
+    (:attr:`topo.plan.result.PlanResult.time_to_train`) and a region's (:class:`topo.plan.region.RegionPlan`)."""
+    if job is None or job.tokens is None:
+        return None
+    at_step, wall = time_to_train_s(job.tokens, job.tokens_per_s, goodput)
+    out = {"tokens": job.tokens, "time_at_step_s": at_step, "time_to_train_s": wall, "goodput": goodput,
+           "gpu_hours_to_train": job.gpus * wall / SECONDS_PER_HOUR}
+    if job.step_interval_s is not None:  # walk30: the step's interval, as topo train --tokens gives it
+        out["time_to_train_interval_s"] = time_to_train_interval_s(job.tokens, job.tokens_per_step,
+                                                                   job.step_interval_s, goodput)
+    return out
+
+
+def region_job_layer(model: str, step, precision: str, params: float, tokens: float | None = None):
+    """``(layer, job)`` of a job across a region's sites (``topo plan REGION --model``), as :func:`job_layer` of one
+    site's: its MFU the job's across the sites the chosen way (one site's share's x throughput vs one site,
+    :meth:`topo.training.multisite.MultisiteStep.mfu`), its GPUs every site's, its step the step across the sites.
+    The step's interval is one site's share's (its bounds are ``one_site_step_s``), not the step across the sites,
+    so the job carries none.
+
+    Parameters
+    ----------
+    model : str
+    step : MultisiteStep
+        :func:`topo.training.multisite.estimate_across_sites`'s.
+    precision : str
+    params : float
+    tokens : float, optional
+
+    Returns
+    -------
+    tuple
+        ``("--model", {"workload": {...}})`` and the :class:`TrainingJob`.
+    """
+    chosen = next(s for s in step.strategies if s.strategy == step.chosen)
+    layer = ("--model", {"workload": {"mfu": float(step.mfu(chosen)), "precision": precision, "params": params}})
+    return layer, TrainingJob(model=model, gpus=int(step.gpus), step_time_s=float(step.step_time_s),
+                              tokens_per_step=int(step.tokens_per_step), tokens=tokens)
