@@ -65,3 +65,19 @@ def test_no_norm_crosses_with_one_instance_a_site_or_with_ddp(tmp_path_factory, 
     z, _ = _dp(tmp_path_factory, nccl, **layout)
     assert s.step_time_s == z.step_time_s and s.dci_time_s == z.dci_time_s
     assert not any("gradient norm" in a for a in said if "dp_sharding" in layout)  # DDP's ring says none
+
+
+def test_the_dci_for_95pct_counts_the_norm(tmp_path_factory, monkeypatch):
+    """rev75: the budget the flat ring's phase may take for 95% of one site is what the exposed tail leaves, the
+    norm's crossing included (``E = T_s (1/0.95 - 1) - amax - norm``), so pricing the norm at 0 asks less DCI
+    (a mutation leaving the norm out of ``E`` passed)."""
+    region = build_region(region_file(tmp_path_factory, TEXT + FLAT, "gn75"))
+
+    def need():  # a batch long enough that 95% is reachable (8 sequences a step leave no budget: inf either way)
+        job = estimate_across_sites(region, load_model("llama3-8b"),
+                                    make_layout(tp=8, dp=4, global_batch=512, seq_len=4096))
+        return job.strategies[0].dci_total_Bps_for_95pct
+
+    s = need()
+    monkeypatch.setattr(dp_across, "small_all_reduce_dci_s", lambda *a, **k: 0.0)
+    assert 0 < need() < s < float("inf")

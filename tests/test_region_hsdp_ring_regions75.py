@@ -39,3 +39,18 @@ def test_the_hybrid_ring_is_the_replicate_groups(tmp_path_factory, sharding):
     assert s.dci_bytes_per_step == pytest.approx(2 * 3 / 4 * V, rel=1e-12)  # D_r = 4: 1.5 V, not 2 x 7/8 V
     line = next(a for a in said if a.startswith("dp across sites: the gradients cross"))
     assert "flat cross-DC ring over 4 replicas" in line and "6 crossings" in line, line
+
+
+def test_the_hybrid_rings_window_counts_every_shard_groups_channels(tmp_path_factory, monkeypatch):
+    """rev75: ``dp_shard`` rings run side by side, each with a replica's GPUs' channels, so the flat ring's window
+    (``window_s``'s in-flight channels) is ``tp x dp_shard x channels`` = 8 x 2 x 16 (was left untested: a mutation
+    passing ``tp`` alone passed)."""
+    from topo.engine.region_estimate import region_channels
+    from topo.training import dp_across
+    seen = []
+    real = dp_across.window_s
+    monkeypatch.setattr(dp_across, "window_s", lambda *a: seen.append(a[2]) or real(*a))
+    region = build_region(region_file(tmp_path_factory, TEXT + '[nccl]\ndp_reduction = "flat_ring"\n', "hs75"))
+    estimate_across_sites(region, load_model("llama3-8b"),
+                          make_layout(tp=8, dp=8, global_batch=16, seq_len=4096, dp_sharding="zero1", dp_shard=2))
+    assert seen and set(seen) == {8 * 2 * region_channels(region)}
