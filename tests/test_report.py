@@ -309,6 +309,10 @@ def test_page_is_self_contained(superpod_report):
     assert len(figs) == len(re.findall(r'<div class="plot" id="fig\d+"', page)) == 9
     for section in ("summary", "fabric", "oversubscription", "loads", "curves"):
         assert f'<section id="{section}">' in page
+    # rev75: the footer is where the page tells its reader it fetches nothing; no test read it
+    footer = re.search(r"<footer>(.*?)</footer>", page, flags=re.S).group(1)
+    assert "Self-contained" in footer and "makes no network request" in footer
+    assert re.search(r"plotly\.js v?[\d.]+ is inlined", footer), footer
 
 
 def test_several_specs_side_by_side(superpod_report, gb200):

@@ -199,12 +199,16 @@ def _scan_top(count: int, power_W: float, limit_W: float) -> int:
 
 
 def _past_refused(lo: int, fits: Callable[[int], bool], refused: dict[int, str], top: int) -> tuple[int, int]:
-    """``(lo, hi)``: from ``lo`` (fits) up, each count in turn to ``top``, the refused passed over; ``lo`` the last
-    that fits, ``hi`` the first that builds and does not fit, or the first refused past ``lo`` when none builds
-    above it up to ``top`` (the fabric binds)."""
-    for n in range(lo + 1, top + 1):
+    """``(lo, hi)``: from ``lo`` (fits) up, each count in turn, the refused passed over; ``lo`` the last that fits,
+    ``hi`` the first that builds and does not fit, or the first refused past ``lo`` when the counts from ``top`` on
+    are refused (the fabric binds). A count that fits past ``top`` is taken and the scan goes on, so ``hi`` is
+    always priced or refused (rev75: it was ``lo + 1`` unpriced when the scan's last count fitted)."""
+    n = lo + 1
+    while True:
         if fits(n):
             lo = n
         elif n not in refused:
             return lo, n
-    return lo, lo + 1
+        elif n >= top:
+            return lo, next(m for m in range(lo + 1, n + 1) if m in refused)
+        n += 1
