@@ -525,23 +525,32 @@ def _setups():
     return out
 
 
-def _engines(setups):
-    """Build each run's fabric and comm engine once per spec; set each run's ``gen``, ``key`` (its [training]
-    fraction) and ``contention`` (the traffic mix depends on the layout only: reused by the fit)."""
+def _fabrics(setups) -> dict:
+    """Build each run's fabric once per spec and set each run's ``gen`` (its GPU's generation): spec -> fabric."""
     import topo
     from topo.fabric.hardware import lookup_gpu
-    from topo.training.comm import CommEngine
-    from topo.training.step import estimate_step
 
-    fabrics, engines = {}, {}
+    fabrics = {}
     for s in setups:
         if s["spec"] not in fabrics:
             name, over = s["spec"]
             fabrics[s["spec"]] = topo.build_fabric(topo.load_spec(name, list(over)))
-            engines[s["spec"]] = CommEngine(fabrics[s["spec"]])
-            # the same fabric for the rows whose release's launcher exports NCCL_NVLS_ENABLE=0 (nccl_env_releases)
-            engines[(s["spec"], NO_NVLS)] = CommEngine(fabrics[s["spec"]], algorithm=NO_NVLS)
         s["gen"] = lookup_gpu(fabrics[s["spec"]].spec.gpu).generation
+    return fabrics
+
+
+def _engines(setups):
+    """Build each run's fabric and comm engine once per spec; set each run's ``gen``, ``key`` (its [training]
+    fraction) and ``contention`` (the traffic mix depends on the layout only: reused by the fit)."""
+    from topo.training.comm import CommEngine
+    from topo.training.step import estimate_step
+
+    fabrics, engines = _fabrics(setups), {}
+    for spec, fabric in fabrics.items():
+        engines[spec] = CommEngine(fabric)
+        # the same fabric for the rows whose release's launcher exports NCCL_NVLS_ENABLE=0 (nccl_env_releases)
+        engines[(spec, NO_NVLS)] = CommEngine(fabric, algorithm=NO_NVLS)
+    for s in setups:
         s["key"] = f"{s['gen']}_{'fp8' if s['lay'].precision == 'fp8' else 'bf16'}"
         first = estimate_step(fabrics[s["spec"]], s["model"], s["lay"], engine=engine_of(engines, s),
                               convention="6n")
@@ -718,6 +727,9 @@ def main() -> None:
     ap.add_argument("--fit", action="store_true", help="write the fitted fractions into kernels.toml and the "
                     "out-of-family errors into step_uncertainty.toml")
     ap.add_argument("--write", action="store_true", help="update benchmarks/RESULTS.md")
+    ap.add_argument("--spans", action="store_true", help="write only what each group's runs span (families, GPU "
+                    "counts, pp, cp, ep and the NVLink domains an expert group spans) into step_uncertainty.toml, "
+                    "keeping its errors, and stop: no step is predicted")
     ap.add_argument("--host-rows", action="store_true", help="also print, for each MoE run the host launch time "
                     "moves, its error from 5 to 80 us and the time that zeroes it")
     ap.add_argument("--command", metavar="RUN_ID", default=None, help="print the topo train command line that "
@@ -728,9 +740,13 @@ def main() -> None:
         print(text, file=sys.stderr if text.startswith("--command:") else sys.stdout)
         sys.exit(2 if text.startswith("--command:") else 0)
 
+    if args.spans:
+        _write_spans()
+        return
     t0 = time.perf_counter()
     setups = _setups()
-    predict = _predictor(*_engines(setups))
+    fabrics, engines = _engines(setups)
+    predict = _predictor(fabrics, engines)
     values, host_wanted = _fit_and_score(setups, predict)
     body, errors = _report(setups, values)
     body += _host_note(host_wanted)
@@ -740,7 +756,7 @@ def main() -> None:
     if args.host_rows:
         print("\n" + host_rows(setups, predict, values))
     if args.fit:
-        _write_fit(values, errors)
+        _write_fit(values, errors, run_spans(setups, fabrics))
     if args.write:
         update_section("Training-step accuracy (topo train)", body, "python benchmarks/training_accuracy.py")
 
@@ -1040,7 +1056,47 @@ def _set_in_table(text: str, table: str, key: str, value: str) -> str:
     return text[:m.start()] + f"{key} = {value}" + text[m.end():]
 
 
-def _write_fit(values, errors) -> None:
+def run_spans(setups, fabrics) -> dict:
+    """What each group's scored runs span, across generations (``"all"``) and on each generation: group -> ``"all"``
+    or a generation -> step_uncertainty.toml's span keys (:data:`topo.training.uncertainty.SPAN_KEYS`), from each
+    run's layout placed on its fabric as ``topo train`` places it (:func:`topo.training.uncertainty.job_reach`). The
+    same runs as :func:`_report`'s out-of-family errors: the scored ones (not the hold-out)."""
+    from topo.training.mapping import default_placement, map_layout
+    from topo.training.uncertainty import job_reach
+
+    out: dict = {}
+    for s in scored(setups):
+        f = fabrics[s["spec"]]
+        lay, _ = default_placement(s["lay"], f.spec.gpus_per_domain, f.layout.num_gpus)
+        reach = job_reach(lay, map_layout(lay, f.spec.gpus_per_domain, f.layout.num_gpus))
+        for gen in ("all", s["gen"]):
+            sp = out.setdefault(s["group"], {}).setdefault(gen, {
+                "families": set(), "by_gen": {}, "gpus_min": reach["gpus"], "gpus_max": reach["gpus"],
+                "pp_max": 1, "cp_max": 1, "ep_max": 1, "ep_domains_max": 1})
+            sp["families"].add(s["family"])
+            sp["by_gen"][s["gen"]] = sp["by_gen"].get(s["gen"], 0) + 1
+            sp["gpus_min"], sp["gpus_max"] = min(sp["gpus_min"], reach["gpus"]), max(sp["gpus_max"], reach["gpus"])
+            for k in ("pp", "cp", "ep", "ep_domains"):
+                sp[f"{k}_max"] = max(sp[f"{k}_max"], reach[k])
+    for by_gen in out.values():
+        for sp in by_gen.values():
+            sp["families"] = sorted(sp["families"])
+            by_gen = sorted(sp.pop("by_gen").items())
+            sp["generations"], sp["generation_runs"] = [g for g, _ in by_gen], [n for _, n in by_gen]
+    return out
+
+
+def _write_spans() -> None:
+    """``--spans``: each row's span keys of step_uncertainty.toml from the runs CSVs (:func:`run_spans`), its
+    errors kept as they are: no step is predicted, nothing is fitted."""
+    setups = _setups()
+    spans = run_spans(setups, _fabrics(setups))
+    out = ROOT / "topo" / "data" / "compute" / "step_uncertainty.toml"
+    out.write_text(uncertainty_text(out.read_text(), None, spans))
+    print(f"wrote {out}")
+
+
+def _write_fit(values, errors, spans) -> None:
     path = ROOT / "topo" / "data" / "compute" / "kernels.toml"
     text = path.read_text()
     for key, v in values.items():
@@ -1051,28 +1107,50 @@ def _write_fit(values, errors) -> None:
     path.write_text(text)
     print(f"wrote {path}")
     out = ROOT / "topo" / "data" / "compute" / "step_uncertainty.toml"
-    out.write_text(uncertainty_text(out.read_text(), errors))
+    out.write_text(uncertainty_text(out.read_text(), errors, spans))
     print(f"wrote {out}")
 
 
-def uncertainty_text(old: str, errors) -> str:
+def _toml_value(v) -> str:
+    """A span key's value as TOML: a list of names or of counts, or an integer."""
+    if isinstance(v, list):
+        return "[" + ", ".join(f'"{x}"' if isinstance(x, str) else str(x) for x in v) + "]"
+    return str(v)
+
+
+def uncertainty_text(old: str, errors, spans=None) -> str:
     """step_uncertainty.toml from ``errors`` (group -> ``"all"`` or a GPU generation -> signed out-of-family errors):
     each group's ``[group]`` row across generations and a ``[group.generation]`` row for each generation with at least
-    ``old``'s ``generation_min_runs`` runs; each row's runs, p50 and p90 of the absolute errors and signed median.
-    ``old``'s header is kept as it is (``status``, the minimum and ``source``, which ``topo train --json`` shows as the
-    interval's ``basis``: one place)."""
+    ``old``'s ``generation_min_runs`` runs; each row's runs, p50 and p90 of the absolute errors and signed median,
+    then, where ``spans`` (:func:`run_spans`) has the row, what its runs span. ``errors`` None keeps ``old``'s rows'
+    runs and percentiles (``--spans``). ``old``'s header is kept as it is (``status``, the minimum and ``source``,
+    which ``topo train --json`` shows as the interval's ``basis``: one place)."""
+    from topo.training.uncertainty import SPAN_KEYS
+
     m = re.search(r"^\[", old, re.M)
     header = old[:m.start() if m else len(old)].rstrip("\n")
     least = int(tomllib.loads(header)["generation_min_runs"])
+    rows = {}
+    if errors is None:
+        for g, row in tomllib.loads(old).items():
+            if isinstance(row, dict):
+                for gen, r in [("all", row)] + [(k, v) for k, v in row.items() if isinstance(v, dict)]:
+                    rows[(g, gen)] = [f"runs = {r['runs']}", f"p50 = {r['p50']:.3f}", f"p90 = {r['p90']:.3f}",
+                                      f"median = {r['median']:.3f}"]
+    else:
+        for g, by_gen in errors.items():
+            for gen, errs in by_gen.items():
+                if not errs or (gen != "all" and len(errs) < least):
+                    continue
+                a = np.abs(errs)
+                rows[(g, gen)] = [f"runs = {len(errs)}", f"p50 = {float(np.percentile(a, 50)):.3f}",
+                                  f"p90 = {float(np.percentile(a, 90)):.3f}", f"median = {float(np.median(errs)):.3f}"]
     lines = [header, ""]
-    for g, by_gen in errors.items():
-        for gen, errs in by_gen.items():
-            if not errs or (gen != "all" and len(errs) < least):
-                continue
-            a = np.abs(errs)
-            lines += [f"[{g}]" if gen == "all" else f"[{g}.{gen}]", f"runs = {len(errs)}",
-                      f"p50 = {float(np.percentile(a, 50)):.3f}", f"p90 = {float(np.percentile(a, 90)):.3f}",
-                      f"median = {float(np.median(errs)):.3f}", ""]
+    for (g, gen), stats in rows.items():
+        span = (spans or {}).get(g, {}).get(gen)
+        lines += [f"[{g}]" if gen == "all" else f"[{g}.{gen}]", *stats]
+        lines += [f"{k} = {_toml_value(span[k])}" for k in SPAN_KEYS] if span else []
+        lines.append("")
     return "\n".join(lines)
 
 

@@ -37,7 +37,7 @@ from .output import emit, emit_json, mfu_text, note, table
 from .train_ops import print_op_table, print_stage_table
 from .train_text import (bias_text, command_options, dispatcher_cell, dispatcher_searched, gb, given_flags, model_flag,
                          gpu_hours_text, memory_line, tight_memory_note, not_fit_line, recompute_cell, row_flags, runs_on,
-                         uncertainty_line)
+                         span_line, uncertainty_line, activation_table)
 
 
 def register(sub) -> None:
@@ -198,6 +198,10 @@ def _output_arguments(p) -> None:
                    help="also each block's operators as the model prices them: GPU forward/backward, the host's "
                         "launches, kernels (one micro-batch on one GPU; in --json, the key block_ops), and each "
                         "pipeline rank's compute (stage_compute)")
+    p.add_argument("--memory", action="store_true",
+                   help="also the activations per GPU by what holds them: one micro-batch's attention, MLP, MoE and "
+                        "Mamba-2 layers, the logits and the pipeline's further micro-batches in flight (in --json "
+                        "always: memory.activations_by_kind_bytes)")
 
 
 _OVERLAP_DIMS = ("tp", "cp", "pp", "dp", "ep")  # what --overlap DIM=on|off sets (overlap_DIM)
@@ -281,6 +285,9 @@ def _check_applies(args) -> None:
     if args.ops and (args.search or is_region_args(args)):
         raise TopoError("prints one layout's operators on one site; not with --search or a region of several "
                         "sites", key="--ops")
+    if args.memory and (args.search or is_region_args(args)):
+        raise TopoError("prints one layout's activations by kind on one site; not with --search or a region of "
+                        "several sites", key="--memory")
     if args.rank_orders is not None and not args.search:
         raise TopoError("lists the rank orders --search tries; without --search give one order, --rank-order",
                         key="--rank-orders")
@@ -595,7 +602,7 @@ def _finish(args, r, model, fabric, lay) -> int:
         emit_json({**r.to_dict(train_tokens=args.tokens), **_model_size(model),
                    **({"block_ops": ops, "stage_compute": stages} if ops else {})})
     else:
-        _print_step(r, args.tokens, model)
+        _print_step(r, args.tokens, model, args.memory)
         for n in stops:
             emit(f"note: {n}")
         if ops:
@@ -816,7 +823,7 @@ def _framework_options(L: dict, model, gpu) -> str:
     return ", ".join(shown)
 
 
-def _print_step(r, tokens, model) -> None:
+def _print_step(r, tokens, model, memory: bool = False) -> None:
     L = r.layout
     short = not_fit_line(r.memory.to_dict(), r.gpu)
     if short:
@@ -869,6 +876,8 @@ def _print_step(r, tokens, model) -> None:
     m = r.memory
     emit("")
     emit(memory_line(m.to_dict(), r.layout))
+    if memory:
+        emit(activation_table(m.to_dict()))
     tight = tight_memory_note([("this layout", m.total_bytes, m.capacity_bytes)])
     if tight:
         emit(f"note: {tight}")
@@ -1017,6 +1026,8 @@ def _print_search(res, args, held: dict, model) -> None:
              f"family the fit never saw, half were within {u['p50']:.0%} of the measured step, nine in ten within "
              f"{u['p90']:.0%}{bias_text(u)} (#1: {format_time(u['low_s'])} - "
              f"{format_time(u['high_s'])})")
+        if u.get("span"):
+            emit(f"{span_line(u)} (#1)")
     if res.ranked:
         L = res.ranked[0].layout  # a vpp-1 pipeline the search turned a held overlap_pp off on: stepped as it was
         pp_off = " --overlap pp=off" * (PP_OVERLAP_NOTE in res.notes and L["pp"] > 1 and not L.get("overlap_pp"))

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import shlex
 
-from ..training.memory import fragmentation_margin_bytes, state_convention
+from ..training.memory import ACTIVATION_PARTS, fragmentation_margin_bytes, state_convention
 from ..training.parallel import DEFAULT_ORDER
+from .output import table
 from ..units import format_gpu_hours, format_in, format_time
 
-__all__ = ["gb", "gpu_hours_text", "memory_line", "tight_memory_note", "not_fit_line", "uncertainty_line", "runs_on", "bias_text", "dispatcher_searched",
+__all__ = ["gb", "gpu_hours_text", "memory_line", "activation_table", "tight_memory_note", "not_fit_line", "uncertainty_line", "span_line", "runs_on", "bias_text", "dispatcher_searched",
            "dispatcher_cell", "row_flags", "command_options", "given_flags", "model_flag"]
 
 
@@ -30,6 +31,18 @@ def memory_line(m: dict, layout: dict) -> str:
             + (f"NVLS {gb(m['nvls_bytes'])}  " if m.get("nvls_bytes") else "")
             + f"total {gb(m['total_bytes'])} of {gb(m['capacity_bytes'])}: "
             + ("fits" if m["fits"] else f"DOES NOT FIT by {gb(m['short_bytes'])}") + f" ({state_convention(layout)})")
+
+
+def activation_table(m: dict) -> str:
+    """``--memory``: the activations of the memory line's stage by what holds them (``m``: a step's ``memory``
+    dict, its ``activations_by_kind_bytes``), each in GB and as a share, and their sum, the line's figure."""
+    parts = m.get("activations_by_kind_bytes") or {}
+    total = m["activations_bytes"]
+    rows = [[ACTIVATION_PARTS[k], gb(v), f"{v / total:.1%}" if total else "-"] for k, v in parts.items()]
+    rows.append(["activations (the memory line's)", gb(total), "100.0%" if total else "-"])
+    return (f"activations per GPU on pipeline rank {m['stage']} by what holds them (one micro-batch's layers, then "
+            "what the schedule's further micro-batches in flight add)\n"
+            + table(rows, ["part", "memory", "share"], right=[False, True, True]))
 
 
 def tight_memory_note(rows: list[tuple[str, float, float]]) -> str:
@@ -65,7 +78,41 @@ def uncertainty_line(u: dict, of: str = "") -> str:
     return (f"uncertainty {format_time(u['low_s'])} - {format_time(u['high_s'])}{of}: "
             f"on {runs_on(u)} "
             f"of {u['label']} models whose family the fit never saw, half were within "
-            f"{u['p50']:.0%} of the measured step, nine in ten within {u['p90']:.0%}{bias_text(u)}")
+            f"{u['p50']:.0%} of the measured step, nine in ten within {u['p90']:.0%}{bias_text(u)}"
+            + (f"\n{span_line(u)}" if u.get("span") else ""))
+
+
+def _count(n: int, one: str, many: str) -> str:
+    return f"{n:,} {one if n == 1 else many}"
+
+
+OUTSIDE_WORDS = {"gpus": lambda v: _count(v, "GPU", "GPUs"), "pp": lambda v: f"pp {v}", "cp": lambda v: f"cp {v}",
+                 "ep": lambda v: f"ep {v}", "ep_domains": lambda v: f"EP across {v} NVLink domains",
+                 "generation": lambda v: f"{v.capitalize()} (no run)"}
+"""How the span line words each figure of ``outside`` (:func:`topo.training.uncertainty.outside_span`)."""
+
+
+def span_line(u: dict) -> str:
+    """What an interval's runs span (``u['span']``: families, generations, GPUs, pp, cp, EP and the NVLink domains
+    an expert group crossed) and, where ``u['outside']`` says so, where the job lies outside every one of them
+    (walk35: a 1,024-GPU pp 2 job's interval rested on 7 runs of 8-16 GPUs without a pipeline, unsaid); "" when
+    the interval has no span (a step_uncertainty.toml from before it was written)."""
+    sp = u.get("span")
+    if not sp:
+        return ""
+    gens = ", ".join(f"{n} {g.capitalize()}" for g, n in zip(sp["generations"], sp["generation_runs"]))
+    gpus = f"{sp['gpus_min']:,}" + (f"-{sp['gpus_max']:,}" if sp["gpus_max"] != sp["gpus_min"] else "") + " GPUs"
+    parts = [_count(len(sp["families"]), "family", "families") + f" ({', '.join(sp['families'])})", gens, gpus,
+             "no pipeline" if sp["pp_max"] == 1 else f"pp up to {sp['pp_max']}",
+             "no context parallelism" if sp["cp_max"] == 1 else f"cp up to {sp['cp_max']}"]
+    if sp["ep_max"] > 1:
+        parts.append(f"ep up to {sp['ep_max']} " + ("inside an NVLink domain" if sp["ep_domains_max"] == 1 else
+                                                    f"across up to {sp['ep_domains_max']} NVLink domains"))
+    out = u.get("outside")
+    where = "" if out is None else ("; this job lies inside them" if not out else
+                                    "; this job is outside them: " + ", ".join(OUTSIDE_WORDS[k](v)
+                                                                               for k, v in out.items()))
+    return f"interval from {u['runs']} {u['label']} runs ({'; '.join(parts)}){where}"
 
 
 def runs_on(u: dict) -> str:

@@ -67,7 +67,7 @@ buffers (``nvls_bytes``, :func:`.nvls_buffers.step_nvls_bytes`) depend on the al
 from __future__ import annotations
 
 import tomllib
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 
 from ..resources import data_dir
@@ -80,7 +80,7 @@ from .model import ATTENTION_BLOCKS, BLOCK_KINDS, Block, ModelSpec
 from .operators import END_UNITS, pipeline_units, rank_stages
 from .unit_params import unit_params
 
-__all__ = ["MemoryBreakdown", "memory_per_gpu", "fragmentation_margin_bytes", "activation_bytes_per_layer", "params_per_gpu",
+__all__ = ["ACTIVATION_PARTS", "MemoryBreakdown", "memory_per_gpu", "whole_parts", "fragmentation_margin_bytes", "activation_bytes_per_layer", "params_per_gpu",
            "stage_params", "units_holding", "gathered_unit_bytes", "block_activation_bytes", "end_unit_params",
            "state_convention", "process_reserve_bytes"]
 
@@ -100,6 +100,9 @@ class MemoryBreakdown:
     nccl_bytes: float = 0.0  # NCCL's channel buffers of the communicators a step uses (.nccl_buffers)
     ep_buffers_bytes: float = 0.0  # the flex dispatcher's DeepEP / HybridEP buffer (.ep_buffers)
     nvls_bytes: float = 0.0  # NCCL's NVLS buffers of the communicators whose collectives run NVLS (.nvls_buffers)
+    activations_by_kind_bytes: dict = field(default_factory=dict)
+    """``activations_bytes`` by what holds them (:data:`ACTIVATION_PARTS`; the parts present): one micro-batch's
+    layers of each kind, the logits, and the pipeline's further micro-batches in flight; they sum to the total."""
 
     @property
     def total_bytes(self) -> float:
@@ -118,7 +121,34 @@ class MemoryBreakdown:
     def to_dict(self) -> dict:
         d = asdict(self)
         d.update(total_bytes=self.total_bytes, fits=self.fits, short_bytes=self.short_bytes)
-        return whole_bytes(d)
+        d = whole_bytes(d)
+        d["activations_by_kind_bytes"] = whole_parts(self.activations_by_kind_bytes, d["activations_bytes"])
+        return d
+
+
+def whole_parts(parts: dict, total: int) -> dict:
+    """``parts`` in whole bytes that sum to the whole ``total``: each rounded, the last given the rest (a JSON
+    document's activations by kind add up to its ``activations_bytes``, to the byte).
+
+    Parameters
+    ----------
+    parts : dict
+        Name -> bytes (float), summing to ``total`` but for rounding.
+    total : int
+        Their sum, whole.
+
+    Returns
+    -------
+    dict
+
+    >>> whole_parts({"a": 1.4, "b": 1.4}, 3)
+    {'a': 1, 'b': 2}
+    """
+    out = {k: round(v) for k, v in parts.items()}
+    if out:
+        last = list(out)[-1]
+        out[last] = total - sum(v for k, v in out.items() if k != last)
+    return out
 
 
 @lru_cache(maxsize=None)
@@ -344,6 +374,17 @@ def activation_bytes_per_layer(model: ModelSpec, lay: ParallelLayout) -> float:
     return total / model.layers
 
 
+ACTIVATION_PARTS = {"attention": "attention", "mlp": "MLP", "moe": "MoE", "mamba": "Mamba-2",
+                    "recomputed_inputs": "recomputed layers' inputs", "offloaded_in_transit": "offloaded layer in transit",
+                    "logits": "embedding / loss (logits)", "pipeline_in_flight": "pipeline micro-batches in flight"}
+"""The parts of :attr:`MemoryBreakdown.activations_by_kind_bytes`, as the text names them: the saved tensors of
+one micro-batch's attention (``*``, ``W``), MLP (``-``), MoE (``E``) and Mamba-2 (``M``) blocks on the rank (a
+fully recomputed layer: its input; an offloaded one: the one in transit), its heads' FP32 logits, and the further
+micro-batches (chunks) the pipeline schedule holds in flight on it, of those same layers."""
+_PART_OF_BLOCK = {Block.ATTENTION: "attention", Block.LOCAL: "attention", Block.MLP: "mlp", Block.MOE: "moe",
+                  Block.MAMBA: "mamba"}
+
+
 def _in_flight_chunks(lay: ParallelLayout, stage: int) -> int:
     m, v = lay.microbatches // lay.pipeline_flushes, lay.vpp  # one schedule's micro-batches
     if lay.pipeline_schedule == "dualpipe":  # DualPipe's README table: PP + 1 per device, of its two stages
@@ -375,12 +416,13 @@ def memory_per_gpu(model: ModelSpec, lay: ParallelLayout, capacity_bytes: float,
     s = (lay.seq_len or model.seq_len) / lay.cp
     stages = pipeline_units(model, lay)
     if activations is None:
-        per_mb = _stage_activations(model, lay, stages)
+        per_mb, parts = _stage_activations(model, lay, stages)
     else:
         key = tuple([tuple(v) if type(v) is list else v for v in map(lay.__getattribute__, _ACTIVATIONS_KEY)])
-        per_mb = activations.get(key)
-        if per_mb is None:
-            per_mb = activations[key] = _stage_activations(model, lay, stages)
+        got = activations.get(key)
+        if got is None:
+            got = activations[key] = _stage_activations(model, lay, stages)
+        per_mb, parts = got
     ends = end_unit_params(model, lay) if kept_in_fp8(lay) and z < 3 else None
     div3, div2, div1 = lay.shard_divisors(3), lay.shard_divisors(2), lay.shard_divisors(1)  # lay.sharded's, once
     nccl = nccl_buffer_bytes(lay, model.moe is not None, gpus_per_domain)
@@ -405,9 +447,29 @@ def memory_per_gpu(model: ModelSpec, lay: ParallelLayout, capacity_bytes: float,
         if best is None or total > best_total:
             best, best_total = (w, g, o, act, buf, i), total
     w, g, o, act, buf, i = best
+    held = rank_stages(lay)[i]
+    logits = sum([heads_of[j] for j in held]) * 4 * s * lay.micro_batch * model.vocab / lay.tp
     return MemoryBreakdown(weights_bytes=w, gradients_bytes=g, optimizer_bytes=o, activations_bytes=act,
                            capacity_bytes=capacity_bytes, buffers_bytes=buf, stage=i, reserved_bytes=reserved,
-                           nccl_bytes=nccl, ep_buffers_bytes=ep_buf)
+                           nccl_bytes=nccl, ep_buffers_bytes=ep_buf,
+                           activations_by_kind_bytes=_activation_parts([parts[j] for j in held], act, logits))
+
+
+def _activation_parts(held_parts: list[dict], act: float, logits: float) -> dict:
+    """A rank's activations by part (:data:`ACTIVATION_PARTS`): one micro-batch's layers by kind (the mean over
+    the stages it holds, as :func:`memory_per_gpu` counts them), the logits, and what the schedule's further
+    micro-batches in flight add, the rest of ``act`` (0 where only one is in flight)."""
+    out = {}
+    for k in ACTIVATION_PARTS:
+        v = sum(p.get(k, 0.0) for p in held_parts) / len(held_parts)
+        if v:
+            out[k] = v
+    if logits:
+        out["logits"] = logits
+    rest = act - sum(out.values())
+    if abs(rest) > 1e-9 * max(act, 1.0):
+        out["pipeline_in_flight"] = rest
+    return out
 
 
 def _total(weights: float, gradients: float, optimizer: float, activations: float, buffers: float,
@@ -417,21 +479,24 @@ def _total(weights: float, gradients: float, optimizer: float, activations: floa
     return weights + gradients + optimizer + activations + buffers + reserved
 
 
-def _stage_activations(model: ModelSpec, lay: ParallelLayout, stages: list[list[str]]) -> list[float]:
+def _stage_activations(model: ModelSpec, lay: ParallelLayout, stages: list[list[str]]) -> tuple[list[float],
+                                                                                                   list[dict]]:
     """Activation bytes each stage keeps for one micro-batch (its layers' saved tensors; fully recomputed layers
-    their input; offloaded layers only the one in transit)."""
+    their input; offloaded layers only the one in transit), and the same by part (:data:`ACTIVATION_PARTS`)."""
     s = (lay.seq_len or model.seq_len) / lay.cp
     full_input = 2 * s * lay.micro_batch * model.hidden / (lay.tp if lay.sequence_parallel else 1)
     per_kind = {k: block_activation_bytes(model, lay, k) for k in BLOCK_KINDS if model.count(k)}
     per_unit: dict[str, float] = {}
-    out = []
+    out, parts = [], []
     for units in stages:
         act_stage, layer_i, in_transit = 0.0, 0, 0.0
+        part: dict[str, float] = {}
         for u in units:
             if u in END_UNITS:
                 continue
             if lay.recompute == "full" and (lay.recompute_num_layers is None or layer_i < lay.recompute_num_layers):
                 act_stage += full_input
+                part["recomputed_inputs"] = part.get("recomputed_inputs", 0.0) + full_input
             else:
                 a = per_unit.get(u)
                 if a is None:
@@ -440,6 +505,11 @@ def _stage_activations(model: ModelSpec, lay: ParallelLayout, stages: list[list[
                     in_transit = max(in_transit, a)
                 else:
                     act_stage += a
+                    for k in u:
+                        part[_PART_OF_BLOCK[k]] = part.get(_PART_OF_BLOCK[k], 0.0) + per_kind[k]
             layer_i += 1
+        if in_transit:
+            part["offloaded_in_transit"] = in_transit
         out.append(act_stage + in_transit)
-    return out
+        parts.append(part)
+    return out, parts

@@ -115,7 +115,7 @@ from .routing import consecutive_destinations, rank_destinations, spread_destina
 from .timeline import step_timeline
 from .unit_params import tp_replicated_params
 from .tp_overlap import check_num_sm, margins_note, userbuffers_on
-from .uncertainty import left_out_measured, step_interval
+from .uncertainty import job_reach, left_out_measured, step_interval
 
 __all__ = ["estimate_step", "step_traffic", "traffic_stage",
            "mamba_cp_alltoalls", "step_breakdown", "bubble_s", "exposed_comm_s", "ep_copies",
@@ -1404,7 +1404,7 @@ def _step_result(fabric: Fabric, model: ModelSpec, lay: ParallelLayout, gpu, sc,
                   "time_factor": host_time_factor(gpu.kernels.host_cpu), "reference": reference_host_cpu()},
         profile=profile.name)
     result.timeline = step_timeline(result, sc.forward_s, sc.backward_s + sc.recompute_s)
-    result.uncertainty = step_interval(model, lay.precision, step, gpu.generation)
+    result.uncertainty = step_interval(model, lay.precision, step, gpu.generation, job_reach(lay, mapping))
     return result
 
 

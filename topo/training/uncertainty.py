@@ -7,6 +7,14 @@ its model family and writes each group's absolute errors' 50th and 90th percenti
 group's on its generation when the file has it, else its group's across generations: half of the runs of unseen
 families there were within ``p50`` of their measured step, nine in ten within ``p90``. ``median`` is their signed
 median error (negative: predicted faster than measured), shown, never applied to the prediction.
+
+Each row also says what its runs span (written by the same ``--fit``, or alone by ``--spans``, from the runs CSVs'
+layouts on their fabrics: :func:`job_reach` of each run): their model ``families``, their GPU ``generations``
+with the ``generation_runs`` on each,
+``gpus_min`` / ``gpus_max``, the largest ``pp_max``, ``cp_max``, ``ep_max`` and ``ep_domains_max`` (NVLink domains
+the widest expert group spans; 1: every run's all-to-all stayed inside a domain). :func:`step_interval` compares a
+job's own reach with them and lists where it lies outside every run (``outside``); a row without them (a file from
+before they were written) gives neither.
 """
 
 from __future__ import annotations
@@ -17,7 +25,8 @@ from functools import lru_cache
 from ..resources import data_dir
 from .model import ModelSpec
 
-__all__ = ["COARSE_EXPERTS", "GROUP_LABELS", "left_out_measured", "model_group", "step_interval"]
+__all__ = ["COARSE_EXPERTS", "GROUP_LABELS", "SPAN_KEYS", "job_reach", "left_out_measured", "model_group",
+           "outside_span", "step_interval"]
 
 COARSE_EXPERTS = 16
 """An MoE of at most this many experts is coarse (Mixtral's 8, Llama 4 Scout's 16); more is fine-grained."""
@@ -26,6 +35,59 @@ COARSE_EXPERTS = 16
 GROUP_LABELS = {"dense_bf16": "dense BF16", "dense_fp8": "dense FP8", "moe_coarse": "coarse MoE (up to 16 experts)",
                 "moe_fine": "fine-grained MoE", "hybrid_ssm": "hybrid Mamba-2 / attention"}
 """Each group's name as README's and RESULTS.md's accuracy tables print it."""
+
+
+SPAN_KEYS = ("families", "generations", "generation_runs", "gpus_min", "gpus_max", "pp_max", "cp_max", "ep_max", "ep_domains_max")
+"""What a row of step_uncertainty.toml says its runs span (the module doc)."""
+
+
+def job_reach(lay, mapping) -> dict:
+    """What a job's layout reaches, as a row's span counts it: its ``gpus``, ``pp``, ``cp``, ``ep`` and
+    ``ep_domains``, the NVLink domains its widest expert group spans (1: the all-to-all stays inside a domain).
+
+    Parameters
+    ----------
+    lay : ParallelLayout
+        The layout as placed (:func:`topo.training.mapping.default_placement`).
+    mapping : Mapping
+        ``lay`` on its fabric (:func:`topo.training.mapping.map_layout`).
+
+    Returns
+    -------
+    dict
+    """
+    return {"gpus": int(lay.gpus), "pp": int(lay.pp), "cp": int(lay.cp), "ep": int(lay.ep),
+            "ep_domains": int(mapping.domains_spanned("ep"))}
+
+
+def outside_span(span: dict, job: dict, generation: str | None) -> dict:
+    """Where a job lies outside every run of a row's ``span`` (:data:`SPAN_KEYS`): each of its ``job``
+    (:func:`job_reach`) figures beyond the runs' range, and its ``generation`` when no run was on it.
+
+    Parameters
+    ----------
+    span : dict
+        A row's span keys.
+    job : dict
+        :func:`job_reach` of the job.
+    generation : str, optional
+        The job's GPU generation.
+
+    Returns
+    -------
+    dict
+        Of ``gpus``, ``pp``, ``cp``, ``ep``, ``ep_domains`` and ``generation``, those outside, with the job's value;
+        empty when the job lies inside.
+    """
+    out = {}
+    if not span["gpus_min"] <= job["gpus"] <= span["gpus_max"]:
+        out["gpus"] = job["gpus"]
+    for k in ("pp", "cp", "ep", "ep_domains"):
+        if job[k] > span[f"{k}_max"]:
+            out[k] = job[k]
+    if generation is not None and generation not in span["generations"]:
+        out["generation"] = generation
+    return out
 
 
 def model_group(model: ModelSpec, precision: str) -> str:
@@ -70,7 +132,8 @@ def _basis() -> str:
     return str(_table().get("source", ""))
 
 
-def step_interval(model: ModelSpec, precision: str, step_time_s: float, generation: str | None = None) -> dict:
+def step_interval(model: ModelSpec, precision: str, step_time_s: float, generation: str | None = None,
+                  job: dict | None = None) -> dict:
     """The out-of-family error band of a step-time prediction.
 
     Parameters
@@ -82,6 +145,8 @@ def step_interval(model: ModelSpec, precision: str, step_time_s: float, generati
         The prediction.
     generation : str, optional
         The GPU's generation (``ampere``, ``hopper``, ``blackwell``): its own figures when the file has them.
+    job : dict, optional
+        What the job reaches (:func:`job_reach`): compared with the runs' span.
 
     Returns
     -------
@@ -91,7 +156,8 @@ def step_interval(model: ModelSpec, precision: str, step_time_s: float, generati
         ``runs`` (published runs behind it), ``p50`` and ``p90`` (fractions of the measured step), ``median`` (the
         signed median error, not applied), and
         ``low_s`` / ``high_s``: the measured steps a prediction off by at most ``p90`` either way stands for,
-        ``step / (1 + p90)`` to ``step / (1 - p90)`` (empty of figures when the group has no scored run).
+        ``step / (1 + p90)`` to ``step / (1 - p90)`` (empty of figures when the group has no scored run); where the
+        row has them, ``span`` (its :data:`SPAN_KEYS`) and, given ``job``, ``outside`` (:func:`outside_span`).
     """
     g = model_group(model, precision)
     row = _table().get(g)
@@ -101,6 +167,12 @@ def step_interval(model: ModelSpec, precision: str, step_time_s: float, generati
     if gen != "all":
         row = row[gen]
     p90 = float(row["p90"])
+    span = {k: row[k] for k in SPAN_KEYS if k in row}
+    extra = {}
+    if len(span) == len(SPAN_KEYS):
+        extra["span"] = span
+        if job is not None:
+            extra["outside"] = outside_span(span, job, generation)
     return {"group": g, "label": GROUP_LABELS[g], "basis": _basis(), "generation": gen, "runs": int(row["runs"]),
             "p50": float(row["p50"]), "p90": p90, "median": float(row.get("median", float("nan"))),
-            "low_s": step_time_s / (1 + p90), "high_s": step_time_s / (1 - p90) if p90 < 1 else float("inf")}
+            "low_s": step_time_s / (1 + p90), "high_s": step_time_s / (1 - p90) if p90 < 1 else float("inf"), **extra}
