@@ -345,7 +345,7 @@ _FIXED_UNITS = {
     "GB/s": 1e9, "TB/s": 1e12,  # bytes per second
     "Gb/s": 1e9 / 8,  # bytes per second, printed in bits
     "kW": 1e3, "MW": 1e6,  # watts
-    "TWh": 1e12,  # watt-hours
+    "GWh": 1e9, "TWh": 1e12,  # watt-hours
     "kt": 1e6, "Mt": 1e9,  # kilograms (kilotonnes, megatonnes)
     "TFLOP/s": 1e12, "EFLOP/s": 1e18,  # FLOP per second
     "min": 60.0, "h": 3600.0, "days": 86400.0,  # seconds

@@ -599,12 +599,15 @@ def _work_lines(r: PlanResult) -> list[str]:
     k = r.compute
     out = [f"work      ${r.cost_per_pflop_hour_usd:,.2f} per delivered PFLOP-hour (3.6e18 model FLOP at {k.precision}, "
            f"MFU {k.mfu:.3g}): the cost per effective GPU-hour x 1e15 / (peak per GPU x MFU)"]
-    return out + job_lines(r.training, r.cost_per_million_tokens_usd, r.time_to_train)
+    return out + job_lines(r.training, r.cost_per_million_tokens_usd, r.time_to_train, energy=r.energy_to_train)
 
 
-def job_lines(job, cost_per_million_tokens_usd, t: dict | None, at_step: str = "at the step") -> list[str]:
-    """A named job's cost per million tokens and its time to train ``--tokens`` with the goodput (one site's plan
-    and a region's, :func:`topo.plan.train_time.time_to_train`); ``at_step`` names the step it runs at."""
+def job_lines(job, cost_per_million_tokens_usd, t: dict | None, at_step: str = "at the step",
+              energy: dict | None = None, parts: str = "network and storage") -> list[str]:
+    """A named job's cost per million tokens, its time to train ``--tokens`` with the goodput (one site's plan
+    and a region's, :func:`topo.plan.train_time.time_to_train`) and its energy (:func:`~topo.plan.train_time.
+    job_energy`); ``at_step`` names the step it runs at, ``parts`` what the power's share counts besides the
+    servers."""
     if job is None:
         return []
     out = [f"          {job.model}: ${cost_per_million_tokens_usd:,.3f} per million tokens ("
@@ -616,7 +619,27 @@ def job_lines(job, cost_per_million_tokens_usd, t: dict | None, at_step: str = "
                    f"{at_step}, as topo train --tokens gives it), "
                    f"{format_gpu_hours(t['gpu_hours_to_train'])} GPU-hours on "
                    f"{format_count(job.gpus)} GPUs{_ends_text(t)}")
-    return out
+    return out + _energy_lines(job, energy, parts)
+
+
+def _energy_lines(job, e: dict | None, parts: str) -> list[str]:
+    """The job's energy per token and to train (:func:`topo.plan.train_time.job_energy`), what it counts."""
+    if e is None:
+        return []
+    price = e["electricity_usd_per_kWh"]
+    out = (f"          energy {e['energy_per_token_J']:.3g} J per token, {e['energy_per_million_tokens_kWh']:,.3g} kWh "
+           f"per million tokens (${e['energy_cost_per_million_tokens_usd']:,.4g} at ${price:g}/kWh, inside the cost "
+           f"above)")
+    if "energy_to_train_kWh" in e:
+        out += (f"; to train: {format_in(e['energy_to_train_kWh'] * 1e3, 'GWh', ',.1f')} "
+                f"({format_usd(e['energy_cost_to_train_usd'])})")
+        ends = e.get("energy_to_train_interval_kWh")
+        if ends:
+            out += (f", {format_in(ends[0] * 1e3, 'GWh', ',.1f')} - {format_in(ends[1] * 1e3, 'GWh', ',.1f')} at the "
+                    "uncertainty's ends")
+    return [out, f"          (the job's {format_count(job.gpus)} GPUs' share of the average facility power, "
+                 f"{format_in(e['job_power_W'], 'MW', ',.2f')}: their servers at their average draw and that share of the "
+                 f"{parts}, at the PUE, over the time with the goodput)"]
 
 
 def _ends_text(t: dict) -> str:

@@ -187,7 +187,8 @@ def _job_block(r: RegionPlan) -> list[str]:
         return []
     out = [f"work      {t.model} across the {len(r.sites)} sites, data parallel: step {format_time(t.step_time_s)}, "
            f"{format_count(t.tokens_per_step)} tokens a step (topo train {r.name} --model {t.model} with the layout)"]
-    return out + job_lines(t, r.cost_per_million_tokens_usd, r.time_to_train, at_step="at the step across the sites")
+    return out + job_lines(t, r.cost_per_million_tokens_usd, r.time_to_train, at_step="at the step across the sites",
+                           energy=r.energy_to_train, parts="network and storage (and the DCI's, no PUE)")
 
 
 def _set_list(one_site: dict) -> str:

@@ -19,7 +19,7 @@ from .dci_ports import port_notes, site_ports
 from .planner import plan, workload_of
 from .power import HOURS_PER_YEAR
 from .reliability import Reliability, joint_reliability
-from .train_time import TrainingJob, cost_per_million_tokens_usd, time_to_train
+from .train_time import TrainingJob, cost_per_million_tokens_usd, job_energy, time_to_train
 
 __all__ = ["SitePlan", "RegionPlan", "plan_region", "restore_exchange_s"]
 
@@ -77,6 +77,22 @@ class RegionPlan:
         return time_to_train(self.training, self.reliability.goodput if self.reliability is not None else 1.0)
 
     @property
+    def average_facility_power_W(self) -> float:
+        """The sites' facility power at their servers' average draw (each site's plan's, :mod:`topo.plan.power`) and
+        the DCI's power (the bill's, as its energy cost counts it: no PUE)."""
+        return sum(p.power.average_facility_power_W for p in self.site_plans) + self.dci.power_W
+
+    @property
+    def energy_to_train(self) -> dict | None:
+        """With a job: one site's plan's figures (:func:`~topo.plan.train_time.job_energy`) with the region's
+        average facility power, GPUs, goodput and the first site's electricity price (the DCI bill's)."""
+        if self.training is None or not self.site_plans:
+            return None
+        return job_energy(self.training, self.reliability.goodput if self.reliability is not None else 1.0,
+                          self.average_facility_power_W, self.num_gpus,
+                          self.site_plans[0].power.electricity_usd_per_kWh)
+
+    @property
     def effective_fraction(self) -> float:
         """The share of the region's installed GPU-hours that trains: goodput x training GPUs / GPUs (as one site's
         :attr:`~topo.plan.result.PlanResult.effective_fraction`)."""
@@ -96,6 +112,7 @@ class RegionPlan:
         d["training"] = self.training.to_dict() if self.training else None
         d["cost_per_million_tokens_usd"] = self.cost_per_million_tokens_usd
         d["time_to_train"] = self.time_to_train
+        d["energy_to_train"] = self.energy_to_train
         d["reliability"] = self.reliability.to_dict() if self.reliability is not None else None
         d["goodput"] = self.reliability.goodput if self.reliability is not None else None
         d["cost_per_effective_gpu_hour_usd"] = self.cost_per_effective_gpu_hour_usd

@@ -19,7 +19,7 @@ from .reliability import Reliability
 from .storage import StoragePlan
 from .tco import OwnershipCost
 from .budget import PowerFit
-from .train_time import TrainingJob, cost_per_million_tokens_usd, time_to_train
+from .train_time import TrainingJob, cost_per_million_tokens_usd, job_energy, time_to_train
 
 __all__ = ["PlanResult", "DesignComparison", "RANGED"]
 
@@ -155,6 +155,15 @@ class PlanResult:
         interval, the time with the goodput at its ends (``time_to_train_interval_s``); None otherwise."""
         return time_to_train(self.training, self.reliability.goodput)
 
+    @property
+    def energy_to_train(self) -> dict | None:
+        """With a job: its share of the plan's average facility power over its tokens with the goodput
+        (:func:`~topo.plan.train_time.job_energy`): J per token, kWh per million tokens, their cost and, with its
+        token budget, the energy to train; None without a job."""
+        p = self.power
+        return job_energy(self.training, self.reliability.goodput, p.average_facility_power_W, self.num_gpus,
+                          p.electricity_usd_per_kWh)
+
     def headline(self) -> dict:
         """The figures designs are compared on (flat, JSON-ready)."""
         p, c, n, r, o, f = self.power, self.capex, self.network, self.reliability, self.ownership, self.floor
@@ -216,6 +225,7 @@ class PlanResult:
             "cost_per_million_tokens_usd": h["cost_per_million_tokens_usd"],
             "training": self.training.to_dict() if self.training else None,
             "time_to_train": self.time_to_train,
+            "energy_to_train": self.energy_to_train,
             "power_fit": self.power_fit.to_dict() if self.power_fit else None,
             "floor": self.floor.to_dict(), "bom": self.bom.to_dict(), "power": self.power.to_dict(),
             "capex": self.capex.to_dict(), "ownership": self.ownership.to_dict(), "cost_range": self.costs.to_dict(), "compute": self.compute.to_dict(),

@@ -6,6 +6,8 @@ train a token budget with the plan's goodput, and the cost of its work.
     at the interval's     the same with step_time at the step's out-of-family interval's ends (topo train --tokens's)
     GPU-hours             job GPUs x t_wall / 3,600 s
     cost per 1M tokens    cost per effective GPU-hour x job GPUs x step_time / tokens_per_step / 3,600 s x 1e6
+    job's power           job GPUs / GPUs x the plan's average facility power       (:func:`job_energy`)
+    energy per token      job's power / (tokens_per_s x goodput);  to train: job's power x t_wall
 
 The goodput is the plan's (:mod:`topo.plan.reliability`: the renewal process on the design's interruption rate,
 checkpoint stall and recovery); the cost per effective GPU-hour is TCO over the GPU-hours that train (after goodput
@@ -17,9 +19,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 __all__ = ["TrainingJob", "time_to_train_s", "time_to_train_interval_s", "cost_per_million_tokens_usd", "job_layer",
-           "time_to_train", "region_job_layer"]
+           "time_to_train", "region_job_layer", "job_energy"]
 
 SECONDS_PER_HOUR = 3600.0
+J_PER_KWH = 3.6e6
 
 
 @dataclass(frozen=True)
@@ -139,12 +142,76 @@ def time_to_train(job: TrainingJob | None, goodput: float) -> dict | None:
     return out
 
 
+def job_energy(job: TrainingJob | None, goodput: float, average_facility_power_W: float, num_gpus: int,
+               electricity_usd_per_kWh: float) -> dict | None:
+    """A job's energy per token and, with its token budget, to train, from the plan's own power model
+    (:mod:`topo.plan.power`): one site's plan and a region's.
+
+    What is counted: the job's share ``job GPUs / GPUs`` of the plan's average facility power -- its GPU servers at
+    their average draw (``facility.server_average_fraction``) with their front-end share, and that share of the
+    switches, optics and storage, all times the PUE (cooling and the facility's losses); a region's adds that share
+    of its DCI's power (the DCI bill's, at its own power, no PUE, as its energy cost counts it) -- drawn over the
+    whole time to train with the goodput (``t_wall``: the time lost to failures, restarts and checkpoints is at the
+    same draw, the power model having no idle draw). Not counted: the GPUs the job does not hold (hot spares and idle
+    ones), the year's load factor (the job runs all the while). The energy's cost is at the plan's electricity
+    price; it is part of the cost per million tokens already (the TCO's energy), not added to it.
+
+        P_job               = job GPUs / GPUs x average facility power
+        J per token         = P_job / (tokens_per_s x goodput)
+        kWh per 1M tokens   = J per token x 1e6 / 3.6e6
+        energy to train     = P_job x t_wall = J per token x tokens        (and at t_wall's interval's ends)
+
+    Parameters
+    ----------
+    job : TrainingJob or None
+        The job (None: no figures).
+    goodput : float
+        The plan's (a region's: its joint reliability's).
+    average_facility_power_W : float
+        The plan's facility power at the servers' average draw (:attr:`PowerBreakdown.average_facility_power_W`;
+        a region's: its sites' and its DCI's).
+    num_gpus : int
+        The plan's GPUs (the job's are a share of them).
+    electricity_usd_per_kWh : float
+        The plan's price of energy.
+
+    Returns
+    -------
+    dict or None
+        ``job_power_W``, ``energy_per_token_J``, ``energy_per_million_tokens_kWh``,
+        ``energy_cost_per_million_tokens_usd``; with tokens ``energy_to_train_J``, ``energy_to_train_kWh``,
+        ``energy_cost_to_train_usd`` and, where the step has an interval, ``energy_to_train_interval_kWh``.
+
+    >>> e = job_energy(TrainingJob("m", 500, 2.0, 4_000_000, tokens=1e12), 0.8, 2e6, 1000, 0.1)
+    >>> e["job_power_W"], e["energy_per_token_J"], round(e["energy_to_train_kWh"])   # 1 MW / (2e6 x 0.8)
+    (1000000.0, 0.625, 173611)
+    """
+    if job is None:
+        return None
+    power_W = job.gpus / num_gpus * average_facility_power_W
+    per_token_J = power_W / (job.tokens_per_s * goodput)
+    per_million_kWh = per_token_J * 1e6 / J_PER_KWH
+    out = {"job_power_W": power_W, "energy_per_token_J": per_token_J,
+           "energy_per_million_tokens_kWh": per_million_kWh,
+           "energy_cost_per_million_tokens_usd": per_million_kWh * electricity_usd_per_kWh,
+           "electricity_usd_per_kWh": electricity_usd_per_kWh}
+    t = time_to_train(job, goodput)
+    if t is not None:
+        kWh = power_W * t["time_to_train_s"] / J_PER_KWH
+        out.update(energy_to_train_J=power_W * t["time_to_train_s"], energy_to_train_kWh=kWh,
+                   energy_cost_to_train_usd=kWh * electricity_usd_per_kWh)
+        if "time_to_train_interval_s" in t:
+            out["energy_to_train_interval_kWh"] = [power_W * x / J_PER_KWH for x in t["time_to_train_interval_s"]]
+    return out
+
+
 def region_job_layer(model: str, step, precision: str, params: float, tokens: float | None = None):
     """``(layer, job)`` of a job across a region's sites (``topo plan REGION --model``), as :func:`job_layer` of one
     site's: its MFU the job's across the sites the chosen way (one site's share's x throughput vs one site,
     :meth:`topo.training.multisite.MultisiteStep.mfu`), its GPUs every site's, its step the step across the sites.
-    The step's interval is one site's share's (its bounds are ``one_site_step_s``), not the step across the sites,
-    so the job carries none.
+    The step's interval is the step across the sites' (:attr:`~topo.training.multisite.MultisiteStep.
+    step_interval`: the share's step at the step model's error, the DCI's exposed part at the collective model's;
+    plan80), not one site's share's (``uncertainty``, bounds ``one_site_step_s``); none where it has none.
 
     Parameters
     ----------
@@ -162,5 +229,7 @@ def region_job_layer(model: str, step, precision: str, params: float, tokens: fl
     """
     chosen = next(s for s in step.strategies if s.strategy == step.chosen)
     layer = ("--model", {"workload": {"mfu": float(step.mfu(chosen)), "precision": precision, "params": params}})
+    u = step.step_interval
     return layer, TrainingJob(model=model, gpus=int(step.gpus), step_time_s=float(step.step_time_s),
-                              tokens_per_step=int(step.tokens_per_step), tokens=tokens)
+                              tokens_per_step=int(step.tokens_per_step), tokens=tokens,
+                              step_interval_s=(float(u["low_s"]), float(u["high_s"])) if "low_s" in u else None)

@@ -42,6 +42,7 @@ from ..fabric.region import Region
 from ..units import format_size, format_time, whole_bytes
 from .dp_across import LOSS_BYTES, ReplicaBytes, dp_crossings, dp_ranks_per_node, hybrid_ring_shard, pick_dp_crossing
 from .fp8_amax import AMAX_GROUP, AMAX_PHASE, amax_group, amax_reductions
+from .multisite_interval import across_sites_interval
 from .multisite_memory import job_memory, sharding_text
 from .mapping import EXPERT_DP_GROUPS, default_placement, free_gpus, map_layout, refuse_failed_gpus
 from .memory import busiest_stage, end_unit_params, stage_params
@@ -101,6 +102,10 @@ class MultisiteStep:
     timeline: list[dict] = field(default_factory=list)  # one stage, one step of the chosen way: one site's, + dci
     notes: list[str] = field(default_factory=list)  # the share's step notes (does not fit, ...), then split_notes
     uncertainty: dict = field(default_factory=dict)  # the share's step's interval (bounds: "one_site_step_s")
+    # plan80: the step across the sites' interval (bounds: "step_time_s"), the share's part at the step model's error
+    # and the DCI's exposed part at the collective model's (:func:`.multisite_interval.across_sites_interval`); the
+    # data-parallel way only ({} otherwise, or where the share's step has none)
+    step_interval: dict = field(default_factory=dict)
     tokens_per_step: int = 0  # the whole job's: every site's share of the global batch x the sequence
     fits: bool = True  # the slowest site's share fits in GPU memory
     # regfail65: the sites step in lockstep, each share on its own fabric (its own failed parts); the site whose own
@@ -526,6 +531,9 @@ def _across_from(region: Region, fabric, model: ModelSpec, lay: ParallelLayout, 
     out.timeline = step_with_dci(one.timeline, T1, pick)
     if one.uncertainty:  # walk16: the interval one site prints, said of the step it bounds
         out.uncertainty = {**one.uncertainty, "bounds": "one_site_step_s"}
+    if pick.strategy == "dp":  # the cross-site call is a gradient bucket's (Megatron-Core's, dp_bucket_params)
+        out.step_interval = across_sites_interval(one.uncertainty, pick.step_time_s - pick.exposed_s,
+                                                  pick.exposed_s, dp_bucket_params(site_lay) * site_lay.reduce_bytes)
     _share_memory(out, region, fabric, model, placed, one, forms, across, sum(dps))
     out.notes = [f"one site's share: {n}" for n in one.notes] + split_notes(region)
     return out
