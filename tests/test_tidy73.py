@@ -133,7 +133,8 @@ def test_train_says_a_dispatcher_tables_missing_key_in_one_line(monkeypatch, cap
                "--dp", "8", "--ep", "8", "--layout", "ep_dispatcher=deepep"])
     err = capsys.readouterr().err
     assert rc == 2 and err == ("error: ep_dispatch.toml: flex.GB200.tokens: is missing: allowed a table that states "
-                               "tokens, hidden, topk (the shape of the call its rates were published at)\n")
+                               "tokens, hidden, topk, local_experts (the shape of the call its rates were published "
+                               "at)\n")  # route79: the routing its bytes are counted from needs the local experts
 
 
 def test_the_internode_table_says_its_missing_key(monkeypatch):
