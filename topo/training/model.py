@@ -511,6 +511,26 @@ class ModelSpec(_Strict):
         return self.hidden * ((a.q_lora_rank or 0) + a.kv_lora_rank + a.qk_rope_head_dim)
 
     @property
+    def mla_tp_latents(self) -> tuple[tuple[str, int, bool], ...]:
+        """What an MLA block's attention exchanges over tensor parallelism on its input side, in place of the
+        ``h``-wide input a QKV projection gathers: ``(name, elements a token, linear)``, one collective each.
+        Under sequence parallelism each rank's duplicated down projections make its own tokens' latents, then the
+        up projections (``TEColumnParallelLinear`` / ``TELayerNormColumnParallelLinear``, ``linear=True``)
+        all-gather their input over the sequence (and gather it again for the weight gradient; backward the input
+        gradient reduce-scattered), and ``k_pos_emb`` is gathered on its own
+        (``gather_from_sequence_parallel_region``, backward a reduce-scatter): NVIDIA/Megatron-LM@d98e8a64
+        ``megatron/core/transformer/multi_latent_attention.py`` lines 638-664 ("q_compressed: [s / TP, b,
+        q_lora_rank]", "kv_combined: [s / TP, b, (kv_lora_rank + qk_pos_emb_head_dim)]"), 757-763 (the
+        ``k_pos_emb`` gather), 777-797 (the norms on the shards, then ``linear_q_up_proj`` /
+        ``linear_kv_up_proj``). Without a query LoRA the query projection (``linear_q_proj``, column-parallel)
+        takes the ``h``-wide input. Empty without MLA."""
+        a = self.attention
+        if a.kind != "mla":
+            return ()
+        return (("query latent", a.q_lora_rank or self.hidden, True), ("key-value latent", a.kv_lora_rank, True),
+                ("k_pos_emb", a.qk_rope_head_dim, False))
+
+    @property
     def dense_mlp_params(self) -> int:
         return self.mlp_matrices * self.hidden * self.ffn_hidden
 
