@@ -12,6 +12,8 @@ DeepSeek-V3 (arXiv 2412.19437 sec. 4.2; its config.json): h 7,168, q_lora_rank 1
 qk_rope_head_dim 64.
 """
 
+import pytest
+
 from topo.training import step
 from topo.training.model import Block, load_model
 from topo.training.parallel import make_layout
@@ -95,3 +97,27 @@ def test_gqa_blocks_are_unchanged():
                                                              ("key-value latent", KV_LORA, True),
                                                              ("k_pos_emb", ROPE, False))
 
+
+
+def test_every_blocks_norm_is_whole_on_each_tp_rank():
+    """The one rule (Megatron-Core's norms, TENorm or the norm of a TELayerNormColumnParallelLinear, are not split
+    over TP): a dense MLP block at TP 4 holds its h-wide norm whole and its matrices split. Llama 3 8B: h 4,096,
+    ffn 14,336, SwiGLU (three matrices; Meta's params.json)."""
+    from topo.training.unit_params import block_params_on_gpu
+    llama = load_model("llama3-8b")
+    dense, _ = block_params_on_gpu(llama, make_layout(tp=4, dp=2, global_batch=8), Block.MLP)
+    assert dense == 3 * 4096 * 14336 / 4 + 4096
+    assert llama.tp_whole_params(Block.MLP) == llama.tp_whole_params(Block.ATTENTION) == 4096
+
+
+def test_the_latents_norms_are_counted():
+    """DeepSeek-V3's q_a_layernorm (1,536) and kv_a_layernorm (512) on each of its 61 layers (NVIDIA/
+    Megatron-LM@d98e8a64 multi_latent_attention.py lines 619-630): 61 x 2,048 = 124,928 more weights in the
+    model's count, total and active, and whole on each TP rank."""
+    m = load_model("deepseek-v3-671b")
+    assert m.mla_norm_params == Q_LORA + KV_LORA
+    assert m.tp_whole_params(Block.ATTENTION) == H + m.mla_down_params + Q_LORA + KV_LORA
+    assert m.count(Block.ATTENTION) == 61
+    assert m.block_params(Block.ATTENTION) == m.attention_params + H + Q_LORA + KV_LORA
+    # still DeepSeek-V3's published 671B total, 37B active (arXiv 2412.19437 abstract), to 0.1%
+    assert m.total_params == pytest.approx(671e9, rel=1e-3) and m.active_params == pytest.approx(37e9, rel=2e-2)

@@ -408,7 +408,7 @@ class ModelSpec(_Strict):
         router with its expert bias where it has one (:attr:`router_bias_params`)."""
         h = self.hidden
         if kind in ATTENTION_BLOCKS:
-            return self.attention_params + h
+            return self.attention_params + h + self.mla_norm_params
         if kind == Block.MLP:
             return self.dense_mlp_params + h
         if kind == Block.MAMBA:
@@ -509,6 +509,30 @@ class ModelSpec(_Strict):
         if a.kind != "mla":
             return 0
         return self.hidden * ((a.q_lora_rank or 0) + a.kv_lora_rank + a.qk_rope_head_dim)
+
+    @property
+    def mla_norm_params(self) -> int:
+        """Weights of one MLA layer's latents' norms, ``q_lora_rank`` (none without a query LoRA) plus
+        ``kv_lora_rank``: Megatron-Core builds ``q_layernorm`` and ``kv_layernorm`` on every MLA layer
+        (NVIDIA/Megatron-LM@d98e8a64 ``megatron/core/transformer/multi_latent_attention.py`` lines 619-630; fused
+        into the up projections' ``TELayerNormColumnParallelLinear`` with ``qk_layernorm``, their weights whole on
+        each TP rank either way), as DeepSeek-V3's ``q_a_layernorm`` / ``kv_a_layernorm``; 0 without MLA."""
+        a = self.attention
+        return (a.q_lora_rank or 0) + a.kv_lora_rank if a.kind == "mla" else 0
+
+    def tp_whole_params(self, kind: str) -> int:
+        """Weights of one block of ``kind`` that every tensor-parallel rank holds whole: its input norm (``h``,
+        Megatron-Core's ``TENorm`` or the norm of a ``TELayerNormColumnParallelLinear`` / ``LayerNormMLP``, whose
+        weight is not split over TP: NVIDIA/TransformerEngine ``transformer_engine/pytorch/module/
+        layernorm_linear.py``, ``layer_norm_weight`` of ``in_features``), an MoE block's router
+        (:attr:`router_and_norm_params`), an MLA attention block's down projections (:attr:`mla_down_params`) and
+        latents' norms (:attr:`mla_norm_params`). The one rule :func:`topo.training.unit_params.block_params_on_gpu`
+        splits a block by."""
+        if kind == Block.MOE:
+            return self.router_and_norm_params
+        if kind in ATTENTION_BLOCKS:
+            return self.hidden + self.mla_down_params + self.mla_norm_params
+        return self.hidden
 
     @property
     def mla_tp_latents(self) -> tuple[tuple[str, int, bool], ...]:
