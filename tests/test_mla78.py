@@ -121,3 +121,15 @@ def test_the_latents_norms_are_counted():
     assert m.block_params(Block.ATTENTION) == m.attention_params + H + Q_LORA + KV_LORA
     # still DeepSeek-V3's published 671B total, 37B active (arXiv 2412.19437 abstract), to 0.1%
     assert m.total_params == pytest.approx(671e9, rel=1e-3) and m.active_params == pytest.approx(37e9, rel=2e-2)
+
+
+def test_the_final_and_mtp_norms_are_whole_on_each_tp_rank_too():
+    """The same rule on the head units: the output layer is split over TP, the final norm (h) is not; an MTP
+    depth's 2h -> h projection is split, its three norms (3h) are not. Llama 3 8B (vocabulary 128,256, untied) and
+    DeepSeek-V3 (h 7,168, one MTP depth, the head's embedding copy held: arXiv 2412.19437 sec. 2.2)."""
+    from topo.training.unit_params import unit_params
+    llama = load_model("llama3-8b")
+    lay = make_layout(tp=4, dp=2, global_batch=8)
+    assert unit_params(llama, lay, "logits", False) == (128256 * 4096 / 4 + 4096, 0.0)
+    m = load_model("deepseek-v3-671b")
+    assert unit_params(m, _layout(), "mtp_head", True) == (2 * H * H / 2 + 3 * H, 0.0)

@@ -600,7 +600,13 @@ class ModelSpec(_Strict):
         norms, ``enorm`` and ``hnorm`` before it and ``final_layernorm`` after the depth's layers (Megatron-Core's
         MultiTokenPredictionLayer, NVIDIA/Megatron-LM@2a75ac12 megatron/core/transformer/multi_token_prediction.py;
         Megatron-Bridge@067f987d nemotron_h_bridge.py maps all three); the output head is the model's."""
-        return 2 * self.hidden * self.hidden + 3 * self.hidden
+        return 2 * self.hidden * self.hidden + self.mtp_norm_params
+
+    @property
+    def mtp_norm_params(self) -> int:
+        """The three norms of one multi-token-prediction depth (:attr:`mtp_head_params`), ``h`` each, whole on each
+        tensor-parallel rank as every norm (:meth:`tp_whole_params`)."""
+        return 3 * self.hidden
 
     @property
     def sources(self) -> list[str]:

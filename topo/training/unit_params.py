@@ -57,11 +57,13 @@ def unit_params(model: ModelSpec, lay: ParallelLayout, unit: str, embedding_held
         return model.vocab * model.hidden / lay.tp, 0.0
     if unit == "logits":
         own = 0 if (model.tied_embeddings and embedding_held) else model.vocab * model.hidden
-        return (own + model.final_norm_params) / lay.tp, 0.0
-    if unit == "mtp_head":  # three norms and the 2h -> h projection; the output head is shared, and a last stage
-        # without the embedding holds a copy of it for the next tokens (Megatron-Core builds one where mtp_process)
+        return own / lay.tp + model.final_norm_params, 0.0  # the final norm whole on each TP rank, as every norm
+    if unit == "mtp_head":  # three norms (whole) and the 2h -> h projection; the output head is shared, and a last
+        # stage without the embedding holds a copy of it for the next tokens (Megatron-Core builds one where
+        # mtp_process)
         emb = 0 if embedding_held else model.vocab * model.hidden
-        return (model.mtp_head_params + emb) / lay.tp, 0.0
+        norms = model.mtp_norm_params
+        return (model.mtp_head_params - norms + emb) / lay.tp + norms, 0.0
     dense = expert = 0.0
     for k in unit:
         d, e = block_params_on_gpu(model, lay, k)
@@ -104,7 +106,7 @@ def tp_replicated_params(model: ModelSpec, counts: dict, sequence_parallel: bool
         return n
     blocks = sum(counts.get(k, 0) for k in (Block.ATTENTION, Block.MLP, Block.MOE, Block.MAMBA))
     n += h * blocks + model.router_params * counts.get(Block.MOE, 0)
-    n += model.final_norm_params * counts.get("logits", 0) + 3 * h * counts.get("mtp_head", 0)
+    n += model.final_norm_params * counts.get("logits", 0) + model.mtp_norm_params * counts.get("mtp_head", 0)
     if a.kind == "mla":  # the down projections and the latents' norms
         n += att * (model.mla_down_params + model.mla_norm_params)
     return n
