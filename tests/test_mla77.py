@@ -27,18 +27,19 @@ def _dsv3_layout(**kw):
 
 def test_the_down_projections_are_whole_on_each_tp_rank():
     """DeepSeek-V3 at TP 2: an attention block on one GPU holds both down projections whole (15,138,816
-    weights), the up and output projections and the block's norm halved."""
+    weights), with its norm and the latents' norms (mla78), the up and output projections halved."""
     m = load_model("deepseek-v3-671b")
     assert m.mla_down_params == DOWN == 15_138_816
-    assert m.block_params(Block.ATTENTION) == DOWN + UP_AND_OUT + H
+    # mla78 (findings 365): with the latents' norms (Q_LORA + KV_LORA), and the block's norm H whole on each rank
+    assert m.block_params(Block.ATTENTION) == DOWN + UP_AND_OUT + H + Q_LORA + KV_LORA
     for tp in (1, 2, 4, 8):
         dense, expert = block_params_on_gpu(m, _dsv3_layout(tp=tp, dp=16 // tp), Block.ATTENTION)
-        assert dense == pytest.approx(DOWN + (UP_AND_OUT + H) / tp) and expert == 0.0
-    # GQA has none: Llama 3 8B's attention block is split whole over TP
+        assert dense == pytest.approx(DOWN + H + Q_LORA + KV_LORA + UP_AND_OUT / tp) and expert == 0.0
+    # GQA has none: Llama 3 8B's attention block is split over TP but for its norm
     llama = load_model("llama3-8b")
     assert llama.mla_down_params == 0
     assert block_params_on_gpu(llama, make_layout(tp=4, dp=2, global_batch=8), Block.ATTENTION)[0] == \
-        pytest.approx(llama.block_params(Block.ATTENTION) / 4)
+        pytest.approx((llama.block_params(Block.ATTENTION) - llama.hidden) / 4 + llama.hidden)
 
 
 def test_a_stage_holds_its_layers_down_projections_whole():
@@ -53,7 +54,8 @@ def test_a_stage_holds_its_layers_down_projections_whole():
         c = step._stage_counts(m, two, stage)
         assert c == step._stage_counts(m, one, stage) and c.get("logits", 0) == 0 and c[Block.ATTENTION] > 0
         d1, d2 = stage_params(m, one)[stage][0], stage_params(m, two)[stage][0]
-        assert d2 - d1 / 2 == pytest.approx(c[Block.ATTENTION] * DOWN / 2 + c[Block.MOE] * (H * 256 + H) / 2)
+        whole = DOWN + H + Q_LORA + KV_LORA  # mla78: the block's norm and the latents' norms whole too
+        assert d2 - d1 / 2 == pytest.approx(c[Block.ATTENTION] * whole / 2 + c[Block.MOE] * (H * 256 + H) / 2)
 
 
 def test_the_down_projections_run_on_the_ranks_sequence_shard():

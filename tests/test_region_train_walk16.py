@@ -11,6 +11,13 @@ from topo.training.model import load_model
 from topo.training.multisite import estimate_across_sites
 from topo.training.parallel import make_layout
 
+
+def _replica_params(model, tp):
+    """One replica's parameters summed over its TP ranks: each rank holds every norm whole (two a layer and the
+    final one, ``h`` each; Megatron-Core's TENorm and TE LayerNormLinear weights are not split over TP), so
+    ``(tp - 1) x (2 L + 1) h`` more than the model's count (mla78, findings 365)."""
+    return model.total_params + (tp - 1) * (2 * model.layers + 1) * model.hidden
+
 BIG = ("train", "two-site-h100", "--model", "llama3-70b", "--tp", "1", "--global-batch", "3072", "--dp-sharding",
        "none", "--no-contention")
 SMALL = ("train", "two-site-h100", "--model", "llama3-8b", "--tp", "8", "--global-batch", "768", "--no-contention")
@@ -86,7 +93,8 @@ def test_pipeline_stages_each_send_their_own_gradients_across(model_name, sizes)
     busiest stage counted for every stage put the embedding and the head on each (3% high for Llama 3 70B pp 4)."""
     model = load_model(model_name)
     r = estimate_across_sites(build_region("two-site-h100"), model, make_layout(**sizes), contention=False)
-    assert r.strategies[0].dci_bytes_per_step == pytest.approx(model.total_params * 4, rel=1e-6)
+    assert r.strategies[0].dci_bytes_per_step == pytest.approx(_replica_params(model, sizes.get("tp", 1)) * 4,
+                                                               rel=1e-6)
 
 
 def test_search_across_pp_searches_pipelines_that_split_at_the_sites():

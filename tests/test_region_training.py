@@ -14,6 +14,13 @@ from topo.training.parallel import make_layout
 
 # NVIDIA's 340B recipe layout (TP 8, PP 8, VP 12: dgxc-benchmarking nemotron/README.md, primary, multisite.md s.1);
 # global batch 2,304: the largest stage of Nemotron-4 340B's pretraining (aiportalx quoting the report, secondary)
+
+def _replica_params(model, tp):
+    """One replica's parameters summed over its TP ranks: each rank holds every norm whole (two a layer and the
+    final one, ``h`` each; Megatron-Core's TENorm and TE LayerNormLinear weights are not split over TP), so
+    ``(tp - 1) x (2 L + 1) h`` more than the model's count (mla78, findings 365)."""
+    return model.total_params + (tp - 1) * (2 * model.layers + 1) * model.hidden
+
 LAYOUT = dict(tp=8, pp=8, vpp=12, dp=48, global_batch=2304)
 
 
@@ -252,7 +259,8 @@ def test_one_replica_per_site_still_sends_its_gradients_across(model_name, sizes
     region, model = build_region("two-site-h100"), load_model(model_name)
     for s in sizes:
         r = estimate_across_sites(region, model, make_layout(global_batch=64, **s), contention=False)
-        assert r.strategies[0].dci_bytes_per_step == pytest.approx(model.total_params * 4, rel=1e-6), s
+        assert r.strategies[0].dci_bytes_per_step == pytest.approx(_replica_params(model, s.get("tp", 1)) * 4,
+                                                                   rel=1e-6), s
 
 
 def test_an_outer_sync_without_its_period_is_one_line_that_names_no_flag_in_the_library():

@@ -408,7 +408,7 @@ class ModelSpec(_Strict):
         router with its expert bias where it has one (:attr:`router_bias_params`)."""
         h = self.hidden
         if kind in ATTENTION_BLOCKS:
-            return self.attention_params + h
+            return self.attention_params + h + self.mla_norm_params
         if kind == Block.MLP:
             return self.dense_mlp_params + h
         if kind == Block.MAMBA:
@@ -511,6 +511,50 @@ class ModelSpec(_Strict):
         return self.hidden * ((a.q_lora_rank or 0) + a.kv_lora_rank + a.qk_rope_head_dim)
 
     @property
+    def mla_norm_params(self) -> int:
+        """Weights of one MLA layer's latents' norms, ``q_lora_rank`` (none without a query LoRA) plus
+        ``kv_lora_rank``: Megatron-Core builds ``q_layernorm`` and ``kv_layernorm`` on every MLA layer
+        (NVIDIA/Megatron-LM@d98e8a64 ``megatron/core/transformer/multi_latent_attention.py`` lines 619-630; fused
+        into the up projections' ``TELayerNormColumnParallelLinear`` with ``qk_layernorm``, their weights whole on
+        each TP rank either way), as DeepSeek-V3's ``q_a_layernorm`` / ``kv_a_layernorm``; 0 without MLA."""
+        a = self.attention
+        return (a.q_lora_rank or 0) + a.kv_lora_rank if a.kind == "mla" else 0
+
+    def tp_whole_params(self, kind: str) -> int:
+        """Weights of one block of ``kind`` that every tensor-parallel rank holds whole: its input norm (``h``,
+        Megatron-Core's ``TENorm`` or the norm of a ``TELayerNormColumnParallelLinear`` / ``LayerNormMLP``, whose
+        weight is not split over TP: NVIDIA/TransformerEngine ``transformer_engine/pytorch/module/
+        layernorm_linear.py``, ``layer_norm_weight`` of ``in_features``), an MoE block's router
+        (:attr:`router_and_norm_params`), an MLA attention block's down projections (:attr:`mla_down_params`) and
+        latents' norms (:attr:`mla_norm_params`). The one rule :func:`topo.training.unit_params.block_params_on_gpu`
+        splits a block by."""
+        if kind == Block.MOE:
+            return self.router_and_norm_params
+        if kind in ATTENTION_BLOCKS:
+            return self.hidden + self.mla_down_params + self.mla_norm_params
+        return self.hidden
+
+    @property
+    def mla_tp_latents(self) -> tuple[tuple[str, int, bool], ...]:
+        """What an MLA block's attention exchanges over tensor parallelism on its input side, in place of the
+        ``h``-wide input a QKV projection gathers: ``(name, elements a token, linear)``, one collective each.
+        Under sequence parallelism each rank's duplicated down projections make its own tokens' latents, then the
+        up projections (``TEColumnParallelLinear`` / ``TELayerNormColumnParallelLinear``, ``linear=True``)
+        all-gather their input over the sequence (and gather it again for the weight gradient; backward the input
+        gradient reduce-scattered), and ``k_pos_emb`` is gathered on its own
+        (``gather_from_sequence_parallel_region``, backward a reduce-scatter): NVIDIA/Megatron-LM@d98e8a64
+        ``megatron/core/transformer/multi_latent_attention.py`` lines 638-664 ("q_compressed: [s / TP, b,
+        q_lora_rank]", "kv_combined: [s / TP, b, (kv_lora_rank + qk_pos_emb_head_dim)]"), 757-763 (the
+        ``k_pos_emb`` gather), 777-797 (the norms on the shards, then ``linear_q_up_proj`` /
+        ``linear_kv_up_proj``). Without a query LoRA the query projection (``linear_q_proj``, column-parallel)
+        takes the ``h``-wide input. Empty without MLA."""
+        a = self.attention
+        if a.kind != "mla":
+            return ()
+        return (("query latent", a.q_lora_rank or self.hidden, True), ("key-value latent", a.kv_lora_rank, True),
+                ("k_pos_emb", a.qk_rope_head_dim, False))
+
+    @property
     def dense_mlp_params(self) -> int:
         return self.mlp_matrices * self.hidden * self.ffn_hidden
 
@@ -556,7 +600,13 @@ class ModelSpec(_Strict):
         norms, ``enorm`` and ``hnorm`` before it and ``final_layernorm`` after the depth's layers (Megatron-Core's
         MultiTokenPredictionLayer, NVIDIA/Megatron-LM@2a75ac12 megatron/core/transformer/multi_token_prediction.py;
         Megatron-Bridge@067f987d nemotron_h_bridge.py maps all three); the output head is the model's."""
-        return 2 * self.hidden * self.hidden + 3 * self.hidden
+        return 2 * self.hidden * self.hidden + self.mtp_norm_params
+
+    @property
+    def mtp_norm_params(self) -> int:
+        """The three norms of one multi-token-prediction depth (:attr:`mtp_head_params`), ``h`` each, whole on each
+        tensor-parallel rank as every norm (:meth:`tp_whole_params`)."""
+        return 3 * self.hidden
 
     @property
     def sources(self) -> list[str]:

@@ -304,13 +304,17 @@ class _Traffic:
             return 0
         return min(self.c[kind], self.rec_layers)
 
-    def add(self, dim, coll, groups_dim, size, calls, phase, elem_bytes=ACT_BYTES, pair="", what="") -> None:
+    def add(self, dim, coll, groups_dim, size, calls, phase, elem_bytes=ACT_BYTES, pair="", what="",
+            blocks=None) -> None:
+        """``blocks``: the TP blocks a micro-batch the item's calls are for, where not all of them
+        (:func:`_tp_traffic`'s MLA split; :func:`_stream_exposed` shares its GEMM pairs over them)."""
         if self.only is not None and not self.only(coll):
             return
         if calls > 0 and size > 0 and group_degree(self.lay, groups_dim) > 1:
             self.out.append({"dim": dim, "collective": coll, "groups": groups_dim, "size_bytes": float(size),
                              "calls": float(calls), "phase": phase, "elem_bytes": float(elem_bytes),
-                             **({"pair": pair} if pair else {}), **({"what": what} if what else {})})
+                             **({"pair": pair} if pair else {}), **({"what": what} if what else {}),
+                             **({"tp_blocks": blocks} if blocks is not None else {})})
 
 
 _DEGREES = {"dpcp": lambda lay: lay.dp * lay.cp, "tpcp": lambda lay: lay.tp * lay.cp,
@@ -387,26 +391,53 @@ def _tp_traffic(t: _Traffic) -> None:
     all-gather in ``LayerNormLinear`` / ``LayerNormMLP`` backward, NVIDIA/TransformerEngine
     transformer_engine/pytorch/module/layernorm_linear.py), and the column-parallel input gradient
     reduce-scattered. Each item's ``pair`` names the GEMM userbuffers overlaps it with
-    (:func:`topo.training.operators.tp_paired_gemm_s`)."""
+    (:func:`topo.training.operators.tp_paired_gemm_s`).
+
+    An MLA block's input side is its latents instead (:attr:`.model.ModelSpec.mla_tp_latents`), one collective
+    each at its own width, none paired: the up projections' buffer names (``q_up_proj``, ``kv_up_proj``,
+    ``q_proj``) are not Transformer Engine's, so Megatron-Core builds them without userbuffers
+    (NVIDIA/Megatron-LM@d98e8a64 ``megatron/core/extensions/transformer_engine.py`` lines 1176-1187), and
+    ``k_pos_emb``'s gather is an autograd function's. Megatron's ``mla_up_proj`` recomputation runs the up
+    projections' gathers again (not ``k_pos_emb``'s, an input of the checkpointed function: lines 787-797).
+    Without sequence parallelism the up projections' input gradients are all-reduced, ``k_pos_emb`` moves none."""
     lay = t.lay
     if lay.tp <= 1:
         return
     forward, blocks = _tp_passes(t)
+    latents = t.model.mla_tp_latents
+    mla = t.c[Block.ATTENTION] if latents else 0
+    mla_fwd = mla + (mla / max(1, t.c["layers"]) * t.rec_layers if t.full else 0)
+    up_fwd = mla_fwd if t.full else mla + t.recomputed(Block.ATTENTION, "mla_up_proj")
+    rest = blocks - mla  # the blocks whose input side is h wide
+    tokens = lay.micro_batch * t.s_cp
     # FP8 with userbuffers: the gathered input and output gradient are quantised before their all-gather
     ag_bytes = FP8_BYTES if (lay.precision == "fp8" and tp_ring_steps(lay) > 1) else ACT_BYTES
     ag = t.act * ag_bytes / ACT_BYTES
     if lay.sequence_parallel:
         # ``what``: what each carries, so that the two backward all-gathers of one size read apart (walk24)
-        t.add("tp", "all_gather", "tp", ag, t.m * forward, "microbatch", ag_bytes, pair="ag_fprop", what="input")
+        t.add("tp", "all_gather", "tp", ag, t.m * (forward - mla_fwd), "microbatch", ag_bytes, pair="ag_fprop",
+              what="input", blocks=rest if mla else None)
         t.add("tp", "reduce_scatter", "tp", t.act, t.m * forward, "microbatch", pair="rs_fprop", what="output")
         t.add("tp", "all_gather", "tp", ag, t.m * blocks, "backward", ag_bytes, pair="rs_dgrad",
               what="output gradient")
-        t.add("tp", "all_gather", "tp", ag, t.m * blocks, "backward", ag_bytes, pair="ag_dgrad",
-              what="input again, for wgrad")
-        t.add("tp", "reduce_scatter", "tp", t.act, t.m * blocks, "backward", pair="ag_wgrad", what="input gradient")
+        t.add("tp", "all_gather", "tp", ag, t.m * rest, "backward", ag_bytes, pair="ag_dgrad",
+              what="input again, for wgrad", blocks=rest if mla else None)
+        t.add("tp", "reduce_scatter", "tp", t.act, t.m * rest, "backward", pair="ag_wgrad", what="input gradient",
+              blocks=rest if mla else None)
+        for name, width, linear in latents:
+            size = tokens * width * ACT_BYTES
+            t.add("tp", "all_gather", "tp", size, t.m * (up_fwd if linear else mla_fwd), "microbatch",
+                  what=f"MLA {name}")
+            if linear:
+                t.add("tp", "all_gather", "tp", size, t.m * mla, "backward", what=f"MLA {name} again, for wgrad")
+            t.add("tp", "reduce_scatter", "tp", size, t.m * mla, "backward", what=f"MLA {name} gradient")
     else:
-        for phase, passes in (("microbatch", forward), ("backward", blocks)):
-            t.add("tp", "all_reduce", "tp", t.act, t.m * passes, phase=phase)
+        t.add("tp", "all_reduce", "tp", t.act, t.m * forward, phase="microbatch")
+        t.add("tp", "all_reduce", "tp", t.act, t.m * rest, phase="backward")
+        for name, width, linear in latents:
+            if linear:
+                t.add("tp", "all_reduce", "tp", tokens * width * ACT_BYTES, t.m * mla, phase="backward",
+                      what=f"MLA {name} gradient")
 
 
 HEAD_PHASES = {"head": "forward", "head_backward": "backward", "head_wgrad": "backward"}
@@ -1163,7 +1194,8 @@ def _stream_exposed(model: ModelSpec, lay: ParallelLayout, gpu, sc, traffic: lis
             ex = paired * total if _ep_node(item, lay) == EP_COMM_NODE else total
         elif dim == "tp" and tp_ring_steps(lay) > 1 and item["phase"] not in _TP_UNRINGED:
             pairs = sc.tp_pairs.get(item.get("pair"), [])
-            ex, rest = tp_ring_exposed_s(one_s, item["calls"], pairs, tp_blocks, lay.tp, item.get("pair") in BULK)
+            ex, rest = tp_ring_exposed_s(one_s, item["calls"], pairs, item.get("tp_blocks", tp_blocks), lay.tp,
+                                         item.get("pair") in BULK)
             ex += exposed_comm_s(dim, item["phase"], rest, windows, lay, ep_loss)
         else:
             ex = exposed_comm_s(dim, item["phase"], total, windows, lay, ep_loss)

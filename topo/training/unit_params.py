@@ -4,7 +4,7 @@ state, FSDP gathers) and :mod:`.fsdp2_copies` (FSDP2's copies of each unit's gat
 
 from __future__ import annotations
 
-from .model import ATTENTION_BLOCKS, Block, ModelSpec
+from .model import Block, ModelSpec
 from .parallel import ParallelLayout
 
 __all__ = ["unit_params", "block_params_on_gpu", "tp_replicated_params"]
@@ -12,9 +12,9 @@ __all__ = ["unit_params", "block_params_on_gpu", "tp_replicated_params"]
 
 def block_params_on_gpu(model: ModelSpec, lay: ParallelLayout, kind: str) -> tuple[float, float]:
     """(dense, expert) parameters of one block of ``kind`` (a layer's pattern character) on one GPU: a dense block's
-    over TP, except an MLA attention block's down projections (:attr:`.ModelSpec.mla_down_params`), whole on each
-    TP rank (Megatron-Core with Transformer Engine duplicates them); an MoE block's routed experts over ``ep x
-    etp``, its shared experts over TP, its router and norm whole.
+    over TP, except what every TP rank holds whole (:meth:`.ModelSpec.tp_whole_params`: its input norm, an MLA
+    attention block's down projections and latents' norms); an MoE block's routed experts over ``ep x etp``, its
+    shared experts over TP, its router and norm whole.
 
     Parameters
     ----------
@@ -27,12 +27,12 @@ def block_params_on_gpu(model: ModelSpec, lay: ParallelLayout, kind: str) -> tup
     -------
     tuple of float
     """
+    whole = model.tp_whole_params(kind)
     if kind == Block.MOE:
         m = model.moe
         # the router and norm whole; not the router's expert bias, a buffer with no gradient or optimizer state
-        return (m.shared_experts * model.expert_params / lay.tp + model.router_and_norm_params,
+        return (m.shared_experts * model.expert_params / lay.tp + whole,
                 m.experts * model.expert_params / (lay.ep * lay.expert_tp))
-    whole = model.mla_down_params if kind in ATTENTION_BLOCKS else 0
     return (model.block_params(kind) - whole) / lay.tp + whole, 0.0
 
 
@@ -57,11 +57,13 @@ def unit_params(model: ModelSpec, lay: ParallelLayout, unit: str, embedding_held
         return model.vocab * model.hidden / lay.tp, 0.0
     if unit == "logits":
         own = 0 if (model.tied_embeddings and embedding_held) else model.vocab * model.hidden
-        return (own + model.final_norm_params) / lay.tp, 0.0
-    if unit == "mtp_head":  # three norms and the 2h -> h projection; the output head is shared, and a last stage
-        # without the embedding holds a copy of it for the next tokens (Megatron-Core builds one where mtp_process)
+        return own / lay.tp + model.final_norm_params, 0.0  # the final norm whole on each TP rank, as every norm
+    if unit == "mtp_head":  # three norms (whole) and the 2h -> h projection; the output head is shared, and a last
+        # stage without the embedding holds a copy of it for the next tokens (Megatron-Core builds one where
+        # mtp_process)
         emb = 0 if embedding_held else model.vocab * model.hidden
-        return (model.mtp_head_params + emb) / lay.tp, 0.0
+        norms = model.mtp_norm_params
+        return (model.mtp_head_params - norms + emb) / lay.tp + norms, 0.0
     dense = expert = 0.0
     for k in unit:
         d, e = block_params_on_gpu(model, lay, k)
@@ -104,7 +106,7 @@ def tp_replicated_params(model: ModelSpec, counts: dict, sequence_parallel: bool
         return n
     blocks = sum(counts.get(k, 0) for k in (Block.ATTENTION, Block.MLP, Block.MOE, Block.MAMBA))
     n += h * blocks + model.router_params * counts.get(Block.MOE, 0)
-    n += model.final_norm_params * counts.get("logits", 0) + 3 * h * counts.get("mtp_head", 0)
+    n += model.final_norm_params * counts.get("logits", 0) + model.mtp_norm_params * counts.get("mtp_head", 0)
     if a.kind == "mla":  # the down projections and the latents' norms
-        n += att * (model.mla_down_params + (a.q_lora_rank or 0) + a.kv_lora_rank)
+        n += att * (model.mla_down_params + model.mla_norm_params)
     return n
