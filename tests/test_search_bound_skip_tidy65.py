@@ -17,6 +17,7 @@ from topo.training.mapping import default_placement, map_layout
 from topo.training.model import load_model
 from topo.training.parallel import make_layout
 from topo.training.search import _bound, _comm_floor_s, _keys, _Search
+from topo.training.tp_overlap import tp_overlap_on
 from topo.training.step import estimate_step, routed_ep_cover_s, step_traffic, traffic_stage
 
 
@@ -46,7 +47,7 @@ def test_the_refinement_counts_routed_tp_before_the_ep_cover_is_routed():
     _, sc, tp_floor, _, amax = s.bound_cache[keys[1]]
     wide = s.waited(lay, sc, keys[1], 0.0)
     ep_floor = _comm_floor_s(s.spec, lay, step_traffic(m, lay, traffic_stage(lay, sc)), wide,
-                             mapping.members_in_domain("ep"))[1]
+                             mapping.members_in_domain("ep"), tp_overlap=tp_overlap_on(lay, m))[1]
     assert r.breakdown_s["tp"] > 4 * tp_floor  # the case: TP's floor far under its routed exposure
     assert _bound(lay, sc, r.breakdown_s["tp"], ep_floor, amax_s=amax) <= refined <= r.step_time_s
 

@@ -161,6 +161,7 @@ def test_the_search_bound_stays_under_the_step_where_the_host_waits():
     import topo
     from topo.training.comm import CommEngine
     from topo.training.search import _bound, _comm_floor_s, _keys, _Search, candidate_layouts
+    from topo.training.tp_overlap import tp_overlap_on
     from topo.training.step import estimate_step, step_traffic
 
     fab = topo.build_fabric(topo.load_spec("gb200-nvl72-superpod", ["cluster.num_units=1"]))
@@ -180,7 +181,7 @@ def test_the_search_bound_stays_under_the_step_where_the_host_waits():
         n += 1
         assert bound <= r.step_time_s * (1 + 1e-12), lay.describe()
         sc = stage_compute(m, lay, gpu)  # the wait with no cover: the step's own wait is smaller
-        tp_f, ep_f = _comm_floor_s(fab.spec, lay, step_traffic(m, lay), sc)
+        tp_f, ep_f = _comm_floor_s(fab.spec, lay, step_traffic(m, lay), sc, tp_overlap=tp_overlap_on(lay, m))
         over_without_cover += _bound(lay, sc, tp_f, ep_f) > r.step_time_s * (1 + 1e-12)
     assert n >= 20
     assert over_without_cover >= 1  # the case is one where the cover matters

@@ -14,6 +14,7 @@ from topo.training.mapping import default_placement, map_layout
 from topo.training.model import load_model
 from topo.training.parallel import ParallelLayout
 from topo.training.search import _comm_floor_s, _keys, _Search
+from topo.training.tp_overlap import tp_overlap_on
 from topo.training.step import estimate_step, step_traffic, traffic_stage
 
 from search_bounds import bounded_layouts
@@ -56,7 +57,8 @@ def test_the_mapped_ep_floor_is_the_off_domain_share_over_the_nics(fabric):
     off = sum(it["calls"] * it["size_bytes"] for it in a2a) / 2 / nic_Bps
     best = sum(it["calls"] * it["size_bytes"] for it in a2a) * 7 / 8 / 450e9
     others = order_free - best  # the ETP gathers and the routing map's gather: NVLink floors alike in both
-    mapped = _comm_floor_s(fabric.spec, lay, step_traffic(m, lay, traffic_stage(lay, sc)), sc, 4.0)[1]
+    mapped = _comm_floor_s(fabric.spec, lay, step_traffic(m, lay, traffic_stage(lay, sc)), sc, 4.0,
+                            tp_overlap=tp_overlap_on(lay, m))[1]
     assert mapped == pytest.approx(off + others, rel=1e-12) and mapped > 2 * order_free
 
 
@@ -78,7 +80,7 @@ def test_bound_and_mapped_floor_stay_under_every_step_of_a_small_search(fabric):
             mapping = map_layout(lay, fabric.spec.gpus_per_domain, fabric.layout.num_gpus)
             sc = s.bound_cache[keys[1]][1]
             floor = _comm_floor_s(fabric.spec, lay, step_traffic(m, lay, traffic_stage(lay, sc)), sc,
-                                  mapping.members_in_domain("ep"))[1]
+                                  mapping.members_in_domain("ep"), tp_overlap=tp_overlap_on(lay, m))[1]
             tightest = max(tightest, floor / r.breakdown_s["ep"])
     assert n >= 20 and raised >= 5
     assert 0.75 <= tightest <= 1.0

@@ -152,11 +152,11 @@ def test_an_unknown_configuration_is_refused_naming_the_field():
 
 
 def test_the_note_says_what_the_margin_takes():
-    assert margins_note(make_layout(**SHAPE, tp_overlap_config=BF16_70B), 132) == (
+    assert margins_note(make_layout(**SHAPE, tp_overlap_config=BF16_70B), load_model("llama3-70b"), 132) == (
         f"TP overlap ({BF16_70B}): the GEMMs of proj_fprop 24, fc2_fprop 16 run on the 132 SMs less that many "
         "(Transformer Engine's set_sm_margin)")
-    assert margins_note(make_layout(**SHAPE, tp_overlap_config="te_default_v1"), 132) is None
-    assert margins_note(make_layout(**{**SHAPE, "overlap_tp": False}), 132) is None
+    assert margins_note(make_layout(**SHAPE, tp_overlap_config="te_default_v1"), load_model("llama3-70b"), 132) is None
+    assert margins_note(make_layout(**{**SHAPE, "overlap_tp": False}), load_model("llama3-70b"), 132) is None
     assert margin_sms("te_default", None) == 0
 
 
@@ -280,10 +280,10 @@ def test_the_margins_the_note_and_the_tp_ring_read_one_rule():
     m = load_model("llama3-70b")
     for kw in ({}, dict(overlap_tp=False), dict(tp=1, dp=16), dict(sequence_parallel=False)):
         lay = make_layout(**{**SHAPE, **kw})
-        on = userbuffers_on(lay)
+        on = userbuffers_on(lay, m)
         assert on == (kw == {})
-        assert (tp_ring_steps(lay) > 1) == on
-        assert (margins_note(lay, 132) is not None) == on
+        assert (tp_ring_steps(lay, m) > 1) == on
+        assert (margins_note(lay, m, 132) is not None) == on
         assert bool(pass_margins(_ops(m, lay, "-")[("mlp", "fc1")], lay)) == on
 
 

@@ -27,6 +27,7 @@ from ..training.search import PP_OVERLAP_NOTE, search_layouts
 from ..training.op_table import step_op_table, step_stage_table
 from ..training.comm import CommEngine
 from ..training.step import estimate_step
+from ..training.tp_overlap import userbuffers_built
 from .common import GivenOnce, add_spec_arguments, fabric_from_args
 from .estimate_args import add_profile_argument, profile_notes
 from .layout_dp import filled_dp, job_gpus, layout_dp, placed_by, sized_by, skip_way_dp
@@ -750,13 +751,16 @@ def _amax_aside(L: dict) -> str:
     return "set by the layout" if delayed or L.get("fp8_amax_reduction") else ""
 
 
-def _tp_overlap_idle(L: dict) -> str:
+def _tp_overlap_idle(L: dict, model) -> str:
     """Why the layout's ``tp_overlap_config`` changes nothing, or "": only TP overlapped by userbuffers (``overlap_tp``,
-    sequence parallelism, ``tp > 1``) runs its GEMMs through a communicator (:func:`topo.training.tp_overlap.pass_margins`)."""
+    sequence parallelism, ``tp > 1``) of a model built with them (:func:`topo.training.tp_overlap.userbuffers_built`)
+    runs its GEMMs through a communicator (:func:`topo.training.tp_overlap.pass_margins`)."""
     if L.get("tp", 1) <= 1:
         return "tp 1: no tensor-parallel GEMM"
     if not L.get("overlap_tp") or not L.get("sequence_parallel", True):
         return "no userbuffers TP overlap (overlap_tp and sequence_parallel)"
+    if not userbuffers_built(model):
+        return "Megatron-Core builds an MLA model without userbuffers"
     return ""
 
 
@@ -799,7 +803,7 @@ def _framework_options(L: dict, model, gpu) -> str:
             "ep_dispatcher": f"{model.name} has no experts" if model.moe is None else "",
             "ep_comm_sms": _ep_sms_idle(L, model), "fp8_recipe": _fp8_recipe_idle(L, model),
             **dict.fromkeys(("overlap_ep", "ep_dispatch_bytes"), "ep 1: no all-to-all" if L.get("ep", 1) == 1 else ""),
-            "dp_bucket_params": _dp_idle(L), "tp_overlap_config": _tp_overlap_idle(L),
+            "dp_bucket_params": _dp_idle(L), "tp_overlap_config": _tp_overlap_idle(L, model),
             "cudnn_version": "" if generation in ("blackwell", "hopper", "") else f"{generation} reads one attention "
             "table (cuDNN versions are published for Hopper and Blackwell only)",
             "dp_all_reduce_combine_bytes": _dp_idle(L) or _all_reduce_idle(L),

@@ -70,7 +70,7 @@ from .pipeline_layout import layout_chunks
 from .ring_attention import cp_attention_calls, p2p_merge_bytes
 from .router_load import uniform_expert_sd, uniform_max_over_mean
 from .routing import rank_destinations
-from .tp_overlap import margin_kernels, pass_margins
+from .tp_overlap import margin_kernels, pass_margins, userbuffers_built
 from .model import ATTENTION_BLOCKS, Block, ModelSpec
 from .ssd import ssd_flops, ssd_kernels
 
@@ -199,7 +199,9 @@ class Op:
     read (``quantize_kernels()["current_norm_amax"]``)."""
     tp_overlap: str = ""
     """A tensor-parallel linear layer's TP collective: ``ag`` (its input is all-gathered: QKV, fc1) or ``rs``
-    (its output is reduce-scattered: the output projection, fc2); empty: none (:func:`tp_paired_gemm_s`)."""
+    (its output is reduce-scattered: the output projection, fc2) that a userbuffers communicator runs beside its
+    GEMM; empty: none, or built without a communicator (every one of an MLA model's: :func:`block_ops`,
+    :func:`.tp_overlap.userbuffers_built`) (:func:`tp_paired_gemm_s`)."""
     in_call: bool = False
     """A kernel launched from C++ inside a call whose host time is priced as the call's (HybridEP's permute and
     un-permute, inside ``dispatch_with_permute`` / ``combine_with_unpermute``: :func:`ep_calls_host`): its GPU gap
@@ -941,8 +943,10 @@ def block_ops(model: ModelSpec, lay: ParallelLayout, kind: str) -> list[Op]:
     ops = _fsdp2_ops(model, lay, kind) + _block_ops(model, lay, kind)
     cs = current_scaling(lay)  # every linear layer's casts (the layout's one rule, as the TP amax reduction's)
     bs = lay.precision == "fp8" and lay.fp8_recipe in ("mxfp8", "blockwise")
+    ub = userbuffers_built(model)  # an MLA model's TP linears have no communicator (:func:`.tp_overlap.userbuffers_built`)
     return [replace(op, graph=_graph_part(kind, op), current_scaling=cs and op.kind == "gemm" and op.linear,
-                    block_scaled=bs and op.kind == "gemm" and op.linear) for op in ops]
+                    block_scaled=bs and op.kind == "gemm" and op.linear, tp_overlap=op.tp_overlap if ub else "")
+            for op in ops]
 
 
 FSDP_MODULE = "fsdp"

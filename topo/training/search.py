@@ -84,7 +84,7 @@ from .model import ModelSpec
 from .operators import rank_computes, rank_computes_at, stage_compute
 from .result import SearchResult
 from .mapping import FEWER_GPUS, default_placement, map_layout, refuse_failed_placement
-from .tp_overlap import DEFAULT as TP_OVERLAP_DEFAULT, check_num_sm
+from .tp_overlap import DEFAULT as TP_OVERLAP_DEFAULT, check_num_sm, tp_overlap_on
 from .step import (dp_floor_s, exposed_comm_s, estimate_step, exposed_routed, failure_notes, least_nvls_bytes,
                    nvls_communicators, routed_ep_cover_s, step_breakdown, step_traffic, traffic_stage)
 
@@ -242,7 +242,7 @@ def expert_dispatchers(model: ModelSpec, fixed: dict) -> tuple[dict, ...]:
 
 
 def _comm_floor_s(spec, lay: ParallelLayout, traffic: list[dict], sc,
-                  ep_members: float | None = None) -> tuple[float, float]:
+                  ep_members: float | None = None, *, tp_overlap: bool) -> tuple[float, float]:
     """Lower bounds on the exposed TP and on the exposed EP communication of a step (see the module doc),
     seconds: each call's bytes per GPU at its NVLink rate (and, for the all-to-all, the part that must leave an
     NVLink domain at its NICs' rate), exposed by the step's own overlap rules
@@ -251,7 +251,8 @@ def _comm_floor_s(spec, lay: ParallelLayout, traffic: list[dict], sc,
     ``ep_members``: the members of its EP group a GPU finds in its own NVLink domain as the layout is mapped
     (:meth:`~topo.training.mapping.Mapping.members_in_domain`, in the least local domain); each GPU of that domain
     sends ``1 - ep_members / ep`` of an expert all-to-all's buffer through the domain's NICs. Unmapped (None): the
-    most any rank order allows, the GPUs of a domain the layout uses."""
+    most any rank order allows, the GPUs of a domain the layout uses. ``tp_overlap``: the layout's TP overlap
+    takes effect for the model (:func:`~topo.training.tp_overlap.tp_overlap_on`)."""
     nvlink = spec.nvlink_Bps
     nic = spec.server.nic_rate_Bps * spec.server.nics / spec.gpus_per_server
     used = lay.gpus_per_domain_used or spec.gpus_per_domain
@@ -266,7 +267,7 @@ def _comm_floor_s(spec, lay: ParallelLayout, traffic: list[dict], sc,
         if it["collective"] == "alltoall":
             D = ep_members if ep_members is not None and it["groups"] == "ep" else used
             floor = max(floor, it["calls"] * it["size_bytes"] * max(0.0, 1 - D / n) / nic)
-        got = exposed_comm_s(it["dim"], it["phase"], floor, windows, lay)
+        got = exposed_comm_s(it["dim"], it["phase"], floor, windows, lay, tp_overlap=tp_overlap)
         if it["dim"] == "tp":
             tp += got
         else:
@@ -614,7 +615,8 @@ class _Search:
                 sc = least[0]
                 self.waits[(bk, 0.0)] = _rank_of(most, lay, sc)
             wide = self.waited(lay, sc, bk, 0.0)  # the floors hide behind the widest windows the host's waits give
-            tp_f, ep_f = _comm_floor_s(self.spec, lay, step_traffic(self.model, lay, traffic_stage(lay, sc)), wide)
+            tp_f, ep_f = _comm_floor_s(self.spec, lay, step_traffic(self.model, lay, traffic_stage(lay, sc)), wide,
+                                       tp_overlap=tp_overlap_on(lay, self.model))
             amax_f = amax_kernels_s(lay, self.gpu.kernels.launch_gpu_s)  # the step's gaps (estimate_step)
             got = self.bound_cache[bk] = (_bound(lay, sc, tp_f, ep_f, amax_s=amax_f), sc, tp_f, ep_f, amax_f)
         return got[0], mem
@@ -701,8 +703,8 @@ class _Search:
         tp = got["tp"] if got["tp"] is not None else tp_f
         ep = got["ep"]
         if ep is None:  # not routed yet: the floor with the EP groups as mapped (rank order, etp stride)
-            ep = ep_f if lay.ep <= 1 else _comm_floor_s(self.spec, lay, traffic, wide,
-                                                        mapping.members_in_domain("ep"))[1]
+            ep = ep_f if lay.ep <= 1 else _comm_floor_s(self.spec, lay, traffic, wide, mapping.members_in_domain("ep"),
+                                                        tp_overlap=tp_overlap_on(lay, self.model))[1]
         cp, pp = got["cp"] or 0.0, got["pp"] or 0.0  # the step's own where routed
         # DP hides behind the forward's and the backward's windows apart, the NVLink-only exposed time shared out
         # by the compute's split (step._dp_windows): cover 0's waits, where more of them fall in the backward, can

@@ -114,7 +114,7 @@ from .ring_attention import a2a_exchanges, ring_sends
 from .routing import consecutive_destinations, rank_destinations, spread_destinations
 from .timeline import step_timeline
 from .unit_params import tp_replicated_params
-from .tp_overlap import check_num_sm, margins_note, userbuffers_on
+from .tp_overlap import check_num_sm, margins_note, tp_overlap_on, userbuffers_off_note, userbuffers_on
 from .uncertainty import job_reach, left_out_measured, step_interval
 
 __all__ = ["estimate_step", "step_traffic", "traffic_stage",
@@ -411,7 +411,7 @@ def _tp_traffic(t: _Traffic) -> None:
     rest = blocks - mla  # the blocks whose input side is h wide
     tokens = lay.micro_batch * t.s_cp
     # FP8 with userbuffers: the gathered input and output gradient are quantised before their all-gather
-    ag_bytes = FP8_BYTES if (lay.precision == "fp8" and tp_ring_steps(lay) > 1) else ACT_BYTES
+    ag_bytes = FP8_BYTES if (lay.precision == "fp8" and tp_ring_steps(lay, t.model) > 1) else ACT_BYTES
     ag = t.act * ag_bytes / ACT_BYTES
     if lay.sequence_parallel:
         # ``what``: what each carries, so that the two backward all-gathers of one size read apart (walk24)
@@ -1178,6 +1178,7 @@ def _stream_exposed(model: ModelSpec, lay: ParallelLayout, gpu, sc, traffic: lis
     keeps only the published floor, :func:`ep_overlap_cost_s`)."""
     m = lay.microbatches
     tp_blocks = _tp_blocks(model, _stage_counts(model, lay, stage))
+    ring, tp_hidden = tp_ring_steps(lay, model) > 1, tp_overlap_on(lay, model)
     windows = {"tp": m * sc.microbatch_s, "tp_backward": m * sc.wgrad_s, "ep": m * sc.microbatch_s,
                **_ring_windows(traffic, ring_step_s(model, lay, gpu))}
     paired = _paired_ep_exposed(model, lay, gpu, sc, windows,
@@ -1192,13 +1193,13 @@ def _stream_exposed(model: ModelSpec, lay: ParallelLayout, gpu, sc, traffic: lis
         total = one_s * item["calls"]
         if paired is not None and dim == "ep":  # the combined 1F1B's node holds it (:func:`_ep_node`)
             ex = paired * total if _ep_node(item, lay) == EP_COMM_NODE else total
-        elif dim == "tp" and tp_ring_steps(lay) > 1 and item["phase"] not in _TP_UNRINGED:
+        elif dim == "tp" and ring and item["phase"] not in _TP_UNRINGED:
             pairs = sc.tp_pairs.get(item.get("pair"), [])
             ex, rest = tp_ring_exposed_s(one_s, item["calls"], pairs, item.get("tp_blocks", tp_blocks), lay.tp,
                                          item.get("pair") in BULK)
-            ex += exposed_comm_s(dim, item["phase"], rest, windows, lay, ep_loss)
+            ex += exposed_comm_s(dim, item["phase"], rest, windows, lay, ep_loss, tp_overlap=tp_hidden)
         else:
-            ex = exposed_comm_s(dim, item["phase"], total, windows, lay, ep_loss)
+            ex = exposed_comm_s(dim, item["phase"], total, windows, lay, ep_loss, tp_overlap=tp_hidden)
         done[i] = ex
     return done
 
@@ -1678,11 +1679,12 @@ def step_breakdown(lay: ParallelLayout, sc, exposed: dict, optimizer_s: float) -
 
 
 def exposed_comm_s(dim: str, phase: str, total: float, windows: dict, lay: ParallelLayout,
-                   ep_loss: float = 0.0) -> float:
+                   ep_loss: float = 0.0, *, tp_overlap: bool = False) -> float:
     """The exposed seconds of ``total`` seconds of a TP, CP, PP or EP collective's calls (the step's overlap
     rules, one place); ``windows`` holds the compute each can hide behind and is drawn down as it is used.
 
-    TP: exposed, unless ``overlap_tp`` (hidden behind the micro-batches' compute; with sequence parallelism
+    TP: exposed, unless ``tp_overlap`` (the layout's ``overlap_tp`` where it takes effect for the model,
+    :func:`.tp_overlap.tp_overlap_on`, which the callers give: hidden behind the micro-batches' compute; with sequence parallelism
     :func:`estimate_step` hides each behind its own GEMM first, :func:`tp_ring_exposed_s`); the backward pass's
     all-gather / reduce-scatter hide behind the weight-gradient GEMMs either way (Megatron's asynchronous
     TP communication). CP: a ring send behind its step's attention (``overlap_cp``, the ``cp_ring_*`` windows), never
@@ -1695,7 +1697,7 @@ def exposed_comm_s(dim: str, phase: str, total: float, windows: dict, lay: Paral
     if dim == "tp" and phase in HEAD_PHASES:  # no userbuffers GEMM: blocking, or beside its own layer's GEMM
         return _draw(windows, "tp_backward", total) if phase == "head_wgrad" else total
     if dim == "tp":
-        if lay.overlap_tp:
+        if tp_overlap:
             return _draw(windows, "tp", total)
         return _draw(windows, "tp_backward", total) if phase == "backward" else total
     if dim == "cp":  # Mamba's all-to-alls and the K/V all-gather block the attention: nothing hides them
@@ -1706,7 +1708,7 @@ def exposed_comm_s(dim: str, phase: str, total: float, windows: dict, lay: Paral
     return total
 
 
-def tp_ring_steps(lay: ParallelLayout) -> int:
+def tp_ring_steps(lay: ParallelLayout, model: ModelSpec) -> int:
     """Steps of the ring exchange that hides a TP linear layer's all-gather or reduce-scatter behind its GEMM:
     ``tp`` with TP communication overlap (Transformer Engine's userbuffers, which needs sequence parallelism),
     else 1 (no ring). Transformer Engine's ``CommOverlapP2PBase::split_overlap_ag`` / ``split_overlap_rs``
@@ -1723,13 +1725,16 @@ def tp_ring_steps(lay: ParallelLayout) -> int:
     Parameters
     ----------
     lay : ParallelLayout
+    model : ModelSpec
+        Megatron-Core builds an MLA model without userbuffers (:func:`.tp_overlap.userbuffers_built`): 1.
 
     Returns
     -------
     int
-        ``lay.tp`` with ``overlap_tp``, sequence parallelism and ``tp > 1``, else 1.
+        ``lay.tp`` with ``overlap_tp``, sequence parallelism and ``tp > 1`` (:func:`.tp_overlap.userbuffers_on`),
+        else 1.
     """
-    return lay.tp if userbuffers_on(lay) else 1
+    return lay.tp if userbuffers_on(lay, model) else 1
 
 
 def tp_ring_exposed_s(one_s: float, calls: float, pairs: list, tp_blocks: int, tp: int,
@@ -1848,9 +1853,7 @@ def _notes(model, lay, gpu, mem, mapping) -> list[str]:
                      "them here: priced exposed whole")
     if model.moe is not None and lay.ep > 1 and lay.overlap_ep and lay.pipeline_schedule == "1f1b":
         notes += [n for n in [unpaired_note(lay)] if n]
-    margins = margins_note(lay, gpu.sms)
-    if margins:
-        notes.append(margins)
+    notes += [n for n in (userbuffers_off_note(lay, model), margins_note(lay, model, gpu.sms)) if n]
     notes += _straddle_notes(lay, mapping)
     return notes + left_out_notes(model, lay, gpu.generation)
 

@@ -34,8 +34,9 @@ from ..errors import TopoError
 from ..resources import data_dir
 from .comm_sms import reduced_gpu
 
-__all__ = ["configs", "config_names", "recipe_configs", "check_num_sm", "userbuffers_on", "buffer_name", "margin_sms",
-           "pass_margins", "margin_kernels", "margins_note", "DEFAULT"]
+__all__ = ["configs", "config_names", "recipe_configs", "check_num_sm", "userbuffers_built", "tp_overlap_on",
+           "userbuffers_on", "userbuffers_off_note", "buffer_name", "margin_sms", "pass_margins", "margin_kernels",
+           "margins_note", "DEFAULT"]
 
 DEFAULT = "te_default"
 SOURCE = "tp_overlap.toml"
@@ -169,20 +170,88 @@ def check_num_sm(config: str, gpu) -> None:
                                 source=SOURCE, key=f"config.{name}.{buffer}.num_sm")
 
 
-def userbuffers_on(lay) -> bool:
-    """Whether the layout runs its TP collectives through userbuffers, each beside its linear layer's GEMM: TP
-    overlap (``overlap_tp``) with sequence parallelism and ``tp > 1`` (Megatron-LM's ``--tp-comm-overlap`` needs
-    both). The one rule :func:`pass_margins`, :func:`margins_note` and :func:`topo.training.step.tp_ring_steps` read.
+def userbuffers_built(model) -> bool:
+    """Whether Megatron-Core builds the model's TP linear layers with userbuffers when TP overlap is asked for
+    (``--tp-comm-overlap``): not for a model with MLA attention. The one rule :func:`tp_overlap_on`,
+    :func:`userbuffers_on` and the operators (:func:`topo.training.operators.block_ops`, an op's ``tp_overlap``)
+    read.
+
+    ``TELinear.__init__`` sets ``self.config.tp_comm_overlap = False`` for a ``tp_comm_buffer_name`` other than
+    ``qkv``, ``proj``, ``fc1``, ``fc2`` (NVIDIA/Megatron-LM@d98e8a64
+    ``megatron/core/extensions/transformer_engine.py`` lines 1176-1187), and ``self.config`` is the
+    ``TransformerConfig`` every layer of the model chunk shares (``transformer_block.py`` lines 347-350: each
+    layer gets ``self.config`` unless ``heterogeneous_block_specs``; ``MultiLatentAttention`` passes it on). MLA's
+    down projection ``q_down_proj`` (``kv_down_proj`` without a query LoRA, ``multi_latent_attention.py`` lines
+    537-617) is the first such linear built, so every TE linear built after it has no userbuffers: the rest of
+    that layer and every later layer, the shared experts' ``deepcopy`` of the config included
+    (``moe/shared_experts.py`` line 123). Only the first layer's output projection, built before the down
+    projections (``multi_latent_attention.py`` line 221), keeps them; that one layer a pipeline rank (a model
+    chunk under Megatron-LM's own ``pretrain_gpt.py``) is not modelled: every MLA layer is priced without.
+    The names came in with 4e6ae3a2 ("Fix a bug about tp_comm_buffer_name in MultiLatentAttention", April 2025,
+    Megatron-Core 0.13.0 on); before it, an MLA linear without a buffer name failed ``TELinear``'s
+    ``assert tp_comm_buffer_name is not None`` under TP overlap, so no Megatron-Core MLA run overlapped TP with
+    userbuffers either way. Unchanged at d98e8a64 (2026-08-22).
 
     Parameters
     ----------
-    lay : ParallelLayout
+    model : ModelSpec
 
     Returns
     -------
     bool
     """
+    return model.attention.kind != "mla"
+
+
+def tp_overlap_on(lay, model) -> bool:
+    """Whether the layout's TP overlap (``overlap_tp``) takes effect for ``model``: asked for, and the model's
+    linear layers built with userbuffers (:func:`userbuffers_built`). What the step's exposed-TP rule
+    (:func:`topo.training.step.exposed_comm_s`) reads; False prices the TP collectives as without it.
+
+    Parameters
+    ----------
+    lay : ParallelLayout
+    model : ModelSpec
+
+    Returns
+    -------
+    bool
+    """
+    return bool(lay.overlap_tp) and userbuffers_built(model)
+
+
+def _layout_userbuffers(lay) -> bool:
+    """The layout's part of :func:`userbuffers_on`: ``overlap_tp``, sequence parallelism and ``tp > 1``."""
     return bool(lay.overlap_tp and lay.sequence_parallel and lay.tp > 1)
+
+
+def userbuffers_on(lay, model) -> bool:
+    """Whether the layout runs its TP collectives through userbuffers, each beside its linear layer's GEMM: TP
+    overlap (``overlap_tp``) with sequence parallelism and ``tp > 1`` (Megatron-LM's ``--tp-comm-overlap`` needs
+    both), for a model Megatron-Core builds with userbuffers (:func:`userbuffers_built`). The one rule
+    :func:`margins_note` and :func:`topo.training.step.tp_ring_steps` read; :func:`pass_margins` reads its
+    layout part, the operator carrying the model's (``tp_overlap``).
+
+    Parameters
+    ----------
+    lay : ParallelLayout
+    model : ModelSpec
+
+    Returns
+    -------
+    bool
+    """
+    return _layout_userbuffers(lay) and userbuffers_built(model)
+
+
+def userbuffers_off_note(lay, model) -> str | None:
+    """The step's one-line note when the layout asks for TP overlap and the model's linear layers have no
+    userbuffers (:func:`userbuffers_built`); None otherwise."""
+    if not (lay.overlap_tp and lay.tp > 1) or userbuffers_built(model):
+        return None
+    return ("TP overlap off: Megatron-Core builds an MLA model without userbuffers (the first MLA down projection's "
+            "buffer name sets the shared config's tp_comm_overlap False, Megatron-LM 4e6ae3a2 on); "
+            "its TP collectives priced as without overlap_tp")
 
 
 def buffer_name(module: str, tp_overlap: str, gemm_pass: str) -> str | None:
@@ -233,7 +302,8 @@ def margin_sms(config: str, buffer: str | None) -> int:
 def pass_margins(op, lay) -> dict[str, int]:
     """SMs each GEMM pass of operator ``op`` runs without under layout ``lay`` (``{"fprop": 24, ...}``; only the
     passes with a margin): none unless the layout overlaps TP with userbuffers (``overlap_tp``, sequence
-    parallelism, ``tp > 1``: :func:`userbuffers_on`) and ``op`` is a TP linear layer's GEMM.
+    parallelism, ``tp > 1``: :func:`userbuffers_on`'s layout part) and ``op`` is a TP linear layer's GEMM run by
+    a communicator (its ``tp_overlap``: none in a model built without userbuffers, :func:`userbuffers_built`).
 
     Parameters
     ----------
@@ -245,7 +315,7 @@ def pass_margins(op, lay) -> dict[str, int]:
     -------
     dict
     """
-    if op.kind != "gemm" or not op.tp_overlap or not userbuffers_on(lay):
+    if op.kind != "gemm" or not op.tp_overlap or not _layout_userbuffers(lay):
         return {}
     out = {}
     for p in ("fprop", "dgrad", "wgrad"):
@@ -275,10 +345,10 @@ def margin_kernels(gpu, sms: int):
     return replace(km, launch_sms=km.sms)
 
 
-def margins_note(lay, sms: int) -> str | None:
+def margins_note(lay, model, sms: int) -> str | None:
     """What the layout's userbuffers configuration takes from the TP GEMMs, for the step's notes; None when it
-    takes nothing (no TP overlap, or no buffer with a margin)."""
-    if not userbuffers_on(lay):
+    takes nothing (no TP overlap, a model built without userbuffers, or no buffer with a margin)."""
+    if not userbuffers_on(lay, model):
         return None
     cfg = configs()[lay.tp_overlap_config]
     taken = [f"{b} {n}" for b, (_, n, m) in cfg.items() if m]
