@@ -1,7 +1,7 @@
 """A job given neither dp nor ``--gpus`` fills the GPUs from its first GPU past the NVLink domains it skips, as a
 scheduler runs it (tidy66, rev65's Left): ``first_gpu`` or ``skip_domains`` beside a layout without dp filled every
 GPU of the fabric, so the job could never be placed ("a first GPU from which its 1,024 GPUs fit (0 fits)", "the job
-needs GPUs 0 to 1,031"). One rule (``cli/layout_dp.py``: ``job_gpus`` over ``mapping.free_gpus``) for ``topo
+needs GPUs 0 to 1,031"). One rule (``training/mapping.py``: ``job_gpus`` over ``free_gpus``) for ``topo
 train`` (flags, ``--layout``, ``--search``), ``topo plan`` and ``topo report``.
 
 Closed forms: a DGX H100 SuperPOD of 1,024 GPUs in 8-GPU domains: from GPU 8, 1,016 GPUs; past skipped domain 3,

@@ -1,7 +1,7 @@
 """rev65's minor Left (tidy66): a site's part takes the site's index as a span's ends do (``1:leaf0`` as
 ``dci:0-1``: one rule, ``fabric.region._site_of``); a job larger than its fabric is named by the flag that sized it
 (``--dp``, not ``--gpus`` the user never gave); a region's share given neither dp nor ``--gpus`` fills each site's
-GPUs past its skipped domains, as one site's job does (``cli.layout_dp.job_gpus``); the public names other modules
+GPUs past its skipped domains, as one site's job does (``training.mapping.job_gpus``); the public names other modules
 import are in their module's ``__all__``.
 
 The region: two sites of 2 DGX H100 scalable units, 512 GPUs each (tests/test_region_site_failures_regfail65.py)."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from .errors import TopoError
 
-__all__ = ["UndividedGpus", "data_parallel", "job_gpus", "placement_fields"]
+__all__ = ["UndividedGpus", "data_parallel", "placement_fields"]
 
 
 class UndividedGpus(TopoError):
@@ -78,36 +78,6 @@ def data_parallel(known: int, gpus: int, sizes: dict | None = None, where: str =
     key = odd[0] if odd else (list(given)[-1] if given else dp_name)
     raise UndividedGpus(key=key, size=given.get(key), known=known, gpus=gpus, where=where, dp_as=dp_as,
                         sites=sites, dp_name=dp_name)
-
-
-def job_gpus(fabric, first_gpu=None, skip_domains=None) -> tuple[int, str]:
-    """The GPUs a job given neither dp nor its GPUs fills on ``fabric``, as a scheduler runs it: every GPU from its
-    first past the NVLink domains it skips (:func:`~topo.training.mapping.free_gpus`; rev65: the whole fabric's
-    count from GPU 4, or past a skipped domain, could never be placed), and the words after "the N GPUs" naming
-    them where the hints made them fewer ("" for the whole fabric).
-
-    Parameters
-    ----------
-    fabric : Fabric
-    first_gpu, skip_domains : optional
-        The job's placement fields as given (a flag's or a layout's; a value of the wrong kind counts as not given:
-        the layout's own checks name it).
-
-    Returns
-    -------
-    tuple of (int, str)
-    """
-    from . import training  # lazy (PEP 562): the mapping module only when a job is placed
-
-    total = fabric.layout.num_gpus
-    placed = placement_fields({"first_gpu": first_gpu, "skip_domains": skip_domains})
-    first, skip = placed["first_gpu"], placed["skip_domains"]
-    gpus = training.free_gpus(total, fabric.spec.gpus_per_domain, first, skip)
-    if gpus in (0, total):  # a first GPU past the fabric: the placement's own check names it
-        return total, ""
-    words = ([f"from GPU {first:,}"] if first else []) + (
-        [f"past skipped NVLink domain{'s' if len(skip) > 1 else ''} {','.join(map(str, skip))}"] if skip else [])
-    return gpus, " ".join(words + ["to the fabric's last"])
 
 
 def placement_fields(placement: dict) -> dict:

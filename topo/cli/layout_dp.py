@@ -9,10 +9,10 @@ import re
 
 from ..errors import TopoError
 from .. import training  # lazy (PEP 562): topo plan without --model imports no step model (test_startup)
-from ..dp_fill import job_gpus, placement_fields
+from ..dp_fill import placement_fields
 from .common import UndividedGpus, data_parallel
 
-__all__ = ["layout_dp", "design_dp", "layout_source", "on_design", "job_gpus", "filled_dp", "sized_by", "placed_by",
+__all__ = ["layout_dp", "design_dp", "layout_source", "on_design", "filled_dp", "sized_by", "placed_by",
            "skip_way_dp", "skip_offered", "placement_fields"]
 
 
@@ -28,7 +28,7 @@ def sized_by(exc: TopoError, gpus: int | None, dp: int | None, placed: str | Non
 
 
 def placed_by(args, filled: str) -> str | None:
-    """The flags that sized a job filled from its first GPU past its skipped domains (``filled``: :func:`job_gpus`'
+    """The flags that sized a job filled from its first GPU past its skipped domains (``filled``: :func:`~topo.training.mapping.job_gpus`'
     words, "" where the job is the whole fabric and no flag sized it): ``--first-gpu``, ``--skip-domains`` as given,
     else the layout that gave them."""
     if not filled:
@@ -40,7 +40,7 @@ def placed_by(args, filled: str) -> str | None:
 def skip_way_dp(exc: TopoError, fabric, known: int, first_gpu: int = 0, sites: int = 1) -> TopoError:
     """A failure's refusal (key ``fail``) whose way past it skips NVLink domains (``skip_domains = [..]``,
     :func:`~topo.training.mapping.refuse_failed_gpus`), for a job whose dp was filled from the GPUs: where tp x cp
-    x pp (``known``) does not divide the GPUs a filled dp would fill past those domains (:func:`job_gpus`; on
+    x pp (``known``) does not divide the GPUs a filled dp would fill past those domains (:func:`~topo.training.mapping.job_gpus`; on
     ``fabric``, a region's smallest site), the skip alone is refused in turn, so the way names dp too (walk29:
     ``--skip-domains [3]`` on a region, then "does not divide the 16,056 GPUs", ``--dp N`` named only then).
 
@@ -65,7 +65,7 @@ def skip_way_dp(exc: TopoError, fabric, known: int, first_gpu: int = 0, sites: i
     found, skip = skip_offered(exc)
     if found is None:
         return exc
-    gpus, _ = job_gpus(fabric, first_gpu, skip)
+    gpus, _ = training.job_gpus(fabric, first_gpu, skip)
     if gpus % known == 0:
         return exc
     where = " of the smallest site (every site runs that share)" if sites > 1 else ""
@@ -90,13 +90,13 @@ def skip_offered(exc: TopoError) -> tuple:
 def filled_dp(known: int, fabric, flags: dict | None = None, gpus: int | None = None, placement: dict | None = None,
               where: str = "", dp_as: str = "--dp N") -> int:
     """dp where neither the flags nor the layout give it: ``gpus`` (``--gpus``), else the GPUs the job fills on
-    ``fabric`` from its ``placement`` (``first_gpu``, ``skip_domains``; :func:`job_gpus`), over ``known`` = tp x cp
+    ``fabric`` from its ``placement`` (``first_gpu``, ``skip_domains``; :func:`~topo.training.mapping.job_gpus`), over ``known`` = tp x cp
     x pp (:func:`~topo.cli.common.data_parallel`: ``flags`` name the size at fault, ``where`` and ``dp_as`` the
     GPUs and how dp is given instead). One rule for ``topo train``, ``topo plan`` and ``topo report``."""
     if gpus:
         return data_parallel(known, gpus, flags, where=where, dp_as=dp_as)
     placement = placement or {}
-    gpus, filled = job_gpus(fabric, placement.get("first_gpu"), placement.get("skip_domains"))
+    gpus, filled = training.job_gpus(fabric, placement.get("first_gpu"), placement.get("skip_domains"))
     return data_parallel(known, gpus, flags, where=" ".join(w for w in (where, filled) if w), dp_as=dp_as)
 
 
@@ -116,7 +116,7 @@ def layout_dp(layout: str, fabric, sizes: dict | None = None, gpus: int | None =
         The sizes given as flags (``tp``, ``cp``, ``pp``; None where not given): they win over the layout's.
     gpus : int, optional
         The job's GPUs (``--gpus``); else those it fills from its first GPU past its skipped domains
-        (:func:`job_gpus`).
+        (:func:`~topo.training.mapping.job_gpus`).
     placement : dict, optional
         ``first_gpu`` and ``skip_domains`` given as flags (None where not given): they win over the layout's.
     where, dp_as : str

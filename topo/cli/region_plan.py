@@ -6,16 +6,22 @@ from __future__ import annotations
 import json
 
 from ..atomic import check_output, open_output
+from ..dp_fill import UndividedGpus
+from ..engine.region_estimate import check_region_profile
 from ..errors import TopoError
 from ..fabric.region import build_region
 from ..plan.region import RegionPlan, plan_region
+from ..plan.train_time import region_job_layer
 from ..spec.region_load import is_region_file
 from .. import training  # lazy (PEP 562): topo plan imports no step model (test_startup)
 from ..units import format_count, format_in, format_time, format_usd
 from .bom_csv import write_region_bom_csv
 from .design_sets import overrides_for
+from .layout_dp import layout_source
 from .output import emit, emit_json, note, table
+from .plan_words import failure_lines, goodput_lines, job_lines
 from .region import region_inputs
+from .region_estimate import region_profile_notes
 
 __all__ = ["is_region_file", "refuse_region_flags", "run_region_plan", "render_region_plan"]
 
@@ -90,13 +96,6 @@ def region_job(args, region) -> tuple:
     sites (dp filled, :func:`topo.training.multisite_layout.region_layout`; data parallel across the sites, the
     layout the goodput's reload assumes), its step (:func:`topo.training.multisite.estimate_across_sites`) as the
     plan's job (:func:`topo.plan.train_time.region_job_layer`); a bad layout is refused naming ``--layout``."""
-    from ..dp_fill import UndividedGpus
-    from ..plan.train_time import region_job_layer
-    from .layout_dp import layout_source
-
-    from ..engine.region_estimate import check_region_profile
-    from .region_estimate import region_profile_notes
-
     shares = args.shares or training.DEFAULT_SHARES
     try:
         check_region_profile(region, args.profile)  # a calibrated file of no site's network, before any note
@@ -159,8 +158,6 @@ def render_region_plan(r: RegionPlan) -> str:
 def _goodput_block(r: RegionPlan) -> list[str]:
     """The region's job's failures, checkpoint and goodput, in one site's plan's words, and what makes them a
     region's: the sites' interruptions added, the reload's exchange over the DCI."""
-    from .plan import failure_lines, goodput_lines  # cli.plan imports this module first
-
     rel = r.reliability
     if rel is None:
         return []
@@ -180,8 +177,6 @@ def _goodput_block(r: RegionPlan) -> list[str]:
 def _job_block(r: RegionPlan) -> list[str]:
     """The named job's cost per million tokens and time to train, in one site's plan's words (its step the step
     across the sites)."""
-    from .plan import job_lines  # cli.plan imports this module first
-
     t = r.training
     if t is None:
         return []

@@ -17,7 +17,7 @@ from ..training.fp8_amax import sp_amax_reduced
 from ..training.gpus import gpu_compute
 from ..training.jax_mesh import MAXTEXT_DP_OVERLAP, MAXTEXT_FP8_AMAX, MAXTEXT_STATE, layout_from_mesh, parse_mesh
 from ..training.kernels import fp8_backward_published, host_launch_price
-from ..training.mapping import FEWER_GPUS
+from ..training.mapping import FEWER_GPUS, job_gpus
 from ..training.multisite import DEFAULT_SHARES, SHARES
 from ..training.ring_attention import CP_COMM_TYPES
 from ..training.parallel import (DEFAULT_ORDER, DP_SHARDING, PIPELINE_SCHEDULES, RECOMPUTE, check_layout,
@@ -30,7 +30,7 @@ from ..training.step import estimate_step
 from ..training.tp_overlap import userbuffers_built
 from .common import GivenOnce, add_spec_arguments, fabric_from_args
 from .estimate_args import add_profile_argument, profile_notes
-from .layout_dp import filled_dp, job_gpus, layout_dp, placed_by, sized_by, skip_way_dp
+from .layout_dp import filled_dp, layout_dp, placed_by, sized_by, skip_way_dp
 from .search_options import layout_for_search, search_options
 from .region import is_region_args
 from .region_train import run_region_train

@@ -14,7 +14,7 @@ One idea per module: :mod:`.model` (model files), :mod:`.parallel` (the parallel
 import importlib
 
 _LAZY = {"predict_mfu": ".mfu", "predict_step": ".mfu", "parse_layout": ".mfu", "layout_fields": ".parallel",
-         "free_gpus": ".mapping", "load_model": ".model", "SHARES": ".multisite",
+         "free_gpus": ".mapping", "job_gpus": ".mapping", "load_model": ".model", "SHARES": ".multisite",
          "DEFAULT_SHARES": ".multisite", "estimate_across_sites": ".multisite",
          "region_layout": ".multisite_layout"}  # name -> the module that defines it
 

@@ -28,6 +28,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from ..dp_fill import placement_fields
 from ..engine.paths import Paths
 from ..errors import TopoError
 from ..fabric.cut import cut_off_words, gpu_pieces
@@ -776,3 +777,31 @@ def _group_offsets(axes: tuple, group: str, ep: int, etp: int) -> tuple[int, ...
             gpu += digit * stride[d]
         out.append(gpu)
     return tuple(sorted(out))
+
+
+def job_gpus(fabric, first_gpu=None, skip_domains=None) -> tuple[int, str]:
+    """The GPUs a job given neither dp nor its GPUs fills on ``fabric``, as a scheduler runs it: every GPU from its
+    first past the NVLink domains it skips (:func:`free_gpus`; rev65: the whole fabric's
+    count from GPU 4, or past a skipped domain, could never be placed), and the words after "the N GPUs" naming
+    them where the hints made them fewer ("" for the whole fabric).
+
+    Parameters
+    ----------
+    fabric : Fabric
+    first_gpu, skip_domains : optional
+        The job's placement fields as given (a flag's or a layout's; a value of the wrong kind counts as not given:
+        the layout's own checks name it).
+
+    Returns
+    -------
+    tuple of (int, str)
+    """
+    total = fabric.layout.num_gpus
+    placed = placement_fields({"first_gpu": first_gpu, "skip_domains": skip_domains})
+    first, skip = placed["first_gpu"], placed["skip_domains"]
+    gpus = free_gpus(total, fabric.spec.gpus_per_domain, first, skip)
+    if gpus in (0, total):  # a first GPU past the fabric: the placement's own check names it
+        return total, ""
+    words = ([f"from GPU {first:,}"] if first else []) + (
+        [f"past skipped NVLink domain{'s' if len(skip) > 1 else ''} {','.join(map(str, skip))}"] if skip else [])
+    return gpus, " ".join(words + ["to the fabric's last"])

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import math
 
-from ..dp_fill import data_parallel, job_gpus, placement_fields
+from ..dp_fill import data_parallel, placement_fields
+from .mapping import job_gpus
 from ..fabric.region import Region
 from .multisite import DEFAULT_SHARES, site_capacities
 from .parallel import ParallelLayout, make_layout
@@ -104,7 +105,7 @@ def largest_dp(region: Region, known: int, fields: dict) -> int:
 
 def share_gpus(region: Region, placement: dict) -> tuple[int, str]:
     """The GPUs of one site's share that a job given neither dp nor its GPUs fills: the smallest site's from the
-    job's ``first_gpu`` past its ``skip_domains`` (indices within a site; :func:`topo.dp_fill.job_gpus`, as on one
+    job's ``first_gpu`` past its ``skip_domains`` (indices within a site; :func:`topo.training.mapping.job_gpus`, as on one
     site), and the words naming them ("" for the whole site)."""
     site = min(region.fabrics, key=lambda f: f.num_gpus)
     return job_gpus(site, placement.get("first_gpu"), placement.get("skip_domains"))
