@@ -44,7 +44,7 @@ def test_a_call_rate_no_longer_than_its_copy_is_one_line(monkeypatch):
     call at the published shape (4,096 tokens x 7,168 x 2 B x the destinations) is shorter than the copy itself."""
     def edit(d):
         d["flex_deepep"]["GB200"].update(api_includes_copy=True, dispatch_GBps=[1e4] * 4, tokens=4096, hidden=7168,
-                                         topk=8)
+                                         topk=8, local_experts=8)  # route79: the shape states its local experts
     _edited(monkeypatch, ep_dispatch, "_tables", edit)
     with pytest.raises(TopoError) as err:
         flex_dispatch_s("GB200", 32, 1e8, 2, _copy("GB200"), "deepep")
