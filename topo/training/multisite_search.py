@@ -31,6 +31,7 @@ from ..fabric.region import Region
 from .model import ModelSpec
 from .multisite import (DEFAULT_SHARES, MultisiteStep, estimate_across_sites, share_fabric, shares_run,
                         site_capacities, site_failure, site_shares)
+from .multisite_memory import may_shard_over_job
 from .parallel import ParallelLayout, check_layout
 from .search import search_layouts
 
@@ -125,6 +126,9 @@ def search_across_sites(region: Region, model: ModelSpec, global_batch: int, *, 
     else:
         job, batch = _by_size_job(region, gpus, options), global_batch
         split = _BySize(region, model, options)
+    if may_shard_over_job(region.spec.nccl.dp_reduction, across):  # regions77: the flat ring's state, K times less
+        options = {**options, "state_dp": (lambda lay: lay.dp * K) if split is None else (lambda lay: lay.dp),
+                   "fits_by": timed.fits}
     res, unit_steps, searched, units = _search_units(region, fabric, model, job, batch, top, {**step_kw, **options},
                                                      timed.figure, split)  # searched: the notes' sites
     others = _other_notes(region, res, units)
@@ -239,11 +243,18 @@ class _Timed:
                 got = (one, estimate_across_sites(self.region, self.model, self.job(one, steps), one_site=steps,
                                                   **self.kw))
             except TopoError as exc:
-                if exc.key != "pp":
+                if exc.key not in ("pp", "nccl.dp_reduction"):  # regions77: a flat ring it cannot take, skipped
                     raise
                 got = (one, exc)
             self.made[id(one)] = got
         return got[1]
+
+    def fits(self, one, steps) -> bool:
+        """Whether the layout of step ``one`` fits as its job runs across the sites
+        (:attr:`~topo.training.multisite.MultisiteStep.fits`: its memory as the form taken shards the state, as
+        ``topo train REGION`` shows it); one that cannot span the sites does not."""
+        got = self.across(one, steps)
+        return not isinstance(got, TopoError) and got.fits
 
     def figure(self, one, steps) -> float:
         """The step across the sites the search ranks by (inf where the layout cannot span them), at or above the
@@ -309,6 +320,7 @@ def _search_units(region: Region, fabric, model: ModelSpec, job: int, batch: int
         got = split(lay)
         return None if got is None else tuple(got[units[g][1][0]] for g in order)
 
+    fits_by = options.pop("fits_by", None)  # regions77: the layout's memory as its job runs across the sites
     given = options.get("profile")  # reg70: each unit's sites' profile key where none is given
     options = {**options, "profile": site_profile(region, given, units[first][1][0])}
     try:
@@ -316,7 +328,9 @@ def _search_units(region: Region, fabric, model: ModelSpec, job: int, batch: int
                              also_on=tuple(units[g][0] for g in order[1:]),
                              also_profiles=tuple(site_profile(region, given, units[g][1][0]) for g in order[1:]),
                              rank_by=lambda one, steps: figure(one, in_units(steps)),
-                             split=None if split is None else ordered, **options)
+                             split=None if split is None else ordered,
+                             fits_by=None if fits_by is None else (lambda one, steps: fits_by(one, in_units(steps))),
+                             **options)
     except TopoError as exc:  # a failed part under the share: its site named, as estimate_across_sites names it
         raise _share_said(site_failure(region, getattr(exc, "fabric", fabric), exc), region.num_sites, job, batch,
                           split) from None

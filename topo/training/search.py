@@ -77,6 +77,7 @@ from .fsdp2_copies import copies_units
 from .gpus import gpu_compute
 from .parallel import DEFAULT_ORDER, ParallelLayout, check_layout, sends_unoverlappable
 from .memory import memory_per_gpu
+from .multisite_memory import state_layout
 from .nvls_buffers import nvls_bound_bytes
 from .ep_buffers import ep_buffer_bytes
 from .nccl_buffers import nccl_buffer_bytes
@@ -311,7 +312,8 @@ def search_layouts(fabric: Fabric, model: ModelSpec, gpus: int, global_batch: in
                    convention: str = "6n", efficiency: float | None = None, engine: CommEngine | None = None,
                    max_layouts: int | None = None, progress=None, contention: bool = True, batch: int = 2048,
                    keep: int | None = None, also_on: tuple[Fabric, ...] = (), profile=None, rank_by=None,
-                   also_profiles: tuple | None = None, split=None, **options) -> SearchResult:
+                   also_profiles: tuple | None = None, split=None, state_dp=None, fits_by=None,
+                   **options) -> SearchResult:
     """Rank every valid layout that fits by step time (fastest first); see the module doc.
 
     Parameters
@@ -346,6 +348,16 @@ def search_layouts(fabric: Fabric, model: ModelSpec, gpus: int, global_batch: in
     split : callable, optional
         ``split(lay)``: each fabric's own share of the job's ``lay`` (a region's by-size replicas, regsearch72), None
         where it does not split; each fabric bounds, places and times its own. None: each runs ``lay`` itself.
+    state_dp : callable, optional
+        ``state_dp(lay)``: the data-parallel ranks the ZeRO state of ``lay`` (as the walk gives it: the job's with
+        ``split``) may shard over, at or above its own ``dp`` (a region's flat cross-DC ring: the job's replicas,
+        regions77); the memory check reads the share with its state so sharded
+        (:func:`~topo.training.multisite_memory.state_layout`), the least the layout can hold, so none that could
+        fit is dropped. None: its own ``dp``.
+    fits_by : callable, optional
+        ``fits_by(step, steps)`` (as ``rank_by`` takes them): whether a layout whose step does not fit as one fabric
+        shards it fits in the form it takes (with ``state_dp``: a region's job, its memory as the way across the
+        sites runs, :attr:`~topo.training.multisite.MultisiteStep.fits`). None: the step's own ``fits``.
     **options
         Enumeration choices and fixed layout fields (see :func:`candidate_layouts`).
 
@@ -362,6 +374,9 @@ def search_layouts(fabric: Fabric, model: ModelSpec, gpus: int, global_batch: in
     s = _Search(fabric, model, engine_for(fabric, engine, profile), gpu,
                 keep or max(top + 2, 5), dict(convention=convention, efficiency=efficiency), progress, max_layouts)
     s.others, s.rank_by, s.mix = s.peers(also_on, efficiency, also_profiles), rank_by, contention
+    s.fits_by = fits_by
+    for x in s.sites():
+        x.state_dp = state_dp
     _place_apart(s, split, "gpus_per_domain_used" in options)
     def candidates(wanted):
         for lay, why in _split_candidates(candidate_layouts(model, gpus, global_batch, wanted=wanted,
@@ -479,6 +494,8 @@ class _Search:
         self.jobs: dict = {}  # with split: id(step) -> (step, the job's layout it is the slowest share of)
         self.placements_ok: set = set()  # placements refuse_failed found past this fabric's failed parts
         self.pp_overlap_off = False  # a held overlap_pp true was turned off on a vpp-1 layout (PP_OVERLAP_NOTE)
+        self.state_dp = None  # search_layouts' state_dp: the ranks a layout's ZeRO state may shard over (regions77)
+        self.fits_by = None  # search_layouts' fits_by: whether a step that does not fit alone fits as its job runs
 
     def peers(self, fabrics, efficiency, profiles=None) -> list:
         """:meth:`peer` on each of ``fabrics``, each with its profile (``profiles``; None: this search's engine's
@@ -581,7 +598,9 @@ class _Search:
 
     def bound_of(self, lay, keys):
         """Memory check and compute + communication-floor bound (None: does not fit), a lower bound on the step of
-        ``lay`` placed or not (:meth:`placed`); ``keys`` are :func:`_keys` of ``lay`` (with a split, of the share)."""
+        ``lay`` placed or not (:meth:`placed`); ``keys`` are :func:`_keys` of ``lay`` (with a split, of the share).
+        With :attr:`state_dp`, the memory is of the share with its state sharded over that many ranks."""
+        state = None if self.state_dp is None else self.state_dp(lay)
         lay = self.placed(lay)
         keys = _keys(lay) if self.split is not None else keys
         mk, bk, _ = keys
@@ -594,7 +613,7 @@ class _Search:
             # only NCCL's buffers and the flex dispatcher's differ (memory_per_gpu reads no other field of them)
             if shape is None:
                 mem = shape = self.mem_cache[mk] = memory_per_gpu(
-                    self.model, lay, self.gpu.memory_bytes, generation=self.gpu.generation,
+                    self.model, lay if state is None else state_layout(lay, state), self.gpu.memory_bytes, generation=self.gpu.generation,
                     activations=self.act_cache, gpus_per_domain=dom)
             else:
                 mem = replace(shape, nccl_bytes=nccl, ep_buffers_bytes=ep_buf)
@@ -770,9 +789,10 @@ class _Search:
             r = self.step_of(lay, contention=False)
             self.evaluated += 1
             self.done.add(keys[2])
-            if r.fits and self.cap is not None:
+            fits = self.fits(r, lay)
+            if fits and self.cap is not None:
                 self.mix_in(r)
-            elif r.fits:
+            elif fits:
                 item = (-r.step_time_s, next(self.counter), r)
                 if len(self.best) < self.keep:
                     heapq.heappush(self.best, item)
@@ -782,6 +802,18 @@ class _Search:
                     self.spill.append(item)
             if self.progress is not None and self.evaluated % 64 == 0:
                 self.progress(self.evaluated, None, "layouts evaluated")
+
+    def fits(self, r, lay) -> bool:
+        """Whether step ``r`` of ``lay`` fits: its own ``fits``, else :attr:`fits_by`'s (a region's job in the form it
+        takes; one that does not is counted as too big, its share's memory the closest's)."""
+        if r.fits or self.fits_by is None:
+            return r.fits
+        if self.fits_by(r, self.per_site.get(id(r), (r,))):
+            return True
+        self.too_big += 1
+        if self.closest is None or r.memory.total_bytes < self.closest[0].total_bytes:
+            self.closest = (r.memory, lay)
+        return False
 
     def _count(self, lay, mem, first: bool, why: str = "") -> None:
         """The first pass counts every candidate (``lay`` None: invalid, for reason ``why``; ``mem`` given: does
