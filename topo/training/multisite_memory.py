@@ -26,13 +26,14 @@ degree (:func:`topo.training.memory.memory_per_gpu`, the one formula), everythin
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from typing import Callable
 
 from .gpus import gpu_compute
 from .memory import MemoryBreakdown, memory_per_gpu
 from .parallel import ParallelLayout
 
-__all__ = ["job_memory", "may_shard_over_job", "sharding_text", "state_layout"]
+__all__ = ["JobForm", "job_memory", "may_shard_over_job", "sharding_text", "state_layout"]
 
 _STATE = {1: "the optimizer state", 2: "the optimizer state and gradients",
           3: "the optimizer state, gradients and weights"}
@@ -77,6 +78,22 @@ def state_layout(lay: ParallelLayout, state_dp: int) -> ParallelLayout:
     if state_dp == lay.dp:
         return lay
     return lay.model_copy(update={"dp": state_dp, "global_batch": lay.global_batch * state_dp // lay.dp})
+
+
+@dataclass(frozen=True)
+class JobForm:
+    """How a search judges a layout's memory where its job may shard the ZeRO state wider than the layout's own
+    ``dp`` (a region's flat cross-DC ring: over the job's replicas, regions77; see the module doc).
+
+    ``state_dp(lay)``: the data-parallel ranks the state of ``lay`` (as the search's walk gives it: the job's where
+    the search splits it into shares) may shard over, at or above its own ``dp``; the memory check reads the share
+    with its state so sharded (:func:`state_layout`), the least the layout can hold, so none that could fit is
+    dropped. ``fits_by(step, steps)`` (as a search's ``rank_by`` takes them): whether a layout whose step does not
+    fit as one fabric shards it fits in the form its job takes (a region's:
+    :attr:`~topo.training.multisite.MultisiteStep.fits`)."""
+
+    state_dp: Callable
+    fits_by: Callable
 
 
 def job_memory(fabric, model, job: ParallelLayout, share_memory: MemoryBreakdown) -> MemoryBreakdown:

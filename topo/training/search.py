@@ -312,8 +312,7 @@ def search_layouts(fabric: Fabric, model: ModelSpec, gpus: int, global_batch: in
                    convention: str = "6n", efficiency: float | None = None, engine: CommEngine | None = None,
                    max_layouts: int | None = None, progress=None, contention: bool = True, batch: int = 2048,
                    keep: int | None = None, also_on: tuple[Fabric, ...] = (), profile=None, rank_by=None,
-                   also_profiles: tuple | None = None, split=None, state_dp=None, fits_by=None,
-                   **options) -> SearchResult:
+                   also_profiles: tuple | None = None, split=None, job_form=None, **options) -> SearchResult:
     """Rank every valid layout that fits by step time (fastest first); see the module doc.
 
     Parameters
@@ -348,16 +347,9 @@ def search_layouts(fabric: Fabric, model: ModelSpec, gpus: int, global_batch: in
     split : callable, optional
         ``split(lay)``: each fabric's own share of the job's ``lay`` (a region's by-size replicas, regsearch72), None
         where it does not split; each fabric bounds, places and times its own. None: each runs ``lay`` itself.
-    state_dp : callable, optional
-        ``state_dp(lay)``: the data-parallel ranks the ZeRO state of ``lay`` (as the walk gives it: the job's with
-        ``split``) may shard over, at or above its own ``dp`` (a region's flat cross-DC ring: the job's replicas,
-        regions77); the memory check reads the share with its state so sharded
-        (:func:`~topo.training.multisite_memory.state_layout`), the least the layout can hold, so none that could
-        fit is dropped. None: its own ``dp``.
-    fits_by : callable, optional
-        ``fits_by(step, steps)`` (as ``rank_by`` takes them): whether a layout whose step does not fit as one fabric
-        shards it fits in the form it takes (with ``state_dp``: a region's job, its memory as the way across the
-        sites runs, :attr:`~topo.training.multisite.MultisiteStep.fits`). None: the step's own ``fits``.
+    job_form : JobForm, optional
+        Each layout's memory as its job shards the ZeRO state (:class:`~topo.training.multisite_memory.JobForm`: a
+        region's flat cross-DC ring, regions77). None: as the layout itself shards it.
     **options
         Enumeration choices and fixed layout fields (see :func:`candidate_layouts`).
 
@@ -374,17 +366,10 @@ def search_layouts(fabric: Fabric, model: ModelSpec, gpus: int, global_batch: in
     s = _Search(fabric, model, engine_for(fabric, engine, profile), gpu,
                 keep or max(top + 2, 5), dict(convention=convention, efficiency=efficiency), progress, max_layouts)
     s.others, s.rank_by, s.mix = s.peers(also_on, efficiency, also_profiles), rank_by, contention
-    s.fits_by = fits_by
     for x in s.sites():
-        x.state_dp = state_dp
+        x.job_form = job_form
     _place_apart(s, split, "gpus_per_domain_used" in options)
-    def candidates(wanted):
-        for lay, why in _split_candidates(candidate_layouts(model, gpus, global_batch, wanted=wanted,
-                                                            gpus_per_domain=fabric.spec.gpus_per_domain, **options),
-                                          split):
-            if lay is not None and options.get("overlap_pp") and not lay.overlap_pp:
-                s.pp_overlap_off = True
-            yield lay, why
+    candidates = _candidates(s, gpus, global_batch, split, options)
     s.passes(candidates, batch)
     s.raise_if_none_fits(gpus, global_batch)
     results = s.ranked(top, contention)
@@ -392,6 +377,19 @@ def search_layouts(fabric: Fabric, model: ModelSpec, gpus: int, global_batch: in
         s.passes(candidates, batch, count=False)
         results = s.ranked(top, contention)
     return _search_result(s, results[:top], gpus, global_batch, time.perf_counter() - t0)
+
+
+def _candidates(s: "_Search", gpus: int, global_batch: int, split, options: dict):
+    """``candidates(wanted)``: search ``s``'s candidate layouts (:func:`candidate_layouts` of its model, as
+    :func:`_split_candidates` splits them), marking ``s.pp_overlap_off`` where a held ``overlap_pp`` was turned off."""
+    def candidates(wanted):
+        for lay, why in _split_candidates(candidate_layouts(s.model, gpus, global_batch, wanted=wanted,
+                                                            gpus_per_domain=s.fabric.spec.gpus_per_domain, **options),
+                                          split):
+            if lay is not None and options.get("overlap_pp") and not lay.overlap_pp:
+                s.pp_overlap_off = True
+            yield lay, why
+    return candidates
 
 
 def _check_request(fabric: Fabric, gpus: int, split, options: dict) -> None:
@@ -494,8 +492,7 @@ class _Search:
         self.jobs: dict = {}  # with split: id(step) -> (step, the job's layout it is the slowest share of)
         self.placements_ok: set = set()  # placements refuse_failed found past this fabric's failed parts
         self.pp_overlap_off = False  # a held overlap_pp true was turned off on a vpp-1 layout (PP_OVERLAP_NOTE)
-        self.state_dp = None  # search_layouts' state_dp: the ranks a layout's ZeRO state may shard over (regions77)
-        self.fits_by = None  # search_layouts' fits_by: whether a step that does not fit alone fits as its job runs
+        self.job_form = None  # search_layouts' job_form: a layout's memory as its job shards the state (regions77)
 
     def peers(self, fabrics, efficiency, profiles=None) -> list:
         """:meth:`peer` on each of ``fabrics``, each with its profile (``profiles``; None: this search's engine's
@@ -599,8 +596,8 @@ class _Search:
     def bound_of(self, lay, keys):
         """Memory check and compute + communication-floor bound (None: does not fit), a lower bound on the step of
         ``lay`` placed or not (:meth:`placed`); ``keys`` are :func:`_keys` of ``lay`` (with a split, of the share).
-        With :attr:`state_dp`, the memory is of the share with its state sharded over that many ranks."""
-        state = None if self.state_dp is None else self.state_dp(lay)
+        With :attr:`job_form`, the memory is of the share with its state sharded as its job shards it."""
+        state = None if self.job_form is None else self.job_form.state_dp(lay)
         lay = self.placed(lay)
         keys = _keys(lay) if self.split is not None else keys
         mk, bk, _ = keys
@@ -613,8 +610,8 @@ class _Search:
             # only NCCL's buffers and the flex dispatcher's differ (memory_per_gpu reads no other field of them)
             if shape is None:
                 mem = shape = self.mem_cache[mk] = memory_per_gpu(
-                    self.model, lay if state is None else state_layout(lay, state), self.gpu.memory_bytes, generation=self.gpu.generation,
-                    activations=self.act_cache, gpus_per_domain=dom)
+                    self.model, lay if state is None else state_layout(lay, state), self.gpu.memory_bytes,
+                    generation=self.gpu.generation, activations=self.act_cache, gpus_per_domain=dom)
             else:
                 mem = replace(shape, nccl_bytes=nccl, ep_buffers_bytes=ep_buf)
             self.mem_cache[(mk, nccl, ep_buf)] = mem
@@ -804,11 +801,11 @@ class _Search:
                 self.progress(self.evaluated, None, "layouts evaluated")
 
     def fits(self, r, lay) -> bool:
-        """Whether step ``r`` of ``lay`` fits: its own ``fits``, else :attr:`fits_by`'s (a region's job in the form it
-        takes; one that does not is counted as too big, its share's memory the closest's)."""
-        if r.fits or self.fits_by is None:
+        """Whether step ``r`` of ``lay`` fits: its own ``fits``, else :attr:`job_form`'s ``fits_by`` (a region's job in
+        the form it takes; one that does not is counted as too big, its share's memory the closest's)."""
+        if r.fits or self.job_form is None:
             return r.fits
-        if self.fits_by(r, self.per_site.get(id(r), (r,))):
+        if self.job_form.fits_by(r, self.per_site.get(id(r), (r,))):
             return True
         self.too_big += 1
         if self.closest is None or r.memory.total_bytes < self.closest[0].total_bytes:
