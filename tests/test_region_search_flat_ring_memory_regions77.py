@@ -13,6 +13,8 @@ al. 2020), ``18 N / 2`` = 72 GB a GPU under the flat ring, ``18 N`` = 144 GB (ov
 hierarchical form.
 """
 
+import re
+
 import pytest
 
 from small_regions import built_region, two_sites
@@ -52,4 +54,30 @@ def test_a_layout_that_fits_only_under_the_flat_ring_is_ranked(tmp_path_factory)
 def test_the_hierarchical_form_fits_none(tmp_path_factory):
     """Hierarchical fixed: a site's instance holds 18 N whatever the recompute; no layout fits, said as before."""
     with pytest.raises(TopoError, match="fits in no layout on 1 GPUs"):
+        _search(tmp_path_factory, "hierarchical")
+
+
+def test_in_auto_none_fitting_says_the_least_any_form_holds(tmp_path_factory):
+    """regions78 (section 371): in auto the search's memory check reads the flat ring's state (the least any form
+    holds), so where no layout fits its closest's memory is a lower bound, said as one: "needs at least", over the
+    job's 2 ranks. That memory is the flat ring's for the layout (``estimate_across_sites`` with the ring fixed), and
+    the hierarchical form (a site's instance, ``18 N`` of state against the ring's ``18 N / 2``) holds more."""
+    with pytest.raises(TopoError) as got:
+        _search(tmp_path_factory, "auto")
+    m = re.search(r"the smallest \(dp=1 mb=1 (\w+) zero3\) needs at least ([\d.]+) GB per GPU \(its ZeRO state "
+                  r"sharded over 2 data-parallel ranks, every site's, as NCCL's flat cross-DC ring's one optimizer "
+                  r"instance shards it: the least any form the job may take holds\)", got.value.message)
+    assert m, got.value.message
+    lay = make_layout(tp=1, pp=1, dp=2, global_batch=8, seq_len=4096, dp_sharding="zero3", recompute=m.group(1))
+    held = {}
+    for form in ("flat_ring", "hierarchical"):
+        region = built_region(tmp_path_factory, TEXT + FORM.format(form), f"least78-{form}")
+        held[form] = estimate_across_sites(region, MODEL, lay).memory["total_bytes"]
+    assert float(m.group(2)) == pytest.approx(held["flat_ring"] / 1e9, abs=0.05)
+    assert held["hierarchical"] - held["flat_ring"] == pytest.approx(18 * MODEL.total_params / 2, rel=1e-3)
+
+
+def test_one_site_none_fitting_is_said_as_before(tmp_path_factory):
+    """Hierarchical fixed (no job form): the closest's memory is its need, said without "at least"."""
+    with pytest.raises(TopoError, match=r"needs [\d.]+ GB per GPU, [\d.]+ GB more than"):
         _search(tmp_path_factory, "hierarchical")

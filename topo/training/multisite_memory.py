@@ -90,10 +90,13 @@ class JobForm:
     with its state so sharded (:func:`state_layout`), the least the layout can hold, so none that could fit is
     dropped. ``fits_by(step, steps)`` (as a search's ``rank_by`` takes them): whether a layout whose step does not
     fit as one fabric shards it fits in the form its job takes (a region's:
-    :attr:`~topo.training.multisite.MultisiteStep.fits`)."""
+    :attr:`~topo.training.multisite.MultisiteStep.fits`). ``said``: how that sharding is taken, in words, after
+    "its ZeRO state sharded over N data-parallel ranks" where a search finds none that fits (its closest's
+    memory so counted is the least it could hold)."""
 
     state_dp: Callable
     fits_by: Callable
+    said: str = ""
 
 
 def job_memory(fabric, model, job: ParallelLayout, share_memory: MemoryBreakdown) -> MemoryBreakdown:

@@ -157,6 +157,12 @@ def _span(out: MultisiteSearch, res, unit_steps, timed: "_Timed") -> None:
     out.ranked.sort(key=out.step_time_s)
 
 
+FLAT_RING_SAID = (", every site's, as NCCL's flat cross-DC ring's one optimizer instance shards it: the least any form "
+                  "the job may take holds")
+"""How a search that finds no layout words its closest's memory where the job may take the flat cross-DC ring
+(:class:`~topo.training.multisite_memory.JobForm`'s ``said``; regions78)."""
+
+
 def _job_form(region: Region, across: str, split, timed: "_Timed") -> JobForm | None:
     """How the search judges a layout's memory where the job may take the flat cross-DC ring
     (:func:`~topo.training.multisite_memory.may_shard_over_job`; regions77): the state over the job's replicas
@@ -165,7 +171,8 @@ def _job_form(region: Region, across: str, split, timed: "_Timed") -> JobForm | 
     if not may_shard_over_job(region.spec.nccl.dp_reduction, across):
         return None
     K = region.num_sites
-    return JobForm(state_dp=(lambda lay: lay.dp * K) if split is None else (lambda lay: lay.dp), fits_by=timed.fits)
+    return JobForm(state_dp=(lambda lay: lay.dp * K) if split is None else (lambda lay: lay.dp), fits_by=timed.fits,
+                   said=FLAT_RING_SAID)
 
 
 def _equal_job(region: Region, fabric, global_batch: int, gpus: int | None) -> int:

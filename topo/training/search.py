@@ -463,7 +463,7 @@ class _Search:
         self.spec = fabric.spec
         self.step_kw, self.progress, self.max_layouts = step_kw, progress, max_layouts
         self.considered = self.invalid = self.too_big = self.evaluated = 0
-        self.closest = None  # (memory, layout) of the smallest layout that does not fit
+        self.closest = None  # (memory, layout, how its memory is counted) of the smallest that does not fit
         self.unplaced = None  # (layout, TopoError) of the first layout that fits but cannot be placed
         self.placement_notes: set = set()  # what default_placement said of the layouts it placed on this fabric
         self.reasons: dict = {}  # why candidates broke a rule: reason -> count (a few distinct reasons)
@@ -593,6 +593,19 @@ class _Search:
             lay = lay.model_copy(update={"gpus_per_domain_used": None})
         return default_placement(lay, self.spec.gpus_per_domain, self.fabric.layout.num_gpus)[0]
 
+    def memory_of(self, lay, state, nccl: float, ep_buf: float):
+        """The memory per GPU of ``lay`` (:func:`memory_per_gpu`); with ``state`` (:attr:`job_form`'s ranks), of
+        ``lay`` with its ZeRO state sharded over them, its NCCL and expert-parallel buffers ``lay``'s own (``nccl``,
+        ``ep_buf``), as :func:`~topo.training.multisite_memory.job_memory` keeps the share's (regions78: the state
+        layout's wider data-parallel group counted its buffers, 201 MB more than ``topo train REGION`` holds)."""
+        dom = self.spec.gpus_per_domain
+        if state is None:
+            return memory_per_gpu(self.model, lay, self.gpu.memory_bytes, generation=self.gpu.generation,
+                                  activations=self.act_cache, gpus_per_domain=dom)
+        mem = memory_per_gpu(self.model, state_layout(lay, state), self.gpu.memory_bytes,
+                             generation=self.gpu.generation, activations=self.act_cache, gpus_per_domain=dom)
+        return replace(mem, nccl_bytes=nccl, ep_buffers_bytes=ep_buf)
+
     def bound_of(self, lay, keys):
         """Memory check and compute + communication-floor bound (None: does not fit), a lower bound on the step of
         ``lay`` placed or not (:meth:`placed`); ``keys`` are :func:`_keys` of ``lay`` (with a split, of the share).
@@ -609,9 +622,7 @@ class _Search:
             shape = self.mem_cache.get(mk)  # the same shape in another rank order or with another dispatcher:
             # only NCCL's buffers and the flex dispatcher's differ (memory_per_gpu reads no other field of them)
             if shape is None:
-                mem = shape = self.mem_cache[mk] = memory_per_gpu(
-                    self.model, lay if state is None else state_layout(lay, state), self.gpu.memory_bytes,
-                    generation=self.gpu.generation, activations=self.act_cache, gpus_per_domain=dom)
+                mem = shape = self.mem_cache[mk] = self.memory_of(lay, state, nccl, ep_buf)
             else:
                 mem = replace(shape, nccl_bytes=nccl, ep_buffers_bytes=ep_buf)
             self.mem_cache[(mk, nccl, ep_buf)] = mem
@@ -808,9 +819,15 @@ class _Search:
         if self.job_form.fits_by(r, self.per_site.get(id(r), (r,))):
             return True
         self.too_big += 1
-        if self.closest is None or r.memory.total_bytes < self.closest[0].total_bytes:
-            self.closest = (r.memory, lay)
+        self._closer(r.memory, lay, ("", f" (its state sharded over its own {lay.dp:,} data-parallel ranks; its job "
+                                         "does not fit in the form it takes either)"))
         return False
+
+    def _closer(self, mem, lay, said: tuple = ("", "")) -> None:
+        """Remember ``lay`` (its memory ``mem``; ``said``: the words before that memory and after its "per GPU", how
+        it is counted) where it is the smallest that does not fit so far (:meth:`raise_if_none_fits` words it)."""
+        if self.closest is None or mem.total_bytes < self.closest[0].total_bytes:
+            self.closest = (mem, lay, said)
 
     def _count(self, lay, mem, first: bool, why: str = "") -> None:
         """The first pass counts every candidate (``lay`` None: invalid, for reason ``why``; ``mem`` given: does
@@ -825,8 +842,9 @@ class _Search:
             self.reasons[why] = self.reasons.get(why, 0) + 1
         elif mem is not None:
             self.too_big += 1
-            if self.closest is None or mem.total_bytes < self.closest[0].total_bytes:
-                self.closest = (mem, lay)
+            self._closer(mem, lay, ("", "") if self.job_form is None else
+                         ("at least ", f" (its ZeRO state sharded over {self.job_form.state_dp(lay):,} data-parallel "
+                                       f"ranks{self.job_form.said})"))
 
     def one_pass(self, candidates, batch: int, floor_bound: float, first: bool) -> float:
         """Keep the ``batch`` lowest bounds above ``floor_bound`` not yet decided (a bounded heap), evaluate them;
@@ -913,9 +931,10 @@ class _Search:
                             f"satisfies the divisibility rules ({self.invalid:,} tried)"
                             + ("" if rule or not n else f"; the most common reason ({n} of them): {why}")
                             + _hint(common_factor_note(gpus, global_batch)), key="gpus")
-        mem, lay = self.closest
-        raise TopoError(f"{model.name} fits in no layout on {gpus} GPUs: the smallest ({lay.describe()}) needs "
-                        f"{format_in(mem.total_bytes, 'GB', '.1f')} per GPU, {format_in(mem.short_bytes, 'GB', '.1f')} "
+        mem, lay, (least, said) = self.closest
+        raise TopoError(f"{model.name} fits in no layout on {gpus} GPUs: the smallest ({lay.describe()}) needs {least}"
+                        f"{format_in(mem.total_bytes, 'GB', '.1f')} per GPU{said}, "
+                        f"{format_in(mem.short_bytes, 'GB', '.1f')} "
                         f"more than the {self.spec.gpu}'s {format_in(cap, 'GB', '.1f')} "
                         f"({format_in(cap, 'GiB', '.1f')})", key="model")
 
