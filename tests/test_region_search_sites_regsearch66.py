@@ -17,6 +17,7 @@ import pytest
 from topo import build_fabric, load_spec
 from topo.training.model import load_model
 from topo.training.multisite import estimate_across_sites
+from topo.training.multisite_memory import JobForm
 from topo.training.parallel import ParallelLayout
 from topo.training.multisite_search import search_across_sites
 from topo.training.search import search_layouts
@@ -97,15 +98,23 @@ def test_the_ranked_layouts_are_the_best_by_the_slowest_site(model, failed):
 def test_a_healthy_region_searches_one_site_as_before(region, model, healthy):
     """Alike healthy sites are one fabric: the search is the one-site search of a site's share, ranked by the step
     across the sites (regsearch67), to the last bit (the same layouts evaluated, the same engine calls), and each
-    site's share steps as the one site's."""
+    site's share steps as the one site's.
+
+    The region's ``nccl.dp_reduction`` is auto, so its job may take NCCL's flat cross-DC ring, whose one optimizer
+    instance shards the ZeRO state over both sites' replicas (regions77, section 370): the region search checks
+    each share's memory with its state over ``2 dp`` ranks and keeps a share that does not fit alone where its job
+    fits in the form it takes. The one-site search is given the same (``job_form``), so the two still agree to the
+    last bit (without it the one-site search rejects more layouts by memory and its counts differ)."""
     fabric = build_fabric(load_spec("dgx-h100-superpod", ["cluster.num_units=2"]))
 
-    def across(r, steps):
+    def job(r, steps):
         share = _share(r)
         lay = share.model_copy(update={"dp": share.dp * 2, "global_batch": 512})
-        return estimate_across_sites(region, model, lay, one_site=steps).step_time_s
+        return estimate_across_sites(region, model, lay, one_site=steps)
 
-    one = search_layouts(fabric, model, 512, 256, top=3, rank_by=across)
+    form = JobForm(state_dp=lambda lay: lay.dp * 2, fits_by=lambda r, steps: job(r, steps).fits)
+    one = search_layouts(fabric, model, 512, 256, top=3, rank_by=lambda r, steps: job(r, steps).step_time_s,
+                         job_form=form)
     assert [len(s) for s in one.site_steps] == [1, 1, 1]
     assert healthy.search == {k: getattr(one, k) for k in healthy.search}
     assert sorted(x.one_site_step_s for x in healthy.ranked) == sorted(r.step_time_s for r in one.ranked)

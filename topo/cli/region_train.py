@@ -20,7 +20,7 @@ from .layout_dp import placed_by, sized_by, skip_offered, skip_way_dp
 from .search_options import layout_for_search, search_options
 from .output import emit, emit_json, mfu_text, note, table
 from .train_text import (dispatcher_cell, dispatcher_searched, given_flags, model_flag, gpu_hours_text, memory_line,
-                         not_fit_line, row_flags, recompute_cell, uncertainty_line)
+                         not_fit_line, row_flags, recompute_cell, interval_head, uncertainty_line)
 from .region import region_from_args
 from .region_estimate import region_profile_notes
 
@@ -232,6 +232,19 @@ def _per_span_line(s: AcrossSites) -> str:
             f"{bw(s.dci_total_Bps_for_95pct)}")
 
 
+def _step_interval_line(r: MultisiteStep) -> str:
+    """The interval of the step across the sites (:func:`~topo.training.multisite_interval.across_sites_interval`,
+    ``step_interval``), begun as one site's ``topo train`` begins its interval (:func:`.train_text.interval_head`),
+    each part at its own model's error (plan80)."""
+    i = r.step_interval
+    return (interval_head(i["low_s"], i["high_s"], f" of the step across the sites ({r.chosen})")
+            + f"the share's step {format_time(i['share_low_s'])} - {format_time(i['share_high_s'])} (its interval "
+              f"above, p90 {i['p90']:.1%}) plus the exposed DCI time {format_time(i['dci_low_s'])} - "
+              f"{format_time(i['dci_high_s'])} (topo's collective model's held-out error at a "
+              f"{format_size(i['call_bytes'])} call, {i['regime']} regime: {i['error_p10']:+.1%} to "
+              f"{i['error_p90']:+.1%}), ends added end to end")
+
+
 def render_across_sites(r: MultisiteStep, say=str, tokens: float | None = None) -> str:
     """The text of one layout across the sites; ``say`` words each note (:func:`run_region_train`); with
     ``tokens``, the time to train them at the step across the sites."""
@@ -261,6 +274,8 @@ def render_across_sites(r: MultisiteStep, say=str, tokens: float | None = None) 
     lines.append(f"DCI for 95% per span: {SPAN_RULE}")
     lines.append("")
     lines.append(f"throughput_vs_one_site ({r.chosen}): {r.throughput_vs_one_site:.1%}")
+    if r.step_interval:
+        lines.append(_step_interval_line(r))
     if tokens:
         lines.append(f"time to train {format_suffixed_count(tokens)} tokens: {format_in(r.time_to_train_s(tokens), 'days', '.1f')}, "
                      f"{gpu_hours_text(r.gpu_hours_to_train(tokens))} GPU-hours on {r.gpus:,} GPUs "

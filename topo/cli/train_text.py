@@ -11,7 +11,7 @@ from ..training.parallel import DEFAULT_ORDER
 from .output import table
 from ..units import format_gpu_hours, format_in, format_time
 
-__all__ = ["gb", "gpu_hours_text", "memory_line", "activation_table", "tight_memory_note", "not_fit_line", "uncertainty_line", "span_line", "runs_on", "bias_text", "dispatcher_searched",
+__all__ = ["gb", "gpu_hours_text", "memory_line", "activation_table", "tight_memory_note", "not_fit_line", "interval_head", "uncertainty_line", "span_line", "runs_on", "bias_text", "dispatcher_searched",
            "dispatcher_cell", "row_flags", "command_options", "given_flags", "model_flag"]
 
 
@@ -70,13 +70,18 @@ def not_fit_line(m: dict, gpu: str) -> str:
             "would take if it could")
 
 
+def interval_head(low_s: float, high_s: float, of: str = "") -> str:
+    """How an interval's line begins (one site's step and a region's step across the sites alike):
+    ``uncertainty low - high{of}: ``."""
+    return f"uncertainty {format_time(low_s)} - {format_time(high_s)}{of}: "
+
+
 def uncertainty_line(u: dict, of: str = "") -> str:
     """The step's out-of-family interval (``low_s - high_s``) and the runs it rests on; ``of`` names the step it
     bounds when that is not the line above's (a region's: one site's share); "" when there is no interval."""
     if not u.get("runs"):
         return ""
-    return (f"uncertainty {format_time(u['low_s'])} - {format_time(u['high_s'])}{of}: "
-            f"on {runs_on(u)} "
+    return (f"{interval_head(u['low_s'], u['high_s'], of)}on {runs_on(u)} "
             f"of {u['label']} models whose family the fit never saw, half were within "
             f"{u['p50']:.0%} of the measured step, nine in ten within {u['p90']:.0%}{bias_text(u)}"
             + (f"\n{span_line(u)}" if u.get("span") else ""))

@@ -43,7 +43,7 @@ from ..units import format_size, format_time, whole_bytes
 from .dp_across import LOSS_BYTES, ReplicaBytes, dp_crossings, dp_ranks_per_node, hybrid_ring_shard, pick_dp_crossing
 from .fp8_amax import AMAX_GROUP, AMAX_PHASE, amax_group, amax_reductions
 from .multisite_interval import across_sites_interval
-from .multisite_memory import job_memory, sharding_text
+from .multisite_memory import job_memory, sharding_text, state_layout
 from .mapping import EXPERT_DP_GROUPS, default_placement, free_gpus, map_layout, refuse_failed_gpus
 from .memory import busiest_stage, end_unit_params, stage_params
 from .model import ModelSpec
@@ -547,7 +547,7 @@ def _share_memory(out: MultisiteStep, region: Region, fabric, model: ModelSpec, 
     sites over one site's, as the share's step ``one`` did."""
     flat = across == "dp" and pick_dp_crossing(region, forms).name == "flat_ring"
     if flat:
-        placed = placed.model_copy(update={"dp": job_dp, "global_batch": placed.global_batch * job_dp // placed.dp})
+        placed = state_layout(placed, job_dp)
         mem = job_memory(fabric, model, placed, one.memory)
     else:
         mem = one.memory

@@ -26,17 +26,77 @@ degree (:func:`topo.training.memory.memory_per_gpu`, the one formula), everythin
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from typing import Callable
 
 from .gpus import gpu_compute
 from .memory import MemoryBreakdown, memory_per_gpu
 from .parallel import ParallelLayout
 
-__all__ = ["job_memory", "sharding_text"]
+__all__ = ["JobForm", "job_memory", "may_shard_over_job", "sharding_text", "state_layout"]
 
 _STATE = {1: "the optimizer state", 2: "the optimizer state and gradients",
           3: "the optimizer state, gradients and weights"}
 """What each ZeRO stage shards over data parallelism (:attr:`~topo.training.parallel.ParallelLayout.zero_stage`)."""
+
+
+def may_shard_over_job(dp_reduction: str, across: str) -> bool:
+    """Whether a region's job may take NCCL's flat cross-DC ring, whose one optimizer instance shards the ZeRO state
+    over the job's data-parallel ranks: data parallelism across the sites (``across`` ``dp``) with the region's
+    ``nccl.dp_reduction`` not fixed to the hierarchical form (``flat_ring``, or ``auto`` where the ring may be the
+    faster; see the module doc).
+
+    Parameters
+    ----------
+    dp_reduction : str
+        The region's ``nccl.dp_reduction`` (``auto``, ``hierarchical`` or ``flat_ring``).
+    across : str
+        The way the job spans the sites (``dp``, ``pp`` or ``outer``).
+
+    Returns
+    -------
+    bool
+    """
+    return across == "dp" and dp_reduction != "hierarchical"
+
+
+def state_layout(lay: ParallelLayout, state_dp: int) -> ParallelLayout:
+    """``lay`` (a site's share) with its ZeRO state sharded over ``state_dp`` data-parallel ranks: its ``dp`` those,
+    its global batch scaled with it so each replica keeps the same micro-batches (the layout :func:`job_memory` and
+    a region search's memory check read; ``lay`` itself where ``state_dp`` is its own ``dp``).
+
+    Parameters
+    ----------
+    lay : ParallelLayout
+    state_dp : int
+        The data-parallel ranks the state shards over (the job's under the flat cross-DC ring).
+
+    Returns
+    -------
+    ParallelLayout
+    """
+    if state_dp == lay.dp:
+        return lay
+    return lay.model_copy(update={"dp": state_dp, "global_batch": lay.global_batch * state_dp // lay.dp})
+
+
+@dataclass(frozen=True)
+class JobForm:
+    """How a search judges a layout's memory where its job may shard the ZeRO state wider than the layout's own
+    ``dp`` (a region's flat cross-DC ring: over the job's replicas, regions77; see the module doc).
+
+    ``state_dp(lay)``: the data-parallel ranks the state of ``lay`` (as the search's walk gives it: the job's where
+    the search splits it into shares) may shard over, at or above its own ``dp``; the memory check reads the share
+    with its state so sharded (:func:`state_layout`), the least the layout can hold, so none that could fit is
+    dropped. ``fits_by(step, steps)`` (as a search's ``rank_by`` takes them): whether a layout whose step does not
+    fit as one fabric shards it fits in the form its job takes (a region's:
+    :attr:`~topo.training.multisite.MultisiteStep.fits`). ``said``: how that sharding is taken, in words, after
+    "its ZeRO state sharded over N data-parallel ranks" where a search finds none that fits (its closest's
+    memory so counted is the least it could hold)."""
+
+    state_dp: Callable
+    fits_by: Callable
+    said: str = ""
 
 
 def job_memory(fabric, model, job: ParallelLayout, share_memory: MemoryBreakdown) -> MemoryBreakdown:

@@ -23,7 +23,7 @@ its step the slowest share's, and its figure the step across the sites of those 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ..engine.region_estimate import check_region_profile, site_profile
 from ..errors import TopoError
@@ -31,6 +31,7 @@ from ..fabric.region import Region
 from .model import ModelSpec
 from .multisite import (DEFAULT_SHARES, MultisiteStep, estimate_across_sites, share_fabric, shares_run,
                         site_capacities, site_failure, site_shares)
+from .multisite_memory import JobForm, may_shard_over_job
 from .parallel import ParallelLayout, check_layout
 from .search import search_layouts
 
@@ -125,8 +126,9 @@ def search_across_sites(region: Region, model: ModelSpec, global_batch: int, *, 
     else:
         job, batch = _by_size_job(region, gpus, options), global_batch
         split = _BySize(region, model, options)
-    res, unit_steps, searched, units = _search_units(region, fabric, model, job, batch, top, {**step_kw, **options},
-                                                     timed.figure, split)  # searched: the notes' sites
+    options = {**step_kw, **options, "job_form": _job_form(region, across, split, timed)}
+    res, unit_steps, searched, units = _search_units(region, fabric, model, job, batch, top, options, timed.figure,
+                                                     split)  # searched: the notes' sites
     others = _other_notes(region, res, units)
     own = res.failure_notes[0] + res.placement_notes[0]
     mine = [n for n in res.notes if n in own or all(n not in x["notes"] for x in others)]
@@ -135,6 +137,14 @@ def search_across_sites(region: Region, model: ModelSpec, global_batch: int, *, 
                           search={k: getattr(res, k) for k in ("considered", "rejected_invalid", "rejected_memory",
                                                                "evaluated", "pruned", "engine_calls")},
                           notes=mine, notes_sites=searched, other_notes=others)  # walk23: a 72-a-rack share went unsaid
+    _span(out, res, unit_steps, timed)
+    return out
+
+
+def _span(out: MultisiteSearch, res, unit_steps, timed: "_Timed") -> None:
+    """Time each of the one-site search ``res``'s ranked layouts (its steps ``unit_steps``) across the sites into
+    ``out``, fastest across first, one that cannot span them by ``out.across`` in ``out.skipped`` by its rank;
+    none that can refused."""
     for i, (one, steps) in enumerate(zip(res.ranked, unit_steps), 1):
         got = timed.across(one, steps)
         if isinstance(got, TopoError):
@@ -142,10 +152,27 @@ def search_across_sites(region: Region, model: ModelSpec, global_batch: int, *, 
         else:
             out.ranked.append(got)
     if not out.ranked:
-        raise TopoError(f"none of the {len(res.ranked)} best layouts of a site's share spans the sites by {across}: "
-                        f"{next(iter(out.skipped.values()))}", key="across")
+        raise TopoError(f"none of the {len(res.ranked)} best layouts of a site's share spans the sites by "
+                        f"{out.across}: {next(iter(out.skipped.values()))}", key="across")
     out.ranked.sort(key=out.step_time_s)
-    return out
+
+
+FLAT_RING_SAID = (", every site's, as NCCL's flat cross-DC ring's one optimizer instance shards it: the least any form "
+                  "the job may take holds")
+"""How a search that finds no layout words its closest's memory where the job may take the flat cross-DC ring
+(:class:`~topo.training.multisite_memory.JobForm`'s ``said``; regions78)."""
+
+
+def _job_form(region: Region, across: str, split, timed: "_Timed") -> JobForm | None:
+    """How the search judges a layout's memory where the job may take the flat cross-DC ring
+    (:func:`~topo.training.multisite_memory.may_shard_over_job`; regions77): the state over the job's replicas
+    (``K`` times a share's with equal shares; the job's layout's own ``dp`` with ``split``, which walks the job's
+    layouts), a layout kept where its job fits in the form taken (``timed.fits``). None: each share's own."""
+    if not may_shard_over_job(region.spec.nccl.dp_reduction, across):
+        return None
+    K = region.num_sites
+    return JobForm(state_dp=(lambda lay: lay.dp * K) if split is None else (lambda lay: lay.dp), fits_by=timed.fits,
+                   said=FLAT_RING_SAID)
 
 
 def _equal_job(region: Region, fabric, global_batch: int, gpus: int | None) -> int:
@@ -239,11 +266,18 @@ class _Timed:
                 got = (one, estimate_across_sites(self.region, self.model, self.job(one, steps), one_site=steps,
                                                   **self.kw))
             except TopoError as exc:
-                if exc.key != "pp":
+                if exc.key not in ("pp", "nccl.dp_reduction"):  # regions77: a flat ring it cannot take, skipped
                     raise
                 got = (one, exc)
             self.made[id(one)] = got
         return got[1]
+
+    def fits(self, one, steps) -> bool:
+        """Whether the layout of step ``one`` fits as its job runs across the sites
+        (:attr:`~topo.training.multisite.MultisiteStep.fits`: its memory as the form taken shards the state, as
+        ``topo train REGION`` shows it); one that cannot span the sites does not."""
+        got = self.across(one, steps)
+        return not isinstance(got, TopoError) and got.fits
 
     def figure(self, one, steps) -> float:
         """The step across the sites the search ranks by (inf where the layout cannot span them), at or above the
@@ -309,6 +343,7 @@ def _search_units(region: Region, fabric, model: ModelSpec, job: int, batch: int
         got = split(lay)
         return None if got is None else tuple(got[units[g][1][0]] for g in order)
 
+    form = options.pop("job_form", None)  # regions77: the layout's memory as its job runs across the sites
     given = options.get("profile")  # reg70: each unit's sites' profile key where none is given
     options = {**options, "profile": site_profile(region, given, units[first][1][0])}
     try:
@@ -316,7 +351,10 @@ def _search_units(region: Region, fabric, model: ModelSpec, job: int, batch: int
                              also_on=tuple(units[g][0] for g in order[1:]),
                              also_profiles=tuple(site_profile(region, given, units[g][1][0]) for g in order[1:]),
                              rank_by=lambda one, steps: figure(one, in_units(steps)),
-                             split=None if split is None else ordered, **options)
+                             split=None if split is None else ordered,
+                             job_form=None if form is None else replace(form, fits_by=lambda one, steps:
+                                                                        form.fits_by(one, in_units(steps))),
+                             **options)
     except TopoError as exc:  # a failed part under the share: its site named, as estimate_across_sites names it
         raise _share_said(site_failure(region, getattr(exc, "fabric", fabric), exc), region.num_sites, job, batch,
                           split) from None

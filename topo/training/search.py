@@ -77,6 +77,7 @@ from .fsdp2_copies import copies_units
 from .gpus import gpu_compute
 from .parallel import DEFAULT_ORDER, ParallelLayout, check_layout, sends_unoverlappable
 from .memory import memory_per_gpu
+from .multisite_memory import state_layout
 from .nvls_buffers import nvls_bound_bytes
 from .ep_buffers import ep_buffer_bytes
 from .nccl_buffers import nccl_buffer_bytes
@@ -312,7 +313,7 @@ def search_layouts(fabric: Fabric, model: ModelSpec, gpus: int, global_batch: in
                    convention: str = "6n", efficiency: float | None = None, engine: CommEngine | None = None,
                    max_layouts: int | None = None, progress=None, contention: bool = True, batch: int = 2048,
                    keep: int | None = None, also_on: tuple[Fabric, ...] = (), profile=None, rank_by=None,
-                   also_profiles: tuple | None = None, split=None, **options) -> SearchResult:
+                   also_profiles: tuple | None = None, split=None, job_form=None, **options) -> SearchResult:
     """Rank every valid layout that fits by step time (fastest first); see the module doc.
 
     Parameters
@@ -347,6 +348,9 @@ def search_layouts(fabric: Fabric, model: ModelSpec, gpus: int, global_batch: in
     split : callable, optional
         ``split(lay)``: each fabric's own share of the job's ``lay`` (a region's by-size replicas, regsearch72), None
         where it does not split; each fabric bounds, places and times its own. None: each runs ``lay`` itself.
+    job_form : JobForm, optional
+        Each layout's memory as its job shards the ZeRO state (:class:`~topo.training.multisite_memory.JobForm`: a
+        region's flat cross-DC ring, regions77). None: as the layout itself shards it.
     **options
         Enumeration choices and fixed layout fields (see :func:`candidate_layouts`).
 
@@ -363,14 +367,10 @@ def search_layouts(fabric: Fabric, model: ModelSpec, gpus: int, global_batch: in
     s = _Search(fabric, model, engine_for(fabric, engine, profile), gpu,
                 keep or max(top + 2, 5), dict(convention=convention, efficiency=efficiency), progress, max_layouts)
     s.others, s.rank_by, s.mix = s.peers(also_on, efficiency, also_profiles), rank_by, contention
+    for x in s.sites():
+        x.job_form = job_form
     _place_apart(s, split, "gpus_per_domain_used" in options)
-    def candidates(wanted):
-        for lay, why in _split_candidates(candidate_layouts(model, gpus, global_batch, wanted=wanted,
-                                                            gpus_per_domain=fabric.spec.gpus_per_domain, **options),
-                                          split):
-            if lay is not None and options.get("overlap_pp") and not lay.overlap_pp:
-                s.pp_overlap_off = True
-            yield lay, why
+    candidates = _candidates(s, gpus, global_batch, split, options)
     s.passes(candidates, batch)
     s.raise_if_none_fits(gpus, global_batch)
     results = s.ranked(top, contention)
@@ -378,6 +378,19 @@ def search_layouts(fabric: Fabric, model: ModelSpec, gpus: int, global_batch: in
         s.passes(candidates, batch, count=False)
         results = s.ranked(top, contention)
     return _search_result(s, results[:top], gpus, global_batch, time.perf_counter() - t0)
+
+
+def _candidates(s: "_Search", gpus: int, global_batch: int, split, options: dict):
+    """``candidates(wanted)``: search ``s``'s candidate layouts (:func:`candidate_layouts` of its model, as
+    :func:`_split_candidates` splits them), marking ``s.pp_overlap_off`` where a held ``overlap_pp`` was turned off."""
+    def candidates(wanted):
+        for lay, why in _split_candidates(candidate_layouts(s.model, gpus, global_batch, wanted=wanted,
+                                                            gpus_per_domain=s.fabric.spec.gpus_per_domain, **options),
+                                          split):
+            if lay is not None and options.get("overlap_pp") and not lay.overlap_pp:
+                s.pp_overlap_off = True
+            yield lay, why
+    return candidates
 
 
 def _check_request(fabric: Fabric, gpus: int, split, options: dict) -> None:
@@ -451,7 +464,7 @@ class _Search:
         self.spec = fabric.spec
         self.step_kw, self.progress, self.max_layouts = step_kw, progress, max_layouts
         self.considered = self.invalid = self.too_big = self.evaluated = 0
-        self.closest = None  # (memory, layout) of the smallest layout that does not fit
+        self.closest = None  # (memory, layout, how its memory is counted) of the smallest that does not fit
         self.unplaced = None  # (layout, TopoError) of the first layout that fits but cannot be placed
         self.placement_notes: set = set()  # what default_placement said of the layouts it placed on this fabric
         self.reasons: dict = {}  # why candidates broke a rule: reason -> count (a few distinct reasons)
@@ -480,6 +493,7 @@ class _Search:
         self.jobs: dict = {}  # with split: id(step) -> (step, the job's layout it is the slowest share of)
         self.placements_ok: set = set()  # placements refuse_failed found past this fabric's failed parts
         self.pp_overlap_off = False  # a held overlap_pp true was turned off on a vpp-1 layout (PP_OVERLAP_NOTE)
+        self.job_form = None  # search_layouts' job_form: a layout's memory as its job shards the state (regions77)
 
     def peers(self, fabrics, efficiency, profiles=None) -> list:
         """:meth:`peer` on each of ``fabrics``, each with its profile (``profiles``; None: this search's engine's
@@ -580,9 +594,24 @@ class _Search:
             lay = lay.model_copy(update={"gpus_per_domain_used": None})
         return default_placement(lay, self.spec.gpus_per_domain, self.fabric.layout.num_gpus)[0]
 
+    def memory_of(self, lay, state, nccl: float, ep_buf: float):
+        """The memory per GPU of ``lay`` (:func:`memory_per_gpu`); with ``state`` (:attr:`job_form`'s ranks), of
+        ``lay`` with its ZeRO state sharded over them, its NCCL and expert-parallel buffers ``lay``'s own (``nccl``,
+        ``ep_buf``), as :func:`~topo.training.multisite_memory.job_memory` keeps the share's (regions78: the state
+        layout's wider data-parallel group counted its buffers, 201 MB more than ``topo train REGION`` holds)."""
+        dom = self.spec.gpus_per_domain
+        if state is None:
+            return memory_per_gpu(self.model, lay, self.gpu.memory_bytes, generation=self.gpu.generation,
+                                  activations=self.act_cache, gpus_per_domain=dom)
+        mem = memory_per_gpu(self.model, state_layout(lay, state), self.gpu.memory_bytes,
+                             generation=self.gpu.generation, activations=self.act_cache, gpus_per_domain=dom)
+        return replace(mem, nccl_bytes=nccl, ep_buffers_bytes=ep_buf)
+
     def bound_of(self, lay, keys):
         """Memory check and compute + communication-floor bound (None: does not fit), a lower bound on the step of
-        ``lay`` placed or not (:meth:`placed`); ``keys`` are :func:`_keys` of ``lay`` (with a split, of the share)."""
+        ``lay`` placed or not (:meth:`placed`); ``keys`` are :func:`_keys` of ``lay`` (with a split, of the share).
+        With :attr:`job_form`, the memory is of the share with its state sharded as its job shards it."""
+        state = None if self.job_form is None else self.job_form.state_dp(lay)
         lay = self.placed(lay)
         keys = _keys(lay) if self.split is not None else keys
         mk, bk, _ = keys
@@ -594,9 +623,7 @@ class _Search:
             shape = self.mem_cache.get(mk)  # the same shape in another rank order or with another dispatcher:
             # only NCCL's buffers and the flex dispatcher's differ (memory_per_gpu reads no other field of them)
             if shape is None:
-                mem = shape = self.mem_cache[mk] = memory_per_gpu(
-                    self.model, lay, self.gpu.memory_bytes, generation=self.gpu.generation,
-                    activations=self.act_cache, gpus_per_domain=dom)
+                mem = shape = self.mem_cache[mk] = self.memory_of(lay, state, nccl, ep_buf)
             else:
                 mem = replace(shape, nccl_bytes=nccl, ep_buffers_bytes=ep_buf)
             self.mem_cache[(mk, nccl, ep_buf)] = mem
@@ -772,9 +799,10 @@ class _Search:
             r = self.step_of(lay, contention=False)
             self.evaluated += 1
             self.done.add(keys[2])
-            if r.fits and self.cap is not None:
+            fits = self.fits(r, lay)
+            if fits and self.cap is not None:
                 self.mix_in(r)
-            elif r.fits:
+            elif fits:
                 item = (-r.step_time_s, next(self.counter), r)
                 if len(self.best) < self.keep:
                     heapq.heappush(self.best, item)
@@ -784,6 +812,24 @@ class _Search:
                     self.spill.append(item)
             if self.progress is not None and self.evaluated % 64 == 0:
                 self.progress(self.evaluated, None, "layouts evaluated")
+
+    def fits(self, r, lay) -> bool:
+        """Whether step ``r`` of ``lay`` fits: its own ``fits``, else :attr:`job_form`'s ``fits_by`` (a region's job in
+        the form it takes; one that does not is counted as too big, its share's memory the closest's)."""
+        if r.fits or self.job_form is None:
+            return r.fits
+        if self.job_form.fits_by(r, self.per_site.get(id(r), (r,))):
+            return True
+        self.too_big += 1
+        self._closer(r.memory, lay, ("", f" (its state sharded over its own {lay.dp:,} data-parallel ranks; its job "
+                                         "does not fit in the form it takes either)"))
+        return False
+
+    def _closer(self, mem, lay, said: tuple = ("", "")) -> None:
+        """Remember ``lay`` (its memory ``mem``; ``said``: the words before that memory and after its "per GPU", how
+        it is counted) where it is the smallest that does not fit so far (:meth:`raise_if_none_fits` words it)."""
+        if self.closest is None or mem.total_bytes < self.closest[0].total_bytes:
+            self.closest = (mem, lay, said)
 
     def _count(self, lay, mem, first: bool, why: str = "") -> None:
         """The first pass counts every candidate (``lay`` None: invalid, for reason ``why``; ``mem`` given: does
@@ -798,8 +844,9 @@ class _Search:
             self.reasons[why] = self.reasons.get(why, 0) + 1
         elif mem is not None:
             self.too_big += 1
-            if self.closest is None or mem.total_bytes < self.closest[0].total_bytes:
-                self.closest = (mem, lay)
+            self._closer(mem, lay, ("", "") if self.job_form is None else
+                         ("at least ", f" (its ZeRO state sharded over {self.job_form.state_dp(lay):,} data-parallel "
+                                       f"ranks{self.job_form.said})"))
 
     def one_pass(self, candidates, batch: int, floor_bound: float, first: bool) -> float:
         """Keep the ``batch`` lowest bounds above ``floor_bound`` not yet decided (a bounded heap), evaluate them;
@@ -886,9 +933,10 @@ class _Search:
                             f"satisfies the divisibility rules ({self.invalid:,} tried)"
                             + ("" if rule or not n else f"; the most common reason ({n} of them): {why}")
                             + _hint(common_factor_note(gpus, global_batch)), key="gpus")
-        mem, lay = self.closest
-        raise TopoError(f"{model.name} fits in no layout on {gpus} GPUs: the smallest ({lay.describe()}) needs "
-                        f"{format_in(mem.total_bytes, 'GB', '.1f')} per GPU, {format_in(mem.short_bytes, 'GB', '.1f')} "
+        mem, lay, (least, said) = self.closest
+        raise TopoError(f"{model.name} fits in no layout on {gpus} GPUs: the smallest ({lay.describe()}) needs {least}"
+                        f"{format_in(mem.total_bytes, 'GB', '.1f')} per GPU{said}, "
+                        f"{format_in(mem.short_bytes, 'GB', '.1f')} "
                         f"more than the {self.spec.gpu}'s {format_in(cap, 'GB', '.1f')} "
                         f"({format_in(cap, 'GiB', '.1f')})", key="model")
 
