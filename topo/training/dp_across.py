@@ -105,14 +105,15 @@ class ReplicaBytes:
     ``all_reduce_bytes``: gradients all-reduced (DDP; hybrid sharding's shards, whose gathers stay in their shard
     group), at the gradient-reduction dtype; ``reduce_scatter_bytes``: gradients reduce-scattered over the whole
     data-parallel group (the distributed optimizer, FSDP), at the same dtype; ``all_gather_bytes``: parameters
-    all-gathered over it, at the gather dtype (BF16, or FP8 with ``fp8_param_gather``); ``bucketed_gather``: that
-    gather is the distributed optimizer's (ZeRO-1/2: the updated parameters, bucket by bucket, before the next
-    step's forward), not FSDP's per-unit ones (every micro-batch's forward and backward)."""
+    all-gathered over it, at the gather dtype (BF16, or FP8 with ``fp8_param_gather``); ``forward_gather_share``:
+    the share of that gather that runs in a forward (:func:`topo.training.step.forward_gather_share`: all of the
+    distributed optimizer's, ZeRO-1/2's updated parameters before the next step's forward; of FSDP's per-unit
+    gathers the forward's, the rest before each backward)."""
 
     all_reduce_bytes: float
     reduce_scatter_bytes: float = 0.0
     all_gather_bytes: float = 0.0
-    bucketed_gather: bool = False  # the gather is the distributed optimizer's, bucket by bucket after the step
+    forward_gather_share: float = 0.0  # the gather's share that runs in a forward (regions76/79)
 
     @property
     def gradient_bytes(self) -> float:
@@ -132,8 +133,8 @@ class DpCrossing:
     need for 95% re-prices (``nbytes`` across each boundary, ``steps``, ``channels``: the NICs a site's bytes may
     cross through at most, None every NIC of the share; ``floor_s``: a bandwidth time no span's capacity shortens,
     the ring's window; ``norm_s``: the gradient norm's all-reduce across the sites after the phase, exposed, see the
-    module doc; ``gather_bytes`` and ``gather_steps``: the part of ``nbytes`` and ``steps`` that gathers the updated
-    parameters in the next step's forward, :attr:`gather_phase`)."""
+    module doc; ``gather_bytes`` and ``gather_steps``: the part of ``nbytes`` and ``steps`` that gathers parameters
+    in a forward, :attr:`gather_phase`)."""
 
     name: str
     phase: Phase
@@ -148,9 +149,10 @@ class DpCrossing:
 
     @property
     def gather_phase(self) -> Phase:
-        """The part of :attr:`phase` that gathers the updated parameters before the next step's forward (the flat
-        ring of a distributed optimizer: ``gather_bytes`` across each boundary in ``gather_steps`` steps, its share
-        of the phase's latency and bandwidth time); zero where none crosses."""
+        """The part of :attr:`phase` that gathers parameters in a forward (the flat ring's: a distributed
+        optimizer's updated parameters before the next step's forward, FSDP's per-unit forward gathers;
+        ``gather_bytes`` across each boundary in ``gather_steps`` steps, its share of the phase's latency and
+        bandwidth time); zero where none crosses."""
         if not self.gather_bytes:
             return Phase(0.0, 0.0, self.phase.bound)
         return Phase(self.phase.latency_s * self.gather_steps / self.steps,
@@ -204,7 +206,7 @@ def dp_crossings(region: Region, V: ReplicaBytes, replicas: int, replica_gpus: i
     win = window_s(Xr, 2 * hop, replica_gpus * channels, nccl_buffer_bytes()) if Xr else 0.0
     bound = ph.bound if ph.bandwidth_s >= win else f"window:{replica_gpus * channels} channels"
     norm = small_all_reduce_dci_s(region, GRAD_NORM_BYTES, channels, site_gpus) if V.reduce_scatter_bytes else 0.0
-    gather = (D - 1) / D * V.all_gather_bytes if V.bucketed_gather else 0.0
+    gather = (D - 1) / D * V.all_gather_bytes * V.forward_gather_share
     out["flat_ring"] = DpCrossing("flat_ring", Phase(ph.latency_s, max(ph.bandwidth_s, win), bound), loads, Xr,
                                   steps, nics, win, norm, gather, (D - 1) if gather else 0)
     return out

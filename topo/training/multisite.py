@@ -43,19 +43,20 @@ from ..units import format_size, format_time, whole_bytes
 from .dp_across import LOSS_BYTES, ReplicaBytes, dp_crossings, dp_ranks_per_node, hybrid_ring_shard, pick_dp_crossing
 from .fp8_amax import AMAX_GROUP, AMAX_PHASE, amax_group, amax_reductions
 from .multisite_interval import across_sites_interval
-from .multisite_memory import job_memory, sharding_text, state_layout
+from .multisite_memory import job_memory, job_optimizer_s, sharding_text, state_layout
 from .mapping import EXPERT_DP_GROUPS, default_placement, free_gpus, map_layout, refuse_failed_gpus
 from .memory import busiest_stage, end_unit_params, stage_params
 from .model import ModelSpec
 from .parallel import ParallelLayout, batch_allowed, check_batch, dp_bucket_params
 from .result import StepResult
-from .step import (behind_window_s, estimate_step, gather_bytes_per_param, stage_block_counts, step_breakdown,
-                   step_traffic)
+from .step import (behind_window_s, estimate_step, forward_gather_share, gather_bytes_per_param, stage_block_counts,
+                   step_breakdown, step_traffic)
 
 __all__ = ["AcrossSites", "DEFAULT_SHARES", "MultisiteStep", "SHARES", "SiteReady", "check_shares", "site_shares",
            "shares_run", "site_capacities", "dp_window_s",
            "estimate_across_sites", "share_fabric",
            "site_failure", "pp_boundary_ranks", "replica_dp_bytes", "dp_gather_window_s", "loss_fill_s",
+           "flat_optimizer_saved_s",
            "TARGET_FRACTION", "BACKWARD_SHARE", "SPAN_RULE"]
 
 TARGET_FRACTION = 0.95
@@ -254,7 +255,7 @@ def estimate_across_sites(region: Region, model: ModelSpec, lay: ParallelLayout,
     lays = [lay.model_copy(update={"dp": d, "global_batch": lay.global_batch * d // lay.dp}) for d in dps]
     _check_fit(region, lays)
     ones = _share_steps(region, model, dps, lays, one_site, step_options)
-    ready = _site_ready(ones)
+    ready = _site_ready(ones, model, sum(dps))
     channels = region_channels(region, step_options.get("profile"))
     runs = [(sites, _across_from(region, f, model, lay, sl, one, across, outer_every, ready, dps, channels))
             for f, sites, sl, one in ones]
@@ -271,13 +272,38 @@ def estimate_across_sites(region: Region, model: ModelSpec, lay: ParallelLayout,
     return out
 
 
-def _site_ready(ones: list[tuple]) -> SiteReady:
-    """Each site group's step end, in-site reduction window, compute and forward gather window (regdp67: every
-    site's share ends its step and its in-site reduction at its own time)."""
+def _site_ready(ones: list[tuple], model: ModelSpec, job_dp: int) -> SiteReady:
+    """Each site group's step end, in-site reduction window, compute, forward gather window (regdp67: every
+    site's share ends its step and its in-site reduction at its own time) and what the flat ring's optimizer step
+    saves it (the state over the job's ``job_dp`` replicas, :func:`flat_optimizer_saved_s`)."""
     return SiteReady(tuple(one.step_time_s for *_, one in ones),
                      tuple(dp_window_s(one, sl) for _, _, sl, one in ones),
                      tuple(one.breakdown_s["compute"] for *_, one in ones),
-                     tuple(dp_gather_window_s(one, sl) for _, _, sl, one in ones))
+                     tuple(dp_gather_window_s(one, sl) for _, _, sl, one in ones),
+                     tuple(flat_optimizer_saved_s(model, sl, one, job_dp) for _, _, sl, one in ones))
+
+
+def flat_optimizer_saved_s(model: ModelSpec, share: ParallelLayout, one: StepResult, job_dp: int) -> float:
+    """What NCCL's flat cross-DC ring saves a share's step ``one``: its one optimizer instance over the job's
+    ``job_dp`` replicas steps a shard that many replicas' share of the state, not the site's
+    (:func:`.multisite_memory.job_optimizer_s`), so the share's ``optimizer`` line less that.
+
+    Parameters
+    ----------
+    model : ModelSpec
+    share : ParallelLayout
+        The site's share.
+    one : StepResult
+        The share's step.
+    job_dp : int
+        Every site's replicas.
+
+    Returns
+    -------
+    float
+    """
+    opt = one.breakdown_s["optimizer"]
+    return opt - job_optimizer_s(model, share, opt, job_dp)
 
 
 def _site_maps(out: MultisiteStep, region: Region, runs: list[tuple], ones: list[tuple]) -> None:
@@ -521,7 +547,8 @@ def _across_from(region: Region, fabric, model: ModelSpec, lay: ParallelLayout, 
                          site_lay.gpus // site_lay.dp * shard, channels or region_channels(region), nic_gpus,
                          crowd)  # both forms, worked out once (rev74)
     loss_s = small_all_reduce_dci_s(region, LOSS_BYTES, channels or region_channels(region), nic_gpus)
-    out.strategies.append(_dp(region, one, site_lay, V, forms, amax_s, ready, nic_gpus, loss_s))
+    saved = flat_optimizer_saved_s(model, site_lay, one, sum(dps))
+    out.strategies.append(_dp(region, one, site_lay, V, forms, amax_s, ready, nic_gpus, loss_s, saved))
     out.assumptions.append(_dp_form_note(region, V, forms, crowd))
     out.assumptions.append(_loss_note(loss_s, site_lay, one))
     out.assumptions += _amax_note(out.strategies[-1], amax_s, amax_calls, ready.slowest_s)
@@ -665,12 +692,10 @@ def replica_dp_bytes(model: ModelSpec, lay: ParallelLayout) -> ReplicaBytes:
     ReplicaBytes
     """
     per_rank = {f: [0.0, 0.0] for f in _CROSSING_KIND.values()}  # field -> [dense, expert] bytes per rank
-    bucketed = False
     for it in step_traffic(model, lay):
         g = it["groups"]
         if it["dim"] != "dp" or g in ("dpr", "edpr") or (g in _SHARD_GROUPS and it["collective"] == "all_gather"):
             continue
-        bucketed = bucketed or it["phase"] == "gather"  # the distributed optimizer's, not FSDP's gather_unit
         field = "all_reduce_bytes" if g in _SHARD_GROUPS else _CROSSING_KIND[it["collective"]]
         expert = g in EXPERT_DP_GROUPS
         per_rank[field][expert] += it["size_bytes"] * it["calls"] / (lay.expert_dp if expert else lay.dp * lay.cp)
@@ -688,7 +713,8 @@ def replica_dp_bytes(model: ModelSpec, lay: ParallelLayout) -> ReplicaBytes:
         return stage_gpus * sum((dense * d / d_b * (w if field == "all_gather_bytes" else 1.0) if d_b else 0.0)
                                 + (exp * e / e_b if e_b else 0.0) for (d, e, _), w in zip(rows, wb))
 
-    return ReplicaBytes(**{f: each(f, dense, exp) for f, (dense, exp) in per_rank.items()}, bucketed_gather=bucketed)
+    return ReplicaBytes(**{f: each(f, dense, exp) for f, (dense, exp) in per_rank.items()},
+                        forward_gather_share=forward_gather_share(lay))
 
 
 def _ring(K):
@@ -818,12 +844,15 @@ class SiteReady:
     each step together: the previous step's cross-site phase ended it for all); and its compute (``computes_s``,
     the window a pipeline's crossings stream behind, :func:`_pp`); one entry a distinct site in each, none left
     out; and the window the in-site parameter gather leaves in the next step's first forward
-    (``gather_windows_s``, :func:`dp_gather_window_s`; empty: none given, the share's own taken)."""
+    (``gather_windows_s``, :func:`dp_gather_window_s`; empty: none given, the share's own taken); and what NCCL's
+    flat cross-DC ring's optimizer step saves its step (``flat_saved_s``, :func:`flat_optimizer_saved_s`; empty:
+    none)."""
 
     steps_s: tuple[float, ...]
     windows_s: tuple[float, ...]
     computes_s: tuple[float, ...]
     gather_windows_s: tuple[float, ...] = ()
+    flat_saved_s: tuple[float, ...] = ()
 
     def __post_init__(self):
         if not len(self.steps_s) == len(self.windows_s) == len(self.computes_s) > 0:
@@ -831,6 +860,9 @@ class SiteReady:
                              f"{len(self.steps_s)}, {len(self.windows_s)} and {len(self.computes_s)}")
         if self.gather_windows_s and len(self.gather_windows_s) != len(self.steps_s):
             raise ValueError(f"SiteReady takes one gather window a site or none, got {len(self.gather_windows_s)} "
+                             f"for {len(self.steps_s)} sites")
+        if self.flat_saved_s and len(self.flat_saved_s) != len(self.steps_s):
+            raise ValueError(f"SiteReady takes one flat-ring saving a site or none, got {len(self.flat_saved_s)} "
                              f"for {len(self.steps_s)} sites")
 
     @property
@@ -847,7 +879,8 @@ class SiteReady:
 def dp_window_s(one: StepResult, lay: ParallelLayout) -> float:
     """:math:`w`, the part of a share's last backward its in-site DP reduction leaves to the cross-site phase: the
     last micro-batch's backward (:data:`BACKWARD_SHARE` of its compute) less the step's in-site DP seconds but the
-    distributed optimizer's parameter gather (which runs in the next forward, :func:`dp_gather_window_s`), at least
+    parameter gathers that run in a forward (the distributed optimizer's, FSDP's forward ones:
+    :func:`dp_gather_window_s`), at least
     0. The in-site reduction then ends, and the site is ready for the cross-site phase, at :math:`T - w` from the
     step's start, :math:`T` the share's step on its own fabric (``one``; ``lay``: the share)."""
     t_bwd = BACKWARD_SHARE * one.breakdown_s["compute"] / lay.microbatches
@@ -855,25 +888,29 @@ def dp_window_s(one: StepResult, lay: ParallelLayout) -> float:
 
 
 def dp_gather_window_s(one: StepResult, lay: ParallelLayout) -> float:
-    """The part of a share's first forward of the next step that the in-site gather of the updated parameters leaves
-    to their gather across the sites (NCCL's flat cross-DC ring with the distributed optimizer): the first
-    micro-batch's forward (``1 -`` :data:`BACKWARD_SHARE` of its compute) less the in-site gather's seconds, at
-    least 0; 0 without ``overlap_dp`` (Megatron-Core's ``overlap_param_gather`` off: the gather runs after the
-    optimizer's step, before any forward). The one-site step hides its own gather behind the same forward
+    """The forward compute a share's parameter gathers across the sites (NCCL's flat cross-DC ring) run in, less
+    the in-site gathers that run there (one rule, :func:`topo.training.step.forward_gather_share`): the
+    distributed optimizer's updated parameters in the next step's first micro-batch's forward (``1 -``
+    :data:`BACKWARD_SHARE` of its compute), FSDP's per-unit forward gathers in every micro-batch's forward (each
+    unit's before its forward, regions79); at least 0; 0 without ``overlap_dp`` (Megatron-Core's
+    ``overlap_param_gather`` off: the gather runs after the optimizer's step, before any forward; FSDP's
+    gathers not prefetched). The one-site step hides its own gathers behind the same forwards
     (:func:`topo.training.step.behind_window_s`)."""
     if not lay.overlap_dp:
         return 0.0
-    t_fwd = (1 - BACKWARD_SHARE) * one.breakdown_s["compute"] / lay.microbatches
+    forwards = lay.microbatches if lay.zero_stage >= 3 else 1
+    t_fwd = (1 - BACKWARD_SHARE) * one.breakdown_s["compute"] * forwards / lay.microbatches
     return max(0.0, t_fwd - _in_site_dp_s(one, lay, gather=True))
 
 
 def _in_site_dp_s(one: StepResult, lay: ParallelLayout, gather: bool) -> float:
-    """A share's in-site data-parallel seconds a step: the distributed optimizer's parameter gather (ZeRO-1/2's
-    all-gather, in the next forward's window) with ``gather``, else the rest (the gradients' reduction, and FSDP's
-    per-unit collectives, in the last backward's window)."""
-    bucketed = lay.zero_stage < 3
-    return sum(c.time_s for c in one.comm
-               if c.dim in ("dp", "dp_experts") and (bucketed and c.collective == "all_gather") == gather)
+    """A share's in-site data-parallel seconds a step: with ``gather`` the parameter gathers that run in a forward
+    (:func:`topo.training.step.forward_gather_share` of the all-gathers: the distributed optimizer's, FSDP's
+    forward ones), else the rest (the gradients' reduction, FSDP's backward gathers, in the last backward's
+    window)."""
+    dp = [c for c in one.comm if c.dim in ("dp", "dp_experts")]
+    fwd = forward_gather_share(lay) * sum(c.time_s for c in dp if c.collective == "all_gather")
+    return fwd if gather else sum(c.time_s for c in dp) - fwd
 
 
 def loss_fill_s(lay: ParallelLayout, compute_s: float) -> float:
@@ -895,7 +932,7 @@ def loss_fill_s(lay: ParallelLayout, compute_s: float) -> float:
 
 
 def _dp(region: Region, one, lay, V: ReplicaBytes, forms: dict, amax_s: float = 0.0, ready: SiteReady | None = None,
-        site_gpus=None, loss_s: float = 0.0) -> AcrossSites:
+        site_gpus=None, loss_s: float = 0.0, saved_s: float = 0.0) -> AcrossSites:
     r"""DP across the sites: the gradients' hierarchical all-reduce (the cross-site phase in the window the in-site
     reduction leaves in the last backward; the FP8 amax all-reduces are no DP traffic and take no part in that
     window) and ``amax_s``, the amax reductions' crossing (:func:`_amax_across_s`), exposed; seen from the site
@@ -918,11 +955,15 @@ def _dp(region: Region, one, lay, V: ReplicaBytes, forms: dict, amax_s: float = 
     cross-site phase is the hierarchical reduction's or NCCL's flat cross-DC ring's (``forms``, the job's
     :func:`.dp_across.dp_crossings`), the faster unless the region's ``nccl.dp_reduction`` names one; the flat
     ring's gradient norm crossing the sites (:attr:`.dp_across.DpCrossing.norm_s`) is exposed with ``amax_s``.
-    The flat ring's parameter gather (:attr:`.dp_across.DpCrossing.gather_phase`) crosses in the next step's first
-    forward instead, behind the window the in-site gather leaves there (:func:`dp_gather_window_s`), its first
-    bucket exposed (regions76); the need for 95% gives each part its own window (:func:`_allowed_parts_s`).
+    The flat ring's parameter gathers that run in a forward (:attr:`.dp_across.DpCrossing.gather_phase`: the
+    distributed optimizer's, in the next step's first forward, regions76; FSDP's forward ones, in every
+    micro-batch's, regions79) cross behind the window the in-site gathers leave there (:func:`dp_gather_window_s`),
+    their first bucket exposed; the need for 95% gives each part its own window (:func:`_allowed_parts_s`).
     ``loss_s``: the logged loss's all-reduce across the sites (:data:`.dp_across.LOSS_BYTES`, both forms), after
-    the last stage's optimizer step, exposed beyond that stage's next fill (:func:`loss_fill_s`).
+    the last stage's optimizer step, exposed beyond that stage's next fill (:func:`loss_fill_s`). Under the flat
+    ring each site's step is shorter by what its optimizer step saves (the state over the job's replicas:
+    ``saved_s`` this site's, ``ready.flat_saved_s`` each site's, :func:`flat_optimizer_saved_s`; regions79), and
+    the budget for 95% of one site grows by the least of them.
     """
     K = region.num_sites
     a, b = _ring(K)
@@ -935,7 +976,7 @@ def _dp(region: Region, one, lay, V: ReplicaBytes, forms: dict, amax_s: float = 
     Ts = ready.slowest_s
     per_gpu = V.gradient_bytes / lay.gpus  # the buckets are the gradients' (and the parameters' they gather)
     bucket = min(1.0, dp_bucket_params(lay) * lay.reduce_bytes / (per_gpu * lay.dp * lay.cp)) if per_gpu else 0.0
-    g = cross.gather_phase  # regions76: the flat ring's parameter gather, in the next forward's window
+    g = cross.gather_phase  # regions76/79: the flat ring's gathers that run in a forward, in that forward's window
     grad_s, grad_edge = ph.time_s - g.time_s, ph.latency_s - g.latency_s + bucket * (ph.bandwidth_s - g.bandwidth_s)
     g_edge = g.latency_s + bucket * g.bandwidth_s
     after = amax_s + cross.norm_s  # exposed after the phase: the amax crossings, the gradient norm's (flat ring)
@@ -946,9 +987,11 @@ def _dp(region: Region, one, lay, V: ReplicaBytes, forms: dict, amax_s: float = 
     def end(t, w, f, c):  # a site's own end: its step, the gradients behind its last backward, the gather its forward
         return t + behind_window_s(grad_s, grad_edge, w) + behind_window_s(g.time_s, g_edge, f) + after + loss(c)
 
-    own = end(T1, window, fwd, one.breakdown_s["compute"])
-    T = max(end(*x) for x in zip(ready.steps_s, ready.windows_s, fwds, ready.computes_s))
-    E = Ts * (1 / TARGET_FRACTION - 1) - after - max(map(loss, ready.computes_s))
+    flat = cross.name == "flat_ring"  # regions79: one optimizer instance over the job, its step K times shorter
+    saves = ready.flat_saved_s if flat and ready.flat_saved_s else (0.0,) * len(ready.steps_s)
+    own = end(T1 - (saved_s if flat else 0.0), window, fwd, one.breakdown_s["compute"])
+    T = max(end(t - d, *x) for t, d, *x in zip(ready.steps_s, saves, ready.windows_s, fwds, ready.computes_s))
+    E = Ts * (1 / TARGET_FRACTION - 1) - after - max(map(loss, ready.computes_s)) + min(saves)
     xg = g.bandwidth_s / ph.bandwidth_s if ph.bandwidth_s else 0.0  # the gather's share of the bandwidth time
     parts = ((1 - xg, Ts - ready.last_ready_s, bucket),) + (((xg, min(fwds), bucket),) if xg else ())
     need, each, total = _for_95pct(region, a, b, cross.nbytes, cross.steps,

@@ -22,6 +22,13 @@ num_distributed_optimizer_instances``; distributed_data_parallel.py lines 283-29
 So the state follows the form taken: :func:`job_memory` times the share's memory with the job's data-parallel
 degree (:func:`topo.training.memory.memory_per_gpu`, the one formula), everything but the sharding the share's
 (the same micro-batches and activations; NCCL's, the expert-parallel and NVLS buffers the share's step counted).
+The optimizer's step follows it too (regions79): each rank steps its own ``1 / D`` shard
+(NVIDIA/Megatron-LM@d98e8a64ddf34856e74b24714e3bedb2f5a39553 megatron/core/optimizer/distrib_optimizer.py
+``_build_model_and_main_param_groups``: the inner optimizer steps ``shard_fp32_from_float16_groups``, the main
+parameters of the rank's own ``param_range`` alone), so :func:`job_optimizer_s` is
+the share's ``optimizer`` line over the parameters the job's sharding leaves a GPU
+(:func:`topo.training.step.optimizer_params`; the step is linear in them), ``K`` times shorter for ``K`` equal
+shares.
 """
 
 from __future__ import annotations
@@ -32,8 +39,9 @@ from typing import Callable
 from .gpus import gpu_compute
 from .memory import MemoryBreakdown, memory_per_gpu
 from .parallel import ParallelLayout
+from .step import optimizer_params
 
-__all__ = ["JobForm", "job_memory", "may_shard_over_job", "sharding_text", "state_layout"]
+__all__ = ["JobForm", "job_memory", "job_optimizer_s", "may_shard_over_job", "sharding_text", "state_layout"]
 
 _STATE = {1: "the optimizer state", 2: "the optimizer state and gradients",
           3: "the optimizer state, gradients and weights"}
@@ -125,6 +133,30 @@ def job_memory(fabric, model, job: ParallelLayout, share_memory: MemoryBreakdown
                          gpus_per_domain=spec.gpus_per_domain)
     return replace(mem, nccl_bytes=share_memory.nccl_bytes, ep_buffers_bytes=share_memory.ep_buffers_bytes,
                    nvls_bytes=share_memory.nvls_bytes)
+
+
+def job_optimizer_s(model, share: ParallelLayout, share_optimizer_s: float, job_dp: int) -> float:
+    """The optimizer step of a site's share with its state sharded over the job's ``job_dp`` replicas (one
+    optimizer instance over every site, see the module doc): the share's step's ``share_optimizer_s`` times the
+    parameters a GPU then steps over those it steps in the share (:func:`topo.training.step.optimizer_params`);
+    the share's own where the sharding is its (hybrid sharding's shard group, ZeRO-0's replicas).
+
+    Parameters
+    ----------
+    model : ModelSpec
+    share : ParallelLayout
+        The site's share (its ``dp`` the site's replicas).
+    share_optimizer_s : float
+        The share's step's ``optimizer`` line.
+    job_dp : int
+        Every site's replicas.
+
+    Returns
+    -------
+    float
+    """
+    own = optimizer_params(model, share)
+    return share_optimizer_s * optimizer_params(model, state_layout(share, job_dp)) / own if own else 0.0
 
 
 def sharding_text(lay: ParallelLayout, where: str, experts: bool = False) -> str:

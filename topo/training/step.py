@@ -121,7 +121,7 @@ __all__ = ["estimate_step", "step_traffic", "traffic_stage",
            "mamba_cp_alltoalls", "step_breakdown", "bubble_s", "exposed_comm_s", "ep_copies",
            "exposed_routed", "ep_overlap_cost_s", "ep_held_sms", "tp_ring_exposed_s", "tp_ring_steps",
            "gather_bytes_per_param", "stage_block_counts", "sp_quantisations", "dp_floor_s",
-           "routed_ep_cover_s", "behind_window_s"]
+           "routed_ep_cover_s", "behind_window_s", "forward_gather_share", "optimizer_params"]
 
 ACT_BYTES = 2  # activations and their gradients travel in 16 bits
 FP8_BYTES = 1
@@ -1404,9 +1404,7 @@ def _step_result(fabric: Fabric, model: ModelSpec, lay: ParallelLayout, gpu, sc,
     interval as one :class:`StepResult`; ``profile``: the one that priced the collectives."""
     spec = fabric.spec
     m = lay.microbatches
-    rows = stage_params(model, lay)
-    dense, expert, _ = rows[busiest_stage(rows)]
-    optimizer = optimizer_step_s(lay.sharded(dense, expert, 1), gpu)
+    optimizer = optimizer_step_s(optimizer_params(model, lay), gpu)
     breakdown = step_breakdown(lay, sc, exposed, optimizer)
     step = sum(breakdown.values())
     seq = lay.seq_len or model.seq_len
@@ -2170,3 +2168,43 @@ def _gather_passes(lay: ParallelLayout) -> int:
     or once when the gathered weights are kept from the forward to the backward (``fsdp_reshard_after_forward``
     false: 1)."""
     return 2 if lay.fsdp_reshard_after_forward else 1
+
+
+def forward_gather_share(lay: ParallelLayout) -> float:
+    """The share of a step's data-parallel parameter gathers that runs in a forward: all of the distributed
+    optimizer's (ZeRO-1/2: the updated parameters, bucket by bucket before the next step's first forward,
+    Megatron-Core's ``overlap_param_gather``, NVIDIA/Megatron-LM@d98e8a64ddf34856e74b24714e3bedb2f5a39553
+    megatron/core/distributed/param_and_grad_buffer.py lines 383-524); of ZeRO-3 / FSDP's per-unit gathers the
+    forward's, one of :func:`_gather_passes` (PyTorch FSDP unshards a unit before its forward and, with
+    ``reshard_after_forward``, again before its backward: pytorch/pytorch@3ade90a6aaa939cd6238e314c321b9f920db1471
+    torch/distributed/fsdp/_runtime_utils.py ``_pre_forward_unshard`` and ``_pre_backward_hook``).
+
+    Parameters
+    ----------
+    lay : ParallelLayout
+
+    Returns
+    -------
+    float
+    """
+    return 1.0 / _gather_passes(lay) if lay.zero_stage >= 3 else 1.0
+
+
+def optimizer_params(model: ModelSpec, lay: ParallelLayout) -> float:
+    """The parameters the busiest pipeline stage's GPU steps its optimizer over: its ZeRO shard of the stage's dense
+    and expert parameters (:meth:`~topo.training.parallel.ParallelLayout.sharded` at stage 1), what the step's
+    ``optimizer`` line (:func:`topo.training.operators.optimizer_step_s`, linear in them) reads.
+
+    Parameters
+    ----------
+    model : ModelSpec
+    lay : ParallelLayout
+        The layout whose data-parallel ranks shard the optimizer state.
+
+    Returns
+    -------
+    float
+    """
+    rows = stage_params(model, lay)
+    dense, expert, _ = rows[busiest_stage(rows)]
+    return lay.sharded(dense, expert, 1)
