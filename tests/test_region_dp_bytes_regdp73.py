@@ -31,7 +31,8 @@ from topo.training.parallel import make_layout
 
 TEXT = two_sites("rdb73", "two SUs", "dgx-h100-superpod", 1)
 BASE = dict(tp=8, dp=4, global_batch=8, seq_len=4096)
-EMBED_AND_HEAD = 2 * 128_256 * 4_096 + 4_096  # and the final norm, topo's end units (memory.end_unit_params)
+EMBED_AND_HEAD = 2 * 128_256 * 4_096 + 8 * 4_096  # and the final norm, topo's end units (memory.end_unit_params),
+# whole on each of the replica's 8 TP ranks (mla78: Megatron's final norm is not split over TP)
 D, M = 4, 2
 
 
