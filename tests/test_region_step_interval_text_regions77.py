@@ -27,8 +27,8 @@ def job(tmp_path_factory):
 def test_the_text_says_the_interval_of_the_step_across_the_sites(job):
     i, dp = job.step_interval, next(s for s in job.strategies if s.strategy == "dp")
     share = dp.step_time_s - dp.exposed_s
-    assert i["low_s"] == pytest.approx(share / (1 + i["p90"]) + dp.exposed_s / (1 + i["error_p90"]), rel=1e-9)
-    assert i["high_s"] == pytest.approx(share / (1 - i["p90"]) + dp.exposed_s / (1 + i["error_p10"]), rel=1e-9)
+    assert i["low_s"] == pytest.approx(share / (1 + i["p90"]) + dp.exposed_s / (1 + i["error_p90_fraction"]), rel=1e-9)
+    assert i["high_s"] == pytest.approx(share / (1 - i["p90"]) + dp.exposed_s / (1 + i["error_p10_fraction"]), rel=1e-9)
     head = interval_head(i["low_s"], i["high_s"], " of the step across the sites (dp)")
     line = next(x for x in render_across_sites(job).splitlines() if x.startswith(head))
     assert f"p90 {i['p90']:.1%}" in line and f"{i['regime']} regime" in line

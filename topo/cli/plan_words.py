@@ -110,9 +110,9 @@ def goodput_lines(rel, cost_per_effective_gpu_hour_usd: float, spare: str = "", 
 def job_lines(job, cost_per_million_tokens_usd, t: dict | None, at_step: str = "at the step",
               energy: dict | None = None, parts: str = "network and storage") -> list[str]:
     """A named job's cost per million tokens, its time to train ``--tokens`` with the goodput (one site's plan
-    and a region's, :func:`topo.plan.train_time.time_to_train`) and its energy (:func:`~topo.plan.train_time.
-    job_energy`); ``at_step`` names the step it runs at, ``parts`` what the power's share counts besides the
-    servers."""
+    and a region's, :func:`topo.plan.train_time.time_to_train`) and its energy
+    (:func:`~topo.plan.train_time.job_energy`); ``at_step`` names the step it runs at, ``parts`` what the power's
+    share counts besides the servers."""
     if job is None:
         return []
     out = [f"          {job.model}: ${cost_per_million_tokens_usd:,.3f} per million tokens ("

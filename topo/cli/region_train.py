@@ -241,8 +241,8 @@ def _step_interval_line(r: MultisiteStep) -> str:
             + f"the share's step {format_time(i['share_low_s'])} - {format_time(i['share_high_s'])} (its interval "
               f"above, p90 {i['p90']:.1%}) plus the exposed DCI time {format_time(i['dci_low_s'])} - "
               f"{format_time(i['dci_high_s'])} (topo's collective model's held-out error at a "
-              f"{format_size(i['call_bytes'])} call, {i['regime']} regime: {i['error_p10']:+.1%} to "
-              f"{i['error_p90']:+.1%}), ends added end to end")
+              f"{format_size(i['call_bytes'])} call, {i['regime']} regime: {i['error_p10_fraction']:+.1%} to "
+              f"{i['error_p90_fraction']:+.1%}), ends added end to end")
 
 
 def render_across_sites(r: MultisiteStep, say=str, tokens: float | None = None) -> str:

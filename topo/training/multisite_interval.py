@@ -48,7 +48,7 @@ def across_sites_interval(share_uncertainty: dict, share_step_s: float, exposed_
     dict
         ``low_s``, ``high_s`` (the step across the sites at its ends), ``bounds`` ("step_time_s"), the parts'
         ends (``share_low_s``/``share_high_s``, ``dci_low_s``/``dci_high_s``), ``p90`` and the collective's
-        ``regime`` with its ``error_p10`` / ``error_p90``.
+        ``regime`` with its ``error_p10_fraction`` / ``error_p90_fraction`` (the regime's error_p10 / error_p90).
 
     >>> d = across_sites_interval({"p90": 0.2}, 2.0, 0.5, 4e8)   # bandwidth regime: e10 -0.2627, e90 0.0637
     >>> round(d["low_s"], 4), round(d["high_s"], 4)   # 2 / 1.2 + 0.5 / 1.0637, 2 / 0.8 + 0.5 / 0.7373
@@ -62,5 +62,5 @@ def across_sites_interval(share_uncertainty: dict, share_step_s: float, exposed_
     r = regime_of(int(call_bytes))
     return {"low_s": share[0] + dci[0], "high_s": share[1] + dci[1], "bounds": "step_time_s",
             "share_low_s": share[0], "share_high_s": share[1], "dci_low_s": dci[0], "dci_high_s": dci[1],
-            "p90": p90, "regime": r.name, "error_p10": r.error_p10, "error_p90": r.error_p90,
+            "p90": p90, "regime": r.name, "error_p10_fraction": r.error_p10, "error_p90_fraction": r.error_p90,
             "call_bytes": int(call_bytes)}
