@@ -96,8 +96,8 @@ def test_a_region_searchs_placement_notes_each_name_the_site_whose_fabric_places
 def test_a_regions_report_attaches_its_plan_and_says_why_not_its_job(tmp_path):
     """walk29 Left 2: `topo report REGION --plan` was one error line, so the board's page had neither the costs nor
     the job. --plan now attaches the region's plan (`topo plan REGION`'s text, every site's power, capex, TCO and
-    the DCI's bill) to the page; --train and --layout are still refused, the line saying what is missing: the way the
-    job spans the sites and its sizes as `topo train REGION` takes them."""
+    the DCI's bill) to the page. --train without --layout is refused, the line saying what is missing (report81: with
+    both and --plan the job is planned across the sites, test_region_report_job_report81)."""
     out = tmp_path / "r.html"
     run_cli("report", "two-site-h100", "--plan", "-o", str(out), check=True)
     page = out.read_text()
@@ -107,7 +107,7 @@ def test_a_regions_report_attaches_its_plan_and_says_why_not_its_job(tmp_path):
         assert line in planned and line in page, line
     bad = run_cli("report", "two-site-h100", "--train", "llama3-8b", "-o", str(tmp_path / "t.html"))
     assert bad.returncode == 2 and len(bad.stderr.splitlines()) == 1, bad.stderr
-    assert "--across" in bad.stderr and "topo train two-site-h100" in bad.stderr, bad.stderr
+    assert "--train with --layout L and --plan" in bad.stderr, bad.stderr
 
 
 def test_train_with_a_failed_nic_says_the_stop_comes_first_and_where_it_is_priced():

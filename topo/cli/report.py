@@ -7,7 +7,7 @@ import time
 
 from ..atomic import check_output
 from ..errors import TopoError
-from ..units import format_in, format_time
+from ..units import UnitError, format_in, format_time, parse_count
 from ..fabric.builders import build_fabric
 from ..fabric.inventory import inventory
 from ..plan import plan, read_plan_file
@@ -29,7 +29,7 @@ from .layout_dp import design_dp, on_design
 from .output import note
 from .output_suffix import check_output_suffix
 from .region import region_from_args
-from .region_plan import render_region_plan
+from .region_plan import region_job, render_region_plan
 
 PLAN_FIGURES = ("power", "capex", "ownership", "goodput")  # the planner's figures: one bar or line per SPEC
 FIGURES = ("inventory", "fabric", "oversubscription", "loads", "heatmap", "curves", "comparison") + PLAN_FIGURES
@@ -66,6 +66,12 @@ def register(sub) -> None:
                    "GPUs fill it from its first_gpu past its skip_domains, as topo train fills the fabric); placement "
                    "fields too: first_gpu=N, skip_domains=[5,17] (NVLink domains passed over, as topo train "
                    "--skip-domains)")
+    p.add_argument("--tokens", metavar="N",
+                   help="a region with --plan, --train and --layout: the time to train N tokens (15T, 2.5B, 15e12) "
+                   "and its energy, as topo plan REGION --tokens gives them")
+    p.add_argument("--shares", metavar="S",
+                   help="a region with --train: how its job's replicas split over the sites (by-size, the default, "
+                   "or equal), as topo plan REGION --shares")
     p.add_argument("--format", default="html", choices=("html", "png", "svg"),
                    help="html: the whole report (default); png or svg: the one figure named by --figure")
     p.add_argument("--figure", choices=FIGURES,
@@ -91,6 +97,7 @@ def run(args) -> int:
     check_output_suffix(out, args.format, {".html": "html", ".htm": "html", ".png": "png", ".svg": "svg"},
                         default="html")
     # every file the report reads (a bundled name or a layout string is no file, and matches no output)
+    _check_job_numbers(args)
     inputs = [resolve_spec_path(s) for s in specs] + [f for f in (args.plan_file, args.train, args.layout) if f]
     output = dict(inputs=inputs, force=args.force, key="-o", force_option="--force")
     if len(specs) == 1 and is_region_file(specs[0]):  # checked with its sites' files, which are inputs too
@@ -143,8 +150,9 @@ def run_region_report(args, out, output, start) -> int:
         note(f"note: {cut_apart_text(inv)}: the page draws the sites and spans without a collective over every GPU")
     for n in est.notes if est is not None else []:
         note(f"note: {n}")
-    # walk29 Left 2: the region's plan as topo plan REGION gives it (a region's plan runs no site's collectives)
-    planned = render_region_plan(plan_region(region)) if args.plan else None
+    # walk29 Left 2: the region's plan as topo plan REGION gives it (a region's plan runs no site's collectives);
+    # report81: with --train's job across the sites as topo plan REGION --model times it (region_job)
+    planned = render_region_plan(_region_plan(args, region)) if args.plan else None
     size = write_region_page(region, inv, est, out, plan_text=planned, **output)
     note(f"wrote {_where(out)} ({format_in(size, 'MB', '.1f')}) in {format_time(time.perf_counter() - start)}")
     return 0
@@ -153,19 +161,52 @@ def run_region_report(args, out, output, start) -> int:
 def _refuse_region_flags(args) -> None:
     """The one line for a flag a region's report does not take: its page is HTML (no one figure of a region's is
     drawn alone), a region's plan takes no plan file (as ``topo plan REGION``), and a job across the sites needs
-    what ``--train`` and ``--layout`` do not carry."""
+    its model and layout both, in the plan's section (``--plan``)."""
     if args.format != "html":
         raise TopoError("a region's report is the HTML page of its sites and DCI (with --plan, its plan); no one "
                         "figure of a region is drawn alone", key="--format")
     if args.plan_file:
         raise TopoError("a region's plan takes no plan file (as topo plan REGION); allowed: --plan, with the "
                         "region file's own [plan] keys or --set", key="--plan-file")
-    given = [flag for flag, on in (("--train", args.train), ("--layout", args.layout)) if on]
-    if given:
-        raise TopoError(f"a job across a region's sites needs the way it spans them (--across dp|pp|outer, "
-                        f"--outer-every) and its sizes as topo train takes them, which the report's --train and "
-                        f"--layout do not carry yet; allowed: topo train {args.specs[0]} --model M --tp ... "
-                        f"--global-batch N (its text), or --train on one site's spec", key=given[0])
+    if bool(args.train) != bool(args.layout):  # a region's job needs both: its step across the sites
+        given, missing = ("--train", "--layout L") if args.train else ("--layout", "--train M")
+        raise TopoError(f"times a job across the region's sites, which needs its model and its layout; allowed: "
+                        f"{given} with {missing} and --plan (e.g. --train llama3-70b --layout "
+                        f"tp=8,pp=4,global_batch=576: dp fills every site's GPUs)", key=given)
+    if args.train and not args.plan:
+        raise TopoError("a region's page shows its job in the plan's section (its step across the sites, time to "
+                        "train, goodput, energy); allowed: --train with --plan (its step's breakdown: topo train "
+                        f"{args.specs[0]} --model M)", key="--train")
+
+
+def _region_plan(args, region):
+    """The region's plan, with ``--train``'s job across its sites where given, as ``topo plan REGION --model``
+    plans it (:func:`~topo.cli.region_plan.region_job`: the same layout, step, time to train and energy)."""
+    if not args.train:
+        return plan_region(region)
+    args.model = args.train  # region_job reads topo plan's names
+    layer, job = region_job(args, region)
+    return plan_region(region, layers=[layer], **job)
+
+
+def _check_job_numbers(args) -> None:
+    """``--tokens`` read (one line naming it), and ``--tokens`` and ``--shares`` refused where nothing uses them."""
+    region = len(args.specs) == 1 and is_region_file(args.specs[0])
+    if args.tokens is not None:
+        if not region:  # one site's page draws its plan's figures, with no time to train (topo plan --tokens has it)
+            raise TopoError("one site's report shows no time to train; allowed: --tokens on a region's report with "
+                            "--plan, --train M and --layout L, or topo plan SPEC --model M --layout L --tokens N",
+                            key="--tokens")
+        if not (args.plan and args.train and args.layout):
+            raise TopoError("the time to train is that of the plan's job; allowed: --tokens with --plan, --train M "
+                            "and --layout L", key="--tokens")
+        try:
+            args.tokens = parse_count(args.tokens, "number of tokens")
+        except UnitError as exc:
+            raise TopoError(str(exc), key="--tokens") from None
+    if args.shares is not None and not (region and args.train):
+        raise TopoError(f"{args.shares!r}: splits a region's job over its sites; allowed: --shares by-size|equal "
+                        "with a region of several sites and --train M --layout L", key="--shares")
 
 
 def _check_figure_options(args) -> None:
