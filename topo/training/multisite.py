@@ -55,7 +55,7 @@ from .step import (behind_window_s, estimate_step, forward_gather_share, gather_
 __all__ = ["AcrossSites", "DEFAULT_SHARES", "MultisiteStep", "SHARES", "SiteReady", "check_shares", "site_shares",
            "shares_run", "site_capacities", "dp_window_s",
            "estimate_across_sites", "share_fabric",
-           "site_failure", "pp_boundary_ranks", "replica_dp_bytes", "dp_gather_window_s", "loss_fill_s",
+           "site_failure", "pp_boundary_ranks", "replica_dp_bytes", "dp_gather_window_s", "dp_passes", "loss_fill_s",
            "flat_optimizer_saved_s",
            "TARGET_FRACTION", "BACKWARD_SHARE", "SPAN_RULE"]
 
@@ -877,14 +877,36 @@ class SiteReady:
 
 
 def dp_window_s(one: StepResult, lay: ParallelLayout) -> float:
-    """:math:`w`, the part of a share's last backward its in-site DP reduction leaves to the cross-site phase: the
-    last micro-batch's backward (:data:`BACKWARD_SHARE` of its compute) less the step's in-site DP seconds but the
+    """:math:`w`, the part of a share's backward its in-site DP reduction leaves to the cross-site phase: the
+    last micro-batch's backward (:data:`BACKWARD_SHARE` of its compute), every micro-batch's for ZeRO-3 / FSDP
+    (:func:`dp_passes`: its reduce-scatters and backward gathers, and their crossing, run in each micro-batch's
+    backward; regions80), less the step's in-site DP seconds but the
     parameter gathers that run in a forward (the distributed optimizer's, FSDP's forward ones:
     :func:`dp_gather_window_s`), at least
     0. The in-site reduction then ends, and the site is ready for the cross-site phase, at :math:`T - w` from the
     step's start, :math:`T` the share's step on its own fabric (``one``; ``lay``: the share)."""
-    t_bwd = BACKWARD_SHARE * one.breakdown_s["compute"] / lay.microbatches
+    t_bwd = BACKWARD_SHARE * one.breakdown_s["compute"] * dp_passes(lay) / lay.microbatches
     return max(0.0, t_bwd - _in_site_dp_s(one, lay, gather=False))
+
+
+def dp_passes(lay: ParallelLayout) -> int:
+    """The micro-batches whose forward and backward a share's data-parallel collectives run in: every one for
+    ZeRO-3 / FSDP (each unit gathered before its forward and backward and its gradients reduce-scattered after its
+    backward in every micro-batch, :func:`topo.training.step.step_traffic`'s ``m x calls``: PyTorch FSDP reduces each
+    micro-batch's gradients outside ``no_sync``, pytorch/pytorch@3ade90a6aaa939cd6238e314c321b9f920db1471
+    torch/distributed/fsdp/_runtime_utils.py ``_post_backward_hook``; regions80), one otherwise (the distributed
+    optimizer's and DDP's buckets reduce in the last micro-batch's backward and gather in the next step's first
+    forward).
+
+    Parameters
+    ----------
+    lay : ParallelLayout
+
+    Returns
+    -------
+    int
+    """
+    return lay.microbatches if lay.zero_stage >= 3 else 1
 
 
 def dp_gather_window_s(one: StepResult, lay: ParallelLayout) -> float:
@@ -898,8 +920,7 @@ def dp_gather_window_s(one: StepResult, lay: ParallelLayout) -> float:
     (:func:`topo.training.step.behind_window_s`)."""
     if not lay.overlap_dp:
         return 0.0
-    forwards = lay.microbatches if lay.zero_stage >= 3 else 1
-    t_fwd = (1 - BACKWARD_SHARE) * one.breakdown_s["compute"] * forwards / lay.microbatches
+    t_fwd = (1 - BACKWARD_SHARE) * one.breakdown_s["compute"] * dp_passes(lay) / lay.microbatches
     return max(0.0, t_fwd - _in_site_dp_s(one, lay, gather=True))
 
 
