@@ -854,8 +854,8 @@ class SiteReady:
     cross-site phase (regions80: each site's optimizer steps after that phase, which its gradients wait for, then
     its forwards and backwards run, :math:`T_i` holding both; in lockstep the phase ends every
     :math:`\max_i (T_i + \max(e, D - w_i))`, the step, with the optimizer at either end of it); and its compute
-    (``computes_s``, the window a pipeline's crossings stream behind, :func:`_pp`); one entry a distinct site in each, none left
-    out; and the window the in-site parameter gather leaves in the next step's first forward
+    (``computes_s``, the window a pipeline's crossings stream behind, :func:`_pp`); one entry a distinct site in
+    each, none left out; and the window the in-site parameter gather leaves in the next step's first forward
     (``gather_windows_s``, :func:`dp_gather_window_s`; empty: none given, the share's own taken); and what NCCL's
     flat cross-DC ring's optimizer step saves its step (``flat_saved_s``, :func:`flat_optimizer_saved_s`; empty:
     none)."""
