@@ -972,12 +972,11 @@ def _dp(region: Region, one, lay, V: ReplicaBytes, forms: dict, amax_s: float = 
     whose share steps as ``one``.
 
     Site :math:`i` (its share's step :math:`T_i` on its own fabric, its window :math:`w_i`, :func:`dp_window_s`) is
-    ready at :math:`r_i = T_i - w_i` from the previous step's cross-site phase's end: its optimizer's step :math:`o_i`
-    runs after that phase (Megatron-Core's ``finish_grad_sync`` before ``optimizer.step``), then its forwards and
-    backwards (:class:`SiteReady`; regions80). The cross-site phase (:math:`D`, its latency and bandwidth time; its buckets
-    cross as each is reduced in every site) is one collective over every site: it starts at the last site's
-    readiness :math:`R = \max_i r_i`, and its last bucket (``edge`` :math:`e`, latency plus a bucket's bandwidth
-    time) crosses after the slowest share's step end. The job's step::
+    ready at :math:`r_i = T_i - w_i` from the previous phase's end (its optimizer first: :class:`SiteReady`). The
+    cross-site phase (:math:`D`, its latency and bandwidth time; its buckets cross as each is reduced in every
+    site) is one collective over every site: it starts at the last site's readiness :math:`R = \max_i r_i`, and
+    its last bucket (``edge`` :math:`e`, latency plus a bucket's bandwidth time) crosses after the slowest share's
+    step end. The job's step::
 
         T = max(max_i T_i + e, R + D) + amax_s = max_i (T_i + max(e, D - w_i)) + amax_s
 
