@@ -15,8 +15,8 @@ global batch 64, two micro-batches: the DCI binds and both parts outlast their w
 off). The forward's gathers are half of ``A`` (one of two passes), so ``2 / (4 + 4) = 1/4`` of the bandwidth time,
 or all of it (``2 / (4 + 2) = 1/3``); half the ``2(D-1) = 6`` hops either way. Their window is every micro-batch's
 forward (1/3 of the compute) less the in-site forward gathers; the backward's window (every micro-batch's since
-regions80, 2/3 of the compute) less the rest of the in-site DP seconds. The step exposes ``(D_rest - w) + (D_fwd - w_f) + 2 L`` (the
-gradient norm's crossing) ``+ 2 L`` (the logged loss's).
+regions80, 2/3 of the compute) less the rest of the in-site DP seconds. The step exposes ``(D_rest - w) +
+(D_fwd - w_f) + 2 L`` (the gradient norm's crossing) ``+ 2 L`` (the logged loss's).
 """
 
 import pytest
