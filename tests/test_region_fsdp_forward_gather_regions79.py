@@ -14,9 +14,9 @@ global batch 64, two micro-batches: the DCI binds and both parts outlast their w
 ``A`` the BF16 gathers (2 B a parameter a pass a micro-batch: two passes, or one with ``reshard_after_forward``
 off). The forward's gathers are half of ``A`` (one of two passes), so ``2 / (4 + 4) = 1/4`` of the bandwidth time,
 or all of it (``2 / (4 + 2) = 1/3``); half the ``2(D-1) = 6`` hops either way. Their window is every micro-batch's
-forward (1/3 of the compute) less the in-site forward gathers; the last backward's window (2/3 of a micro-batch's
-compute) less the rest of the in-site DP seconds. The step exposes ``(D_rest - w) + (D_fwd - w_f) + 2 L`` (the
-gradient norm's crossing) ``+ 2 L`` (the logged loss's).
+forward (1/3 of the compute) less the in-site forward gathers; the backward's window (every micro-batch's since
+regions80, 2/3 of the compute) less the rest of the in-site DP seconds. The step exposes ``(D_rest - w) +
+(D_fwd - w_f) + 2 L`` (the gradient norm's crossing) ``+ 2 L`` (the logged loss's).
 """
 
 import pytest
@@ -78,8 +78,8 @@ def _saved_s(one, lay) -> float:
 @pytest.mark.parametrize("reshard", [True, False])
 def test_each_window_less_its_own_in_site_gathers(tmp_path_factory, monkeypatch, reshard):
     """Every micro-batch's forward (1/3 of the compute) less the in-site forward gathers (half the in-site gathers
-    with two passes, all with one); the last backward (2/3 of a micro-batch's) less the reduce-scatters and the
-    backward's gathers."""
+    with two passes, all with one); every micro-batch's backward (2/3 of the compute, regions80: FSDP reduces
+    each micro-batch) less the reduce-scatters and the backward's gathers."""
     _, seen = _run(tmp_path_factory, monkeypatch, "", reshard)
     one, lay = seen["one"], seen["lay"]
     compute = one.breakdown_s["compute"]
@@ -89,7 +89,7 @@ def test_each_window_less_its_own_in_site_gathers(tmp_path_factory, monkeypatch,
     assert gather > 0 and reduce > 0 and len(dp) == 2 and lay.microbatches == 2
     fwd = gather / 2 if reshard else gather
     assert dp_gather_window_s(one, lay) == pytest.approx(compute / 3 - fwd, rel=1e-12)
-    assert dp_window_s(one, lay) == pytest.approx(2 / 3 * compute / 2 - (reduce + gather - fwd), rel=1e-12)
+    assert dp_window_s(one, lay) == pytest.approx(2 / 3 * compute - (reduce + gather - fwd), rel=1e-12)
 
 
 def test_the_hierarchical_form_gathers_inside_the_sites(tmp_path_factory, monkeypatch):

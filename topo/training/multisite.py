@@ -55,7 +55,7 @@ from .step import (behind_window_s, estimate_step, forward_gather_share, gather_
 __all__ = ["AcrossSites", "DEFAULT_SHARES", "MultisiteStep", "SHARES", "SiteReady", "check_shares", "site_shares",
            "shares_run", "site_capacities", "dp_window_s",
            "estimate_across_sites", "share_fabric",
-           "site_failure", "pp_boundary_ranks", "replica_dp_bytes", "dp_gather_window_s", "loss_fill_s",
+           "site_failure", "pp_boundary_ranks", "replica_dp_bytes", "dp_gather_window_s", "dp_passes", "loss_fill_s",
            "flat_optimizer_saved_s",
            "TARGET_FRACTION", "BACKWARD_SHARE", "SPAN_RULE"]
 
@@ -637,8 +637,12 @@ def _check_job(lay: ParallelLayout, K: int, across: str, shares: str = "equal") 
 
 def step_with_dci(timeline: list[dict], one_site_s: float, s: AcrossSites) -> list[dict]:
     """One site's step timeline with the cross-site phase on a ``dci`` lane: its hidden part in the window before
-    the step's end (the last backward, where the DP reduction overlaps), its exposed part after it; pipeline stages
-    across sites pay their crossing's latency at the fill and the drain."""
+    the last backward's end (where the DP reduction overlaps), its exposed part after it; data parallelism across
+    the sites then runs the optimizer's step, which waits for the gradients' reduction (Megatron-Core's
+    ``finalize_model_grads`` and its ``finish_grad_sync`` after the last backward, then ``optimizer.step``:
+    NVIDIA/Megatron-LM@d98e8a64 megatron/core/distributed/finalize_model_grads.py, megatron/training/training.py
+    ``train_step``; regions80), so the optimizer's segment moves after the exposed
+    part; pipeline stages across sites pay their crossing's latency at the fill and the drain."""
     out = [dict(x) for x in timeline]
     hidden = max(0.0, s.dci_time_s - s.exposed_s)
 
@@ -657,8 +661,14 @@ def step_with_dci(timeline: list[dict], one_site_s: float, s: AcrossSites) -> li
             True)
         return out
     what = "outer synchronisation across sites, per step" if s.strategy == "outer" else "all-reduce across sites"
-    seg(max(0.0, one_site_s - hidden), one_site_s, f"{what} (hidden)", False)
-    seg(one_site_s, s.step_time_s, f"{what} (exposed)", True)
+    end = one_site_s
+    if s.strategy == "dp":  # regions80: the optimizer steps after the gradients' reduction across the sites
+        end -= sum(x["end_s"] - x["start_s"] for x in out if x["lane"] == "optimizer")
+        for x in (x for x in out if x["lane"] == "optimizer"):
+            x["start_s"] += s.step_time_s - one_site_s
+            x["end_s"] += s.step_time_s - one_site_s
+    seg(max(0.0, end - hidden), end, f"{what} (hidden)", False)
+    seg(end, end + s.step_time_s - one_site_s, f"{what} (exposed)", True)
     return out
 
 
@@ -838,12 +848,14 @@ _NO_COMPUTE = _NoCompute()
 
 @dataclass(frozen=True)
 class SiteReady:
-    """Each distinct site's share's step :math:`T_i` on its own fabric (``steps_s``) and the window :math:`w_i` its
-    in-site DP reduction leaves in its last backward (``windows_s``, :func:`dp_window_s`): the site is ready for
-    the cross-site phase of the ``dp`` strategy at :math:`r_i = T_i - w_i` from the step's start (the sites start
-    each step together: the previous step's cross-site phase ended it for all); and its compute (``computes_s``,
-    the window a pipeline's crossings stream behind, :func:`_pp`); one entry a distinct site in each, none left
-    out; and the window the in-site parameter gather leaves in the next step's first forward
+    r"""Each distinct site's share's step :math:`T_i` on its own fabric (``steps_s``) and the window :math:`w_i` its
+    in-site DP reduction leaves in its backward (``windows_s``, :func:`dp_window_s`): the site is ready for
+    the cross-site phase of the ``dp`` strategy at :math:`r_i = T_i - w_i` from the end of the previous step's
+    cross-site phase (regions80: each site's optimizer steps after that phase, which its gradients wait for, then
+    its forwards and backwards run, :math:`T_i` holding both; in lockstep the phase ends every
+    :math:`\max_i (T_i + \max(e, D - w_i))`, the step, with the optimizer at either end of it); and its compute
+    (``computes_s``, the window a pipeline's crossings stream behind, :func:`_pp`); one entry a distinct site in
+    each, none left out; and the window the in-site parameter gather leaves in the next step's first forward
     (``gather_windows_s``, :func:`dp_gather_window_s`; empty: none given, the share's own taken); and what NCCL's
     flat cross-DC ring's optimizer step saves its step (``flat_saved_s``, :func:`flat_optimizer_saved_s`; empty:
     none)."""
@@ -877,14 +889,36 @@ class SiteReady:
 
 
 def dp_window_s(one: StepResult, lay: ParallelLayout) -> float:
-    """:math:`w`, the part of a share's last backward its in-site DP reduction leaves to the cross-site phase: the
-    last micro-batch's backward (:data:`BACKWARD_SHARE` of its compute) less the step's in-site DP seconds but the
+    """:math:`w`, the part of a share's backward its in-site DP reduction leaves to the cross-site phase: the
+    last micro-batch's backward (:data:`BACKWARD_SHARE` of its compute), every micro-batch's for ZeRO-3 / FSDP
+    (:func:`dp_passes`: its reduce-scatters and backward gathers, and their crossing, run in each micro-batch's
+    backward; regions80), less the step's in-site DP seconds but the
     parameter gathers that run in a forward (the distributed optimizer's, FSDP's forward ones:
     :func:`dp_gather_window_s`), at least
     0. The in-site reduction then ends, and the site is ready for the cross-site phase, at :math:`T - w` from the
     step's start, :math:`T` the share's step on its own fabric (``one``; ``lay``: the share)."""
-    t_bwd = BACKWARD_SHARE * one.breakdown_s["compute"] / lay.microbatches
+    t_bwd = BACKWARD_SHARE * one.breakdown_s["compute"] * dp_passes(lay) / lay.microbatches
     return max(0.0, t_bwd - _in_site_dp_s(one, lay, gather=False))
+
+
+def dp_passes(lay: ParallelLayout) -> int:
+    """The micro-batches whose forward and backward a share's data-parallel collectives run in: every one for
+    ZeRO-3 / FSDP (each unit gathered before its forward and backward and its gradients reduce-scattered after its
+    backward in every micro-batch, :func:`topo.training.step.step_traffic`'s ``m x calls``: PyTorch FSDP reduces each
+    micro-batch's gradients outside ``no_sync``, pytorch/pytorch@3ade90a6aaa939cd6238e314c321b9f920db1471
+    torch/distributed/fsdp/_runtime_utils.py ``_post_backward_hook``; regions80), one otherwise (the distributed
+    optimizer's and DDP's buckets reduce in the last micro-batch's backward and gather in the next step's first
+    forward).
+
+    Parameters
+    ----------
+    lay : ParallelLayout
+
+    Returns
+    -------
+    int
+    """
+    return lay.microbatches if lay.zero_stage >= 3 else 1
 
 
 def dp_gather_window_s(one: StepResult, lay: ParallelLayout) -> float:
@@ -898,8 +932,7 @@ def dp_gather_window_s(one: StepResult, lay: ParallelLayout) -> float:
     (:func:`topo.training.step.behind_window_s`)."""
     if not lay.overlap_dp:
         return 0.0
-    forwards = lay.microbatches if lay.zero_stage >= 3 else 1
-    t_fwd = (1 - BACKWARD_SHARE) * one.breakdown_s["compute"] * forwards / lay.microbatches
+    t_fwd = (1 - BACKWARD_SHARE) * one.breakdown_s["compute"] * dp_passes(lay) / lay.microbatches
     return max(0.0, t_fwd - _in_site_dp_s(one, lay, gather=True))
 
 
@@ -939,10 +972,11 @@ def _dp(region: Region, one, lay, V: ReplicaBytes, forms: dict, amax_s: float = 
     whose share steps as ``one``.
 
     Site :math:`i` (its share's step :math:`T_i` on its own fabric, its window :math:`w_i`, :func:`dp_window_s`) is
-    ready at :math:`r_i = T_i - w_i`. The cross-site phase (:math:`D`, its latency and bandwidth time; its buckets
-    cross as each is reduced in every site) is one collective over every site: it starts at the last site's
-    readiness :math:`R = \max_i r_i`, and its last bucket (``edge`` :math:`e`, latency plus a bucket's bandwidth
-    time) crosses after the slowest share's step end. The job's step::
+    ready at :math:`r_i = T_i - w_i` from the previous phase's end (its optimizer first: :class:`SiteReady`). The
+    cross-site phase (:math:`D`, its latency and bandwidth time; its buckets cross as each is reduced in every
+    site) is one collective over every site: it starts at the last site's readiness :math:`R = \max_i r_i`, and
+    its last bucket (``edge`` :math:`e`, latency plus a bucket's bandwidth time) crosses after the slowest share's
+    step end. The job's step::
 
         T = max(max_i T_i + e, R + D) + amax_s = max_i (T_i + max(e, D - w_i)) + amax_s
 
