@@ -63,3 +63,33 @@ def loss_crossing_s(region, job) -> float:
     from topo.engine.region_estimate import region_channels, small_all_reduce_dci_s
     from topo.training.dp_across import LOSS_BYTES
     return small_all_reduce_dci_s(region, LOSS_BYTES, region_channels(region), tuple(job.site_gpus.values()))
+
+
+def spy_dp_crossing(monkeypatch) -> dict:
+    """Record what the dp way's pricing (``multisite._dp``) is handed: the share's step ``one``, its layout ``lay``
+    and the crossing the region picks (``cross``), into the returned dict, the call itself unchanged."""
+    from topo.training import multisite
+
+    seen = {}
+    real = multisite._dp
+
+    def spy(region, one, lay, V, forms, *a, **k):
+        seen.update(one=one, lay=lay, cross=multisite.pick_dp_crossing(region, forms))
+        return real(region, one, lay, V, forms, *a, **k)
+
+    monkeypatch.setattr(multisite, "_dp", spy)
+    return seen
+
+
+# plan79's job across two-site-h100: 3,072 GPUs / 32 = dp 96 (48 a site); 576 = 96 x 6 micro-batches
+TWO_SITE_JOB_LAYOUT = "tp=8,pp=4,global_batch=576"
+
+
+def two_site_job_plan() -> dict:
+    """``topo plan two-site-h100 --model llama3-70b --layout TWO_SITE_JOB_LAYOUT --tokens 15T --json``, parsed."""
+    from conftest import run_cli
+
+    p = run_cli("plan", "two-site-h100", "--model", "llama3-70b", "--layout", TWO_SITE_JOB_LAYOUT, "--tokens", "15T",
+                "--no-collectives", "--json")
+    assert p.returncode == 0, p.stderr
+    return json.loads(p.stdout)

@@ -10,6 +10,7 @@ import tomllib
 import pytest
 
 from conftest import run_cli
+from small_regions import TWO_SITE_JOB_LAYOUT, two_site_job_plan
 from topo.fabric.region import build_region
 from topo.plan.region import plan_region
 from topo.plan.train_time import TrainingJob, job_energy, region_job_layer
@@ -19,15 +20,12 @@ from topo.training.multisite import estimate_across_sites
 from topo.training.multisite_layout import region_layout
 from topo.training.parallel import dp_bucket_params
 
-LAYOUT = "tp=8,pp=4,global_batch=576"  # plan79's: 3,072 GPUs, dp 96 (48 a site)
+LAYOUT = TWO_SITE_JOB_LAYOUT
 
 
 @pytest.fixture(scope="module")
 def planned():
-    p = run_cli("plan", "two-site-h100", "--model", "llama3-70b", "--layout", LAYOUT, "--tokens", "15T",
-                "--no-collectives", "--json")
-    assert p.returncode == 0, p.stderr
-    return json.loads(p.stdout)
+    return two_site_job_plan()
 
 
 @pytest.fixture(scope="module")

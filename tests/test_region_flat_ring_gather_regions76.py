@@ -20,9 +20,8 @@ behind the backward alone.
 
 import pytest
 
-from small_regions import loss_crossing_s, region_file, two_sites
+from small_regions import loss_crossing_s, region_file, spy_dp_crossing, two_sites
 from topo.fabric.region import build_region
-from topo.training import multisite
 from topo.training.model import load_model
 from topo.training.multisite import dp_gather_window_s, dp_window_s, estimate_across_sites
 from topo.training.parallel import make_layout
@@ -37,14 +36,7 @@ def _text(rate_Gbps: float) -> str:
 
 
 def _run(tmp_path_factory, monkeypatch, nccl: str, rate_Gbps: float = 800.0):
-    seen = {}
-    real = multisite._dp
-
-    def spy(region, one, lay, V, forms, *a, **k):
-        seen.update(one=one, lay=lay, cross=multisite.pick_dp_crossing(region, forms))
-        return real(region, one, lay, V, forms, *a, **k)
-
-    monkeypatch.setattr(multisite, "_dp", spy)
+    seen = spy_dp_crossing(monkeypatch)
     region = build_region(region_file(tmp_path_factory, _text(rate_Gbps) + nccl, "ga76"))
     job = estimate_across_sites(region, MODEL, make_layout(tp=8, dp=4, global_batch=64, micro_batch=8, seq_len=4096))
     seen["loss_s"] = loss_crossing_s(region, job)  # the logged loss's all-reduce, exposed at pp 1

@@ -15,9 +15,8 @@ the hierarchical form the step exposes ``D - w`` plus the logged loss's crossing
 
 import pytest
 
-from small_regions import loss_crossing_s, region_file, two_sites
+from small_regions import loss_crossing_s, region_file, spy_dp_crossing, two_sites
 from topo.fabric.region import build_region
-from topo.training import multisite
 from topo.training.model import load_model
 from topo.training.multisite import dp_passes, dp_window_s, estimate_across_sites
 from topo.training.parallel import make_layout
@@ -32,14 +31,7 @@ def region(tmp_path_factory):
 
 
 def _run(region, monkeypatch, sharding: str, batch: int):
-    seen = {}
-    real = multisite._dp
-
-    def spy(reg, one, lay, V, forms, *a, **k):
-        seen.update(one=one, lay=lay, cross=multisite.pick_dp_crossing(reg, forms))
-        return real(reg, one, lay, V, forms, *a, **k)
-
-    monkeypatch.setattr(multisite, "_dp", spy)
+    seen = spy_dp_crossing(monkeypatch)
     lay = make_layout(tp=8, dp=4, global_batch=batch, micro_batch=8, seq_len=4096, dp_sharding=sharding)
     return estimate_across_sites(region, MODEL, lay), seen
 

@@ -9,21 +9,19 @@ import json
 import pytest
 
 from conftest import run_cli
+from small_regions import TWO_SITE_JOB_LAYOUT, two_site_job_plan
 from topo.dp_fill import UndividedGpus
 from topo.fabric.region import build_region
 from topo.training.model import load_model
 from topo.training.multisite import estimate_across_sites
 from topo.training.multisite_layout import region_layout
 
-LAYOUT = "tp=8,pp=4,global_batch=576"  # 3,072 GPUs / 32 = dp 96 (48 a site); 576 = 96 x 6 micro-batches
+LAYOUT = TWO_SITE_JOB_LAYOUT
 
 
 @pytest.fixture(scope="module")
 def planned():
-    p = run_cli("plan", "two-site-h100", "--model", "llama3-70b", "--layout", LAYOUT, "--tokens", "15T",
-                "--no-collectives", "--json")
-    assert p.returncode == 0, p.stderr
-    return json.loads(p.stdout)
+    return two_site_job_plan()
 
 
 def test_time_to_train_is_tokens_over_batch_x_seq_x_step_over_goodput(planned):
