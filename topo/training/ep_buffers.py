@@ -176,7 +176,7 @@ def ep_buffer_bytes(model, lay: ParallelLayout, gpus_per_domain: int | None = No
     """
     if model.moe is None or lay.ep_dispatcher != "deepep" or lay.ep * lay.expert_tp <= 1:
         return 0.0
-    ranks, hidden_bytes = lay.ep * lay.expert_tp, model.hidden * 2
+    ranks, hidden_bytes = lay.ep * lay.expert_tp, model.moe_width * 2  # a LatentMoE's buffers hold its latents
     if lay.ep_flex_backend == "deepep":
         nvl, rdma = deepep_hint_bytes(hidden_bytes, ranks, lay.ep_comm_sms)
         heap = nvshmem_heap_bytes(rdma, max(ranks // _value("deepep_num_max_nvl_peers"), 1))
@@ -186,6 +186,6 @@ def ep_buffer_bytes(model, lay: ParallelLayout, gpus_per_domain: int | None = No
     tokens = _ep_group_tokens(model, lay)  # the first dispatch's tokens x the group's ranks
     domain_experts = (model.moe.experts // lay.ep) * node_ranks
     probs = tokens * domain_experts * 4
-    scales = tokens * (model.hidden // _value("hybridep_scale_block")) * 4
-    rdma = hybridep_rdma_bytes(tokens / ranks, -(-ranks // node_ranks), model.hidden, domain_experts)
+    scales = tokens * (model.moe_width // _value("hybridep_scale_block")) * 4
+    rdma = hybridep_rdma_bytes(tokens / ranks, -(-ranks // node_ranks), model.moe_width, domain_experts)
     return float(tokens * hidden_bytes + probs + scales + rdma)

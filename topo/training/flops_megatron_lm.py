@@ -99,10 +99,15 @@ def swa_context(window: int, seq: int) -> float:
 
 
 def _mlp_forward(model: ModelSpec, dense_layers: int, moe_layers: int) -> float:
-    """Dense MLP and MoE blocks (routed top-k and shared experts; no router), forward, per token."""
+    """Dense MLP and MoE blocks (routed top-k and shared experts, latent projections; no router), forward, per
+    token."""
     out = dense_layers * 2 * model.dense_mlp_params
     if model.moe is not None:
-        out += moe_layers * 2 * (model.moe.active_experts + model.moe.shared_experts) * model.expert_params
+        # routed experts at the latent width and the two latent projections (``moe_layer_flops``, training.py lines
+        # 846-860 at NVIDIA/Megatron-LM@d98e8a64): the shared experts at hidden
+        m = model.moe
+        out += moe_layers * 2 * (m.active_experts * model.expert_params + model.shared_expert_params
+                                 + model.latent_proj_params)
     return out
 
 

@@ -343,7 +343,10 @@ def block_activation_bytes(model: ModelSpec, lay: ParallelLayout, kind: str) -> 
             mod = "mlp"
         else:
             m = model.moe
-            inner = (m.active_experts + m.shared_experts) * per_f * m.expert_ffn_hidden / h + x * m.active_experts
+            # the routed copies of fc1's input at the routed width and, under LatentMoE, fc2_latent_proj's input
+            w = model.moe_width / h
+            inner = ((m.active_experts + m.shared_experts) * per_f * m.expert_ffn_hidden / h + x * m.active_experts * w
+                     + (x * w if m.latent_size else 0.0))
             mod = "moe"
         if mod in mods or "mlp_wi" in mods:  # the input projection and the activation recomputed: fc2's input too
             inner = 0.0

@@ -4,7 +4,7 @@ A model file gives layers, hidden, FFN hidden, heads, KV heads, vocabulary and s
 (``gelu``: 2 matrices, ``swiglu``: 3, ``relu2``: squared ReLU, 2), optionally Multi-head Latent Attention
 (``[attention] kind = "mla"``), a mixture of experts (``[moe]``: experts, active experts per token, shared
 experts, their FFN size, how many leading layers stay dense, MoE on every k-th layer ``every``, and node-limited
-routing ``max_nodes_per_token``), local attention (``[attention] window``: a sliding window or chunks, on every
+routing ``max_nodes_per_token``, LatentMoE's ``latent_size``), local attention (``[attention] window``: a sliding window or chunks, on every
 layer or all but every ``full_every``-th; such a layer's attention block is ``W``)
 and Mamba-2 state-space mixers (``[mamba]``, with ``layer_pattern``: one character per layer, ``M`` Mamba-2,
 ``*`` attention, ``-`` MLP, ``E`` MoE, as Megatron-LM's ``hybrid_override_pattern`` writes Nemotron-H; a
@@ -145,6 +145,14 @@ class MoeSpec(_Strict):
     within +-7; its config.json ``swiglu_limit``, Megatron-Bridge's ``activation_func_clamp_value``): free when the
     activation kernel does it, passes of their own when the framework clamps eagerly (the layout's
     ``expert_clamp_eager``). Default: no clamp."""
+    latent_size: PositiveInt | None = None
+    """LatentMoE (Nemotron 3 Super; Megatron-Core's ``moe_latent_size``): each MoE block projects its tokens from
+    ``hidden`` down to this width before the dispatch (``fc1_latent_proj``) and back up after the combine
+    (``fc2_latent_proj``), two dense ``hidden x latent_size`` linears duplicated on every tensor-parallel rank
+    (``parallel_mode="duplicated"``); the routed experts run and the all-to-all carries the latent width, the
+    router and the shared experts the full hidden state (NVIDIA/Megatron-LM@d98e8a64
+    megatron/core/transformer/moe/moe_layer.py lines 266-304 and 466-491, ``preprocess`` and ``postprocess``;
+    moe/experts.py lines 219 and 241; transformer/mlp.py line 217). Default: none (the experts at ``hidden``)."""
     max_nodes_per_token: PositiveInt | None = None
     """Node-limited routing (DeepSeek-V3 sec. 2.1.2: each token goes to experts on at most 4 nodes, and is sent
     once per node, then forwarded over NVLink): the copies of a token that cross the scale-out network."""
@@ -415,7 +423,8 @@ class ModelSpec(_Strict):
             return self.mamba_params + h
         m = self.moe
         n = m.active_experts if active else m.experts
-        return (n + m.shared_experts) * self.expert_params + self.router_and_norm_params + self.router_bias_params
+        return (n * self.expert_params + self.shared_expert_params + self.latent_proj_params
+                + self.router_and_norm_params + self.router_bias_params)
 
     @property
     def router_params(self) -> int:
@@ -525,11 +534,12 @@ class ModelSpec(_Strict):
         Megatron-Core's ``TENorm`` or the norm of a ``TELayerNormColumnParallelLinear`` / ``LayerNormMLP``, whose
         weight is not split over TP: NVIDIA/TransformerEngine ``transformer_engine/pytorch/module/
         layernorm_linear.py``, ``layer_norm_weight`` of ``in_features``), an MoE block's router
-        (:attr:`router_and_norm_params`), an MLA attention block's down projections (:attr:`mla_down_params`) and
+        (:attr:`router_and_norm_params`) and latent projections (:attr:`latent_proj_params`, ``parallel_mode=
+        "duplicated"``), an MLA attention block's down projections (:attr:`mla_down_params`) and
         latents' norms (:attr:`mla_norm_params`). The one rule :func:`topo.training.unit_params.block_params_on_gpu`
         splits a block by."""
         if kind == Block.MOE:
-            return self.router_and_norm_params
+            return self.router_and_norm_params + self.latent_proj_params
         if kind in ATTENTION_BLOCKS:
             return self.hidden + self.mla_down_params + self.mla_norm_params
         return self.hidden
@@ -559,9 +569,33 @@ class ModelSpec(_Strict):
         return self.mlp_matrices * self.hidden * self.ffn_hidden
 
     @property
+    def moe_width(self) -> int:
+        """Width of a routed token: what the all-to-all carries and the routed experts' GEMMs take and give, the
+        latent size under LatentMoE (:attr:`MoeSpec.latent_size`), else ``hidden``; 0 without MoE."""
+        if self.moe is None:
+            return 0
+        return self.moe.latent_size or self.hidden
+
+    @property
     def expert_params(self) -> int:
-        """Weights of one expert's FFN."""
-        return 0 if self.moe is None else self.mlp_matrices * self.hidden * self.moe.expert_ffn_hidden
+        """Weights of one routed expert's FFN: ``mlp_matrices x moe_width x expert_ffn_hidden`` (fc1 from and fc2 to
+        :attr:`moe_width`: NVIDIA/Megatron-LM@d98e8a64 megatron/core/transformer/moe/experts.py lines 219, 241)."""
+        return 0 if self.moe is None else self.mlp_matrices * self.moe_width * self.moe.expert_ffn_hidden
+
+    @property
+    def shared_expert_params(self) -> int:
+        """Weights of one MoE block's shared experts, on the full hidden state whatever the latent size
+        (``is_expert`` false: NVIDIA/Megatron-LM@d98e8a64 megatron/core/transformer/mlp.py lines 215-220)."""
+        m = self.moe
+        return 0 if m is None else self.mlp_matrices * self.hidden * m.shared_experts * m.expert_ffn_hidden
+
+    @property
+    def latent_proj_params(self) -> int:
+        """Weights of one MoE block's latent projections, ``hidden -> latent_size`` and back (``2 h l``; no bias:
+        ``add_bias_linear`` false); 0 without a latent (NVIDIA/Megatron-LM@d98e8a64 moe_layer.py lines 280-304;
+        megatron/training/theoretical_memory_usage.py lines 122-126 counts the same ``2 h l``)."""
+        m = self.moe
+        return 0 if m is None or m.latent_size is None else 2 * self.hidden * m.latent_size
 
     @property
     def embedding_params(self) -> int:

@@ -89,6 +89,11 @@ MOE_ROUTER_OPS = ("norm", "router", "router_topk", "router_fake", "router_capaci
 GEMM and top-k, or the benchmark gate's ``router_fake``). Megatron-Core's ``moe_router`` graph part and, with the
 permutation, the combined 1F1B's ``attn`` node (:mod:`topo.training.ep_overlap`)."""
 ALLTOALL_PREPROCESS_OPS = {"dispatch_preprocess": "moe_preprocess", "dispatch_dtoh": ""}
+LATENT_PROJ_PARTS = {"fc1_latent_proj": "moe_preprocess", "fc2_latent_proj": "moe"}
+"""A LatentMoE block's projections (:func:`latent_proj_ops`) and the ``cuda_graph_scope`` part that captures each:
+the down projection runs in ``MoELayer.preprocess`` (``moe_preprocess``), the up projection in ``postprocess``,
+after the combine, which only a whole-MoE graph captures (NVIDIA/Megatron-LM@d98e8a64
+megatron/core/transformer/moe/moe_layer.py: ``@maybe_skip_or_early_return_by_cudagraph("preprocess")``)."""
 """The all-to-all dispatcher's token-count operators of a dropless MoE block (:func:`_alltoall_preprocess_ops`)
 and the ``cuda_graph_scope`` part that captures each: the preprocess by ``moe_preprocess``, the device-to-host
 copies by no partial graph (Megatron-Core moves them after the graph when the preprocess is captured)."""
@@ -428,8 +433,8 @@ def ring_step_s(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute) -> tuple
 
 
 def _mlp_ops(model: ModelSpec, lay: ParallelLayout, ffn: float, module: str, T: float, T_sp: float, split: int,
-             groups: float = 1.0, norm: bool = True, m_sd: float = 0.0) -> list[Op]:
-    h = model.hidden
+             groups: float = 1.0, norm: bool = True, m_sd: float = 0.0, width: int | None = None) -> list[Op]:
+    h = width or model.hidden  # the width fc1 takes and fc2 gives: a LatentMoE's routed experts the latent's
     f = ffn / split
     up = 2 * f if model.mlp == "swiglu" else f
     act_bytes = (6 if model.mlp == "swiglu" else 4) * T * f * groups
@@ -553,12 +558,12 @@ def expert_capacity(model: ModelSpec, lay: ParallelLayout) -> float | None:
 
 def _moe_ops(model: ModelSpec, lay: ParallelLayout) -> list[Op]:
     T, T_sp, _ = _tokens(model, lay)
-    m, h = model.moe, model.hidden
+    m, h, w = model.moe, model.hidden, model.moe_width
     etp, ep = lay.expert_tp, lay.ep
     t_in = T / lay.tp  # tokens entering the MoE block on this GPU (after the sequence-parallel scatter)
     rows = expert_rows(model, lay)
     local = m.experts / ep
-    routed = ACT * t_in * m.active_experts * etp * h  # the routed copies of this rank's tokens
+    routed = ACT * t_in * m.active_experts * etp * w  # the routed copies of this rank's tokens
     load = rows / (ep * etp * t_in * m.active_experts / m.experts)
     if lay.moe_routing == "consecutive":  # the benchmark gate computes no scores: no GEMM, no top-k, no backward
         router = [Op("router_fake", "moe", "kernel", 0.0, FAKE_GATE_BYTES * t_in * m.active_experts,
@@ -569,21 +574,50 @@ def _moe_ops(model: ModelSpec, lay: ParallelLayout) -> list[Op]:
                   _mem("router_topk", "moe", 4 * 3 * t_in * m.experts, launches=_router_kernels(m.router, lay) - 1)]
     if lay.moe_routing != "consecutive":
         router += _capacity_ops(model, lay, t_in)
-    ops = [_mem("norm", "layernorm", 4 * T_sp * h), *router, *_alltoall_preprocess_ops(model, lay, t_in),
+    ops = [_mem("norm", "layernorm", 4 * T_sp * h), *router, *latent_proj_ops(model, t_in)[:1],
+           *_alltoall_preprocess_ops(model, lay, t_in),
            *_permute_ops(lay, _permute_bytes(model, lay, t_in, routed, load), sorts_by_local_expert(model, lay))]
     ops += fp8_padding_ops(model, lay, rows, local)
     ops += _mlp_ops(model, lay, m.expert_ffn_hidden, "moe", rows, 0, etp, groups=local, norm=False,
-                    m_sd=expert_rows_sd(model, lay))
+                    m_sd=expert_rows_sd(model, lay), width=w)
     up = (2 if model.mlp == "swiglu" else 1) * m.expert_ffn_hidden / etp  # fc1's output width
     if m.glu_clamp is not None and lay.expert_clamp_eager:
         ops += _expert_clamp_ops(rows * local * up)
     if m.expert_bias:
-        ops += _expert_bias_ops(lay.expert_bias_eager, rows * local, up, h, local, _probs_fp32(lay))
+        ops += _expert_bias_ops(lay.expert_bias_eager, rows * local, up, w, local, _probs_fp32(lay))
+    ops += latent_proj_ops(model, t_in)[1:]
     if m.shared_experts:
         ops += _mlp_ops(model, lay, m.shared_experts * m.expert_ffn_hidden, "shared_experts", T, T_sp, lay.tp,
                         norm=False)
     ops.append(_mem("residual", "layernorm", 6 * T_sp * h, tag=RESIDUAL_TAG))
     return ops
+
+
+def latent_proj_ops(model: ModelSpec, t_in: float) -> list[Op]:
+    """A LatentMoE block's two projections on the rank's own ``t_in`` tokens: ``fc1_latent_proj`` (``hidden ->
+    latent``, in ``preprocess``, after the router and before the dispatch) and ``fc2_latent_proj`` (``latent ->
+    hidden``, in ``postprocess``, after the combine), dense linears whose weights every TP rank holds whole
+    (``parallel_mode="duplicated"``, so no TP collective: each rank projects its own sequence-parallel tokens);
+    NVIDIA/Megatron-LM@d98e8a64 megatron/core/transformer/moe/moe_layer.py lines 266-304, 489-491 and 591-592.
+    None without a latent.
+
+    Parameters
+    ----------
+    model : ModelSpec
+        The model (hidden size and :attr:`.MoeSpec.latent_size`).
+    t_in : float
+        Tokens entering the MoE block on this GPU, per micro-batch.
+
+    Returns
+    -------
+    list of Op
+        ``[fc1_latent_proj, fc2_latent_proj]`` or ``[]``.
+    """
+    lat = model.moe.latent_size
+    if lat is None:
+        return []
+    return [_gemm("fc1_latent_proj", "moe", t_in, lat, model.hidden),
+            _gemm("fc2_latent_proj", "moe", t_in, model.hidden, lat)]
 
 
 EXPERT_BIAS_MOVES = {"weighted": ((6.0, 0.0), (8.0, 0.0)), "weighted_fp32": ((2.0, 6.0), (4.0, 8.0)),
@@ -707,7 +741,7 @@ def fp8_padding_ops(model: ModelSpec, lay: ParallelLayout, rows: float, local: f
         return []
     _, k_fwd, k_bwd = fp8_padding(lay.fp8_recipe)
     act, probs = FP8_PADDING_MOVES
-    nbytes = (ACT * act * model.hidden + (FP32 if _probs_fp32(lay) else ACT) * probs) * rows * local
+    nbytes = (ACT * act * model.moe_width + (FP32 if _probs_fp32(lay) else ACT) * probs) * rows * local
     return [Op("fp8_padding", "moe", "kernel", 0.0, nbytes, launches=k_fwd, passes="forward"),
             Op("fp8_padding_grad", "moe", "kernel", 0.0, nbytes, launches=k_bwd, passes="backward")]
 
@@ -762,7 +796,7 @@ def _permute_bytes(model: ModelSpec, lay: ParallelLayout, t_in: float, routed: f
     permutation (NVIDIA/Megatron-LM docs/discussions/deepseek-v3-gb200-optimization@1d9edcf8 sec. 2.1.1;
     ``MoEFlexTokenDispatcher.get_permuted_hidden_states_by_experts``): the rank reads the tokens it received (one
     copy per token and rank) and writes its local experts' rows, and the reverse."""
-    h, k = model.hidden, model.moe.active_experts
+    h, k = model.moe_width, model.moe.active_experts  # the routed tokens' width (a LatentMoE's latent)
     if lay.ep_dispatcher != "deepep" or lay.ep == 1:
         return _alltoall_permute_bytes(model, lay, t_in, routed, load)
     dest = rank_destinations(lay.moe_routing, model.moe.experts, k, lay.ep)  # as the all-to-all routes them
@@ -800,7 +834,7 @@ def _alltoall_permute_bytes(model: ModelSpec, lay: ParallelLayout, t_in: float, 
     expert, as :func:`.kernels.permute_kernels`'s ``alltoall_one_local`` launches count."""
     own = routed / lay.expert_tp
     sort = 4 * routed * load if sorts_by_local_expert(model, lay) else 0.0
-    return 2 * (ACT * t_in * model.hidden + own) + sort
+    return 2 * (ACT * t_in * model.moe_width + own) + sort
 
 
 CAPACITY_MASK_BYTES = ((22.0, 12.0, 5), (9.0, 0.0, 1))
@@ -983,6 +1017,8 @@ def _graph_part(kind: str, op: Op) -> str:
     if kind == Block.MOE:
         if op.name in ALLTOALL_PREPROCESS_OPS:
             return ALLTOALL_PREPROCESS_OPS[op.name]
+        if op.name in LATENT_PROJ_PARTS:
+            return LATENT_PROJ_PARTS[op.name]
         static = op.name in MOE_ROUTER_OPS or op.module in SHARED_EXPERT_MODULES
         return "moe_router" if static else "moe"
     return ""

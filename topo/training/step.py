@@ -651,7 +651,7 @@ def _ep_traffic(t: _Traffic) -> None:
     model, lay, c, m = t.model, t.lay, t.c, t.m
     if model.moe is None or not c[Block.MOE] or lay.ep * lay.expert_tp <= 1:
         return
-    h = model.hidden
+    h = model.moe_width  # the routed tokens' width: a LatentMoE dispatches its latents
     cap = expert_capacity(model, lay)
     if cap is not None and lay.ep_dispatcher == "alltoall":
         elems = cap * model.moe.experts * h

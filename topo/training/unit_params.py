@@ -14,7 +14,7 @@ def block_params_on_gpu(model: ModelSpec, lay: ParallelLayout, kind: str) -> tup
     """(dense, expert) parameters of one block of ``kind`` (a layer's pattern character) on one GPU: a dense block's
     over TP, except what every TP rank holds whole (:meth:`.ModelSpec.tp_whole_params`: its input norm, an MLA
     attention block's down projections and latents' norms); an MoE block's routed experts over ``ep x etp``, its
-    shared experts over TP, its router and norm whole.
+    shared experts over TP, its router, norm and latent projections whole.
 
     Parameters
     ----------
@@ -31,7 +31,7 @@ def block_params_on_gpu(model: ModelSpec, lay: ParallelLayout, kind: str) -> tup
     if kind == Block.MOE:
         m = model.moe
         # the router and norm whole; not the router's expert bias, a buffer with no gradient or optimizer state
-        return (m.shared_experts * model.expert_params / lay.tp + whole,
+        return (model.shared_expert_params / lay.tp + whole,
                 m.experts * model.expert_params / (lay.ep * lay.expert_tp))
     return (model.block_params(kind) - whole) / lay.tp + whole, 0.0
 
