@@ -163,6 +163,7 @@ GROUPS = ("dense_bf16", "dense_fp8", "moe_coarse", "moe_fine", "hybrid_ssm")
 FAMILIES = (  # a model family: every run of these models is held out together (prefix of the model file name)
     ("megatron-gpt", "megatron-gpt"), ("llama2", "llama2"), ("llama3", "llama3"), ("llama4", "llama4"),
     ("gpt3", "gpt3"), ("nemotron3-", "nemotron3"), ("nemotron4", "nemotron4"), ("nemotron-h", "nemotron-h"),
+    ("nemotron-3-super", "nemotron-3-super"),  # its own family before Nano's prefix (super80)
     ("nemotron-3", "nemotron-3-nano"),
     ("nemotron-nano", "nemotron-nano"), ("mixtral", "mixtral"), ("qwen3", "qwen3"), ("deepseek", "deepseek-v3"),
     ("kimi", "kimi-k2"), ("gpt-oss", "gpt-oss"), ("grok", "grok"))

@@ -112,10 +112,12 @@ def test_every_rows_column_value_is_in_its_layout():
     # dsv3gb73 the five DGX Cloud v25.05.04 DeepSeek-V3 rows (TE's loss; the count was left at 205); ce73 the 58 other
     # NeMo 25.04 / 25.07 performance-script rows, 36 published and 22 held out (TE's loss: set_primary_perf_configs
     # sets cross_entropy_fusion_impl = "te", NVIDIA/NeMo v2.3.0 scripts/performance/utils.py line 291, @6f2c6fda line
-    # 374, v2.4.0 helpers.py line 311; test_training_runs_data.py::test_nemo2_performance_scripts_loss)
-    assert counts == {"overlap_tp": 314, "moe_router_fusion": 138, "cross_entropy": 268, "attention_fp8": 3,
+    # 374, v2.4.0 helpers.py line 311; test_training_runs_data.py::test_nemo2_performance_scripts_loss); super80
+    # Megatron-Bridge's four Nemotron 3 Super runs (TE's loss, no TP overlap; FP8 weights on the two MXFP8 ones; the
+    # H100 card recipe's moe_flex_dispatcher_num_sms = 32)
+    assert counts == {"overlap_tp": 314, "moe_router_fusion": 138, "cross_entropy": 272, "attention_fp8": 3,
                       "fp8_amax_reduction": 52, "fp8_scale_inverse_kernel": 33, "fp8_amax_pass": 12,
-                      "fp8_param_gather": 226, "ep_comm_sms": 15}
+                      "fp8_param_gather": 228, "ep_comm_sms": 16}
     assert rows["mbvc_h100_deepseekv3"]["overlap_tp"] == "0"
     # tidy53: the rows each per-source rule set (data/reference/README.md), as the rules gave them
     filled = {col: sum(bool(r[col]) for r in rows.values()) for col in LAYOUT_COLUMNS}
@@ -126,9 +128,10 @@ def test_every_rows_column_value_is_in_its_layout():
     # _dgxc2505_kw said grad_reduce_in_fp32 False, the column was empty: topo priced fp32); runs68: Together AI's three
     # B200 Nemotron-H runs' bf16 gradient buffer (set_nemotronh_common_configs) and 128Mi buckets; runs69: its five
     # DeepSeek-V3 / Qwen3 runs' bf16 gradient buffer and 128Mi buckets, the DeepSeek pair's PP16 layout_map entry;
-    # runs70: the two GB200 Nemotron 3.5 Lightning runs' 128Mi buckets (as their Nano twins)
-    assert filled == {"grad_bytes": 20, "grad_reduce_bytes": 18, "optimizer_bytes_per_param": 9, "moe_counts_aligned": 6,
-                      "dp_bucket_params": 297, "dp_align_grad_reduce": 90, "pipeline_layout": 6,
+    # runs70: the two GB200 Nemotron 3.5 Lightning runs' 128Mi buckets (as their Nano twins); super80: the four
+    # Nemotron 3 Super runs' 128Mi buckets, the H100 card recipe's 6-byte optimizer state (fp16 main params, bf16 moments)
+    assert filled == {"grad_bytes": 20, "grad_reduce_bytes": 18, "optimizer_bytes_per_param": 10, "moe_counts_aligned": 6,
+                      "dp_bucket_params": 301, "dp_align_grad_reduce": 90, "pipeline_layout": 6,
                       "pipeline_schedule": 1, "moe_expert_rank_capacity_factor": 27}
     assert {r["dp_bucket_params"] for r in rows.values()} == {"", "134217728", "768000000"}
     assert all(r["dp_align_grad_reduce"] == "0" for r in rows.values()
@@ -301,7 +304,8 @@ def test_mxfp8_rows_keep_fp8_weights_as_their_recipes_set():
     rows = published_rows()
     ours = {rid for rid, r in rows.items() if r["fp8_recipe"] == "mxfp8"
             and rid.startswith(("mb25", "mb26", "together2602_", "mlperf60_", "mcore_gb200_qwen3_235b_mxfp8"))}
-    assert len(ours) == 98  # runs70: + mb2608_gb200_nemotron35_lightning (_perf_precision("fp8_mx") at 067f987d)
+    assert len(ours) == 100  # runs70: + mb2608_gb200_nemotron35_lightning (_perf_precision("fp8_mx") at 067f987d);
+    # super80: + 26.08's GB200 and GB300 Nemotron 3 Super (the same, perf_recipes/nemotronh/{gb200,gb300}/nemotronh.py)
     assert {rid for rid in ours if rows[rid]["fp8_param_gather"] != "1"} == set()
     # PR #5728's Qwen3 30B dev presets set it False (perf_recipes/qwen/gb200/qwen3_moe.py at v0.6.0, lines 769, 831)
     assert rows["mb5728_gb200_qwen3_30b_mxfp8_partialcg"]["fp8_param_gather"] == ""

@@ -424,8 +424,8 @@ def test_every_gb300_run_is_held_out():
     # entry takes GB200's dense rates (topo/data/compute/gpus.toml [GB300]); a fit on it would let that assumption
     # steer the Blackwell fractions, so every GB300 run is scored apart, never fitted
     gb300 = [r["run_id"] for r in _rows(HOLDOUT) if r["system"] == "DGX-GB300"]
-    assert len(gb300) == 22  # 9 model cards, 5 + 4 of the 26.04.01 table (MoE, hybrid; dense), 3 of 26.06.01's, Lambda's MLPerf v5.1 8B,
-    # Megatron-LM PR #5728's Qwen3 235B (runs56)
+    assert len(gb300) == 23  # 9 model cards, 5 + 4 of the 26.04.01 table (MoE, hybrid; dense), 3 of 26.06.01's, Lambda's MLPerf v5.1 8B,
+    # Megatron-LM PR #5728's Qwen3 235B (runs56), 26.08's Nemotron 3 Super MXFP8 (super80)
     assert not any(r["system"] == "DGX-GB300" for r in _rows(PUBLISHED))
 
 
