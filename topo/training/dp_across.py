@@ -147,6 +147,7 @@ class DpCrossing:
     gather_bytes: float = 0.0
     gather_steps: int = 0
     passes: int = 1
+    fits: bool | None = None  # regions81: the job fits in GPU memory in this form (None: not asked)
 
     @property
     def gather_phase(self) -> Phase:
@@ -235,7 +236,10 @@ def hybrid_ring_shard(lay) -> int:
 
 
 def pick_dp_crossing(region: Region, forms: dict[str, DpCrossing]) -> DpCrossing:
-    """The form the region's ``nccl.dp_reduction`` names, or the faster (``auto``; the hierarchical among equals).
+    """The form the region's ``nccl.dp_reduction`` names, or (``auto``) the faster of those in which the job fits in
+    GPU memory (:attr:`DpCrossing.fits`; every form where none does; the hierarchical among equals). regions81: the
+    flat ring shards the ZeRO state over the job's replicas and the hierarchical form over one site's, so a job may
+    fit in the slower form alone; a job that does not fit does not run, whatever its speed.
 
     Parameters
     ----------
@@ -255,7 +259,8 @@ def pick_dp_crossing(region: Region, forms: dict[str, DpCrossing]) -> DpCrossing
                         f"that fills a node)", key="nccl.dp_reduction")
     if want != "auto":
         return forms[want]
-    return min(forms.values(), key=lambda f: f.time_s)
+    fitting = [f for f in forms.values() if f.fits is not False]
+    return min(fitting or forms.values(), key=lambda f: f.time_s)
 
 
 def dp_ranks_per_node(groups: np.ndarray, gpus_per_node: int) -> int:

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 
@@ -126,6 +126,10 @@ class MultisiteStep:
     # data-parallel ranks; else one site's, as ``one_site["memory"]``), and what it shards over and why
     memory: dict = field(default_factory=dict)
     memory_sharding: str = ""
+    # regions81: the form the dp way's gradients cross by (hierarchical, flat_ring) and whether nccl.dp_reduction =
+    # auto took it, the slower, because the job does not fit in GPU memory in the faster
+    dp_reduction: str = ""
+    dp_reduction_by_memory: bool = False
 
     @property
     def slowest_site(self) -> str:
@@ -257,7 +261,8 @@ def estimate_across_sites(region: Region, model: ModelSpec, lay: ParallelLayout,
     ones = _share_steps(region, model, dps, lays, one_site, step_options)
     ready = _site_ready(ones, model, sum(dps))
     channels = region_channels(region, step_options.get("profile"))
-    runs = [(sites, _across_from(region, f, model, lay, sl, one, across, outer_every, ready, dps, channels))
+    fits = form_fits(model, ones, sum(dps))
+    runs = [(sites, _across_from(region, f, model, lay, sl, one, across, outer_every, ready, dps, channels, fits))
             for f, sites, sl, one in ones]
     # reg70: every way's row is the job's, the same from every site; the figures of one site are the slowest
     # share's (the first among equals), and the site whose own end of the chosen way is the latest paces the step
@@ -282,6 +287,30 @@ def _site_ready(ones: list[tuple], model: ModelSpec, job_dp: int) -> SiteReady:
                      tuple(dp_gather_window_s(one, sl) for _, _, sl, one in ones),
                      tuple(flat_optimizer_saved_s(model, sl, one, job_dp) for _, _, sl, one in ones),
                      tuple(one.breakdown_s["optimizer"] for *_, one in ones))
+
+
+def form_fits(model: ModelSpec, ones: list[tuple], job_dp: int) -> dict[str, bool]:
+    """Whether every site's share fits in GPU memory in each form of the ``dp`` way (regions81): the hierarchical
+    form with its ZeRO state over its site's replicas (the share's own step's memory), NCCL's flat cross-DC ring
+    with it over the job's ``job_dp`` (:func:`.multisite_memory.job_memory`, as :func:`_share_memory` says it).
+
+    Parameters
+    ----------
+    model : ModelSpec
+    ones : list of tuple
+        ``(fabric, sites, the share's layout, its step)`` once per distinct site fabric and share.
+    job_dp : int
+        Every site's replicas.
+
+    Returns
+    -------
+    dict of str to bool
+    """
+    flat = True
+    for f, _, sl, one in ones:
+        placed, _ = default_placement(sl, f.spec.gpus_per_domain, f.layout.num_gpus)
+        flat = flat and job_memory(f, model, state_layout(placed, job_dp), one.memory).fits
+    return {"hierarchical": all(one.memory.fits for *_, one in ones), "flat_ring": flat}
 
 
 def flat_optimizer_saved_s(model: ModelSpec, share: ParallelLayout, one: StepResult, job_dp: int) -> float:
@@ -516,12 +545,13 @@ def _pp_and_outer(out: MultisiteStep, region: Region, one: StepResult, placed: P
 def _across_from(region: Region, fabric, model: ModelSpec, lay: ParallelLayout, site_lay: ParallelLayout,
                  one: StepResult, across: str, outer_every: int | None,
                  ready: SiteReady | None = None, dps: tuple[int, ...] | None = None,
-                 channels: int | None = None) -> MultisiteStep:
+                 channels: int | None = None, fits: dict[str, bool] | None = None) -> MultisiteStep:
     """The job's step across the sites seen from the site whose share steps as ``one`` on ``fabric``: the one-site
     figures its, each way's row the job's (``own_end_s`` its); ``ready``: every site's step, in-site reduction end
     and compute (:class:`SiteReady`; None: every site's are ``one``'s); ``dps``: each site's replicas (None:
     ``site_lay``'s at every site); ``channels``: NCCL's, the amax tree's crossing NICs (None:
-    :func:`~topo.engine.region_estimate.region_channels` of the sites' own profiles)."""
+    :func:`~topo.engine.region_estimate.region_channels` of the sites' own profiles); ``fits``: whether the job fits in
+    GPU memory in each form of the ``dp`` way (:func:`form_fits`; None: not asked)."""
     K = region.num_sites
     T1 = one.step_time_s
     dps = dps or (site_lay.dp,) * K
@@ -547,6 +577,7 @@ def _across_from(region: Region, fabric, model: ModelSpec, lay: ParallelLayout, 
     forms = dp_crossings(region, V, sum(nic_gpus) * site_lay.dp // site_lay.gpus // shard,
                          site_lay.gpus // site_lay.dp * shard, channels or region_channels(region), nic_gpus,
                          crowd, dp_passes(site_lay))  # both forms, worked out once (rev74); regions81: FSDP's a pass
+    forms = {n: replace(c, fits=fits[n]) for n, c in forms.items()} if fits else forms
     loss_s = small_all_reduce_dci_s(region, LOSS_BYTES, channels or region_channels(region), nic_gpus)
     saved = flat_optimizer_saved_s(model, site_lay, one, sum(dps))
     out.strategies.append(_dp(region, one, site_lay, V, forms, amax_s, ready, nic_gpus, loss_s, saved))
@@ -563,7 +594,7 @@ def _across_from(region: Region, fabric, model: ModelSpec, lay: ParallelLayout, 
         out.step_interval = across_sites_interval(one.uncertainty, pick.step_time_s - pick.exposed_s,
                                                   pick.exposed_s, dp_bucket_params(site_lay) * site_lay.reduce_bytes)
     _share_memory(out, region, fabric, model, placed, one, forms, across, sum(dps))
-    out.notes = [f"one site's share: {n}" for n in one.notes] + split_notes(region)
+    out.notes = [f"one site's share: {n}" for n in one.notes] + split_notes(region) + _form_by_memory(out, region, forms)
     return out
 
 
@@ -1208,7 +1239,9 @@ def _dp_form_note(region: Region, V: ReplicaBytes, forms: dict, ranks_per_node: 
     ranks on one node, why the flat ring is not priced."""
     pick = pick_dp_crossing(region, forms)
     h, r = forms["hierarchical"], forms.get("flat_ring")
-    why = ("the faster" if region.spec.nccl.dp_reduction == "auto" else "as the region's nccl.dp_reduction sets")
+    fastest = min(forms.values(), key=lambda f: f.time_s)
+    why = ("as the region's nccl.dp_reduction sets" if region.spec.nccl.dp_reduction != "auto" else "the faster"
+           if pick is fastest else "the fastest in which the job fits in GPU memory")  # regions81
     said = {"hierarchical": "by the hierarchical reduction", "flat_ring": "by NCCL's flat cross-DC ring"}
     inside = ", the parameters gathered inside each site's optimizer instance" if V.reduce_scatter_bytes else ""
     norm = f", the gradient norm's all-reduce {format_time(r.norm_s)}" if r is not None and r.norm_s else ""
@@ -1223,6 +1256,24 @@ def _dp_form_note(region: Region, V: ReplicaBytes, forms: dict, ranks_per_node: 
     return (f"dp across sites: the gradients cross {said[pick.name]} ({why}): hierarchical "
             f"{format_time(h.time_s)} ({format_size(h.nbytes)} a boundary, the gradients' all-reduce{inside}, "
             f"{h.steps} crossings), {ring}; nccl.dp_reduction = hierarchical, flat_ring or auto")
+
+
+def _form_by_memory(out: MultisiteStep, region: Region, forms: dict) -> list[str]:
+    """Set ``out``'s ``dp_reduction`` (the form :func:`.dp_across.pick_dp_crossing` takes) and, where ``auto`` took
+    the slower because the job does not fit in GPU memory in the faster, ``dp_reduction_by_memory``, with its one
+    line (regions81); none otherwise."""
+    pick = pick_dp_crossing(region, forms)
+    fastest = min(forms.values(), key=lambda f: f.time_s)
+    out.dp_reduction = pick.name
+    out.dp_reduction_by_memory = region.spec.nccl.dp_reduction == "auto" and pick is not fastest
+    if not out.dp_reduction_by_memory:
+        return []
+    said = {"hierarchical": "the hierarchical reduction (one optimizer instance a site)",
+            "flat_ring": "NCCL's flat cross-DC ring (one optimizer instance over every site)"}
+    pace = "as fast" if fastest.time_s == pick.time_s else "faster"
+    return [f"dp across sites: the gradients cross by {said[pick.name]}, {format_time(pick.time_s)}, not by "
+            f"{said[fastest.name]}, {format_time(fastest.time_s)}, {pace}: the job does not fit in GPU memory in that "
+            f"form (its ZeRO state sharded over fewer ranks) and fits in this one (nccl.dp_reduction = auto)"]
 
 
 def _loss_note(loss_s: float, lay: ParallelLayout, one: StepResult) -> str:
