@@ -1270,7 +1270,8 @@ def _form_by_memory(out: MultisiteStep, region: Region, forms: dict) -> list[str
         return []
     said = {"hierarchical": "the hierarchical reduction (one optimizer instance a site)",
             "flat_ring": "NCCL's flat cross-DC ring (one optimizer instance over every site)"}
-    pace = "as fast" if fastest.time_s == pick.time_s else "faster"
+    gap = pick.time_s - fastest.time_s
+    pace = f"{format_time(gap)} faster" if gap > 0 else "as fast"
     return [f"dp across sites: the gradients cross by {said[pick.name]}, {format_time(pick.time_s)}, not by "
             f"{said[fastest.name]}, {format_time(fastest.time_s)}, {pace}: the job does not fit in GPU memory in that "
             f"form (its ZeRO state sharded over fewer ranks) and fits in this one (nccl.dp_reduction = auto)"]
