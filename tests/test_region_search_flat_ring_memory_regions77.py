@@ -30,9 +30,9 @@ FORM = '[nccl]\ndp_reduction = "{}"\n'
 SEARCH = dict(gpus=2, top=3, seq_len=4096, dp_sharding=("zero3",), cps=(1,), vpps=(1,), micro_batches=(1,))
 
 
-def _search(tmp_path_factory, form: str):
+def _search(tmp_path_factory, form: str, model=MODEL):
     region = built_region(tmp_path_factory, TEXT + FORM.format(form), f"srch77-{form}")
-    return region, search_across_sites(region, MODEL, 8, **SEARCH)
+    return region, search_across_sites(region, model, 8, **SEARCH)
 
 
 def test_a_layout_that_fits_only_under_the_flat_ring_is_ranked(tmp_path_factory):
@@ -57,13 +57,24 @@ def test_the_hierarchical_form_fits_none(tmp_path_factory):
         _search(tmp_path_factory, "hierarchical")
 
 
+def test_in_auto_the_layout_that_fits_only_under_the_flat_ring_is_ranked(tmp_path_factory):
+    """regions81 (section 378, item 3): auto takes the form the job fits in, so the layout that fits only under the
+    ring is ranked in auto as with the ring fixed (before: dropped, the hierarchical form as fast and not fitting)."""
+    _, auto = _search(tmp_path_factory, "auto")
+    _, ring = _search(tmp_path_factory, "flat_ring")
+    assert auto.ranked[0].fits and auto.ranked[0].memory == ring.ranked[0].memory
+    assert auto.ranked[0].dp_reduction == "flat_ring" and auto.ranked[0].dp_reduction_by_memory
+
+
 def test_in_auto_none_fitting_says_the_least_any_form_holds(tmp_path_factory):
     """regions78 (section 371): in auto the search's memory check reads the flat ring's state (the least any form
-    holds), so where no layout fits its closest's memory is a lower bound, said as one: "needs at least", over the
-    job's 2 ranks. That memory is the flat ring's for the layout (``estimate_across_sites`` with the ring fixed), and
-    the hierarchical form (a site's instance, ``18 N`` of state against the ring's ``18 N / 2``) holds more."""
+    holds), so where no layout fits (regions81: Llama 3 70B, which fits in neither form on two GPUs) its closest's
+    memory is a lower bound, said as one: "needs at least", over the job's 2 ranks. That memory is the flat ring's for
+    the layout (``estimate_across_sites`` with the ring fixed), and the hierarchical form (a site's instance, ``18 N``
+    of state against the ring's ``18 N / 2``) holds more."""
+    big = load_model("llama3-70b")
     with pytest.raises(TopoError) as got:
-        _search(tmp_path_factory, "auto")
+        _search(tmp_path_factory, "auto", big)
     m = re.search(r"the smallest \(dp=1 mb=1 (\w+) zero3\) needs at least ([\d.]+) GB per GPU \(its ZeRO state "
                   r"sharded over 2 data-parallel ranks, every site's, as NCCL's flat cross-DC ring's one optimizer "
                   r"instance shards it: the least any form the job may take holds\)", got.value.message)
@@ -72,9 +83,9 @@ def test_in_auto_none_fitting_says_the_least_any_form_holds(tmp_path_factory):
     held = {}
     for form in ("flat_ring", "hierarchical"):
         region = built_region(tmp_path_factory, TEXT + FORM.format(form), f"least78-{form}")
-        held[form] = estimate_across_sites(region, MODEL, lay).memory["total_bytes"]
+        held[form] = estimate_across_sites(region, big, lay).memory["total_bytes"]
     assert float(m.group(2)) == pytest.approx(held["flat_ring"] / 1e9, abs=0.05)
-    assert held["hierarchical"] - held["flat_ring"] == pytest.approx(18 * MODEL.total_params / 2, rel=1e-3)
+    assert held["hierarchical"] - held["flat_ring"] == pytest.approx(18 * big.total_params / 2, rel=1e-3)
 
 
 def test_one_site_none_fitting_is_said_as_before(tmp_path_factory):

@@ -146,6 +146,8 @@ class DpCrossing:
     norm_s: float = 0.0
     gather_bytes: float = 0.0
     gather_steps: int = 0
+    passes: int = 1
+    fits: bool | None = None  # regions81: the job fits in GPU memory in this form (None: not asked)
 
     @property
     def gather_phase(self) -> Phase:
@@ -165,9 +167,11 @@ class DpCrossing:
 
 
 def dp_crossings(region: Region, V: ReplicaBytes, replicas: int, replica_gpus: int, channels: int,
-                 site_gpus=None, ranks_per_node: int = 1) -> dict[str, DpCrossing]:
+                 site_gpus=None, ranks_per_node: int = 1, passes: int = 1) -> dict[str, DpCrossing]:
     """Both forms of the gradients' crossing (see the module doc), by name; the hierarchical alone where a
-    data-parallel group has several ranks on one node (``ranks_per_node`` above 1: the flat ring not priced).
+    data-parallel group has several ranks on one node (``ranks_per_node`` above 1: the flat ring not priced). Each
+    form's bytes cross in ``passes`` collectives a step, each paying its ring's latency (``steps`` hops) once
+    (regions81: ZeRO-3 / FSDP's in every micro-batch, :func:`topo.training.multisite.dp_passes`).
 
     Parameters
     ----------
@@ -184,6 +188,8 @@ def dp_crossings(region: Region, V: ReplicaBytes, replicas: int, replica_gpus: i
         Each site's share's GPUs, whose NICs carry its bytes (None: every GPU of each site).
     ranks_per_node : int, optional
         The most ranks of one data-parallel group on one node (:func:`dp_ranks_per_node`).
+    passes : int, optional
+        The collectives a step the bytes split among (1: one).
 
     Returns
     -------
@@ -193,22 +199,22 @@ def dp_crossings(region: Region, V: ReplicaBytes, replicas: int, replica_gpus: i
     a = np.arange(K)
     b = (a + 1) % K
     X = 2 * (K - 1) / K * V.gradient_bytes
-    ph, loads = dci_phase(region, a, b, X, 2 * (K - 1), site_gpus=site_gpus)
-    out = {"hierarchical": DpCrossing("hierarchical", ph, loads, X, 2 * (K - 1), None, 0.0)}
+    ph, loads = dci_phase(region, a, b, X, 2 * (K - 1) * passes, site_gpus=site_gpus)
+    out = {"hierarchical": DpCrossing("hierarchical", ph, loads, X, 2 * (K - 1), None, 0.0, passes=passes)}
     if ranks_per_node > 1:
         return out
     D = replicas
     Xr = V.ring_crossing_bytes(D)
     nics = replica_gpus * (channels if region.spec.nccl.scatter_xdc else 1)
     steps = 2 * (D - 1)
-    ph, loads = dci_phase(region, a, b, Xr, steps, nics, site_gpus)
-    hop = ph.latency_s / steps if steps else 0.0
+    ph, loads = dci_phase(region, a, b, Xr, steps * passes, nics, site_gpus)
+    hop = ph.latency_s / (steps * passes) if steps else 0.0
     win = window_s(Xr, 2 * hop, replica_gpus * channels, nccl_buffer_bytes()) if Xr else 0.0
     bound = ph.bound if ph.bandwidth_s >= win else f"window:{replica_gpus * channels} channels"
     norm = small_all_reduce_dci_s(region, GRAD_NORM_BYTES, channels, site_gpus) if V.reduce_scatter_bytes else 0.0
     gather = (D - 1) / D * V.all_gather_bytes * V.forward_gather_share
     out["flat_ring"] = DpCrossing("flat_ring", Phase(ph.latency_s, max(ph.bandwidth_s, win), bound), loads, Xr,
-                                  steps, nics, win, norm, gather, (D - 1) if gather else 0)
+                                  steps, nics, win, norm, gather, (D - 1) if gather else 0, passes)
     return out
 
 
@@ -230,7 +236,10 @@ def hybrid_ring_shard(lay) -> int:
 
 
 def pick_dp_crossing(region: Region, forms: dict[str, DpCrossing]) -> DpCrossing:
-    """The form the region's ``nccl.dp_reduction`` names, or the faster (``auto``; the hierarchical among equals).
+    """The form the region's ``nccl.dp_reduction`` names, or (``auto``) the faster of those in which the job fits in
+    GPU memory (:attr:`DpCrossing.fits`; every form where none does; the hierarchical among equals). regions81: the
+    flat ring shards the ZeRO state over the job's replicas and the hierarchical form over one site's, so a job may
+    fit in the slower form alone; a job that does not fit does not run, whatever its speed.
 
     Parameters
     ----------
@@ -250,7 +259,8 @@ def pick_dp_crossing(region: Region, forms: dict[str, DpCrossing]) -> DpCrossing
                         f"that fills a node)", key="nccl.dp_reduction")
     if want != "auto":
         return forms[want]
-    return min(forms.values(), key=lambda f: f.time_s)
+    fitting = [f for f in forms.values() if f.fits is not False]
+    return min(fitting or forms.values(), key=lambda f: f.time_s)
 
 
 def dp_ranks_per_node(groups: np.ndarray, gpus_per_node: int) -> int:

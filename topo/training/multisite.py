@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 
@@ -126,6 +126,10 @@ class MultisiteStep:
     # data-parallel ranks; else one site's, as ``one_site["memory"]``), and what it shards over and why
     memory: dict = field(default_factory=dict)
     memory_sharding: str = ""
+    # regions81: the form the dp way's gradients cross by (hierarchical, flat_ring) and whether nccl.dp_reduction =
+    # auto took it, the slower, because the job does not fit in GPU memory in the faster
+    dp_reduction: str = ""
+    dp_reduction_by_memory: bool = False
 
     @property
     def slowest_site(self) -> str:
@@ -257,7 +261,8 @@ def estimate_across_sites(region: Region, model: ModelSpec, lay: ParallelLayout,
     ones = _share_steps(region, model, dps, lays, one_site, step_options)
     ready = _site_ready(ones, model, sum(dps))
     channels = region_channels(region, step_options.get("profile"))
-    runs = [(sites, _across_from(region, f, model, lay, sl, one, across, outer_every, ready, dps, channels))
+    fits = form_fits(model, ones, sum(dps))
+    runs = [(sites, _across_from(region, f, model, lay, sl, one, across, outer_every, ready, dps, channels, fits))
             for f, sites, sl, one in ones]
     # reg70: every way's row is the job's, the same from every site; the figures of one site are the slowest
     # share's (the first among equals), and the site whose own end of the chosen way is the latest paces the step
@@ -275,12 +280,37 @@ def estimate_across_sites(region: Region, model: ModelSpec, lay: ParallelLayout,
 def _site_ready(ones: list[tuple], model: ModelSpec, job_dp: int) -> SiteReady:
     """Each site group's step end, in-site reduction window, compute, forward gather window (regdp67: every
     site's share ends its step and its in-site reduction at its own time) and what the flat ring's optimizer step
-    saves it (the state over the job's ``job_dp`` replicas, :func:`flat_optimizer_saved_s`)."""
+    saves it (the state over the job's ``job_dp`` replicas, :func:`flat_optimizer_saved_s`) and its optimizer step."""
     return SiteReady(tuple(one.step_time_s for *_, one in ones),
                      tuple(dp_window_s(one, sl) for _, _, sl, one in ones),
                      tuple(one.breakdown_s["compute"] for *_, one in ones),
                      tuple(dp_gather_window_s(one, sl) for _, _, sl, one in ones),
-                     tuple(flat_optimizer_saved_s(model, sl, one, job_dp) for _, _, sl, one in ones))
+                     tuple(flat_optimizer_saved_s(model, sl, one, job_dp) for _, _, sl, one in ones),
+                     tuple(one.breakdown_s["optimizer"] for *_, one in ones))
+
+
+def form_fits(model: ModelSpec, ones: list[tuple], job_dp: int) -> dict[str, bool]:
+    """Whether every site's share fits in GPU memory in each form of the ``dp`` way (regions81): the hierarchical
+    form with its ZeRO state over its site's replicas (the share's own step's memory), NCCL's flat cross-DC ring
+    with it over the job's ``job_dp`` (:func:`.multisite_memory.job_memory`, as :func:`_share_memory` says it).
+
+    Parameters
+    ----------
+    model : ModelSpec
+    ones : list of tuple
+        ``(fabric, sites, the share's layout, its step)`` once per distinct site fabric and share.
+    job_dp : int
+        Every site's replicas.
+
+    Returns
+    -------
+    dict of str to bool
+    """
+    flat = True
+    for f, _, sl, one in ones:
+        placed, _ = default_placement(sl, f.spec.gpus_per_domain, f.layout.num_gpus)
+        flat = flat and job_memory(f, model, state_layout(placed, job_dp), one.memory).fits
+    return {"hierarchical": all(one.memory.fits for *_, one in ones), "flat_ring": flat}
 
 
 def flat_optimizer_saved_s(model: ModelSpec, share: ParallelLayout, one: StepResult, job_dp: int) -> float:
@@ -515,12 +545,13 @@ def _pp_and_outer(out: MultisiteStep, region: Region, one: StepResult, placed: P
 def _across_from(region: Region, fabric, model: ModelSpec, lay: ParallelLayout, site_lay: ParallelLayout,
                  one: StepResult, across: str, outer_every: int | None,
                  ready: SiteReady | None = None, dps: tuple[int, ...] | None = None,
-                 channels: int | None = None) -> MultisiteStep:
+                 channels: int | None = None, fits: dict[str, bool] | None = None) -> MultisiteStep:
     """The job's step across the sites seen from the site whose share steps as ``one`` on ``fabric``: the one-site
     figures its, each way's row the job's (``own_end_s`` its); ``ready``: every site's step, in-site reduction end
     and compute (:class:`SiteReady`; None: every site's are ``one``'s); ``dps``: each site's replicas (None:
     ``site_lay``'s at every site); ``channels``: NCCL's, the amax tree's crossing NICs (None:
-    :func:`~topo.engine.region_estimate.region_channels` of the sites' own profiles)."""
+    :func:`~topo.engine.region_estimate.region_channels` of the sites' own profiles); ``fits``: whether the job fits in
+    GPU memory in each form of the ``dp`` way (:func:`form_fits`; None: not asked)."""
     K = region.num_sites
     T1 = one.step_time_s
     dps = dps or (site_lay.dp,) * K
@@ -545,7 +576,8 @@ def _across_from(region: Region, fabric, model: ModelSpec, lay: ParallelLayout, 
     shard = hybrid_ring_shard(lay)  # regions75: hybrid sharding's ring is its replicate group's
     forms = dp_crossings(region, V, sum(nic_gpus) * site_lay.dp // site_lay.gpus // shard,
                          site_lay.gpus // site_lay.dp * shard, channels or region_channels(region), nic_gpus,
-                         crowd)  # both forms, worked out once (rev74)
+                         crowd, dp_passes(site_lay))  # both forms, worked out once (rev74); regions81: FSDP's a pass
+    forms = {n: replace(c, fits=fits[n]) for n, c in forms.items()} if fits else forms
     loss_s = small_all_reduce_dci_s(region, LOSS_BYTES, channels or region_channels(region), nic_gpus)
     saved = flat_optimizer_saved_s(model, site_lay, one, sum(dps))
     out.strategies.append(_dp(region, one, site_lay, V, forms, amax_s, ready, nic_gpus, loss_s, saved))
@@ -562,7 +594,7 @@ def _across_from(region: Region, fabric, model: ModelSpec, lay: ParallelLayout, 
         out.step_interval = across_sites_interval(one.uncertainty, pick.step_time_s - pick.exposed_s,
                                                   pick.exposed_s, dp_bucket_params(site_lay) * site_lay.reduce_bytes)
     _share_memory(out, region, fabric, model, placed, one, forms, across, sum(dps))
-    out.notes = [f"one site's share: {n}" for n in one.notes] + split_notes(region)
+    out.notes = [f"one site's share: {n}" for n in one.notes] + split_notes(region) + _form_by_memory(out, region, forms)
     return out
 
 
@@ -858,13 +890,16 @@ class SiteReady:
     each, none left out; and the window the in-site parameter gather leaves in the next step's first forward
     (``gather_windows_s``, :func:`dp_gather_window_s`; empty: none given, the share's own taken); and what NCCL's
     flat cross-DC ring's optimizer step saves its step (``flat_saved_s``, :func:`flat_optimizer_saved_s`; empty:
-    none)."""
+    none); and each site's share's optimizer step (``optimizers_s``, its step's ``optimizer`` line; empty: none
+    given, every site's the share's own), which the flat ring's parameter gathers wait for at every site
+    (:func:`gather_waits_s`)."""
 
     steps_s: tuple[float, ...]
     windows_s: tuple[float, ...]
     computes_s: tuple[float, ...]
     gather_windows_s: tuple[float, ...] = ()
     flat_saved_s: tuple[float, ...] = ()
+    optimizers_s: tuple[float, ...] = ()
 
     def __post_init__(self):
         if not len(self.steps_s) == len(self.windows_s) == len(self.computes_s) > 0:
@@ -875,6 +910,9 @@ class SiteReady:
                              f"for {len(self.steps_s)} sites")
         if self.flat_saved_s and len(self.flat_saved_s) != len(self.steps_s):
             raise ValueError(f"SiteReady takes one flat-ring saving a site or none, got {len(self.flat_saved_s)} "
+                             f"for {len(self.steps_s)} sites")
+        if self.optimizers_s and len(self.optimizers_s) != len(self.steps_s):
+            raise ValueError(f"SiteReady takes one optimizer step a site or none, got {len(self.optimizers_s)} "
                              f"for {len(self.steps_s)} sites")
 
     @property
@@ -999,20 +1037,21 @@ def _dp(region: Region, one, lay, V: ReplicaBytes, forms: dict, amax_s: float = 
     ``saved_s`` this site's, ``ready.flat_saved_s`` each site's, :func:`flat_optimizer_saved_s`; regions79), and
     the budget for 95% of one site grows by the least of them.
     """
-    K = region.num_sites
-    a, b = _ring(K)
     cross = pick_dp_crossing(region, forms)
-    ph, loads = cross.phase, cross.loads
+    ph, loads, p = cross.phase, cross.loads, cross.passes
     T1 = one.step_time_s
     window, fwd = dp_window_s(one, lay), dp_gather_window_s(one, lay)
-    ready = ready or SiteReady((T1,), (window,), (one.breakdown_s["compute"],), (fwd,))
+    ready = ready or SiteReady((T1,), (window,), (one.breakdown_s["compute"],), (fwd,), (saved_s,),
+                               (one.breakdown_s["optimizer"],))
     fwds = ready.gather_windows_s or (fwd,) * len(ready.steps_s)
     Ts = ready.slowest_s
     per_gpu = V.gradient_bytes / lay.gpus  # the buckets are the gradients' (and the parameters' they gather)
     bucket = min(1.0, dp_bucket_params(lay) * lay.reduce_bytes / (per_gpu * lay.dp * lay.cp)) if per_gpu else 0.0
     g = cross.gather_phase  # regions76/79: the flat ring's gathers that run in a forward, in that forward's window
-    grad_s, grad_edge = ph.time_s - g.time_s, ph.latency_s - g.latency_s + bucket * (ph.bandwidth_s - g.bandwidth_s)
-    g_edge = g.latency_s + bucket * g.bandwidth_s
+    # regions81: an edge bucket pays one collective's latency, the phase every pass's (FSDP: each micro-batch's)
+    grad_s = ph.time_s - g.time_s
+    grad_edge = (ph.latency_s - g.latency_s) / p + bucket * (ph.bandwidth_s - g.bandwidth_s)
+    g_edge = g.latency_s / p + bucket * g.bandwidth_s
     after = amax_s + cross.norm_s  # exposed after the phase: the amax crossings, the gradient norm's (flat ring)
 
     def loss(c):  # the logged loss's crossing beyond the last stage's next fill
@@ -1021,19 +1060,75 @@ def _dp(region: Region, one, lay, V: ReplicaBytes, forms: dict, amax_s: float = 
     def end(t, w, f, c):  # a site's own end: its step, the gradients behind its last backward, the gather its forward
         return t + behind_window_s(grad_s, grad_edge, w) + behind_window_s(g.time_s, g_edge, f) + after + loss(c)
 
-    flat = cross.name == "flat_ring"  # regions79: one optimizer instance over the job, its step K times shorter
-    saves = ready.flat_saved_s if flat and ready.flat_saved_s else (0.0,) * len(ready.steps_s)
-    own = end(T1 - (saved_s if flat else 0.0), window, fwd, one.breakdown_s["compute"])
-    T = max(end(t - d, *x) for t, d, *x in zip(ready.steps_s, saves, ready.windows_s, fwds, ready.computes_s))
-    E = Ts * (1 / TARGET_FRACTION - 1) - after - max(map(loss, ready.computes_s)) + min(saves)
-    xg = g.bandwidth_s / ph.bandwidth_s if ph.bandwidth_s else 0.0  # the gather's share of the bandwidth time
-    parts = ((1 - xg, Ts - ready.last_ready_s, bucket),) + (((xg, min(fwds), bucket),) if xg else ())
-    need, each, total = _for_95pct(region, a, b, cross.nbytes, cross.steps,
-                                   lambda lat: _allowed_parts_s(E, lat, parts), site_gpus,
-                                   cross.channels, cross.floor_s)
+    steps, own_step = _dp_steps_s(ready, one, saved_s, cross.name == "flat_ring", g.time_s > 0)
+    own = end(own_step, window, fwd, one.breakdown_s["compute"])
+    T = max(end(*x) for x in zip(steps, ready.windows_s, fwds, ready.computes_s))
+    E = Ts / TARGET_FRACTION - max(steps) - after - max(map(loss, ready.computes_s))
+    w_grad = max(steps) - max(t - w for t, w in zip(steps, ready.windows_s))
+    need, each, total = _dp_need(region, cross, E, w_grad, min(fwds), bucket, site_gpus)
     return AcrossSites("dp", T, Ts / T, cross.time_s + amax_s + loss_s, T - Ts, float(loads.max()), need,
                        ph.bound, latency_s=ph.latency_s, dci_Bps_for_95pct_by_span=each,
                        dci_total_Bps_for_95pct=total, own_end_s=own)
+
+
+def _dp_need(region: Region, cross, E: float, w_grad: float, w_gather: float, bucket: float, site_gpus):
+    """The ``dp`` way's DCI for 95% of one site (:func:`_for_95pct`): the crossing ``cross`` within the budget
+    ``E``, its gradients' part behind the window ``w_grad``, its forward gathers' behind ``w_gather``, each part's
+    edge ``bucket`` of its bandwidth time and one pass's latency (regions81: every pass's latency but the edge's
+    hides behind its part's window, so it shortens that window; one pass, as before)."""
+    ph, g, p = cross.phase, cross.gather_phase, cross.passes
+    xg = g.bandwidth_s / ph.bandwidth_s if ph.bandwidth_s else 0.0  # the gather's share of the bandwidth time
+    lg = cross.gather_steps / cross.steps if cross.steps else 0.0  # and of the latency
+
+    def allowed(lat):
+        rest = lat * (1 - 1 / p)
+        parts = ((1 - xg, w_grad - (1 - lg) * rest, bucket),) + (((xg, w_gather - lg * rest, bucket),) if xg else ())
+        return _allowed_parts_s(E, lat / p, parts)
+
+    return _for_95pct(region, *_ring(region.num_sites), cross.nbytes, cross.steps * p, allowed, site_gpus,
+                      cross.channels, cross.floor_s)
+
+
+def gather_waits_s(optimizers_s, saved_s) -> tuple[float, ...]:
+    r"""What each site waits after its own optimizer step for the flat cross-DC ring's parameter gather (regions81):
+    the ring is one collective over every site's ranks, each sending the shard its own optimizer has just stepped,
+    so it starts when the slowest site's optimizer is done; a site's next forward (which the gather feeds) waits
+    :math:`\max_j o_j - o_i`, :math:`o_i` its optimizer step (``optimizers_s``) less what the flat ring saves it
+    (``saved_s``, :func:`flat_optimizer_saved_s`). Megatron-Core's distributed optimizer gathers the updated
+    parameters after ``optimizer.step()`` (``overlap_param_gather``: in the next forward's pre-hooks) over its
+    data-parallel group (NVIDIA/Megatron-LM@d98e8a64ddf34856e74b24714e3bedb2f5a39553
+    megatron/core/distributed/param_and_grad_buffer.py ``start_param_sync``); FSDP's forward gathers of the
+    stepped shards likewise.
+
+    Parameters
+    ----------
+    optimizers_s, saved_s : sequence of float
+        Each site's optimizer step and its flat-ring saving.
+
+    Returns
+    -------
+    tuple of float
+
+    >>> gather_waits_s((0.3, 0.1), (0.1, 0.0))
+    (0.0, 0.1)
+    """
+    done = [o - d for o, d in zip(optimizers_s, saved_s)]
+    return tuple(max(done) - x for x in done)
+
+
+def _dp_steps_s(ready: SiteReady, one, saved_s: float, flat: bool, gathers: bool) -> tuple[tuple[float, ...], float]:
+    """Each site's step as the ``dp`` way's cross-site phases follow it, and this site's (``one``, saving
+    ``saved_s``): under the flat ring shorter by what its optimizer saves (regions79) and, where parameters gather
+    across the sites after the optimizer (``gathers``), longer by its wait for the slowest site's optimizer
+    (:func:`gather_waits_s`, regions81; alike sites wait none)."""
+    n = len(ready.steps_s)
+    saves = ready.flat_saved_s if flat and ready.flat_saved_s else (0.0,) * n
+    opts = ready.optimizers_s or (one.breakdown_s["optimizer"],) * n
+    mine = saved_s if flat else 0.0
+    waits = gather_waits_s(opts, saves) if gathers else (0.0,) * n
+    # this site's own wait: the last of the sites' optimizers (it among them) less its own
+    late = max(o - d for o, d in zip(opts, saves)) - (one.breakdown_s["optimizer"] - mine) if gathers else 0.0
+    return tuple(t - d + w for t, d, w in zip(ready.steps_s, saves, waits)), one.step_time_s - mine + late
 
 
 def _pp_crossings(K: int, lay: ParallelLayout, send_bytes: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -1144,7 +1239,9 @@ def _dp_form_note(region: Region, V: ReplicaBytes, forms: dict, ranks_per_node: 
     ranks on one node, why the flat ring is not priced."""
     pick = pick_dp_crossing(region, forms)
     h, r = forms["hierarchical"], forms.get("flat_ring")
-    why = ("the faster" if region.spec.nccl.dp_reduction == "auto" else "as the region's nccl.dp_reduction sets")
+    fastest = min(forms.values(), key=lambda f: f.time_s)
+    why = ("as the region's nccl.dp_reduction sets" if region.spec.nccl.dp_reduction != "auto" else "the faster"
+           if pick is fastest else "the fastest in which the job fits in GPU memory")  # regions81
     said = {"hierarchical": "by the hierarchical reduction", "flat_ring": "by NCCL's flat cross-DC ring"}
     inside = ", the parameters gathered inside each site's optimizer instance" if V.reduce_scatter_bytes else ""
     norm = f", the gradient norm's all-reduce {format_time(r.norm_s)}" if r is not None and r.norm_s else ""
@@ -1159,6 +1256,25 @@ def _dp_form_note(region: Region, V: ReplicaBytes, forms: dict, ranks_per_node: 
     return (f"dp across sites: the gradients cross {said[pick.name]} ({why}): hierarchical "
             f"{format_time(h.time_s)} ({format_size(h.nbytes)} a boundary, the gradients' all-reduce{inside}, "
             f"{h.steps} crossings), {ring}; nccl.dp_reduction = hierarchical, flat_ring or auto")
+
+
+def _form_by_memory(out: MultisiteStep, region: Region, forms: dict) -> list[str]:
+    """Set ``out``'s ``dp_reduction`` (the form :func:`.dp_across.pick_dp_crossing` takes) and, where ``auto`` took
+    the slower because the job does not fit in GPU memory in the faster, ``dp_reduction_by_memory``, with its one
+    line (regions81); none otherwise."""
+    pick = pick_dp_crossing(region, forms)
+    fastest = min(forms.values(), key=lambda f: f.time_s)
+    out.dp_reduction = pick.name
+    out.dp_reduction_by_memory = region.spec.nccl.dp_reduction == "auto" and pick is not fastest
+    if not out.dp_reduction_by_memory:
+        return []
+    said = {"hierarchical": "the hierarchical reduction (one optimizer instance a site)",
+            "flat_ring": "NCCL's flat cross-DC ring (one optimizer instance over every site)"}
+    gap = pick.time_s - fastest.time_s
+    pace = f"{format_time(gap)} faster" if gap > 0 else "as fast"
+    return [f"dp across sites: the gradients cross by {said[pick.name]}, {format_time(pick.time_s)}, not by "
+            f"{said[fastest.name]}, {format_time(fastest.time_s)}, {pace}: the job does not fit in GPU memory in that "
+            f"form (its ZeRO state sharded over fewer ranks) and fits in this one (nccl.dp_reduction = auto)"]
 
 
 def _loss_note(loss_s: float, lay: ParallelLayout, one: StepResult) -> str:
