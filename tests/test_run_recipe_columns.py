@@ -95,7 +95,8 @@ def test_every_rows_column_value_is_in_its_layout():
         for col, read in LAYOUT_COLUMNS.items():  # tidy53: applied after every rule, so the layout holds them
             if r[col]:
                 assert getattr(lay, col) == read(r[col]), (rid, col)
-    assert sum(r["moe_expert_kernels"] == "fused_mlp" for r in rows.values()) == 27  # runs56: PR #5728's 3 paged stash
+    # runs56: PR #5728's 3 paged stash; data81: 26.08's GB300 DeepSeek-V3, GPT-OSS 120B, Qwen3 30B and 235B (4)
+    assert sum(r["moe_expert_kernels"] == "fused_mlp" for r in rows.values()) == 31
     assert {rid for rid, r in rows.items() if r["moe_grouped_gemm"] == "0"} == {
         rid for rid, r in rows.items() if rid.startswith("nemo") and r["model"].startswith(("mixtral", "grok"))}
     counts = {col: sum(bool(r[col]) and r[col] != "0" for r in rows.values()) for col in (
@@ -114,10 +115,12 @@ def test_every_rows_column_value_is_in_its_layout():
     # sets cross_entropy_fusion_impl = "te", NVIDIA/NeMo v2.3.0 scripts/performance/utils.py line 291, @6f2c6fda line
     # 374, v2.4.0 helpers.py line 311; test_training_runs_data.py::test_nemo2_performance_scripts_loss); super80
     # Megatron-Bridge's four Nemotron 3 Super runs (TE's loss, no TP overlap; FP8 weights on the two MXFP8 ones; the
-    # H100 card recipe's moe_flex_dispatcher_num_sms = 32)
-    assert counts == {"overlap_tp": 314, "moe_router_fusion": 138, "cross_entropy": 272, "attention_fp8": 3,
+    # H100 card recipe's moe_flex_dispatcher_num_sms = 32); data81 the 26.08 section's five GB300 MXFP8 rows (TP
+    # overlap, TE's loss, FP8 weights on all; router fusion on the four but Nemotron 3 Nano; FP8 attention at head
+    # dim 64 on GPT-OSS 120B's)
+    assert counts == {"overlap_tp": 319, "moe_router_fusion": 142, "cross_entropy": 277, "attention_fp8": 4,
                       "fp8_amax_reduction": 52, "fp8_scale_inverse_kernel": 33, "fp8_amax_pass": 12,
-                      "fp8_param_gather": 228, "ep_comm_sms": 16}
+                      "fp8_param_gather": 233, "ep_comm_sms": 16}
     assert rows["mbvc_h100_deepseekv3"]["overlap_tp"] == "0"
     # tidy53: the rows each per-source rule set (data/reference/README.md), as the rules gave them
     filled = {col: sum(bool(r[col]) for r in rows.values()) for col in LAYOUT_COLUMNS}
@@ -129,10 +132,12 @@ def test_every_rows_column_value_is_in_its_layout():
     # B200 Nemotron-H runs' bf16 gradient buffer (set_nemotronh_common_configs) and 128Mi buckets; runs69: its five
     # DeepSeek-V3 / Qwen3 runs' bf16 gradient buffer and 128Mi buckets, the DeepSeek pair's PP16 layout_map entry;
     # runs70: the two GB200 Nemotron 3.5 Lightning runs' 128Mi buckets (as their Nano twins); super80: the four
-    # Nemotron 3 Super runs' 128Mi buckets, the H100 card recipe's 6-byte optimizer state (fp16 main params, bf16 moments)
+    # Nemotron 3 Super runs' 128Mi buckets, the H100 card recipe's 6-byte optimizer state (fp16 main params, bf16
+    # moments); data81: 26.08's five GB300 rows' 128Mi buckets and the four full-iteration graphs' rank capacity 1.5
+    # (all but Nemotron 3 Nano's)
     assert filled == {"grad_bytes": 20, "grad_reduce_bytes": 18, "optimizer_bytes_per_param": 10, "moe_counts_aligned": 6,
-                      "dp_bucket_params": 301, "dp_align_grad_reduce": 90, "pipeline_layout": 6,
-                      "pipeline_schedule": 1, "moe_expert_rank_capacity_factor": 27}
+                      "dp_bucket_params": 306, "dp_align_grad_reduce": 90, "pipeline_layout": 6,
+                      "pipeline_schedule": 1, "moe_expert_rank_capacity_factor": 31}
     assert {r["dp_bucket_params"] for r in rows.values()} == {"", "134217728", "768000000"}
     assert all(r["dp_align_grad_reduce"] == "0" for r in rows.values()
                if rid_is_nemo2(r["run_id"]) or r["run_id"].startswith("dgxc2505_") and "deepseek" in r["model"])
@@ -304,8 +309,9 @@ def test_mxfp8_rows_keep_fp8_weights_as_their_recipes_set():
     rows = published_rows()
     ours = {rid for rid, r in rows.items() if r["fp8_recipe"] == "mxfp8"
             and rid.startswith(("mb25", "mb26", "together2602_", "mlperf60_", "mcore_gb200_qwen3_235b_mxfp8"))}
-    assert len(ours) == 100  # runs70: + mb2608_gb200_nemotron35_lightning (_perf_precision("fp8_mx") at 067f987d);
-    # super80: + 26.08's GB200 and GB300 Nemotron 3 Super (the same, perf_recipes/nemotronh/{gb200,gb300}/nemotronh.py)
+    assert len(ours) == 105  # runs70: + mb2608_gb200_nemotron35_lightning (_perf_precision("fp8_mx") at 067f987d);
+    # super80: + 26.08's GB200 and GB300 Nemotron 3 Super (the same, perf_recipes/nemotronh/{gb200,gb300}/nemotronh.py);
+    # data81: + the five mb2608_gb300_* rows (_perf_precision("fp8_mx") at 4ab94dfa)
     assert {rid for rid in ours if rows[rid]["fp8_param_gather"] != "1"} == set()
     # PR #5728's Qwen3 30B dev presets set it False (perf_recipes/qwen/gb200/qwen3_moe.py at v0.6.0, lines 769, 831)
     assert rows["mb5728_gb200_qwen3_30b_mxfp8_partialcg"]["fp8_param_gather"] == ""

@@ -87,7 +87,9 @@ def test_nemo_26_08_rows_run_te_before_its_fp32_gradient():
     rows = [r for name in ("training_runs_published.csv", "training_runs_holdout.csv")
             for r in csv.DictReader(open(ROOT / "data" / "reference" / name, encoding="utf-8"))
             if r["run_id"].startswith("mb2608_")]
-    assert len(rows) == 5  # runs70 added mb2608_gb200_nemotron35_lightning (hold-out), a 26.08 row too
+    # runs70 added mb2608_gb200_nemotron35_lightning (hold-out), a 26.08 row too; data81 the five GB300 rows (hold-out);
+    # super80 the two Nemotron 3 Super rows (GB200 fitted, GB300 held out)
+    assert len(rows) == 12
     assert {r["cross_entropy"] for r in rows} == {"te"}
 
 

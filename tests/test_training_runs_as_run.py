@@ -132,12 +132,12 @@ def test_megatron_bridge_hybridep_runs_hold_their_releases_sms(ta, setups, run, 
 
 def test_every_overlapped_megatron_bridge_hybridep_run_holds_32_sms(setups):
     # audit46's 26 EP-overlapped HybridEP mb* rows are 25 here (13 fitted, 12 held out), with PR #5094's overlap-on
-    # run (epov55) 26: none took the scripts' 32
+    # run (epov55) 26, with 26.08's four overlapped GB300 rows (data81, held out) 30: none took the scripts' 32
     runs = [s for k, s in setups.items() if k.startswith("mb") and s["lay"].overlap_ep and k not in _DEV_RECIPES
             and s["lay"].ep_dispatcher == "deepep" and s["lay"].ep_flex_backend == "hybridep"]
     with open(REF / "training_runs_holdout.csv", newline="") as f:
         held = {r["run_id"] for r in csv.DictReader(f)}
-    assert len(runs) == 26 and sum(s["run"] in held for s in runs) == 12  # epov55: + PR #5094's overlap-on run
+    assert len(runs) == 30 and sum(s["run"] in held for s in runs) == 16  # epov55: + PR #5094's overlap-on run
     assert all(s["lay"].ep_comm_sms == 32 for s in runs)
 
 

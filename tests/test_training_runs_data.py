@@ -424,9 +424,44 @@ def test_every_gb300_run_is_held_out():
     # entry takes GB200's dense rates (topo/data/compute/gpus.toml [GB300]); a fit on it would let that assumption
     # steer the Blackwell fractions, so every GB300 run is scored apart, never fitted
     gb300 = [r["run_id"] for r in _rows(HOLDOUT) if r["system"] == "DGX-GB300"]
-    assert len(gb300) == 23  # 9 model cards, 5 + 4 of the 26.04.01 table (MoE, hybrid; dense), 3 of 26.06.01's, Lambda's MLPerf v5.1 8B,
-    # Megatron-LM PR #5728's Qwen3 235B (runs56), 26.08's Nemotron 3 Super MXFP8 (super80)
+    assert len(gb300) == 28  # 9 model cards, 5 + 4 of the 26.04.01 table (MoE, hybrid; dense), 3 of 26.06.01's, Lambda's MLPerf v5.1 8B,
+    # Megatron-LM PR #5728's Qwen3 235B (runs56), 26.08's Nemotron 3 Super MXFP8 (super80), 5 of 26.08's (data81)
     assert not any(r["system"] == "DGX-GB300" for r in _rows(PUBLISHED))
+
+
+# The 26.08 section's DGX-GB300 rows as printed (NVIDIA-NeMo/Megatron-Bridge@067f987d docs/performance-summary.md,
+# added by @4ab94dfa): GPUs, GBS, MBS, sequence, TP/PP/CP/VP/EP ("n/a" VP as 1), tokens/s/GPU, model TFLOP/s/GPU
+MB2608_GB300_TABLE = {
+    "mb2608_gb300_deepseekv3": ("deepseek-v3-671b", 256, 4096, 1, 4096, "1/2/1/8/32", 6288, 1635),
+    "mb2608_gb300_gptoss_120b_mxfp8": ("gpt-oss-120b", 64, 1280, 4, 4096, "1/1/1/1/16", 33024, 1077),
+    "mb2608_gb300_qwen3_30b": ("qwen3-30b-a3b", 8, 512, 8, 4096, "1/1/1/1/8", 44544, 1029),
+    "mb2608_gb300_qwen3_235b": ("qwen3-235b-a22b", 256, 8192, 2, 4096, "1/4/1/12/32", 8816, 1306),
+    "mb2608_gb300_nemotron3_nano": ("nemotron-3-nano-30b-a3b", 8, 512, 4, 8192, "1/1/1/1/8", 39936, 901),
+    # super80's Nemotron 3 Super row of the same table
+    "mb2608_gb300_nemotron3_super": ("nemotron-3-super-120b-a12b", 64, 512, 1, 8192, "1/1/1/1/64", 9856, 831),
+}
+
+
+def test_megatron_bridge_2608_gb300_rows_are_the_tables():
+    """data81: each of the 26.08 section's five GB300 rows (MB2608_GB300_TABLE) is held out with its printed layout
+    and throughput, MXFP8 (modelled as FP8 with the ``mxfp8`` recipe), and its step time is GBS x sequence /
+    (tokens/s/GPU x GPUs): DeepSeek-V3 4,096 x 4,096 / (6,288 x 256) = 10.42 s. The Nemotron 3 Nano row takes the
+    recipe function as it was when the figure was published (@4ab94dfa: no fused grouped MLP)."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import training_accuracy
+    rows = {r["run_id"]: r for r in _rows(HOLDOUT)}
+    assert {k for k in rows if k.startswith("mb2608_gb300_")} == set(MB2608_GB300_TABLE)
+    assert 4096 * 4096 / (6288 * 256) == pytest.approx(10.42, abs=5e-3)
+    for rid, (model, gpus, gbs, mbs, seq, layout, tokens, tflops) in MB2608_GB300_TABLE.items():
+        r = rows[rid]
+        assert (r["model"], r["system"], r["software"]) == (model, "DGX-GB300", "NeMo 26.08"), rid
+        assert (int(r["num_gpus"]), int(r["global_batch_seqs"]), int(r["micro_batch"]), int(r["seq_len"])) == (
+            gpus, gbs, mbs, seq), rid
+        assert "/".join(r[k] for k in ("tp", "pp", "cp", "vpp", "ep")) == layout, rid
+        assert float(r["value"]) == tokens and f"{tflops:,} model TFLOP/s/GPU" in r["note"], rid
+        assert float(r["step_time_s"]) == pytest.approx(gbs * seq / (tokens * gpus), rel=6e-3), rid
+        assert r["precision"] == "fp8" and training_accuracy.fp8_recipe(r) == "mxfp8", rid
+    assert rows["mb2608_gb300_nemotron3_nano"]["moe_expert_kernels"] == ""
 
 
 def test_model_card_rows_match_their_cards():
