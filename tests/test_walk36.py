@@ -53,3 +53,26 @@ def test_calibrate_refuses_a_profile_under_another_formats_name(tmp_path, capsys
     stem = name.split(".")[0]
     assert f"-o: a .{name.split('.')[1]} name, but topo calibrate writes toml only; name it {stem}.toml" in err
     assert "Traceback" not in err
+
+
+def test_compare_says_when_the_nic_rate_given_is_faster_than_the_network_and_host_link(capsys):
+    # --nic-rate "400 GB/s" (a unit slip for 400 Gb/s) is 3,200 Gb/s: faster than NDR InfiniBand's 400 Gb/s ports
+    # (topo/data/profiles/network/infiniband_ndr.toml max_port_rate_Gbps) and than H100's PCIe gen5 x16 host link,
+    # 64 GB/s per direction (topo/data/hardware/host_links.toml); describe and estimate said so, compare and
+    # calibrate modelled it without a word (walk36)
+    rc = main(["compare", "nccl1453-h100-allreduce", "--gpu", "H100", "--nic-rate", "400 GB/s"])
+    err = capsys.readouterr().err
+    assert rc == 0
+    assert ("note: the NICs run 3200 Gb/s but infiniband_ndr ports run at most 400 Gb/s: the network's constants "
+            "are infiniband_ndr's") in err
+    assert "caps each 3.2 Tb/s NIC at 64 GB/s" in err
+
+
+def test_calibrate_says_it_too_and_a_400_gbps_nic_gets_no_such_note(tmp_path, capsys):
+    rc = main(["calibrate", "nccl1453-h100-allreduce", "--gpu", "H100", "--nic-rate", "400 GB/s",
+               "-o", str(tmp_path / "p.toml")])
+    err = capsys.readouterr().err
+    assert rc == 0 and "note (nccl1453-h100-allreduce): the NICs run 3200 Gb/s" in err
+    rc = main(["compare", "nccl1453-h100-allreduce", "--gpu", "H100", "--nic-rate", "400 Gb/s"])
+    err = capsys.readouterr().err
+    assert rc == 0 and "ports run at most" not in err and "caps each" not in err
