@@ -76,3 +76,24 @@ def test_calibrate_says_it_too_and_a_400_gbps_nic_gets_no_such_note(tmp_path, ca
     rc = main(["compare", "nccl1453-h100-allreduce", "--gpu", "H100", "--nic-rate", "400 Gb/s"])
     err = capsys.readouterr().err
     assert rc == 0 and "ports run at most" not in err and "caps each" not in err
+
+
+def test_a_region_sites_set_given_as_a_string_is_told_how_a_list_is_written(tmp_path, capsys):
+    # a site's set = "cluster.num_units=2" (a string where a list belongs) was told "must be a list (e.g.
+    # [[fabric.tiers]] entries)", a hint for another key; the hint now names the key's own array (walk36)
+    region = tmp_path / "r.toml"
+    region.write_text('name = "r"\n[[sites]]\nname = "a"\nspec = "dgx-h100-superpod"\nset = "cluster.num_units=2"\n'
+                      '[[sites]]\nname = "b"\nspec = "dgx-h100-superpod"\n[interconnect]\ndistance_km = 10\n')
+    rc = main(["describe", str(region)])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and "\n" not in err
+    assert err.endswith("sites[0].set: must be a list (a TOML array: set = [...]), got 'cluster.num_units=2'")
+
+
+def test_a_tier_given_as_one_table_is_still_told_to_write_tier_entries(tmp_path, capsys):
+    spec = tmp_path / "s.toml"
+    spec.write_text('name = "s"\ngpu = "H100"\n[cluster]\nnum_units = 1\n[fabric]\nkind = "rail_optimized"\n'
+                    'servers_per_unit = 32\n[fabric.tiers]\nname = "leaf"\nradix = 64\nport_rate = "400 Gb/s"\n')
+    rc = main(["describe", str(spec)])
+    err = capsys.readouterr().err
+    assert rc == 2 and "fabric.tiers: must be a list ([[fabric.tiers]] entries), got {" in err
