@@ -97,3 +97,12 @@ def test_a_tier_given_as_one_table_is_still_told_to_write_tier_entries(tmp_path,
     rc = main(["describe", str(spec)])
     err = capsys.readouterr().err
     assert rc == 2 and "fabric.tiers: must be a list ([[fabric.tiers]] entries), got {" in err
+
+
+def test_calibrate_json_and_profile_on_stdout_is_refused(capsys):
+    # --json promises one JSON document on stdout, and -o - prints the profile there: the two together printed the
+    # TOML profile, then the JSON, which json.load refuses (walk36); plan refuses --json beside --bom-csv - alike
+    rc = main(["calibrate", "nccl1453-h100-allreduce", "--gpu", "H100", "-o", "-", "--json"])
+    out, err = capsys.readouterr()
+    assert rc == 2 and out == ""
+    assert "error: -o: --json and -o - both print on stdout; give -o a file" in err

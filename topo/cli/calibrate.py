@@ -39,6 +39,9 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
+    if args.json and args.output == "-":  # walk36: the profile's TOML then the JSON document, on one stdout
+        raise TopoError("--json and -o - both print on stdout; give -o a file (the document's profile_toml holds "
+                        "the profile)", key="-o")
     if args.output is not None:  # a bad -o fails before the fit (an empty one too)
         check_output_suffix(args.output, "toml", SUFFIXES, default="toml", writer="topo calibrate")
         check_output(args.output, inputs=[*args.logs, *spec_inputs(args.spec)], force=args.force, key="-o",
