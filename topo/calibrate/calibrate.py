@@ -70,7 +70,7 @@ def cases_from_logs(paths, profile="nccl", collective=None, **cluster) -> tuple[
                               label=f"{Path(path).name}:{coll}"))
             logs.append({"path": str(path), "sha256": run.sha256, "collective": coll, "ranks": setup.gpus,
                          "sizes": len(rows), "spec": setup.spec_name, "assumptions": setup.assumptions,
-                         "notes": list(run.notes)})
+                         "notes": [*run.notes, *setup.notes]})
     if not cases:
         raise TopoError("no runs in the logs", key="logs")
     return cases, logs, start

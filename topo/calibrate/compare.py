@@ -84,7 +84,7 @@ class CompareResult:
     assumptions: list[str] = field(default_factory=list)
     nccl_version: str | None = None
     ahead: dict | None = None  # the band of sizes where the run is > AHEAD_ABOVE x faster than the model
-    notes: list[str] = field(default_factory=list)  # what the log's parser left out (rows cut or corrupted)
+    notes: list[str] = field(default_factory=list)  # what the parser left out; NICs faster than carried (nic_notes)
     placement: str = ""  # which GPUs the ranks were modelled on, as topo estimate's header says it
     choose: str = "fastest"  # how the model's auto picks per size: routed fastest, or NCCL's tuner (topo.engine.tuner)
 
@@ -193,7 +193,7 @@ def compare_run(run: NcclRun, setup: Setup, profile=None, collective: str | None
                                            for src in prof.sources.values())
     return CompareResult(run.source, coll, setup.gpus, setup.spec_name, prof.name, setup.algorithm, comps, head,
                          head_sizes, gap, _verdict(run, comps, head, head_sizes, gap, prof.name, ahead, fitted_here),
-                         list(setup.assumptions), run.nccl_version, ahead, list(run.notes), model.placement,
+                         list(setup.assumptions), run.nccl_version, ahead, [*run.notes, *setup.notes], model.placement,
                          setup.choose)
 
 

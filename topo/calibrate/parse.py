@@ -30,6 +30,7 @@ from pathlib import Path
 from ..errors import TopoError
 from ..inputs import MAX_LOG_BYTES, STDIN, read_input_bytes
 from ..resources import example_logs
+from ..units import count_noun
 
 __all__ = ["Row", "RankLine", "NcclRun", "parse_text", "parse_file", "COLLECTIVES_PERF"]
 
@@ -136,6 +137,7 @@ class NcclRun:
     env: dict[str, str] = field(default_factory=dict)  # NCCL_ALGO, NCCL_PROTO, ... as the log shows them
     sha256: str = ""
     notes: list[str] = field(default_factory=list)  # rows left out and why, a log that looks cut short
+    left_out: list[str] = field(default_factory=list)  # the rows left out, each why (also in notes)
 
     @property
     def hosts(self) -> list[str]:
@@ -246,7 +248,7 @@ def _clean(line: str) -> str:
     return _TAG.sub(" ", _SRUN_LABEL.sub(" ", _RAY_PREFIX.sub(" ", line))).replace("\t", " ")
 
 
-def _keep_row(row: Row, notes: list[str]) -> bool:
+def _keep_row(row: Row, run: "NcclRun") -> bool:
     """Whether a row is a measurement: its out-of-place time positive and finite, or else its in-place time,
     which then stands for it (nccl-tests times both on the same buffers and sizes); a note says which rows were
     read from their in-place columns and which were left out."""
@@ -254,13 +256,19 @@ def _keep_row(row: Row, notes: list[str]) -> bool:
         return True
     t = row.inplace_time_s
     if t is not None and math.isfinite(t) and t > 0:
-        notes.append(f"the row of size {row.size_bytes} B has an out-of-place time of {row.time_s * 1e6:g} us: its "
+        run.notes.append(f"the row of size {row.size_bytes} B has an out-of-place time of {row.time_s * 1e6:g} us: its "
                      f"in-place time ({t * 1e6:g} us) is used")
         row.time_s, row.algbw_GBps, row.busbw_GBps = t, row.inplace_algbw_GBps, row.inplace_busbw_GBps
         return True
-    notes.append(f"the row of size {row.size_bytes} B has a time of {row.time_s * 1e6:g} us (a time is positive "
-                 "and finite) and no in-place time to use instead: left out")
+    _leave_out(run, f"the row of size {row.size_bytes} B has a time of {row.time_s * 1e6:g} us (a time is positive "
+               "and finite) and no in-place time to use instead")
     return False
+
+
+def _leave_out(run: "NcclRun", why: str) -> None:
+    """Note a row left out of ``run`` and why (walk36: a log whose every row was left out said it had none)."""
+    run.left_out.append(why)
+    run.notes.append(f"{why}: left out")
 
 
 def _version_from_code(code: str) -> str:
@@ -451,7 +459,7 @@ class _Reader:
         if row is not None and self.width in (None, len(tokens)):
             self.width = len(tokens)
             self.saw_anything = True
-            if _keep_row(row, cur.notes):
+            if _keep_row(row, cur):
                 cur.rows.append(row)
             return
         if (cur.rows or self.table_seen) and _row_start(tokens, final=final):
@@ -459,16 +467,16 @@ class _Reader:
             if not tokens[0].isdigit():  # walk32: a garbled size was left out without a note
                 size = f"after size {cur.rows[-1].size_bytes} B" if cur.rows else "the table's first"
             if final and (self.cut_at_end or self.width is None or len(tokens) < self.width):
-                cur.notes.append(f"the last row ({size}) is cut mid-line: left out")
+                _leave_out(cur, f"the last row ({size}) is cut mid-line")
             elif self.width == len(tokens):
                 bad = [f"{t!r} where the {what} (a whole number) belongs"
                        for t, what in zip(tokens, ("size", "count")) if not t.isdigit()]
                 values = ", ".join(repr(t) for t in tokens[3:] if not _is_num(t) and t.lower() not in _REDOPS)
                 bad += [f"{values or 'a value'} where a number belongs"] if values or not bad else []
-                cur.notes.append(f"a row ({size}) cannot be read: {'; '.join(bad)} (garbled): left out")
+                _leave_out(cur, f"a row ({size}) cannot be read: {'; '.join(bad)} (garbled)")
             else:
-                cur.notes.append(f"a row ({size}) cannot be read: {len(tokens)} values where the table's rows have "
-                                 f"{self.width or 'more'} (cut short or garbled): left out")
+                _leave_out(cur, f"a row ({size}) cannot be read: {len(tokens)} values where the table's rows have "
+                                f"{self.width or 'more'} (cut short or garbled)")
 
     def runs_found(self, require_rows: bool) -> list[NcclRun]:
         """The runs read, finished (:func:`_finish`); a TopoError when the text held none."""
@@ -485,6 +493,11 @@ class _Reader:
         for run in self.runs:
             _finish(run)
             _check_time_column(run)
+            if require_rows and not run.rows and run.left_out:
+                first = "" if len(run.left_out) == 1 else ", the first"
+                raise TopoError(f"no result row can be used ({count_noun(len(run.left_out), 'row')} left out{first}: "
+                                f"{run.left_out[0]}); allowed: "
+                                "rows as nccl-tests prints them, each with a positive, finite time", source=source)
             if require_rows and not run.rows:
                 raise TopoError("the log has an nccl-tests header but no result rows (did the run finish or fail "
                                 "before its first size?)", source=source)

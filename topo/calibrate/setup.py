@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from ..fabric.builders import build_fabric
 from ..engine.collectives import ALGORITHMS
 from ..engine.estimate import placement_for
+from ..engine.nic_notes import nic_notes
 from ..engine.options import EstimateOptions
 from ..errors import TopoError
 from ..fabric.fabric import Fabric
@@ -57,6 +58,7 @@ class Setup:
     rail: int = 0  # the GPU index within a server, for placement one_per_server
     rank_order: str = "nccl"  # with ranks: NCCL's ring order or as given
     gpus_per_process: int = 1  # GPUs one process and thread launched (nccl-tests -g N): a host launch floor
+    notes: list[str] = field(default_factory=list)  # NICs faster than the network or host link carries (nic_notes)
 
     def placement_options(self) -> dict:
         """The placement as keyword arguments of :func:`topo.engine.estimate.estimate`."""
@@ -184,7 +186,7 @@ def setup_from_run(run: NcclRun, spec=None, gpu: str | None = None, nodes: int |
         fabric, name = _spec_fabric(spec, n, run, notes, gpu=gpu, nodes=nodes, gpus_per_node=gpus_per_node, nics=nics,
                                     nic_rate=nic_rate, network=network, gpus_per_domain=gpus_per_domain)
         return _placed(Setup(fabric, n, algorithm, notes, name, protocol, channels,
-                             gpus_per_process=per_process), opts, ranks)
+                             gpus_per_process=per_process, notes=nic_notes(fabric.spec)), opts, ranks)
     gpu, model = _gpu_model(run, gpu, notes)
     nodes, gpn = _nodes(run, n, ranks, model, nodes, gpus_per_node, notes)
     if nics is None:
@@ -201,7 +203,7 @@ def setup_from_run(run: NcclRun, spec=None, gpu: str | None = None, nodes: int |
     sp = spec_from_dict(node_spec(model.name, nics, nic_rate, network, servers, gpn, domain, name=name),
                         source=run.source)
     return _placed(Setup(build_fabric(sp), n, algorithm, notes, name, protocol, channels,
-                         gpus_per_process=per_process), opts, ranks)
+                         gpus_per_process=per_process, notes=nic_notes(sp)), opts, ranks)
 
 
 def _gpus_per_process(run: NcclRun, notes: list[str]) -> int:

@@ -10,6 +10,11 @@ from ..errors import TopoError
 from ..units import count_noun, format_time
 from .compare import add_cluster_arguments, cluster_flag_error, cluster_from_args
 from .output import emit, emit_json, note
+from .output_suffix import check_output_suffix
+
+# suffixes of formats other than the TOML profile calibrate writes (walk36: -o p.json wrote TOML under a JSON name)
+SUFFIXES = {".toml": "toml", ".json": "json", ".html": "html", ".htm": "html", ".csv": "csv", ".parquet": "parquet",
+            ".graphml": "graphml", ".png": "png", ".svg": "svg"}
 
 
 def register(sub) -> None:
@@ -34,7 +39,11 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
+    if args.json and args.output == "-":  # walk36: the profile's TOML then the JSON document, on one stdout
+        raise TopoError("--json and -o - both print on stdout; give -o a file (the document's profile_toml holds "
+                        "the profile)", key="-o")
     if args.output is not None:  # a bad -o fails before the fit (an empty one too)
+        check_output_suffix(args.output, "toml", SUFFIXES, default="toml", writer="topo calibrate")
         check_output(args.output, inputs=[*args.logs, *spec_inputs(args.spec)], force=args.force, key="-o",
                      force_option="--force")
     try:

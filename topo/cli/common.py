@@ -7,10 +7,9 @@ import argparse
 import re
 from collections.abc import Sequence
 
-from ..engine.profile_data import bundled_files
+from ..engine.nic_notes import technology_mismatch
 from ..dp_fill import UndividedGpus, data_parallel as _data_parallel
 from ..errors import TopoError
-from ..units import in_unit
 from ..fabric.builders import build_fabric
 from ..spec import DEFAULT_SPEC, load_spec
 from ..spec.overrides import Unset
@@ -209,18 +208,10 @@ def with_overrides(text: str, args, own: str | None = None) -> str:
 
 def technology_note(fabric) -> str | None:
     """A note when the spec's NICs are faster than its network technology's fastest port (800 Gb/s NICs on
-    ``infiniband_ndr``, 400 Gb/s): the costs are that technology's constants, likely not what was meant."""
-    tech = fabric.spec.fabric.technology
-    pf = bundled_files()["network"].get(tech)
-    p = pf.params.get("max_port_rate_Gbps") if pf else None
-    nic_Gbps = in_unit(fabric.spec.server.nic_rate_Bps, "Gb/s")
-    if p is None or nic_Gbps <= p.value * (1 + 1e-9):
-        return None
-    faster = sorted((q.params["max_port_rate_Gbps"].value, n) for n, q in bundled_files()["network"].items()
-                    if "max_port_rate_Gbps" in q.params and q.params["max_port_rate_Gbps"].value >= nic_Gbps)
-    hint = f"; {faster[0][1]} runs {faster[0][0]:g} Gb/s ports (fabric.technology)" if faster else ""
-    return (f"note: the NICs run {nic_Gbps:g} Gb/s but {tech} ports run at most {p.value:g} Gb/s: the network's "
-            f"constants are {tech}'s{hint}")
+    ``infiniband_ndr``, 400 Gb/s): the costs are that technology's constants, likely not what was meant
+    (:func:`topo.engine.nic_notes.technology_mismatch`)."""
+    said = technology_mismatch(fabric.spec)
+    return f"note: {said}" if said else None
 
 
 def data_parallel(known: int, gpus: int, flags: dict | None = None, where: str = "", dp_as: str = "--dp N",

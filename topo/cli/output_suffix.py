@@ -14,7 +14,8 @@ from ..errors import TopoError
 __all__ = ["check_output_suffix"]
 
 
-def check_output_suffix(out: str, fmt: str, suffixes: dict[str, str], *, default: str, key: str = "-o") -> None:
+def check_output_suffix(out: str, fmt: str, suffixes: dict[str, str], *, default: str, key: str = "-o",
+                        writer: str | None = None) -> None:
     """Refuse ``out`` when its suffix is one of ``suffixes`` (suffix -> format) and names a format other than
     ``fmt``; another suffix, none, or standard output is accepted as given.
 
@@ -30,6 +31,9 @@ def check_output_suffix(out: str, fmt: str, suffixes: dict[str, str], *, default
         The format written when ``--format`` is not given (the message says so).
     key : str
         The flag named in the error.
+    writer : str, optional
+        A command that writes ``fmt`` only (no ``--format``), named in the error instead of ``--format``'s choice
+        (walk36: ``topo calibrate -o p.json`` wrote a TOML profile under a JSON name).
 
     Raises
     ------
@@ -43,6 +47,11 @@ def check_output_suffix(out: str, fmt: str, suffixes: dict[str, str], *, default
     Traceback (most recent call last):
     ...
     topo.errors.TopoError: g.json: -o: a .json name, but --format graphml (the default) writes graphml; add --format json, or name it g.graphml
+    >>> check_output_suffix("p.json", "toml", {".toml": "toml", ".json": "json"}, default="toml",
+    ...                     writer="topo calibrate")
+    Traceback (most recent call last):
+    ...
+    topo.errors.TopoError: p.json: -o: a .json name, but topo calibrate writes toml only; name it p.toml
     """
     if out == STDOUT:
         return
@@ -53,5 +62,7 @@ def check_output_suffix(out: str, fmt: str, suffixes: dict[str, str], *, default
     given = " (the default)" if fmt == default else ""
     own = next((s for s, f in suffixes.items() if f == fmt), None)  # a format with no listed suffix: no name offered
     rename = f"name it {path.with_suffix(own).name}" if own else f"give it another suffix than {path.suffix}"
+    if writer is not None:
+        raise TopoError(f"a {path.suffix} name, but {writer} writes {fmt} only; {rename}", source=out, key=key)
     raise TopoError(f"a {path.suffix} name, but --format {fmt}{given} writes {fmt}; add --format {named}, or {rename}",
                     source=out, key=key)

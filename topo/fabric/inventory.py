@@ -17,8 +17,9 @@ from dataclasses import asdict, dataclass
 
 from .fabric import Fabric
 from .hardware import catalog_switch_power_W
+from .host_link_note import host_link_cap
 from .idle_ports import idle_ports_why
-from ..units import count_noun, format_bandwidth, format_in, format_rate, in_unit
+from ..units import count_noun, format_in, in_unit
 
 __all__ = ["Inventory", "TierInventory", "LinkLevelInventory", "ScaleUpInventory", "inventory"]
 
@@ -177,7 +178,7 @@ def inventory(fabric: Fabric) -> Inventory:
         power_unknown_tiers=[t.name for t in tiers if t.power_W is None],
         power_from_catalog_tiers=[t.name for t in tiers if t.power_source == "catalog"],
         host_link_Bps=host_Bps, host_link=host,
-        notes=_notes(L, host, host_Bps, num_switches) + [t.ports_idle_why for t in tiers if t.ports_idle_why],
+        notes=_notes(L, spec, num_switches) + [t.ports_idle_why for t in tiers if t.ports_idle_why],
         farthest_switch_hops=2 * len(tiers) - 1,
         farthest_switch_latency_s=_farthest_latency_s(tiers),
         host_cpu=spec.host_cpu[0], host_cpu_source=spec.host_cpu[1], cpu_vendor=spec.cpu_vendor,
@@ -250,7 +251,7 @@ def _largest_nonblocking(L) -> tuple[str, int]:
     return group, gpus
 
 
-def _notes(L, host: str, host_Bps: float, num_switches: int) -> list[str]:
+def _notes(L, spec, num_switches: int) -> list[str]:
     """What the figures do not say alone: rail-only traffic, a host link slower than the NIC, a cluster of one
     NVLink domain or one unit."""
     notes = []
@@ -263,11 +264,9 @@ def _notes(L, host: str, host_Bps: float, num_switches: int) -> list[str]:
                      "crosses the NVLink domain "
                      "(PXN), so the bisection and non-blocking figures hold only for rail-aligned traffic plus "
                      "that NVLink hop")
-    nic_Bps = L.nic_rate_Bps
-    if host_Bps < nic_Bps * (1 - 1e-9):
-        notes.append(f"the host link ({host}, {format_bandwidth(host_Bps)} per direction) caps each "
-                     f"{format_rate(nic_Bps)} NIC at {format_bandwidth(host_Bps)}; give server.nic_model (e.g. "
-                     "ConnectX-8 for 800 Gb/s, PCIe Gen6) or server.pcie_bandwidth if the servers differ")
+    capped = host_link_cap(spec)
+    if capped:
+        notes.append(capped)
     if L.num_gpus <= L.gpus_per_domain:
         notes.append(f"the whole cluster is one NVLink domain ({count_noun(L.num_gpus, 'GPU')}): its GPUs talk over "
                      f"NVLink only, and the scale-out fabric ({count_noun(num_switches, 'switch', 'switches')}) "

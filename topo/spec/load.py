@@ -340,6 +340,15 @@ def _ratio(m) -> str | None:
     return f"{max(a, b) / min(a, b):.4g}" if min(a, b) > 0 else None
 
 
+def _list_example(loc: tuple, value) -> str:
+    """How the list at ``loc`` is written: a table given once is written as ``[[...]]`` entries; anything else as a
+    TOML array (walk36: ``sites[0].set = "cluster.num_units=2"`` was told "e.g. [[fabric.tiers]] entries")."""
+    keys = [p for p in loc if isinstance(p, str) and p.isidentifier()]  # not list indices, nor union tags (list[str])
+    if isinstance(value, dict) and keys:
+        return f"[[{'.'.join(keys)}]] entries"
+    return f"a TOML array: {keys[-1]} = [...]" if keys else "a TOML array"
+
+
 def _describe(err: dict, root: type[BaseModel] = Spec) -> str:
     kind = err["type"]
     loc = err["loc"]
@@ -377,7 +386,7 @@ def _describe(err: dict, root: type[BaseModel] = Spec) -> str:
     if kind == "model_type" or kind == "dict_type":
         return f"must be a table (a [section] in TOML), got {_shown(value)}"
     if kind == "list_type":
-        return f"must be a list (e.g. [[fabric.tiers]] entries), got {_shown(value)}"
+        return f"must be a list ({_list_example(loc, value)}), got {_shown(value)}"
     msg = err["msg"]
     if msg.startswith("Value error, "):
         return msg[len("Value error, "):]
