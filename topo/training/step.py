@@ -102,7 +102,7 @@ from .host_cpu import host_time_factor, reference_host_cpu
 from .kernels import memory_s
 from .mapping import (EXPERT_DP_GROUPS, default_placement, map_layout, recipe_gpus_used,
                       refuse_failed_placement)
-from .memory import busiest_stage, end_unit_params, memory_per_gpu, stage_params, units_holding
+from .memory import busiest_stage, bf16_kept_params, memory_per_gpu, stage_params, units_holding
 from .model import BLOCK_KINDS, Block, ModelSpec
 from .nvls_buffers import may_run_nvls, step_nvls_bytes
 from .operators import (END_UNITS, bf16_layers, busiest_rank_load, expert_capacity, optimizer_step_s,
@@ -581,7 +581,7 @@ def _dp_traffic(t: _Traffic) -> None:
     z = lay.zero_stage
     hybrid = lay.dp_shard is not None and lay.dp_shard < lay.dp
     e_hybrid = lay.expert_dp_shard is not None and lay.expert_dp_shard < lay.expert_dp
-    end = end_unit_params(model, lay)[busiest]
+    bf16 = bf16_kept_params(model, lay)[busiest]
     for groups, n, held, across in (("dps" if hybrid else "dpcp", dense, held_dense, "dpr"),
                                     ("edps" if e_hybrid else "edp", expert, held_expert, "edpr")):
         if n <= 0:
@@ -589,7 +589,7 @@ def _dp_traffic(t: _Traffic) -> None:
         width = lay.dp_shard_size * lay.cp if across == "dpr" else lay.expert_dp_shard_size  # a shard group's
         shard = n / width if groups in ("dps", "edps") else 0.0
         rb = lay.expert_reduce_bytes if across == "edpr" else lay.reduce_bytes
-        wb = gather_bytes_per_param(lay, n, end if across == "dpr" else 0.0)
+        wb = gather_bytes_per_param(lay, n, bf16 if across == "dpr" else 0.0)
         k = dp_bucket_calls(lay, n)  # one collective per bucket, each paying its own latency
         if z == 0:
             k = xla_all_reduce_calls(lay, k, n * rb)  # XLA's combiner, where the layout sets its threshold
@@ -613,8 +613,9 @@ def _dp_traffic(t: _Traffic) -> None:
 def gather_bytes_per_param(lay: ParallelLayout, params: float, bf16_params: float = 0.0) -> float:
     """Mean bytes per parameter of a data-parallel weight all-gather of ``params`` parameters: the layout's
     ``weight_gather_bytes`` (``gather_bytes``, default ``weight_bytes``), or with ``fp8_param_gather`` (FP8
-    layouts) 1 byte for the layers' weights and ``weight_gather_bytes`` for the
-    ``bf16_params`` of them that stay in BF16 (the embedding and the output layer). MXFP8 weights are gathered at
+    layouts) 1 byte for the linear layers' weights and ``weight_gather_bytes`` for the ``bf16_params`` of them that
+    stay in BF16 (the embedding, the output layer, the norms, an MoE router, a Mamba mixer's convolution and scalars:
+    :func:`topo.training.memory.bf16_kept_params`), each from the DDP buffer of its dtype. MXFP8 weights are gathered at
     ``weight_gather_bytes`` even so: Megatron-Core gathers them in BF16 through the gradient buffer and casts them
     after (:func:`topo.training.fp8_params.gathers_in_fp8`).
 
