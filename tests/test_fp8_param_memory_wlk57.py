@@ -8,10 +8,11 @@ holds them as uint8, param_and_grad_buffer.py:919-923), and after each gather TE
 utils.py:658-663: compute capability 10.x, Blackwell, has them), a blockwise tensor its column-wise copy (plus one fp32
 scale per 128 x 128 block and direction), an MXFP8 tensor both directions (plus one E8M0 byte per 32 elements and
 direction). So per layer parameter: 1 + 1 on Hopper, 1 on Blackwell, 2 + 8 / 16,384 blockwise, 2 + 2 / 32 MXFP8;
-the embedding and the untied output layer stay at ``weight_bytes`` (2).
+what is not a linear's weight (the embedding, the untied output layer, the norms: small29,
+``topo.training.unit_params.unit_bf16_params``) stays at ``weight_bytes`` (2).
 
-Llama 3 8B at tp 1, dp 8, ZeRO-1: n parameters, ends = 2 x 128,256 x 4,096 + 4,096 (the two tables and the final
-norm, as tests/test_training_fp8_param_gather.py counts them; vocab 128,256 from Meta's config.json,
+Llama 3 8B at tp 1, dp 8, ZeRO-1: n parameters, ends = 2 x 128,256 x 4,096 + 4,096 + 32 x 2 x 4,096 (the two tables,
+the final norm and the 32 layers' two norms, as tests/test_training_fp8_param_gather.py counts them; vocab 128,256 from Meta's config.json,
 https://huggingface.co/meta-llama/Llama-3.1-8B/blob/main/config.json: vocab_size 128256), every weight on each GPU."""
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from topo.training.model import load_model
 from topo.training.parallel import make_layout
 
 M = load_model("llama3-8b")
-ENDS = 2 * 128_256 * 4_096 + 4_096
+ENDS = 2 * 128_256 * 4_096 + 4_096 + 32 * 2 * 4_096
 KW = dict(tp=1, dp=8, global_batch=64, seq_len=8192, precision="fp8")
 
 

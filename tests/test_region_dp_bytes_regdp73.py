@@ -31,8 +31,9 @@ from topo.training.parallel import make_layout
 
 TEXT = two_sites("rdb73", "two SUs", "dgx-h100-superpod", 1)
 BASE = dict(tp=8, dp=4, global_batch=8, seq_len=4096)
-EMBED_AND_HEAD = 2 * 128_256 * 4_096 + 8 * 4_096  # and the final norm, topo's end units (memory.end_unit_params),
-# whole on each of the replica's 8 TP ranks (mla78: Megatron's final norm is not split over TP)
+EMBED_AND_HEAD = 2 * 128_256 * 4_096 + 8 * 4_096 + 8 * 32 * 2 * 4_096  # the final norm and the 32 layers' two norms
+# too, whole on each of the replica's 8 TP ranks (mla78: Megatron's norms are not split over TP): what stays BF16
+# under fp8_param_gather (memory.bf16_kept_params, small29)
 D, M = 4, 2
 
 

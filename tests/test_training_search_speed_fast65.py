@@ -4,14 +4,14 @@
 BF16 layer counts; ``step.pace_stages`` keeps its stages by the placement and those flags (the search's NVLS check
 asked both ~27k times for a few hundred placements); ``operators.rank_computes_at`` shares each unit's host-wait
 terms across a layout's stages at one cover; ``operators.block_time_key`` reads the layout's fields without
-``model_dump``; ``memory.end_unit_params`` is kept with the stage's other parameters (``memory._stage_rows``)."""
+``model_dump``; ``memory.bf16_kept_params`` is kept with the stage's other parameters (``memory._stage_rows``)."""
 
 import math
 
 import pytest
 
 from topo.training.gpus import gpu_compute
-from topo.training.memory import end_unit_params
+from topo.training.memory import bf16_kept_params
 from topo.training.model import load_model
 from topo.training.fsdp2_copies import copies_units
 from topo.training.operators import (END_UNITS, BLOCK_TIME_UNREAD, DISPATCHER_FIELDS, _stage_row, bf16_layers, block_time,
@@ -19,7 +19,7 @@ from topo.training.operators import (END_UNITS, BLOCK_TIME_UNREAD, DISPATCHER_FI
                                      rank_stages)
 from topo.training.parallel import make_layout
 from topo.training.search import candidate_layouts, expert_dispatchers
-from topo.training.unit_params import unit_params
+from topo.training.unit_params import unit_bf16_params
 from topo.training.step import _stage_key, pace_stages
 
 
@@ -131,22 +131,27 @@ def test_block_time_key_is_the_dumped_fields_less_the_unread():
     assert seen > 60
 
 
-def test_end_unit_params_kept_with_the_stage_rows():
-    """The end units' parameters per pipeline rank equal those summed afresh (``unit_params`` of each unit that is
-    not a layer), under 1F1B (pp 4 and 1) and DualPipe (a rank holds two stages); closed form: DeepSeek-V3's
-    embedding, 129,280 x 7,168 over tp 2 = 463,339,520 on stage 0; DualPipe's rank 0 holds the last stage's
-    logits and MTP head beside its embedding, which the head shares there, as many as 1F1B's last stage (the head
-    with its own copy of the embedding)."""
+def test_bf16_kept_params_kept_with_the_stage_rows():
+    """The parameters outside FP8 linears per pipeline rank equal those summed afresh (``unit_bf16_params`` of each
+    unit), under 1F1B (pp 4 and 1) and DualPipe (a rank holds two stages); closed form: DeepSeek-V3's stage 0 over
+    tp 2, the embedding 129,280 x 7,168 / 2, then 16 layers' input norm (7,168) and latents' norms (1,536 + 512),
+    3 dense MLPs' norm and 13 MoE blocks' norm and router (256 x 7,168), all whole on each TP rank; DualPipe's
+    rank 0 holds the last stage's logits and MTP head beside its embedding, which the head shares there, as many
+    as 1F1B's last stage's (the head with its own copy of the embedding)."""
     model = load_model("deepseek-v3-671b")
     lays = [make_layout(pp=4, tp=2, dp=8, ep=8, global_batch=512),
             make_layout(pp=4, tp=2, dp=8, ep=8, global_batch=512, pipeline_schedule="dualpipe"),
             make_layout(pp=1, tp=4, dp=8, ep=8, global_batch=512)]
-    got = [end_unit_params(model, lay) for lay in lays]
-    for lay, ends in zip(lays, got):
+    got = [bf16_kept_params(model, lay) for lay in lays]
+    for lay, kept in zip(lays, got):
         stages, fresh = pipeline_units(model, lay), []
         for held in rank_stages(lay):
             units = [u for i in held for u in stages[i]]
-            fresh.append(sum(unit_params(model, lay, u, "embedding" in units)[0] for u in units if u in END_UNITS))
-        assert ends == fresh
-    assert got[0][0] == 129280 * 7168 / 2 and got[0][1] == got[0][2] == 0.0
-    assert got[1][0] == got[1][3] == got[0][3]
+            fresh.append(sum(unit_bf16_params(model, lay, u, "embedding" in units) for u in units))
+        assert kept == fresh
+    h = 7168
+    assert got[0][0] == 129280 * h / 2 + 16 * (h + 1536 + 512) + 3 * h + 13 * (256 * h + h)
+    ends = [sum(unit_bf16_params(model, lays[i], u, "embedding" in units) for u in units if u in END_UNITS)
+            for i, units in ((0, pipeline_units(model, lays[0])[3]),
+                             (1, pipeline_units(model, lays[1])[0] + pipeline_units(model, lays[1])[3]))]
+    assert ends[0] == ends[1] > 129280 * h / 2

@@ -11,9 +11,10 @@ when ``fsdp_reshard_after_forward`` is false keeps them from forward to backward
 fp32 weights that are their own master copy, fp32 gradients, two fp32 Adam moments, no resident bf16 copy; the
 bf16 copy of a layer it gathers is one of those transient units. With ``fp8_param_gather`` (FP8, ZeRO-1/2) the
 layers' weights are held in FP8 with no BF16 copy (:func:`.fp8_params.fp8_param_bytes`: the rowwise byte and,
-on Hopper or for block-scaled recipes, the column-wise copy Transformer Engine keeps), the embedding and the
-output layer at ``weight_bytes``; MXFP8's BF16 gather buffer is the gradient buffer (Megatron-Core's
-``reuse_grad_buf_for_mxfp8_param_ag``), so it adds nothing. A GPU holds
+on Hopper or for block-scaled recipes, the column-wise copy Transformer Engine keeps), what is not a linear's
+weight (the embedding, the output layer, the norms, an MoE router: :func:`bf16_kept_params`) at ``weight_bytes``;
+MXFP8's BF16 gather buffer is the gradient buffer (Megatron-Core's ``reuse_grad_buf_for_mxfp8_param_ag``), so it
+adds nothing. A GPU holds
 ``1 / tp`` of its stage's dense weights and ``1 / (ep x etp)`` of its experts; experts shard over their own
 replicas (``edp``).
 
@@ -78,10 +79,10 @@ from .ep_buffers import ep_buffer_bytes
 from .nccl_buffers import nccl_buffer_bytes
 from .model import ATTENTION_BLOCKS, BLOCK_KINDS, Block, ModelSpec
 from .operators import END_UNITS, pipeline_units, rank_stages
-from .unit_params import unit_params
+from .unit_params import unit_bf16_params, unit_params
 
 __all__ = ["ACTIVATION_PARTS", "MemoryBreakdown", "memory_per_gpu", "whole_parts", "fragmentation_margin_bytes", "activation_bytes_per_layer", "params_per_gpu",
-           "stage_params", "units_holding", "gathered_unit_bytes", "block_activation_bytes", "end_unit_params",
+           "stage_params", "units_holding", "gathered_unit_bytes", "block_activation_bytes", "bf16_kept_params",
            "state_convention", "process_reserve_bytes"]
 
 
@@ -238,7 +239,7 @@ ROWS_READ = ("tp", "ep", "etp", "pp", "vpp", "pipeline_embedding", "pipeline_lay
 
 def _stage_rows(model: ModelSpec, lay: ParallelLayout) -> tuple[tuple[float, float, float, int, int, float], ...]:
     """Per pipeline rank: the parameters of every stage it holds (:func:`.operators.rank_stages`; DualPipe: two):
-    dense, expert, the largest unit's, the units holding dense and expert ones, the end units' (not layers)."""
+    dense, expert, the largest unit's, the units holding dense and expert ones, the dense ones outside FP8 linears."""
     key = (id(model), *(getattr(lay, f) for f in ROWS_READ))
     hit = _ROWS.get(key)
     if hit is not None and hit[0] is model:
@@ -253,10 +254,10 @@ def _stage_rows(model: ModelSpec, lay: ParallelLayout) -> tuple[tuple[float, flo
 def _stage_rows_of(model: ModelSpec, lay: ParallelLayout) -> list[tuple[float, float, float, int, int, float]]:
     """:func:`_stage_rows`, computed."""
     out = []
-    memo: dict[tuple[str, bool], tuple[float, float]] = {}
+    memo: dict[tuple, tuple[float, float] | float] = {}
     stages = pipeline_units(model, lay)
     for held in rank_stages(lay):
-        d = e = big = ends = 0.0
+        d = e = big = bf16 = 0.0
         nd = ne = 0
         units = [u for i in held for u in stages[i]]
         with_emb = "embedding" in units
@@ -266,9 +267,11 @@ def _stage_rows_of(model: ModelSpec, lay: ParallelLayout) -> list[tuple[float, f
                 ab = memo[(u, with_emb)] = unit_params(model, lay, u, with_emb)
             d, e, big = d + ab[0], e + ab[1], max(big, ab[0] + ab[1])
             nd, ne = nd + (ab[0] > 0), ne + (ab[1] > 0)
-            if u in END_UNITS:
-                ends += ab[0]
-        out.append((d, e, big, nd, ne, ends))
+            b16 = memo.get((u, with_emb, "bf16"))
+            if b16 is None:
+                b16 = memo[(u, with_emb, "bf16")] = unit_bf16_params(model, lay, u, with_emb)
+            bf16 += b16
+        out.append((d, e, big, nd, ne, bf16))
     return out
 
 
@@ -288,11 +291,12 @@ def _held_units(model: ModelSpec, units: list[str]) -> list[str]:
     return kept
 
 
-def end_unit_params(model: ModelSpec, lay: ParallelLayout) -> list[float]:
-    """Per stage (as :func:`stage_params`): the parameters one GPU holds in units that are not layers (the
-    embedding, the output layer, a multi-token-prediction head), which stay in BF16 when the layers' linear
-    weights are kept in FP8 (``fp8_param_gather``); kept with the stage's other parameters (:func:`_stage_rows`)."""
-    return [ends for _, _, _, _, _, ends in _stage_rows(model, lay)]
+def bf16_kept_params(model: ModelSpec, lay: ParallelLayout) -> list[float]:
+    """Per stage (as :func:`stage_params`): the dense parameters one GPU holds outside FP8 linear layers (the
+    embedding, the output layer, every norm, an MoE router, a Mamba mixer's convolution and scalars:
+    :func:`.unit_params.unit_bf16_params`), which stay in BF16 when the linear layers' weights are kept in FP8
+    (``fp8_param_gather``); kept with the stage's other parameters (:func:`_stage_rows`)."""
+    return [bf16 for _, _, _, _, _, bf16 in _stage_rows(model, lay)]
 
 
 def params_per_gpu(model: ModelSpec, lay: ParallelLayout) -> tuple[float, float]:
@@ -426,7 +430,7 @@ def memory_per_gpu(model: ModelSpec, lay: ParallelLayout, capacity_bytes: float,
         if got is None:
             got = activations[key] = _stage_activations(model, lay, stages)
         per_mb, parts = got
-    ends = end_unit_params(model, lay) if kept_in_fp8(lay) and z < 3 else None
+    bf16 = bf16_kept_params(model, lay) if kept_in_fp8(lay) and z < 3 else None
     div3, div2, div1 = lay.shard_divisors(3), lay.shard_divisors(2), lay.shard_divisors(1)  # lay.sharded's, once
     nccl = nccl_buffer_bytes(lay, model.moe is not None, gpus_per_domain)
     reserved, gather_b = process_reserve_bytes(), lay.weight_gather_bytes
@@ -437,8 +441,8 @@ def memory_per_gpu(model: ModelSpec, lay: ParallelLayout, capacity_bytes: float,
     best, best_total = None, None  # the first rank with the largest total; only its breakdown is built
     for i, (held, (dense, expert, big)) in enumerate(zip(rank_stages(lay), stage_params(model, lay))):
         w = divided(dense, expert, div3) * wb
-        if ends is not None:  # the layers' weights in FP8, the embedding and output layer in weight_bytes
-            w = (dense + expert - ends[i]) * fp8_param_bytes(lay, generation) + ends[i] * wb
+        if bf16 is not None:  # the linears' weights in FP8, the rest (embedding, output layer, norms) in weight_bytes
+            w = (dense + expert - bf16[i]) * fp8_param_bytes(lay, generation) + bf16[i] * wb
         buf = (2 * big if reshard else dense + expert) * gather_b if z >= 3 else 0.0
         g = divided(dense, expert, div2) * gb
         o = divided(dense, expert, div1) * ob

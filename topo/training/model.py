@@ -407,9 +407,21 @@ class ModelSpec(_Strict):
         if self.mamba is None:
             return 0
         mb, di = self.mamba, self.mamba_inner
-        conv_ch = di + 2 * mb.groups * mb.d_state
         in_proj = self.hidden * (2 * di + 2 * mb.groups * mb.d_state + self.mamba_heads)
-        return in_proj + conv_ch * (mb.conv_kernel + 1) + 3 * self.mamba_heads + di + di * self.hidden
+        return in_proj + self.mamba_nonlinear_params + di * self.hidden
+
+    @property
+    def mamba_nonlinear_params(self) -> int:
+        """Weights of one Mamba-2 mixer outside its two linear layers (``in_proj``, ``out_proj``): the convolution's
+        weight and bias, ``A_log``, ``D`` and ``dt_bias`` (one a head each) and the gated norm (``d_inner``), each
+        split over tensor parallelism (``tensor_model_parallel``: NVIDIA/Megatron-LM@d98e8a64
+        ``megatron/core/ssm/mamba_mixer.py`` lines 325-345, 390, 402, 414 and 424); part of :attr:`mamba_params`,
+        0 without Mamba."""
+        if self.mamba is None:
+            return 0
+        mb, di = self.mamba, self.mamba_inner
+        conv_ch = di + 2 * mb.groups * mb.d_state
+        return conv_ch * (mb.conv_kernel + 1) + 3 * self.mamba_heads + di
 
     def block_params(self, kind: str, active: bool = False) -> int:
         """Weights of one block of ``kind`` with its norm (``active``: the routed top-k experts only); an MoE block's

@@ -45,7 +45,7 @@ from .fp8_amax import AMAX_GROUP, AMAX_PHASE, amax_group, amax_reductions
 from .multisite_interval import across_sites_interval
 from .multisite_memory import job_memory, job_optimizer_s, sharding_text, state_layout
 from .mapping import EXPERT_DP_GROUPS, default_placement, free_gpus, map_layout, refuse_failed_gpus
-from .memory import busiest_stage, end_unit_params, stage_params
+from .memory import busiest_stage, bf16_kept_params, stage_params
 from .model import ModelSpec
 from .parallel import ParallelLayout, batch_allowed, check_batch, dp_bucket_params
 from .result import StepResult
@@ -743,8 +743,8 @@ def replica_dp_bytes(model: ModelSpec, lay: ParallelLayout) -> ReplicaBytes:
         per_rank[field][expert] += it["size_bytes"] * it["calls"] / (lay.expert_dp if expert else lay.dp * lay.cp)
     rows = stage_params(model, lay)
     b = busiest_stage(rows)  # the busiest, as the step's DP traffic takes it
-    ends = end_unit_params(model, lay)
-    # a stage's dense gather at its own mean bytes a parameter (its BF16 ends under fp8_param_gather), the rest by
+    ends = bf16_kept_params(model, lay)
+    # a stage's dense gather at its own mean bytes a parameter (its BF16 part under fp8_param_gather), the rest by
     # its parameters alone
     wb = [gather_bytes_per_param(lay, d, end) / gather_bytes_per_param(lay, rows[b][0], ends[b]) if d else 0.0
           for (d, _, _), end in zip(rows, ends)]

@@ -253,7 +253,9 @@ def _comm_floor_s(spec, lay: ParallelLayout, traffic: list[dict], sc,
     (:meth:`~topo.training.mapping.Mapping.members_in_domain`, in the least local domain); each GPU of that domain
     sends ``1 - ep_members / ep`` of an expert all-to-all's buffer through the domain's NICs. Unmapped (None): the
     most any rank order allows, the GPUs of a domain the layout uses. ``tp_overlap``: the layout's TP overlap
-    takes effect for the model (:func:`~topo.training.tp_overlap.tp_overlap_on`)."""
+    takes effect for the model (:func:`~topo.training.tp_overlap.tp_overlap_on`); an item marked ``userbuffers``
+    (an MLA model's first ``linear_proj``, :func:`~topo.training.tp_overlap.first_proj_userbuffers`) overlapped
+    either way."""
     nvlink = spec.nvlink_Bps
     nic = spec.server.nic_rate_Bps * spec.server.nics / spec.gpus_per_server
     used = lay.gpus_per_domain_used or spec.gpus_per_domain
@@ -268,7 +270,8 @@ def _comm_floor_s(spec, lay: ParallelLayout, traffic: list[dict], sc,
         if it["collective"] == "alltoall":
             D = ep_members if ep_members is not None and it["groups"] == "ep" else used
             floor = max(floor, it["calls"] * it["size_bytes"] * max(0.0, 1 - D / n) / nic)
-        got = exposed_comm_s(it["dim"], it["phase"], floor, windows, lay, tp_overlap=tp_overlap)
+        got = exposed_comm_s(it["dim"], it["phase"], floor, windows, lay,
+                             tp_overlap=tp_overlap or "userbuffers" in it)
         if it["dim"] == "tp":
             tp += got
         else:

@@ -102,7 +102,7 @@ from .host_cpu import host_time_factor, reference_host_cpu
 from .kernels import memory_s
 from .mapping import (EXPERT_DP_GROUPS, default_placement, map_layout, recipe_gpus_used,
                       refuse_failed_placement)
-from .memory import busiest_stage, end_unit_params, memory_per_gpu, stage_params, units_holding
+from .memory import busiest_stage, bf16_kept_params, memory_per_gpu, stage_params, units_holding
 from .model import BLOCK_KINDS, Block, ModelSpec
 from .nvls_buffers import may_run_nvls, step_nvls_bytes
 from .operators import (END_UNITS, bf16_layers, busiest_rank_load, expert_capacity, optimizer_step_s,
@@ -114,7 +114,8 @@ from .ring_attention import a2a_exchanges, ring_sends
 from .routing import consecutive_destinations, rank_destinations, spread_destinations
 from .timeline import step_timeline
 from .unit_params import tp_replicated_params
-from .tp_overlap import check_num_sm, margins_note, tp_overlap_on, userbuffers_off_note, userbuffers_on
+from .tp_overlap import (check_num_sm, first_proj_userbuffers, margins_note, tp_overlap_on, userbuffers_off_note,
+                         userbuffers_on)
 from .uncertainty import job_reach, left_out_measured, step_interval
 
 __all__ = ["estimate_step", "step_traffic", "traffic_stage",
@@ -305,16 +306,18 @@ class _Traffic:
         return min(self.c[kind], self.rec_layers)
 
     def add(self, dim, coll, groups_dim, size, calls, phase, elem_bytes=ACT_BYTES, pair="", what="",
-            blocks=None) -> None:
+            blocks=None, userbuffers=False) -> None:
         """``blocks``: the TP blocks a micro-batch the item's calls are for, where not all of them
-        (:func:`_tp_traffic`'s MLA split; :func:`_stream_exposed` shares its GEMM pairs over them)."""
+        (:func:`_tp_traffic`'s MLA split; :func:`_stream_exposed` shares its GEMM pairs over them).
+        ``userbuffers``: a TP item overlapped where the model's others are not (:func:`_tp_traffic`)."""
         if self.only is not None and not self.only(coll):
             return
         if calls > 0 and size > 0 and group_degree(self.lay, groups_dim) > 1:
             self.out.append({"dim": dim, "collective": coll, "groups": groups_dim, "size_bytes": float(size),
                              "calls": float(calls), "phase": phase, "elem_bytes": float(elem_bytes),
                              **({"pair": pair} if pair else {}), **({"what": what} if what else {}),
-                             **({"tp_blocks": blocks} if blocks is not None else {})})
+                             **({"tp_blocks": blocks} if blocks is not None else {}),
+                             **({"userbuffers": True} if userbuffers else {})})
 
 
 _DEGREES = {"dpcp": lambda lay: lay.dp * lay.cp, "tpcp": lambda lay: lay.tp * lay.cp,
@@ -414,12 +417,23 @@ def _tp_traffic(t: _Traffic) -> None:
     ag_bytes = FP8_BYTES if (lay.precision == "fp8" and tp_ring_steps(lay, t.model) > 1) else ACT_BYTES
     ag = t.act * ag_bytes / ACT_BYTES
     if lay.sequence_parallel:
+        # the rank's first MLA layer's linear_proj keeps userbuffers (:func:`.tp_overlap.first_proj_userbuffers`):
+        # its forwards (a recomputed layer's again) and its backward, overlapped where the rest are not
+        ub = mla_fwd / mla if (mla and first_proj_userbuffers(lay, t.model)) else 0.0
+        ub_bytes = FP8_BYTES if lay.precision == "fp8" else ACT_BYTES
         # ``what``: what each carries, so that the two backward all-gathers of one size read apart (walk24)
         t.add("tp", "all_gather", "tp", ag, t.m * (forward - mla_fwd), "microbatch", ag_bytes, pair="ag_fprop",
               what="input", blocks=rest if mla else None)
-        t.add("tp", "reduce_scatter", "tp", t.act, t.m * forward, "microbatch", pair="rs_fprop", what="output")
-        t.add("tp", "all_gather", "tp", ag, t.m * blocks, "backward", ag_bytes, pair="rs_dgrad",
-              what="output gradient")
+        t.add("tp", "reduce_scatter", "tp", t.act, t.m * (forward - ub), "microbatch", pair="rs_fprop",
+              what="output")
+        t.add("tp", "all_gather", "tp", ag, t.m * (blocks - (1 if ub else 0)), "backward", ag_bytes,
+              pair="rs_dgrad", what="output gradient")
+        if ub:
+            t.add("tp", "reduce_scatter", "tp", t.act, t.m * ub, "microbatch", pair="rs_fprop",
+                  what="output, the first MLA layer's linear_proj (userbuffers)", userbuffers=True)
+            t.add("tp", "all_gather", "tp", t.act * ub_bytes / ACT_BYTES, t.m, "backward", ub_bytes,
+                  pair="rs_dgrad", what="output gradient, the first MLA layer's linear_proj (userbuffers)",
+                  userbuffers=True)
         t.add("tp", "all_gather", "tp", ag, t.m * rest, "backward", ag_bytes, pair="ag_dgrad",
               what="input again, for wgrad", blocks=rest if mla else None)
         t.add("tp", "reduce_scatter", "tp", t.act, t.m * rest, "backward", pair="ag_wgrad", what="input gradient",
@@ -581,7 +595,7 @@ def _dp_traffic(t: _Traffic) -> None:
     z = lay.zero_stage
     hybrid = lay.dp_shard is not None and lay.dp_shard < lay.dp
     e_hybrid = lay.expert_dp_shard is not None and lay.expert_dp_shard < lay.expert_dp
-    end = end_unit_params(model, lay)[busiest]
+    bf16 = bf16_kept_params(model, lay)[busiest]
     for groups, n, held, across in (("dps" if hybrid else "dpcp", dense, held_dense, "dpr"),
                                     ("edps" if e_hybrid else "edp", expert, held_expert, "edpr")):
         if n <= 0:
@@ -589,7 +603,7 @@ def _dp_traffic(t: _Traffic) -> None:
         width = lay.dp_shard_size * lay.cp if across == "dpr" else lay.expert_dp_shard_size  # a shard group's
         shard = n / width if groups in ("dps", "edps") else 0.0
         rb = lay.expert_reduce_bytes if across == "edpr" else lay.reduce_bytes
-        wb = gather_bytes_per_param(lay, n, end if across == "dpr" else 0.0)
+        wb = gather_bytes_per_param(lay, n, bf16 if across == "dpr" else 0.0)
         k = dp_bucket_calls(lay, n)  # one collective per bucket, each paying its own latency
         if z == 0:
             k = xla_all_reduce_calls(lay, k, n * rb)  # XLA's combiner, where the layout sets its threshold
@@ -613,8 +627,9 @@ def _dp_traffic(t: _Traffic) -> None:
 def gather_bytes_per_param(lay: ParallelLayout, params: float, bf16_params: float = 0.0) -> float:
     """Mean bytes per parameter of a data-parallel weight all-gather of ``params`` parameters: the layout's
     ``weight_gather_bytes`` (``gather_bytes``, default ``weight_bytes``), or with ``fp8_param_gather`` (FP8
-    layouts) 1 byte for the layers' weights and ``weight_gather_bytes`` for the
-    ``bf16_params`` of them that stay in BF16 (the embedding and the output layer). MXFP8 weights are gathered at
+    layouts) 1 byte for the linear layers' weights and ``weight_gather_bytes`` for the ``bf16_params`` of them that
+    stay in BF16 (the embedding, the output layer, the norms, an MoE router, a Mamba mixer's convolution and scalars:
+    :func:`topo.training.memory.bf16_kept_params`), each from the DDP buffer of its dtype. MXFP8 weights are gathered at
     ``weight_gather_bytes`` even so: Megatron-Core gathers them in BF16 through the gradient buffer and casts them
     after (:func:`topo.training.fp8_params.gathers_in_fp8`).
 
@@ -1199,7 +1214,8 @@ def _stream_exposed(model: ModelSpec, lay: ParallelLayout, gpu, sc, traffic: lis
                                          item.get("pair") in BULK)
             ex += exposed_comm_s(dim, item["phase"], rest, windows, lay, ep_loss, tp_overlap=tp_hidden)
         else:
-            ex = exposed_comm_s(dim, item["phase"], total, windows, lay, ep_loss, tp_overlap=tp_hidden)
+            ex = exposed_comm_s(dim, item["phase"], total, windows, lay, ep_loss,
+                                tp_overlap=tp_hidden or "userbuffers" in item)
         done[i] = ex
     return done
 

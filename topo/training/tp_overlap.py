@@ -35,8 +35,8 @@ from ..resources import data_dir
 from .comm_sms import reduced_gpu
 
 __all__ = ["configs", "config_names", "recipe_configs", "check_num_sm", "userbuffers_built", "tp_overlap_on",
-           "userbuffers_on", "userbuffers_off_note", "buffer_name", "margin_sms", "pass_margins", "margin_kernels",
-           "margins_note", "DEFAULT"]
+           "first_proj_userbuffers", "userbuffers_on", "userbuffers_off_note", "buffer_name", "margin_sms",
+           "pass_margins", "margin_kernels", "margins_note", "DEFAULT"]
 
 DEFAULT = "te_default"
 SOURCE = "tp_overlap.toml"
@@ -185,8 +185,8 @@ def userbuffers_built(model) -> bool:
     537-617) is the first such linear built, so every TE linear built after it has no userbuffers: the rest of
     that layer and every later layer, the shared experts' ``deepcopy`` of the config included
     (``moe/shared_experts.py`` line 123). Only the first layer's output projection, built before the down
-    projections (``multi_latent_attention.py`` line 221), keeps them; that one layer a pipeline rank (a model
-    chunk under Megatron-LM's own ``pretrain_gpt.py``) is not modelled: every MLA layer is priced without.
+    projections (``multi_latent_attention.py`` line 221), keeps them: one layer a pipeline rank under
+    Megatron-Bridge / NeMo (a model chunk under Megatron-LM's own ``pretrain_gpt.py``), :func:`first_proj_userbuffers`.
     The names came in with 4e6ae3a2 ("Fix a bug about tp_comm_buffer_name in MultiLatentAttention", April 2025,
     Megatron-Core 0.13.0 on); before it, an MLA linear without a buffer name failed ``TELinear``'s
     ``assert tp_comm_buffer_name is not None`` under TP overlap, so no Megatron-Core MLA run overlapped TP with
@@ -220,6 +220,30 @@ def tp_overlap_on(lay, model) -> bool:
     return bool(lay.overlap_tp) and userbuffers_built(model)
 
 
+def first_proj_userbuffers(lay, model) -> bool:
+    """Whether a pipeline rank's first MLA layer runs its output projection's (``linear_proj``, buffer ``proj``)
+    TP collectives through userbuffers while the rest of the model has none (:func:`userbuffers_built`): the
+    layout asks for userbuffers (``overlap_tp``, sequence parallelism, ``tp > 1``) and the model is built
+    without. ``MultiLatentAttention.__init__`` builds ``linear_proj`` (NVIDIA/Megatron-LM@d98e8a64
+    ``megatron/core/transformer/multi_latent_attention.py`` line 221) before ``MLASelfAttention`` builds its down
+    projections, so ``TELinear.__init__`` still reads ``tp_comm_overlap`` true and, ``proj`` being a Transformer
+    Engine buffer name, passes ``ub_overlap_rs`` / ``ub_overlap_ag`` and ``ub_name`` on
+    (``megatron/core/extensions/transformer_engine.py`` lines 1176-1187, 1189-1218): its forward reduce-scatter
+    and its input gradient's all-gather of the output gradient run beside its GEMMs. One such layer a pipeline
+    rank: Megatron-Bridge's one provider config serves every virtual-pipeline chunk (section 372).
+
+    Parameters
+    ----------
+    lay : ParallelLayout
+    model : ModelSpec
+
+    Returns
+    -------
+    bool
+    """
+    return _layout_userbuffers(lay) and not userbuffers_built(model)
+
+
 def _layout_userbuffers(lay) -> bool:
     """The layout's part of :func:`userbuffers_on`: ``overlap_tp``, sequence parallelism and ``tp > 1``."""
     return bool(lay.overlap_tp and lay.sequence_parallel and lay.tp > 1)
@@ -251,7 +275,8 @@ def userbuffers_off_note(lay, model) -> str | None:
         return None
     return ("TP overlap off: Megatron-Core builds an MLA model without userbuffers (the first MLA down projection's "
             "buffer name sets the shared config's tp_comm_overlap False, Megatron-LM 4e6ae3a2 on); "
-            "its TP collectives priced as without overlap_tp")
+            "its TP collectives priced as without overlap_tp, but the first MLA layer's linear_proj a pipeline rank, "
+            "built before it")
 
 
 def buffer_name(module: str, tp_overlap: str, gemm_pass: str) -> str | None:

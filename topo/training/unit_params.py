@@ -1,13 +1,15 @@
 """Parameters of one pipeline unit (a layer, the embedding, the output layer, a multi-token-prediction head) on
 one GPU, before any ZeRO sharding, split into dense and expert parameters: the one place :mod:`.memory` (model
-state, FSDP gathers) and :mod:`.fsdp2_copies` (FSDP2's copies of each unit's gathered weights) take them from."""
+state, FSDP gathers) and :mod:`.fsdp2_copies` (FSDP2's copies of each unit's gathered weights) take them from; and
+of those, the ones outside FP8 linear layers (:func:`unit_bf16_params`), which stay in BF16 under
+``fp8_param_gather``."""
 
 from __future__ import annotations
 
-from .model import Block, ModelSpec
+from .model import ATTENTION_BLOCKS, Block, ModelSpec
 from .parallel import ParallelLayout
 
-__all__ = ["unit_params", "block_params_on_gpu", "tp_replicated_params"]
+__all__ = ["unit_params", "unit_bf16_params", "block_params_on_gpu", "tp_replicated_params"]
 
 
 def block_params_on_gpu(model: ModelSpec, lay: ParallelLayout, kind: str) -> tuple[float, float]:
@@ -69,6 +71,52 @@ def unit_params(model: ModelSpec, lay: ParallelLayout, unit: str, embedding_held
         d, e = block_params_on_gpu(model, lay, k)
         dense, expert = dense + d, expert + e
     return dense, expert
+
+
+def unit_bf16_params(model: ModelSpec, lay: ParallelLayout, unit: str, embedding_held: bool) -> float:
+    """Of :func:`unit_params`'s dense parameters, those outside FP8 linear layers: what stays in BF16 when
+    Megatron-Core keeps the linear layers' weights in FP8 (``fp8_param_gather``), gathered from a BF16 buffer
+    while the FP8 weights are gathered from a uint8 one.
+
+    Only a Transformer Engine linear's weight is quantized: TE wraps a parameter in a QuantizedTensor only where it
+    was registered with an ``fp8_meta_index`` (NVIDIA/TransformerEngine@d0067d0d
+    ``transformer_engine/pytorch/module/base.py`` lines 1836-1838), which the weights have (``module/linear.py``
+    lines 1774-1779) and a fused norm's ``layer_norm_weight`` and the biases have not (``module/layernorm_linear.py``
+    lines 1448-1456, 1563-1567); and Megatron-Core builds only its layers (``transformer_block.py`` lines 355-359)
+    and its multi-token-prediction layers (``multi_token_prediction.py`` lines 1927, 1944) inside TE's
+    ``fp8_model_init`` (NVIDIA/Megatron-LM@d98e8a64 ``megatron/core/fp8_utils.py`` line 848), so the embedding and
+    the output layer stay BF16, as do a layer's norms, an MoE router's weight (``transformer/moe/router.py`` lines
+    64-65, cast to ``params_dtype`` at line 84) and a Mamba mixer's convolution, ``A_log``, ``D``, ``dt_bias`` and
+    gated norm (:attr:`.ModelSpec.mamba_nonlinear_params`); ``Float16Module`` casts all of them to BF16
+    (``transformer/module.py`` lines 458-476, 510). DDP puts each in the buffer of its dtype, ``uint8`` for a
+    quantized weight (``distributed/param_and_grad_buffer.py`` ``group_params_for_buffers``, lines 888-935). An MLA
+    layer's down projections and an MTP depth's ``eh_proj`` are TE linears: FP8. The routed experts have none.
+
+    Parameters
+    ----------
+    model : ModelSpec
+    lay : ParallelLayout
+    unit : str
+        As :func:`unit_params`.
+    embedding_held : bool
+        As :func:`unit_params`.
+
+    Returns
+    -------
+    float
+        Parameters on one GPU (before ZeRO sharding).
+    """
+    if unit in ("embedding", "logits"):
+        return unit_params(model, lay, unit, embedding_held)[0]
+    if unit == "mtp_head":  # its norms and the output head's copy; its 2h -> h eh_proj is FP8
+        eh_proj = model.mtp_head_params - model.mtp_norm_params
+        return unit_params(model, lay, unit, embedding_held)[0] - eh_proj / lay.tp
+    n = 0.0
+    for k in unit:
+        linear_whole = model.mla_down_params if k in ATTENTION_BLOCKS else 0
+        n += model.tp_whole_params(k) - linear_whole
+        n += model.mamba_nonlinear_params / lay.tp if k == Block.MAMBA else 0.0
+    return n
 
 
 def tp_replicated_params(model: ModelSpec, counts: dict, sequence_parallel: bool) -> float:
