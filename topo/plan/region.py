@@ -19,7 +19,7 @@ from .dci_ports import port_notes, site_ports
 from .planner import plan, workload_of
 from .power import HOURS_PER_YEAR
 from .reliability import Reliability, joint_reliability
-from .train_time import TrainingJob, cost_per_million_tokens_usd, job_energy, time_to_train
+from .train_time import TrainingJob, cost_per_million_tokens_usd, job_energy, standing_fraction, time_to_train
 
 __all__ = ["SitePlan", "RegionPlan", "plan_region", "restore_exchange_s"]
 
@@ -87,12 +87,16 @@ class RegionPlan:
     @property
     def energy_to_train(self) -> dict | None:
         """With a job: one site's plan's figures (:func:`~topo.plan.train_time.job_energy`) with the region's
-        average facility power, GPUs, goodput and the first site's electricity price (the DCI bill's)."""
+        average facility power, GPUs, goodput and the first site's electricity price (the DCI bill's); while the job
+        stands (its joint reliability's standing share) each site's share of its GPUs draws that site's idle."""
         if self.training is None or not self.site_plans:
             return None
-        return job_energy(self.training, self.reliability.goodput if self.reliability is not None else 1.0,
-                          self.average_facility_power_W, self.num_gpus,
-                          self.site_plans[0].power.electricity_usd_per_kWh)
+        r = self.reliability
+        drop = sum(p.power.standing_drop_W(p.training.gpus if p.training is not None else p.num_gpus)
+                   for p in self.site_plans)  # each site's share of the job's GPUs, at its own GPUs' idle draw
+        return job_energy(self.training, r.goodput if r is not None else 1.0, self.average_facility_power_W,
+                          self.num_gpus, self.site_plans[0].power.electricity_usd_per_kWh, drop,
+                          standing_fraction(r.lost_fraction_by_part) if r is not None else 0.0)
 
     @property
     def effective_fraction(self) -> float:
