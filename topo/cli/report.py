@@ -363,8 +363,9 @@ def _plans(args, reports, job, trains) -> list:
 
 
 def _work_text(r) -> str:
-    """A plan's work block as ``topo plan SPEC --model M --layout L [--tokens N]`` prints it (:func:`topo.cli.plan.
-    work_lines`: the cost per million tokens, the time to train and the energy), for the page; "" without a job."""
+    """A plan's work block as ``topo plan SPEC --model M --layout L [--tokens N]`` prints it
+    (:func:`topo.cli.plan.work_lines`: the cost per million tokens, the time to train, the energy); "" without a
+    job."""
     return "\n".join(work_lines(r)) if r.training is not None else ""
 
 

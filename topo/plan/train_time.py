@@ -170,13 +170,10 @@ def job_energy(job: TrainingJob | None, goodput: float, average_facility_power_W
     their average draw (``facility.server_average_fraction``) with their front-end share, and that share of the
     switches, optics and storage, all times the PUE (cooling and the facility's losses); a region's adds that share
     of its DCI's power (the DCI bill's, at its own power, no PUE, as its energy cost counts it) -- drawn over the
-    whole time to train with the goodput (``t_wall``), less, for the share of it the job stands
-    (:func:`standing_fraction`: checkpoint stall, detection, restart, reload), what its GPUs draw less idle
-    (:meth:`~topo.plan.power.PowerBreakdown.standing_drop_W`: the rest of the servers, the network, storage and the
-    DCI keep their draw; the catch-up's lost work ran at the working draw). Not counted: the GPUs the job does not
-    hold (hot spares and idle ones), the year's load factor (the job runs all the while). The energy's cost is at
-    the plan's electricity price; it is part of the cost per million tokens already (the TCO's energy, at the
-    average draw all year), not added to it.
+    whole time to train with the goodput (``t_wall``), less, while the job stands (:func:`standing_fraction`), what
+    its GPUs draw less idle (:meth:`~topo.plan.power.PowerBreakdown.standing_drop_W`). Not counted: the GPUs the job
+    does not hold (hot spares, idle ones), the year's load factor. The energy's cost, at the plan's price, is inside
+    the cost per million tokens already (the TCO's energy, the year at the average draw), not added to it.
 
         P_job               = job GPUs / GPUs x average facility power                       (at work)
         P_mean              = P_job - standing share x standing drop        (over the wall time, stands included)
@@ -197,10 +194,8 @@ def job_energy(job: TrainingJob | None, goodput: float, average_facility_power_W
         The plan's GPUs (the job's are a share of them).
     electricity_usd_per_kWh : float
         The plan's price of energy.
-    standing_drop_W : float, optional
-        What the job's GPUs draw less at the facility idle than at work (0: the same draw).
-    standing_share : float, optional
-        The share of the wall time the job stands (:func:`standing_fraction` of the plan's reliability).
+    standing_drop_W, standing_share : float, optional
+        What the job's GPUs draw less idle than at work, at the facility; the share of the wall time it stands.
 
     Returns
     -------
