@@ -13,7 +13,7 @@ from conftest import run_cli
 from small_regions import TWO_SITE_JOB_LAYOUT, two_site_job_plan
 from topo.fabric.region import build_region
 from topo.plan.region import plan_region
-from topo.plan.train_time import TrainingJob, job_energy, region_job_layer
+from topo.plan.train_time import TrainingJob, job_energy, region_job_layer, standing_fraction
 from topo.resources import data_dir
 from topo.training.model import load_model
 from topo.training.multisite import estimate_across_sites
@@ -64,14 +64,18 @@ def test_region_energy_is_its_share_of_the_sites_and_dci_average_power(planned, 
     t, e = planned["time_to_train"], planned["energy_to_train"]
     assert planned["training"]["gpus"] == planned["num_gpus"] == 3072
     assert e["job_power_W"] == pytest.approx(avg_W, rel=1e-12)
+    # plan81: while the job stands (the lost time's stall, detection, restart, reload) its GPUs draw their idle
+    drop_W = sum(p.power.standing_drop_W(p.training.gpus) for p in r.site_plans)
+    mean_W = avg_W - standing_fraction(planned["reliability"]["lost_fraction_by_part"]) * drop_W
+    assert 0 < drop_W < avg_W and e["job_mean_power_W"] == pytest.approx(mean_W, rel=1e-12)
     tps, g = planned["training"]["tokens_per_s"], planned["goodput"]
-    assert e["energy_per_token_J"] == pytest.approx(avg_W / (tps * g), rel=1e-12)
-    assert e["energy_to_train_J"] == pytest.approx(avg_W * t["time_to_train_s"], rel=1e-12)
+    assert e["energy_per_token_J"] == pytest.approx(mean_W / (tps * g), rel=1e-12)
+    assert e["energy_to_train_J"] == pytest.approx(mean_W * t["time_to_train_s"], rel=1e-12)
     assert e["energy_to_train_J"] == pytest.approx(e["energy_per_token_J"] * 15e12, rel=1e-9)
     assert e["energy_to_train_kWh"] == pytest.approx(e["energy_to_train_J"] / 3.6e6, rel=1e-12)
     price = r.site_plans[0].power.electricity_usd_per_kWh
     assert e["energy_cost_to_train_usd"] == pytest.approx(e["energy_to_train_kWh"] * price, rel=1e-12)
-    assert e["energy_to_train_interval_kWh"] == pytest.approx([avg_W * x / 3.6e6
+    assert e["energy_to_train_interval_kWh"] == pytest.approx([mean_W * x / 3.6e6
                                                                for x in t["time_to_train_interval_s"]])
 
 
@@ -126,5 +130,5 @@ def test_one_sites_plan_has_the_energy_of_its_jobs_share():
     share = d["training"]["gpus"] / d["num_gpus"]
     assert 0 < share < 1
     assert e["job_power_W"] == pytest.approx(share * d["power"]["average_facility_power_W"], rel=1e-12)
-    assert e["energy_to_train_J"] == pytest.approx(e["job_power_W"] * t["time_to_train_s"], rel=1e-12)
+    assert e["energy_to_train_J"] == pytest.approx(e["job_mean_power_W"] * t["time_to_train_s"], rel=1e-12)
     assert e["electricity_usd_per_kWh"] == d["power"]["electricity_usd_per_kWh"]

@@ -68,9 +68,4 @@ def test_shares_on_one_sites_report_is_refused(tmp_path):
     assert bad.returncode == 2 and len(bad.stderr.splitlines()) == 1 and "--shares" in bad.stderr, bad.stderr
 
 
-def test_tokens_on_one_sites_report_is_refused(tmp_path):
-    """One site's page draws its plan's figures with no time to train: --tokens there is said, not ignored."""
-    bad = run_cli("report", "dgx-h100-superpod", "--plan", "--train", "llama3-8b", "--layout",
-                  "tp=8,dp=64,global_batch=256", "--tokens", "1T", "-o", str(tmp_path / "r.html"))
-    assert bad.returncode == 2 and len(bad.stderr.splitlines()) == 1, bad.stderr
-    assert "--tokens" in bad.stderr and "topo plan SPEC" in bad.stderr, bad.stderr
+# plan81: one site's page now shows its plan's job with --tokens (tests/test_report_plan_job_plan81.py)

@@ -18,6 +18,7 @@ from ..spec import DEFAULT_SPEC
 from ..spec.load import resolve_spec_path
 from ..units import (UnitError, count_noun, format_bandwidth, format_count, format_in, format_time, format_usd, in_unit,
                      parse_count, parse_power_W)
+from .across import add_across_arguments
 from .bom_csv import write_bom_csv
 from .common import GivenOnce, add_spec_arguments, fabric_from_args, spec_from_args
 from .estimate_args import add_profile_argument, check_profile_flag, profile_notes
@@ -68,6 +69,9 @@ def register(sub) -> None:
     p.add_argument("--shares", metavar="S",
                    help="a region with --model: how its job's replicas split over the sites (by-size, the default, or "
                    "equal), as topo train REGION --shares; refused without a job or on one site's spec")
+    add_across_arguments(p, "; with --model on a region: how the planned job spans its sites, its reload too (dp, "
+                         "outer: every site holds whole replicas and receives the others' checkpoint shares over the "
+                         "DCI; pp: each site reads its own stages' and sends nothing)")
     p.add_argument("--json", action="store_true", help="print one JSON document on stdout")
     p.add_argument("--bom-csv", metavar="FILE",
                    help="also write the bill of materials of every SPEC as CSV (switches, transceivers, cables by "
@@ -133,9 +137,11 @@ def run(args) -> int:
         raise TopoError(f"{args.shares!r}: splits a region's job over its sites, and a plan of one site times no "
                         "job across sites; allowed: topo train REGION --model M --shares by-size|equal",
                         key="--shares")
-    if args.one_site:
-        raise TopoError("applies to a region of several sites (a spec with [[sites]], e.g. two-site-h100)",
-                        key="--one-site")
+    for flag, value in (("--one-site", args.one_site or None), ("--across", args.across),
+                        ("--outer-every", args.outer_every)):
+        if value is not None:
+            raise TopoError("applies to a region of several sites (a spec with [[sites]], e.g. two-site-h100)",
+                            key=flag)
     if args.bom_csv is not None:  # a bad output fails before the plan
         if args.bom_csv == "-" and args.json:
             raise TopoError("--json and --bom-csv - both print on stdout; give --bom-csv a file", key="--bom-csv")
@@ -485,7 +491,7 @@ def _goodput_lines(r: PlanResult, mark) -> list[str]:
     """Goodput with what is lost to each part, its sensitivity, the storage and the spares."""
     # walk24's hot spares, plan70's job's idle GPUs
     out = goodput_lines(r.reliability, r.cost_per_effective_gpu_hour_usd, r.training_gpus_words(), mark)
-    out += _work_lines(r)
+    out += work_lines(r)
     if r.storage is not None:
         out += _storage_lines(r.storage, mark)
     if r.spares:
@@ -496,9 +502,10 @@ def _goodput_lines(r: PlanResult, mark) -> list[str]:
     return out
 
 
-def _work_lines(r: PlanResult) -> list[str]:
+def work_lines(r: PlanResult) -> list[str]:
     """The cost of the work done (per delivered PFLOP-hour; per million tokens of --model's job) and the time to
-    train --tokens at the step and with the goodput."""
+    train --tokens at the step and with the goodput: ``topo plan``'s work block, and one site's report page's
+    (``topo report SPEC --plan --train M --layout L --tokens N``)."""
     k = r.compute
     out = [f"work      ${r.cost_per_pflop_hour_usd:,.2f} per delivered PFLOP-hour (3.6e18 model FLOP at {k.precision}, "
            f"MFU {k.mfu:.3g}): the cost per effective GPU-hour x 1e15 / (peak per GPU x MFU)"]

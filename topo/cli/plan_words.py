@@ -144,7 +144,10 @@ def _energy_lines(job, e: dict | None, parts: str) -> list[str]:
                     "uncertainty's ends")
     return [out, f"          (the job's {format_count(job.gpus)} GPUs' share of the average facility power, "
                  f"{format_in(e['job_power_W'], 'MW', ',.2f')}: their servers at their average draw and that share of the "
-                 f"{parts}, at the PUE, over the time with the goodput)"]
+                 f"{parts}, at the PUE, over the time with the goodput; while the job stands, "
+                 f"{100 * e['standing_fraction']:.1f}% of it (checkpoint stall, detection, restart, reload), its GPUs "
+                 f"at their idle draw (gpus.toml idle_W): {format_in(e['job_standing_power_W'], 'MW', ',.2f')}; "
+                 f"{format_in(e['job_mean_power_W'], 'MW', ',.2f')} on average)"]
 
 
 def _ends_text(t: dict) -> str:

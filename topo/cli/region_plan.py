@@ -15,6 +15,7 @@ from ..plan.train_time import region_job_layer
 from ..spec.region_load import is_region_file
 from .. import training  # lazy (PEP 562): topo plan imports no step model (test_startup)
 from ..units import format_count, format_in, format_time, format_usd
+from .across import across_of, check_across
 from .bom_csv import write_region_bom_csv
 from .design_sets import overrides_for
 from .layout_dp import layout_source
@@ -52,6 +53,12 @@ def refuse_region_flags(args) -> None:
     if getattr(args, "it_power", None) is not None:  # each site has its own power_limit_MW
         raise TopoError("sizes one site's design; a region's sites are sized by their specs and checked against "
                         "their own power_limit_MW; allowed: --it-power on one site's spec", key="--it-power")
+    for flag in ("--across", "--outer-every"):
+        value = getattr(args, flag[2:].replace("-", "_"), None)
+        if value is not None and not args.model:  # plan81: the way a job spans the sites; no job, no way
+            raise TopoError(f"{value}: a region's plan without --model times no job, so nothing spans the sites; "
+                            f"allowed: {flag} with --model M --layout L", key=flag)
+    check_across(args)
     if args.profile and not args.model:  # tidy68: nothing it shows depends on a collective; plan79: a job's step does
         raise TopoError(f"{args.profile}: a region's plan without --model prices no collective (its sites' power, "
                         "capex and TCO and the DCI's bill; the MFU is --mfu's or the catalog's), so a profile has "
@@ -93,18 +100,20 @@ def run_region_plan(args, name: str, layers) -> int:
 
 def region_job(args, region) -> tuple:
     """``(layer, {"training": job, "site_gpus": ...})``: ``--model`` laid out as ``--layout`` across the region's
-    sites (dp filled, :func:`topo.training.multisite_layout.region_layout`; data parallel across the sites, the
-    layout the goodput's reload assumes), its step (:func:`topo.training.multisite.estimate_across_sites`) as the
+    sites (dp filled, :func:`topo.training.multisite_layout.region_layout`; across them as ``--across`` says, data
+    parallel by default: the way sets the reload's exchange, :func:`topo.plan.region.restore_exchange_s`), its step (:func:`topo.training.multisite.estimate_across_sites`) as the
     plan's job (:func:`topo.plan.train_time.region_job_layer`); a bad layout is refused naming ``--layout``."""
     shares = args.shares or training.DEFAULT_SHARES
+    across = across_of(args)
     try:
         check_region_profile(region, args.profile)  # a calibrated file of no site's network, before any note
         fields, source = training.layout_fields(args.layout)
         model = training.load_model(args.model)
         for msg in region_profile_notes(region, args.profile):
             note(msg)
-        lay = training.region_layout(region, fields, shares=shares, source=source)
-        step = training.estimate_across_sites(region, model, lay, across="dp", shares=shares, profile=args.profile)
+        lay = training.region_layout(region, fields, shares=shares, across=across, source=source)
+        step = training.estimate_across_sites(region, model, lay, across=across, shares=shares, profile=args.profile,
+                                              outer_every=getattr(args, "outer_every", None))
     except UndividedGpus as exc:
         raise exc.named({}, dp_as="dp=N in the layout", dp_name="dp", source=layout_source(args.layout)) from None
     except TopoError as exc:  # a field's error (the layout's, or the split's of one: source None) names --layout
@@ -113,7 +122,7 @@ def region_job(args, region) -> tuple:
         flag = exc.key in ("model", "layout", "shares", "profile")
         raise TopoError(exc.message, source=source, key=f"--{exc.key}" if flag else exc.key) from None
     layer, job = region_job_layer(args.model, step, lay.precision, float(model.total_params), args.tokens)
-    return layer, {"training": job, "site_gpus": dict(step.site_gpus)}
+    return layer, {"training": job, "site_gpus": dict(step.site_gpus), "across": across}
 
 
 def _MW(w: float) -> str:
@@ -166,12 +175,21 @@ def _goodput_block(r: RegionPlan) -> list[str]:
     read = max(p.reliability.reload_s for p in r.site_plans)
     out = [""] + failure_lines(rel, r.num_gpus)
     out += goodput_lines(rel, r.cost_per_effective_gpu_hour_usd)
+    if r.across == "pp":
+        reload = (f"each site reading its own share ({format_time(read)}, the slowest) and sending nothing over the "
+                  "DCI, for pipeline stages across the sites (each site holds its own stages' state)")
+    else:
+        way = ("data parallel across the sites (topo train REGION's default; pipeline stages across them would send "
+               "nothing)") if r.across == "dp" else "an outer synchronisation across the sites (whole replicas a site)"
+        reload = (f"each site reading its own share ({format_time(read)}, the slowest) then receiving the other "
+                  f"sites' over the DCI ({format_time(r.restore_exchange_s)}), for the job {way}")
     out.append(f"          one job across the {len(r.sites)} sites: any site's failure stops it (the rates add: "
-               f"{each}); its reload is each site reading its own share ({format_time(read)}, the slowest) then "
-               f"receiving the other sites' over the DCI ({format_time(r.restore_exchange_s)}), for the job data "
-               "parallel across the sites (topo train REGION's default; pipeline stages across them would send "
-               "nothing)")
+               f"{each}); its reload is {reload}")
     return out
+
+
+# the job's way across the sites in the plan's work line (RegionPlan.across)
+_WAY_WORDS = {"dp": "data parallel", "pp": "pipeline stages across them", "outer": "an outer synchronisation"}
 
 
 def _job_block(r: RegionPlan) -> list[str]:
@@ -180,8 +198,9 @@ def _job_block(r: RegionPlan) -> list[str]:
     t = r.training
     if t is None:
         return []
-    out = [f"work      {t.model} across the {len(r.sites)} sites, data parallel: step {format_time(t.step_time_s)}, "
-           f"{format_count(t.tokens_per_step)} tokens a step (topo train {r.name} --model {t.model} with the layout)"]
+    out = [f"work      {t.model} across the {len(r.sites)} sites, {_WAY_WORDS[r.across]}: step {format_time(t.step_time_s)}, "
+           f"{format_count(t.tokens_per_step)} tokens a step (topo train {r.name} --model {t.model} with the layout"
+           f"{'' if r.across == 'dp' else ' and --across ' + r.across})"]
     return out + job_lines(t, r.cost_per_million_tokens_usd, r.time_to_train, at_step="at the step across the sites",
                            energy=r.energy_to_train, parts="network and storage (and the DCI's, no PUE)")
 

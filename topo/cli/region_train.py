@@ -16,6 +16,7 @@ from ..training.parallel import layout_fields
 from ..units import format_bandwidth, format_in, format_size, format_suffixed_count, format_time
 from ..dp_fill import UndividedGpus
 from ..training.multisite_layout import largest_dp, region_layout, share_gpus, split_by_size
+from .across import across_of, check_across
 from .layout_dp import placed_by, sized_by, skip_offered, skip_way_dp
 from .search_options import layout_for_search, search_options
 from .output import emit, emit_json, mfu_text, note, table
@@ -35,11 +36,7 @@ longer than the budget (the bottleneck column names which; regpp73: it said "lat
 def run_region_train(args, options: dict, say=str) -> int:
     """``topo train REGION``: one layout across the sites, or ``--search``; ``say`` words a library note for the
     CLI (``train``'s ``note_flags``: a layout field as its flag)."""
-    if args.outer_every is not None and args.outer_every < 1:
-        raise TopoError(f"must be a whole number >= 1, got {args.outer_every}", key="--outer-every")
-    if args.across == "outer" and args.outer_every is None:
-        raise TopoError("--across outer needs the outer synchronisation's period: give --outer-every H (inner "
-                        "steps)", key="--outer-every")
+    check_across(args)
     if args.search and args.layout:  # its fields held in every layout tried, as on one site; its batch if no flag
         options, layout_batch = layout_for_search(args.layout, options)
         args.global_batch = args.global_batch or layout_batch
@@ -64,7 +61,7 @@ def run_region_train(args, options: dict, say=str) -> int:
     if args.gpus is not None and lay.gpus != args.gpus:
         raise TopoError(f"{args.gpus:,} GPUs, but tp x cp x pp x dp = {lay.gpus:,}; give one of --gpus and --dp, "
                         f"or both agreeing", key="--gpus")
-    across = args.across or ("outer" if args.outer_every else "dp")
+    across = across_of(args)
     try:
         r = estimate_across_sites(region, model, lay, across=across, outer_every=args.outer_every,
                                   shares=getattr(args, "shares", DEFAULT_SHARES),
@@ -161,7 +158,7 @@ def _named_by_layout(args, fields: dict, exc: TopoError) -> TopoError:
 
 
 def _search(args, region, model, options: dict, say=str) -> int:
-    across = args.across or ("outer" if args.outer_every else "dp")
+    across = across_of(args)
     gpus, filled = args.gpus, ""
     if gpus is None and not _by_size(args, region):  # a share from its first GPU past its skipped domains, as one
         # site's search and step fill it (by-size: every GPU the placement holds on the sites, the library's default)

@@ -29,6 +29,7 @@ from .layout_dp import design_dp, on_design
 from .output import note
 from .output_suffix import check_output_suffix
 from .region import region_from_args
+from .plan import work_lines
 from .region_plan import region_job, render_region_plan
 
 PLAN_FIGURES = ("power", "capex", "ownership", "goodput")  # the planner's figures: one bar or line per SPEC
@@ -67,8 +68,9 @@ def register(sub) -> None:
                    "fields too: first_gpu=N, skip_domains=[5,17] (NVLink domains passed over, as topo train "
                    "--skip-domains)")
     p.add_argument("--tokens", metavar="N",
-                   help="a region with --plan, --train and --layout: the time to train N tokens (15T, 2.5B, 15e12) "
-                   "and its energy, as topo plan REGION --tokens gives them")
+                   help="with --plan, --train and --layout (one site or a region): the time to train N tokens (15T, "
+                   "2.5B, 15e12) and its energy in the plan's section, as topo plan --model M --layout L --tokens N "
+                   "gives them")
     p.add_argument("--shares", metavar="S",
                    help="a region with --train: how its job's replicas split over the sites (by-size, the default, "
                    "or equal), as topo plan REGION --shares")
@@ -121,7 +123,8 @@ def run(args) -> int:
             note(msg)
         trains = _trains(job, reports, args.layout, specs, args.profile) if job else None
         plans = _plans(args, reports, job, trains) if args.plan or args.plan_file else None
-        size = write_page(reports, out, plans=plans, trains=trains, **output)
+        works = [_work_text(p) for p in plans] if plans else None
+        size = write_page(reports, out, plans=plans, trains=trains, works=works, **output)
         note(f"wrote {_where(out)} ({format_in(size, 'MB', '.1f')}) in {format_time(time.perf_counter() - start)}")
         return 0
     fig = _one_figure(args, specs)
@@ -192,11 +195,7 @@ def _region_plan(args, region):
 def _check_job_numbers(args) -> None:
     """``--tokens`` read (one line naming it), and ``--tokens`` and ``--shares`` refused where nothing uses them."""
     region = len(args.specs) == 1 and is_region_file(args.specs[0])
-    if args.tokens is not None:
-        if not region:  # one site's page draws its plan's figures, with no time to train (topo plan --tokens has it)
-            raise TopoError("one site's report shows no time to train; allowed: --tokens on a region's report with "
-                            "--plan, --train M and --layout L, or topo plan SPEC --model M --layout L --tokens N",
-                            key="--tokens")
+    if args.tokens is not None:  # plan81: one site's page too, its plan's work block (topo plan's)
         if not (args.plan and args.train and args.layout):
             raise TopoError("the time to train is that of the plan's job; allowed: --tokens with --plan, --train M "
                             "and --layout L", key="--tokens")
@@ -356,10 +355,18 @@ def _plans(args, reports, job, trains) -> list:
         layers, training = [], None
         if trains is not None and trains[0][i].fits:
             model, lays = job
-            layer, training = job_layer(model.name, trains[0][i], lays[i].precision, float(model.total_params))
+            layer, training = job_layer(model.name, trains[0][i], lays[i].precision, float(model.total_params),
+                                        args.tokens)
             layers = [layer]
         out.append(plan(r.fabric, layers=layers, plan_file=args.plan_file, collectives=False, training=training))
     return out
+
+
+def _work_text(r) -> str:
+    """A plan's work block as ``topo plan SPEC --model M --layout L [--tokens N]`` prints it
+    (:func:`topo.cli.plan.work_lines`: the cost per million tokens, the time to train, the energy); "" without a
+    job."""
+    return "\n".join(work_lines(r)) if r.training is not None else ""
 
 
 def _trains(job, reports, layout: str, specs, profile=None):

@@ -28,6 +28,7 @@ from ..training.op_table import step_op_table, step_stage_table
 from ..training.comm import CommEngine
 from ..training.step import estimate_step
 from ..training.tp_overlap import userbuffers_built
+from .across import add_across_arguments
 from .common import GivenOnce, add_spec_arguments, fabric_from_args
 from .estimate_args import add_profile_argument, profile_notes
 from .layout_dp import filled_dp, layout_dp, placed_by, sized_by, skip_way_dp
@@ -182,18 +183,12 @@ def _output_arguments(p) -> None:
     p.add_argument("--top", type=int, default=None, help="rows of the search table (default 10)")
     p.add_argument("--rank-orders", default=None, metavar="A,B",
                    help="with --search: rank orders to try, e.g. tp-cp-ep-dp-pp,tp-cp-ep-pp-dp")
-    p.add_argument("--across", choices=("dp", "pp", "outer"), default=None,
-                   help="a region of several sites: the dimension across sites (default dp, the hierarchical "
-                   "reduction); outer: a low-communication outer synchronisation every --outer-every steps. Each "
-                   "way's 'vs one site' is the slowest site's share's step (what the job steps at over a free DCI) "
-                   "over the step across sites, and its 'DCI for 95%%' the capacity at which that is 95%%")
+    add_across_arguments(p)
     p.add_argument("--shares", choices=SHARES, default=DEFAULT_SHARES,
                    help="a region of sites of different sizes: each site's replicas of the job in proportion to its "
                    "GPUs (by-size, the default: with dp left out, the most replicas the sites' GPUs and the global "
                    "batch allow) or the same share on every site (equal: the smallest site's); --across pp runs "
                    "equal shares")
-    p.add_argument("--outer-every", type=int, default=None, metavar="H",
-                   help="a region: inner steps between outer synchronisations (DiLoCo-like)")
     p.add_argument("--json", action="store_true", help="print one JSON document on stdout")
     p.add_argument("--ops", action="store_true",
                    help="also each block's operators as the model prices them: GPU forward/backward, the host's "

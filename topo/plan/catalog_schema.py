@@ -60,6 +60,7 @@ Count = _bounded(ge=1.0, whole=True)  # a whole number of things (ports, GPUs, r
 
 class Gpu(_Strict):
     tdp_W: Positive
+    idle_W: Positive | None = None  # the draw of a powered GPU with no work (a job standing: restart, reload)
     hbm_bytes: Positive
     peak_flops: dict[str, Positive]
 

@@ -558,6 +558,7 @@ def _money(cat: Catalog, server, bom, gpu, L, cooling: str, store: StoragePlan):
         pue=(fac.pue or cool.pue).value, load_factor=fac.load_factor.value,
         electricity_usd_per_kWh=fac.electricity_usd_per_kWh.value,
         server_average_fraction=fac.server_average_fraction.value, wue_L_per_kWh=cool.wue_L_per_kWh.value,
+        gpu_idle_W=gpu.idle_W.value if gpu.idle_W is not None else None,
         pue_source="facility.pue" if fac.pue is not None else f"cooling.{cooling}.pue")
     capex = capex_breakdown(L.num_gpus, L.num_servers, server.price_usd.value, bom, it_power_W=pw.it_power_W,
                             facility_power_W=pw.facility_power_W, facility_usd_per_W=fac.capex_usd_per_W.value,

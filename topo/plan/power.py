@@ -8,6 +8,8 @@ cost and the site's water.
                       switches, optics and storage are counted at their power)
     energy per year = IT (average) x PUE x load factor x 8,760 h;  cost = energy x price per kWh
     water per year  = WUE x IT (average) x load factor x 8,760 h     (The Green Grid: litres per kWh of IT energy)
+    standing drop   = GPUs x max(0, TDP x server average fraction - idle) x PUE    (what GPUs held by a job that
+                      stands -- restarting, reloading -- draw less than at work: :meth:`PowerBreakdown.standing_drop_W`)
 
 The switches' power is their power with copper; every switch-side transceiver adds its own (so a switch full of
 optics draws its copper power plus its modules: switches.toml's power_with_optics_W). Optics include active optical
@@ -48,6 +50,8 @@ class PowerBreakdown:
     wue_L_per_kWh: float = 0.0
     water_per_year_L: float = 0.0
     pue_source: str = ""  # the catalog key the PUE came from (facility.pue, or cooling.<type>.pue)
+    gpu_tdp_W: float = 0.0  # one GPU's nameplate (gpu_W / GPUs)
+    gpu_idle_W: float | None = None  # one GPU's draw with no work (gpus.toml idle_W); None: not in the catalog
 
     @property
     def servers_W(self) -> float:
@@ -56,6 +60,19 @@ class PowerBreakdown:
     @property
     def network_W(self) -> float:
         return self.switches_W + self.optics_W
+
+    def standing_drop_W(self, gpus: int) -> float:
+        """What ``gpus`` of these GPUs draw less at the facility while their job stands (no work: a restart, a
+        reload) than at work: ``gpus x max(0, TDP x server average fraction - idle) x PUE``. The rest of their
+        servers, the network and storage keep their draw; 0 where the catalog gives no idle draw.
+
+        >>> power_breakdown(8, 700.0, 575.0, 0.0, 0.0, 0.0, 0.0, 1.5, 1.0, 0.1, server_average_fraction=0.8,
+        ...                 gpu_idle_W=80.0).standing_drop_W(8)   # 8 x (560 - 80) x 1.5
+        5760.0
+        """
+        if self.gpu_idle_W is None:
+            return 0.0
+        return gpus * max(0.0, self.gpu_tdp_W * self.server_average_fraction - self.gpu_idle_W) * self.pue
 
     def parts(self) -> dict[str, float]:
         """The stacked parts of IT power (nameplate)."""
@@ -70,7 +87,7 @@ def power_breakdown(num_gpus: int, gpu_tdp_W: float, non_gpu_power_per_gpu_W: fl
                     optics_W: float, storage_W: float, frontend_fraction: float, pue: float, load_factor: float,
                     electricity_usd_per_kWh: float, nic_optics_in_servers_W: float = 0.0,
                     server_average_fraction: float = 1.0, wue_L_per_kWh: float = 0.0,
-                    pue_source: str = "") -> PowerBreakdown:
+                    pue_source: str = "", gpu_idle_W: float | None = None) -> PowerBreakdown:
     """Add up the power of a cluster, its energy and water (see the module doc for every formula).
 
     Parameters
@@ -87,6 +104,7 @@ def power_breakdown(num_gpus: int, gpu_tdp_W: float, non_gpu_power_per_gpu_W: fl
     server_average_fraction : the GPU servers' average draw / their nameplate.
     wue_L_per_kWh : litres of site water per kWh of IT energy.
     pue_source : where the PUE came from (reported).
+    gpu_idle_W : one GPU's draw with no work (:meth:`PowerBreakdown.standing_drop_W`); None: not known.
 
     >>> p = power_breakdown(1000, 700.0, 575.0, 0.0, 0.0, 0.0, 0.0, 1.5, 1.0, 0.1, server_average_fraction=0.8,
     ...                     wue_L_per_kWh=2.0)
@@ -111,4 +129,5 @@ def power_breakdown(num_gpus: int, gpu_tdp_W: float, non_gpu_power_per_gpu_W: fl
                           nic_optics_in_servers_W=nic_optics_in_servers_W,
                           server_average_fraction=server_average_fraction, average_it_power_W=avg_it_W,
                           average_facility_power_W=avg_facility_W, wue_L_per_kWh=wue_L_per_kWh,
-                          water_per_year_L=water_L, pue_source=pue_source)
+                          water_per_year_L=water_L, pue_source=pue_source, gpu_tdp_W=gpu_tdp_W,
+                          gpu_idle_W=gpu_idle_W)

@@ -19,7 +19,7 @@ from .dci_ports import port_notes, site_ports
 from .planner import plan, workload_of
 from .power import HOURS_PER_YEAR
 from .reliability import Reliability, joint_reliability
-from .train_time import TrainingJob, cost_per_million_tokens_usd, job_energy, time_to_train
+from .train_time import TrainingJob, cost_per_million_tokens_usd, job_energy, standing_fraction, time_to_train
 
 __all__ = ["SitePlan", "RegionPlan", "plan_region", "restore_exchange_s"]
 
@@ -60,6 +60,8 @@ class RegionPlan:
     site_plans: list = field(default_factory=list, repr=False)
     # a named job across every site (topo plan REGION --model): its step across the sites, GPUs and token budget
     training: TrainingJob | None = None
+    # how the job spans the sites (topo.training.ACROSS_SITES: dp, pp, outer); it sets the reload's exchange
+    across: str = "dp"
 
     @property
     def cost_per_million_tokens_usd(self) -> float | None:
@@ -85,12 +87,16 @@ class RegionPlan:
     @property
     def energy_to_train(self) -> dict | None:
         """With a job: one site's plan's figures (:func:`~topo.plan.train_time.job_energy`) with the region's
-        average facility power, GPUs, goodput and the first site's electricity price (the DCI bill's)."""
+        average facility power, GPUs, goodput and the first site's electricity price (the DCI bill's); while the job
+        stands (its joint reliability's standing share) each site's share of its GPUs draws that site's idle."""
         if self.training is None or not self.site_plans:
             return None
-        return job_energy(self.training, self.reliability.goodput if self.reliability is not None else 1.0,
-                          self.average_facility_power_W, self.num_gpus,
-                          self.site_plans[0].power.electricity_usd_per_kWh)
+        r = self.reliability
+        drop = sum(p.power.standing_drop_W(p.training.gpus if p.training is not None else p.num_gpus)
+                   for p in self.site_plans)  # each site's share of the job's GPUs, at its own GPUs' idle draw
+        return job_energy(self.training, r.goodput if r is not None else 1.0, self.average_facility_power_W,
+                          self.num_gpus, self.site_plans[0].power.electricity_usd_per_kWh, drop,
+                          standing_fraction(r.lost_fraction_by_part) if r is not None else 0.0)
 
     @property
     def effective_fraction(self) -> float:
@@ -120,7 +126,7 @@ class RegionPlan:
 
 
 def plan_region(region: Region, one_site: bool = False, training: TrainingJob | None = None,
-                site_gpus: dict[str, int] | None = None, **plan_options) -> RegionPlan:
+                site_gpus: dict[str, int] | None = None, across: str = "dp", **plan_options) -> RegionPlan:
     """Plan every site (once per distinct fabric) and the DCI.
 
     Parameters
@@ -135,6 +141,8 @@ def plan_region(region: Region, one_site: bool = False, training: TrainingJob | 
     site_gpus : dict, optional
         The job's GPUs at each site (:attr:`~topo.training.multisite.MultisiteStep.site_gpus`): each site is planned
         with its share as its job (its interruptions the share's GPUs', its hot spares what the share leaves).
+    across : str
+        How the job spans the sites (``dp``, ``pp``, ``outer``): its reload's exchange (:func:`restore_exchange_s`).
     **plan_options
         Passed to :func:`topo.plan.planner.plan` for each site (``pue``, ``layers``); no site's collectives run.
 
@@ -165,8 +173,7 @@ def plan_region(region: Region, one_site: bool = False, training: TrainingJob | 
                               facility_power_W=r.power.facility_power_W, power_limit_W=limit,
                               capex_usd=r.capex.capex_usd, tco_usd=r.ownership.tco_usd,
                               cost_per_gpu_hour_usd=r.ownership.cost_per_gpu_hour_usd, floor=_floor(r.floor)))
-    first = plans[0]
-    eco = load_catalog().economics
+    first, eco = plans[0], load_catalog().economics
     years = first.ownership.years
     spans = [(n, float(d), int(w)) for n, d, w in zip(region.span_names(), region.spans["distance_km"],
                                                        region.spans["waves"])]
@@ -182,8 +189,7 @@ def plan_region(region: Region, one_site: bool = False, training: TrainingJob | 
                       capex_usd=sum(s.capex_usd for s in sites) + bill.equipment_usd + bill.fibre_usd, tco_usd=tco,
                       cost_per_gpu_hour_usd=tco / gpu_hours, dci_cost_per_gpu_hour_usd=bill.cost_over_years_usd / gpu_hours,
                       dci_share_of_cost=bill.cost_over_years_usd / tco, years=years, site_plans=plans,
-                      training=training,
-                      notes=_dci_notes(spans, cat, ports, quotes))
+                      training=training, across=across, notes=_dci_notes(spans, cat, ports, quotes))
     _say_job(out, job, region.site_names)
     _join_reliability(out, region, plans)
     if one_site:
@@ -193,7 +199,7 @@ def plan_region(region: Region, one_site: bool = False, training: TrainingJob | 
 
 def _join_reliability(out: RegionPlan, region: Region, plans: list) -> None:
     """The job across the sites: the restart's exchange over the DCI and the sites' reliability joined (plan78)."""
-    out.restore_exchange_s = restore_exchange_s(region, [p.storage.checkpoint_bytes for p in plans])
+    out.restore_exchange_s = restore_exchange_s(region, [p.storage.checkpoint_bytes for p in plans], out.across)
     out.reliability = joint_reliability([p.reliability for p in plans], [p.num_gpus for p in plans],
                                         [p.compute.flop for p in plans], out.restore_exchange_s)
 
@@ -250,21 +256,25 @@ def _say_job(out: RegionPlan, job: dict, names) -> None:
     first = out.site_plans[0]
     out.job = {**job, "checkpoint_bytes": round(first.reliability.checkpoint_bytes),
                "site_checkpoint_bytes": {n: round(p.storage.checkpoint_bytes) for n, p in zip(names, out.site_plans)}}
-    out.notes.append(_storage_note(out.job, first.storage.checkpoints_kept))
+    out.notes.append(_storage_note(out.job, first.storage.checkpoints_kept, out.across))
 
 
-def restore_exchange_s(region: Region, share_bytes: list[float]) -> float:
+def restore_exchange_s(region: Region, share_bytes: list[float], across: str = "dp") -> float:
     """Seconds to send every site the checkpoint shares the other sites read, over the DCI, after each read its own.
 
-    The region's job is ``topo train REGION``'s default, data parallel across the sites (``--across dp``): every
-    site holds whole replicas, so each needs the whole checkpoint; each site's storage holds its GPUs' share
+    Data parallel across the sites (``topo train REGION``'s default, ``--across dp``) or an outer synchronisation
+    between them (``outer``, DiLoCo-like: each site trains whole replicas), every site holds whole replicas, so
+    each needs the whole checkpoint; each site's storage holds its GPUs' share
     (``share_bytes``, as fully_parallel_save wrote it) and sends it to every other site (fully_parallel_load's
     exchange, :func:`topo.plan.reliability.joint_reliability`). The flows go on their routes
     (:meth:`~topo.fabric.region.Region.route_loads`); the time is the busiest directed span's bytes over its
     capacity, or a site's inbound bytes over what its border takes (:meth:`~topo.fabric.region.Region.border_Bps`),
-    whichever is longer. A job with pipeline stages across the sites (``--across pp``) would hold each stage's
-    state where it runs and send nothing: this is the default layout's figure, the larger one.
+    whichever is longer. With pipeline stages across the sites (``across="pp"``) each site holds its own stages'
+    state, saved and read by its own data-parallel ranks (the sites' replicas paired one to one), and sends
+    nothing: 0 s.
     """
+    if across == "pp":
+        return 0.0
     S = region.num_sites
     src, dst = (a.ravel() for a in np.meshgrid(np.arange(S), np.arange(S), indexing="ij"))
     keep = src != dst
@@ -280,14 +290,23 @@ def restore_exchange_s(region: Region, share_bytes: list[float]) -> float:
     return max(spans_s, border_s)
 
 
-def _storage_note(job: dict, kept: int) -> str:
-    """What each site's storage holds."""
+def _storage_note(job: dict, kept: int, across: str = "dp") -> str:
+    """What each site's storage holds, and what a restart reads (:func:`restore_exchange_s`)."""
     return (f"storage: one checkpoint of the region's job ({job['params'] / 1e9:,.0f}B parameters, "
             f"{format_in(job['checkpoint_bytes'], 'TB', ',.2f')}, {kept} kept), each site holding and writing its "
             f"GPUs' share of it in parallel, as Megatron's distributed checkpoint spreads one save over the data-"
             f"parallel ranks (fully_parallel_save, on by default), and the tokens its own GPUs train (its FLOP "
-            f"over 6 x parameters); a restart reads its own share, then receives the other sites' over the DCI "
-            f"(the reload's exchange: the job data parallel across the sites, topo train REGION's default)")
+            f"over 6 x parameters); " + RELOAD_WORDS[across])
+
+
+# what a restart of the region's job reads, by the way it spans the sites (restore_exchange_s)
+RELOAD_WORDS = {
+    "dp": "a restart reads its own share, then receives the other sites' over the DCI (the reload's exchange: the "
+          "job data parallel across the sites, topo train REGION's default)",
+    "outer": "a restart reads its own share, then receives the other sites' over the DCI (the reload's exchange: "
+             "every site trains whole replicas between the outer synchronisations)",
+    "pp": "a restart reads its own share and sends nothing over the DCI (pipeline stages across the sites: each "
+          "site holds its own stages' state)"}
 
 
 def _one_site(region: Region, plan_options: dict) -> dict:

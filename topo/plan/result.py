@@ -19,7 +19,7 @@ from .reliability import Reliability
 from .storage import StoragePlan
 from .tco import OwnershipCost
 from .budget import PowerFit
-from .train_time import TrainingJob, cost_per_million_tokens_usd, job_energy, time_to_train
+from .train_time import TrainingJob, cost_per_million_tokens_usd, job_energy, standing_fraction, time_to_train
 
 __all__ = ["PlanResult", "DesignComparison", "RANGED"]
 
@@ -159,10 +159,11 @@ class PlanResult:
     def energy_to_train(self) -> dict | None:
         """With a job: its share of the plan's average facility power over its tokens with the goodput
         (:func:`~topo.plan.train_time.job_energy`): J per token, kWh per million tokens, their cost and, with its
-        token budget, the energy to train; None without a job."""
-        p = self.power
-        return job_energy(self.training, self.reliability.goodput, p.average_facility_power_W, self.num_gpus,
-                          p.electricity_usd_per_kWh)
+        token budget, the energy to train, its GPUs at their idle draw while it stands; None without a job."""
+        p, r, t = self.power, self.reliability, self.training
+        return job_energy(t, r.goodput, p.average_facility_power_W, self.num_gpus, p.electricity_usd_per_kWh,
+                          p.standing_drop_W(t.gpus) if t is not None else 0.0,
+                          standing_fraction(r.lost_fraction_by_part))
 
     def headline(self) -> dict:
         """The figures designs are compared on (flat, JSON-ready)."""

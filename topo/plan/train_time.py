@@ -7,7 +7,10 @@ train a token budget with the plan's goodput, and the cost of its work.
     GPU-hours             job GPUs x t_wall / 3,600 s
     cost per 1M tokens    cost per effective GPU-hour x job GPUs x step_time / tokens_per_step / 3,600 s x 1e6
     job's power           job GPUs / GPUs x the plan's average facility power       (:func:`job_energy`)
-    energy per token      job's power / (tokens_per_s x goodput);  to train: job's power x t_wall
+    standing              its GPUs at their idle draw while the job stands (checkpoint stall, detection, restart,
+                          reload: :data:`STANDING_PARTS` of the goodput's lost time), the rest at the same draw
+    mean power            job's power - standing fraction x standing drop
+    energy per token      mean power / (tokens_per_s x goodput);  to train: mean power x t_wall
 
 The goodput is the plan's (:mod:`topo.plan.reliability`: the renewal process on the design's interruption rate,
 checkpoint stall and recovery); the cost per effective GPU-hour is TCO over the GPU-hours that train (after goodput
@@ -19,10 +22,25 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 __all__ = ["TrainingJob", "time_to_train_s", "time_to_train_interval_s", "cost_per_million_tokens_usd", "job_layer",
-           "time_to_train", "region_job_layer", "job_energy"]
+           "time_to_train", "region_job_layer", "job_energy", "STANDING_PARTS", "standing_fraction"]
 
 SECONDS_PER_HOUR = 3600.0
 J_PER_KWH = 3.6e6
+
+# the parts of the goodput's lost time (Reliability.lost_fraction_by_part) in which the job's GPUs do no work and
+# draw their idle power: the checkpoint's stall, the hang until detection, the restart (and any repair's wait), the
+# reload. Not the catch-up: the work lost was computed at the working draw (its result, not its energy, was lost).
+STANDING_PARTS = ("checkpoint_stall", "detection", "restart", "reload")
+
+
+def standing_fraction(lost_fraction_by_part: dict) -> float:
+    """The share of the wall time the job stands (:data:`STANDING_PARTS` of the lost time's parts).
+
+    >>> standing_fraction({"checkpoint_stall": 0.25, "detection": 0.125, "restart": 0.5, "reload": 0.0625,
+    ...                    "catch_up": 0.01})
+    0.9375
+    """
+    return sum(lost_fraction_by_part.get(k, 0.0) for k in STANDING_PARTS)
 
 
 @dataclass(frozen=True)
@@ -143,7 +161,8 @@ def time_to_train(job: TrainingJob | None, goodput: float) -> dict | None:
 
 
 def job_energy(job: TrainingJob | None, goodput: float, average_facility_power_W: float, num_gpus: int,
-               electricity_usd_per_kWh: float) -> dict | None:
+               electricity_usd_per_kWh: float, standing_drop_W: float = 0.0,
+               standing_share: float = 0.0) -> dict | None:
     """A job's energy per token and, with its token budget, to train, from the plan's own power model
     (:mod:`topo.plan.power`): one site's plan and a region's.
 
@@ -151,15 +170,16 @@ def job_energy(job: TrainingJob | None, goodput: float, average_facility_power_W
     their average draw (``facility.server_average_fraction``) with their front-end share, and that share of the
     switches, optics and storage, all times the PUE (cooling and the facility's losses); a region's adds that share
     of its DCI's power (the DCI bill's, at its own power, no PUE, as its energy cost counts it) -- drawn over the
-    whole time to train with the goodput (``t_wall``: the time lost to failures, restarts and checkpoints is at the
-    same draw, the power model having no idle draw). Not counted: the GPUs the job does not hold (hot spares and idle
-    ones), the year's load factor (the job runs all the while). The energy's cost is at the plan's electricity
-    price; it is part of the cost per million tokens already (the TCO's energy), not added to it.
+    whole time to train with the goodput (``t_wall``), less, while the job stands (:func:`standing_fraction`), what
+    its GPUs draw less idle (:meth:`~topo.plan.power.PowerBreakdown.standing_drop_W`). Not counted: the GPUs the job
+    does not hold (hot spares, idle ones), the year's load factor. The energy's cost, at the plan's price, is inside
+    the cost per million tokens already (the TCO's energy, the year at the average draw), not added to it.
 
-        P_job               = job GPUs / GPUs x average facility power
-        J per token         = P_job / (tokens_per_s x goodput)
+        P_job               = job GPUs / GPUs x average facility power                       (at work)
+        P_mean              = P_job - standing share x standing drop        (over the wall time, stands included)
+        J per token         = P_mean / (tokens_per_s x goodput)
         kWh per 1M tokens   = J per token x 1e6 / 3.6e6
-        energy to train     = P_job x t_wall = J per token x tokens        (and at t_wall's interval's ends)
+        energy to train     = P_mean x t_wall = J per token x tokens        (and at t_wall's interval's ends)
 
     Parameters
     ----------
@@ -174,24 +194,30 @@ def job_energy(job: TrainingJob | None, goodput: float, average_facility_power_W
         The plan's GPUs (the job's are a share of them).
     electricity_usd_per_kWh : float
         The plan's price of energy.
+    standing_drop_W, standing_share : float, optional
+        What the job's GPUs draw less idle than at work, at the facility; the share of the wall time it stands.
 
     Returns
     -------
     dict or None
-        ``job_power_W``, ``energy_per_token_J``, ``energy_per_million_tokens_kWh``,
+        ``job_power_W``, ``job_standing_power_W``, ``standing_fraction``, ``job_mean_power_W``, ``energy_per_token_J``, ``energy_per_million_tokens_kWh``,
         ``energy_cost_per_million_tokens_usd``; with tokens ``energy_to_train_J``, ``energy_to_train_kWh``,
         ``energy_cost_to_train_usd`` and, where the step has an interval, ``energy_to_train_interval_kWh``.
 
     >>> e = job_energy(TrainingJob("m", 500, 2.0, 4_000_000, tokens=1e12), 0.8, 2e6, 1000, 0.1)
     >>> e["job_power_W"], e["energy_per_token_J"], round(e["energy_to_train_kWh"])   # 1 MW / (2e6 x 0.8)
     (1000000.0, 0.625, 173611)
+    >>> job_energy(TrainingJob("m", 500, 2.0, 4_000_000), 0.8, 2e6, 1000, 0.1, 400e3, 0.15)["energy_per_token_J"]
+    0.5875
     """
     if job is None:
         return None
-    power_W = job.gpus / num_gpus * average_facility_power_W
+    busy_W = job.gpus / num_gpus * average_facility_power_W
+    power_W = busy_W - standing_share * standing_drop_W  # the mean over the wall time (1 MW - 0.15 x 400 kW above)
     per_token_J = power_W / (job.tokens_per_s * goodput)
     per_million_kWh = per_token_J * 1e6 / J_PER_KWH
-    out = {"job_power_W": power_W, "energy_per_token_J": per_token_J,
+    out = {"job_power_W": busy_W, "job_standing_power_W": busy_W - standing_drop_W,
+           "standing_fraction": standing_share, "job_mean_power_W": power_W, "energy_per_token_J": per_token_J,
            "energy_per_million_tokens_kWh": per_million_kWh,
            "energy_cost_per_million_tokens_usd": per_million_kWh * electricity_usd_per_kWh,
            "electricity_usd_per_kWh": electricity_usd_per_kWh}

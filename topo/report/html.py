@@ -293,9 +293,11 @@ def _section(sid: str, title: str, lead: str, body: str) -> str:
     return f'<section id="{sid}"><h2>{title}</h2><p class="lead">{lead}</p>{body}</section>'
 
 
-def render_page(reports: Sequence[SpecReport], plans: Sequence | None = None, trains: tuple | None = None) -> str:
+def render_page(reports: Sequence[SpecReport], plans: Sequence | None = None, trains: tuple | None = None,
+                works: Sequence[str] | None = None) -> str:
     """The whole HTML document for one or more specs; ``plans`` (:class:`topo.plan.PlanResult`, one per spec)
-    add the planner's section (:func:`topo.report.plan_figures.plan_section`)."""
+    add the planner's section (:func:`topo.report.plan_figures.plan_section`), ``works`` each plan's job's text
+    in it (the caller's words: its cost per million tokens, time to train and energy; "" for none)."""
     figs = _Figures()  # figures are numbered in the order they are made: the sections' order below
     names = [e(r.inventory.name) for r in reports]
     nav, sections = _fabric_sections(reports, names, figs)
@@ -305,7 +307,7 @@ def render_page(reports: Sequence[SpecReport], plans: Sequence | None = None, tr
     nav += [("fabric", "Fabric"), ("oversubscription", "Oversubscription"), ("loads", "Link loads"),
             ("curves", "Collective curves")]
     if plans:
-        sections.append(plan_section(plans, figs.div))
+        sections.append(plan_section(plans, figs.div, works))
         nav.append(("plan", "Plan"))
     if trains:
         sections.append(train_section(trains[0], trains[1], figs.div))
@@ -494,9 +496,9 @@ def _plotlyjs_version() -> str:
 
 
 def write_page(reports: Sequence[SpecReport], path, plans: Sequence | None = None, trains: tuple | None = None, *,
-               force: bool = False, inputs=(), **output) -> int:
+               works: Sequence[str] | None = None, force: bool = False, inputs=(), **output) -> int:
     """Write the page to ``path`` whole or not at all, never over a spec it shows nor, unless ``force``, over a
     file topo did not write (:func:`topo.atomic.open_output`); returns its size in bytes."""
     inputs = [*inputs, *(r.spec.input_path for r in reports if r.spec.input_path)]
-    return write_bytes(path, render_page(reports, plans, trains).encode("utf-8"), inputs=inputs, force=force,
+    return write_bytes(path, render_page(reports, plans, trains, works).encode("utf-8"), inputs=inputs, force=force,
                        **output)

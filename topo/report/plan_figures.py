@@ -253,10 +253,15 @@ def price_ranges_table_html(r: PlanResult) -> str:
     return "".join(rows)
 
 
-def plan_section(results: Sequence[PlanResult], div: Callable[[go.Figure, str], str]) -> str:
-    """The report's "Plan" section: ``div(figure, kind)`` places a figure (the page's own helper)."""
+def plan_section(results: Sequence[PlanResult], div: Callable[[go.Figure, str], str],
+                 works: Sequence[str] | None = None) -> str:
+    """The report's "Plan" section: ``div(figure, kind)`` places a figure (the page's own helper); ``works``, one
+    text per result ("" for none), each design's job: its cost per million tokens, time to train and energy
+    (:attr:`PlanResult.time_to_train`, :attr:`PlanResult.energy_to_train`), as ``topo plan`` words them."""
     e = html.escape
     n = len(results)
+    jobs = "".join(f'<div class="cell"><h3>{e(r.name)}: the job (topo plan --model)</h3>'
+                   f'<pre style="overflow-x: auto">{e(w)}</pre></div>' for r, w in zip(results, works or []) if w)
     boms = "".join(f'<div class="cell"><h3>{e(r.name)}: bill of materials</h3>{bom_table_html(r)}</div>'
                    for r in results)
     figs = "".join(f'<div class="cell">{div(f, kind)}</div>' for f, kind in
@@ -274,4 +279,4 @@ def plan_section(results: Sequence[PlanResult], div: Callable[[go.Figure, str], 
     return (f'<section id="plan"><h2>Plan: power, cost, optics, goodput</h2><p class="lead">{lead}</p>'
             f'<div class="grid" {grid.format(2)}>{figs}</div>'
             f'<div class="cell"><h3>Floor, optics, economics and goodput</h3>{summary_table_html(results)}</div>'
-            f'<div class="grid" {grid.format(max(n, 1))}>{boms}</div>{sources}</section>')
+            f'{jobs}<div class="grid" {grid.format(max(n, 1))}>{boms}</div>{sources}</section>')

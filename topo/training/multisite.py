@@ -40,6 +40,7 @@ from ..engine.region_estimate import (PROFILE_PRICES, check_region_profile, dci_
 from ..fabric.region_split import split_notes
 from ..fabric.region import Region
 from ..units import format_size, format_time, whole_bytes
+from . import ACROSS_SITES
 from .dp_across import LOSS_BYTES, ReplicaBytes, dp_crossings, dp_ranks_per_node, hybrid_ring_shard, pick_dp_crossing
 from .fp8_amax import AMAX_GROUP, AMAX_PHASE, amax_group, amax_reductions
 from .multisite_interval import across_sites_interval
@@ -655,8 +656,8 @@ def _check_job(lay: ParallelLayout, K: int, across: str, shares: str = "equal") 
     for key, size, what in (("dp", lay.dp, "data-parallel ranks"), ("global_batch", lay.global_batch, "sequences")):
         if size % K and shares == "equal":  # walk14: one line for both named dp when only the batch was at fault
             raise TopoError(f"{size} {what} do not divide by the {K} sites; allowed: a multiple of {K}", key=key)
-    if across not in ("dp", "pp", "outer"):
-        raise TopoError(f"unknown way across sites {across!r}; allowed: dp, pp, outer", key="across")
+    if across not in ACROSS_SITES:
+        raise TopoError(f"unknown way across sites {across!r}; allowed: {', '.join(ACROSS_SITES)}", key="across")
     if lay.global_batch % (lay.dp * lay.micro_batch):  # said in the job's figures, not one site's halves
         raise TopoError(f"{lay.global_batch} sequences do not split into dp ({lay.dp}, over the {K} sites) x "
                         f"micro_batch ({lay.micro_batch}) = {lay.dp * lay.micro_batch}; "
