@@ -49,8 +49,8 @@ from .memory import busiest_stage, end_unit_params, stage_params
 from .model import ModelSpec
 from .parallel import ParallelLayout, batch_allowed, check_batch, dp_bucket_params
 from .result import StepResult
-from .step import (behind_window_s, estimate_step, forward_gather_share, gather_bytes_per_param, stage_block_counts,
-                   step_breakdown, step_traffic)
+from .step import (behind_window_s, estimate_step, forward_gather_share, gather_bytes_per_param, not_fit_note,
+                   stage_block_counts, step_breakdown, step_traffic)
 
 __all__ = ["AcrossSites", "DEFAULT_SHARES", "MultisiteStep", "SHARES", "SiteReady", "check_shares", "site_shares",
            "shares_run", "site_capacities", "dp_window_s",
@@ -593,17 +593,30 @@ def _across_from(region: Region, fabric, model: ModelSpec, lay: ParallelLayout, 
     if pick.strategy == "dp":  # the cross-site call is a gradient bucket's (Megatron-Core's, dp_bucket_params)
         out.step_interval = across_sites_interval(one.uncertainty, pick.step_time_s - pick.exposed_s,
                                                   pick.exposed_s, dp_bucket_params(site_lay) * site_lay.reduce_bytes)
-    _share_memory(out, region, fabric, model, placed, one, forms, across, sum(dps))
-    out.notes = [f"one site's share: {n}" for n in one.notes] + split_notes(region) + _form_by_memory(out, region, forms)
+    taken = _share_as_taken(one, _share_memory(out, region, fabric, model, placed, one, forms, across, sum(dps)))
+    out.one_site = taken.to_dict()
+    out.notes = [f"one site's share: {n}" for n in taken.notes] + split_notes(region) + _form_by_memory(out, region,
+                                                                                                          forms)
     return out
 
 
+def _share_as_taken(one: StepResult, mem) -> StepResult:
+    """The share's step ``one`` with the memory per GPU ``mem`` of the form its job takes (:func:`_share_memory`,
+    the one memory a region's job reports: regions82, the flat ring's job fitting at 78.6 GB was said "does not
+    fit: 150.9 GB", its share's own), its does-not-fit note that memory's (:func:`.step.not_fit_note`), none where
+    it fits."""
+    own = not_fit_note(one.memory, one.gpu)
+    notes = [not_fit_note(mem, one.gpu) if own and n == own else n for n in one.notes]
+    return replace(one, memory=mem, notes=[n for n in notes if n])
+
+
 def _share_memory(out: MultisiteStep, region: Region, fabric, model: ModelSpec, placed: ParallelLayout,
-                  one: StepResult, forms: dict, across: str, job_dp: int) -> None:
+                  one: StepResult, forms: dict, across: str, job_dp: int):
     """``out``'s memory per GPU, what its ZeRO state shards over, and whether it fits, as the way chosen runs
     (:mod:`.multisite_memory`): NCCL's flat cross-DC ring shards over the job's ``job_dp`` replicas (one optimizer
     instance over every site); the hierarchical reduction, pipeline stages and an outer synchronisation across the
-    sites over one site's, as the share's step ``one`` did."""
+    sites over one site's, as the share's step ``one`` did. Returns that memory (a
+    :class:`~topo.training.memory.MemoryBreakdown`)."""
     flat = across == "dp" and pick_dp_crossing(region, forms).name == "flat_ring"
     if flat:
         placed = state_layout(placed, job_dp)
@@ -615,6 +628,7 @@ def _share_memory(out: MultisiteStep, region: Region, fabric, model: ModelSpec, 
              f"data parallelism inside each site: {across} across the sites")
     out.memory, out.memory_sharding = mem.to_dict(), sharding_text(placed, where, model.moe is not None)
     out.fits = mem.fits  # walk16: a share of 1,454 GB per GPU printed its step as if it ran
+    return mem
 
 
 def _lockstep_note(region: Region, out: MultisiteStep) -> str:
