@@ -4,11 +4,13 @@ NCCL's flat cross-DC ring runs one distributed-optimizer instance over the job, 
 site's data-parallel ranks; the hierarchical form one a site (NVIDIA/Megatron-LM@d98e8a64ddf34856e74b24714e3bedb2f5a39553
 megatron/core/distributed/distributed_data_parallel_config.py line 34, ``num_distributed_optimizer_instances``). A
 job that does not fit in GPU memory does not run whatever its speed, so auto takes the faster of the forms it fits
-in, and says so. Closed form (section 370's job): Llama 3 8B (``N`` parameters) on two sites of one GPU each,
-ZeRO-3, full recompute: BF16 weights, FP32 gradients and Adam's FP32 main weights and moments, 18 bytes a parameter
-(Rajbhandari et al. 2020), ``18 N`` = 144 GB of state a GPU with a site's instance (over an H100's 80 GiB), ``18 N /
-2`` under the flat ring (fits); the two forms' crossings take the same time, so auto took the hierarchical form (the
-first among equals) and the job did not fit.
+in, and says so. Closed form: Llama 3 70B (``N`` parameters) at TP 8, dp 4 over two sites (2 replicas a site) on one
+800 Gb/s wave, ZeRO-2: the optimizer state (Adam's FP32 main weights and moments, 12 bytes a parameter) and the FP32
+gradients (4) sharded, ``16 N / (8 x 2)`` a GPU with a site's instance (does not fit an H100's 80 GiB), ``16 N / (8 x
+4)`` under the flat ring (fits), ``16 N / 32`` less; the hierarchical form's step is the shorter (the ring's crossing
+carries the parameters' gather too), so auto took the hierarchical form and the job did not fit. regions82: the job
+was section 370's (Llama 3 8B, ZeRO-3, one GPU a site), whose flat ring now wins on its step (auto compares the steps,
+``test_region_dp_form_step_regions82.py``), so it no longer tells the memory rule.
 """
 
 import pytest
@@ -18,10 +20,10 @@ from topo.training.model import load_model
 from topo.training.multisite import estimate_across_sites
 from topo.training.parallel import make_layout
 
-MODEL = load_model("llama3-8b")
-TEXT = two_sites("form81", "two SUs", "dgx-h100-superpod", 1)
+MODEL = load_model("llama3-70b")
+TEXT = two_sites("form81", "two SUs", "dgx-h100-superpod", 2).replace("waves = 16", "waves = 1")
 FORM = '[nccl]\ndp_reduction = "{}"\n'
-LAY = make_layout(tp=1, pp=1, dp=2, global_batch=8, seq_len=4096, dp_sharding="zero3", recompute="full")
+LAY = make_layout(tp=8, pp=1, dp=4, global_batch=64, seq_len=4096, dp_sharding="zero2")
 
 
 @pytest.fixture(scope="module")
@@ -31,11 +33,11 @@ def jobs(tmp_path_factory):
 
 
 def test_auto_takes_the_form_the_job_fits_in(jobs):
-    """Auto runs the flat ring's job (its step, memory and fit), not the hierarchical form's, which does not fit:
-    ``18 N / 2`` more a GPU."""
+    """Auto runs the flat ring's job (its step, memory and fit), not the hierarchical form's, which steps faster
+    but does not fit: ``16 N / 32`` more a GPU."""
     auto, ring, hier = jobs["auto"], jobs["flat_ring"], jobs["hierarchical"]
-    assert not hier.fits and ring.fits
-    assert hier.memory["total_bytes"] - ring.memory["total_bytes"] == pytest.approx(18 * MODEL.total_params / 2,
+    assert not hier.fits and ring.fits and hier.step_time_s < ring.step_time_s
+    assert hier.memory["total_bytes"] - ring.memory["total_bytes"] == pytest.approx(16 * MODEL.total_params / 32,
                                                                                     rel=1e-3)
     assert auto.fits and auto.dp_reduction == "flat_ring" and auto.dp_reduction_by_memory
     assert auto.memory == ring.memory and auto.step_time_s == pytest.approx(ring.step_time_s, rel=1e-12)

@@ -62,7 +62,8 @@ def test_the_gather_takes_the_next_forwards_window(tmp_path_factory, monkeypatch
 def test_the_hierarchical_form_gathers_inside_the_sites(tmp_path_factory, monkeypatch):
     """The hierarchical form (one instance a site) gathers inside each site: no gather phase, the whole phase behind
     the last backward."""
-    job, seen = _run(tmp_path_factory, monkeypatch, "")
+    # regions82: set, auto takes the flat ring here (its step the shorter)
+    job, seen = _run(tmp_path_factory, monkeypatch, '[nccl]\ndp_reduction = "hierarchical"\n')
     cross = seen["cross"]
     assert cross.name == "hierarchical" and cross.gather_phase.time_s == 0.0
     one, lay = seen["one"], seen["lay"]

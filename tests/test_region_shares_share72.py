@@ -45,7 +45,8 @@ def test_the_cli_fills_the_sites_without_a_share_over_its_site(tmp_path_factory)
         in p.stdout
 
 
-SMALL = two_sites("rs72n", "1 and 2 SUs", "dgx-h100-superpod", 1, 2)
+SMALL = two_sites("rs72n", "1 and 2 SUs", "dgx-h100-superpod", 1, 2) + '[nccl]\ndp_reduction = "hierarchical"\n'
+# regions82: the hierarchical form set (auto takes the flat ring at dp 96, its step the shorter)
 
 
 @pytest.fixture(scope="module")

@@ -79,7 +79,7 @@ from ..errors import TopoError
 from ..fabric.region import Region
 
 __all__ = ["DP_REDUCTIONS", "GRAD_NORM_BYTES", "LOSS_BYTES", "DpCrossing", "ReplicaBytes", "dp_crossings",
-           "dp_ranks_per_node", "hybrid_ring_shard", "pick_dp_crossing"]
+           "dp_ranks_per_node", "fastest_dp_crossing", "hybrid_ring_shard", "pick_dp_crossing"]
 
 GRAD_NORM_BYTES = 4
 """The gradient norm's all-reduced buffer: one FP32 element (``total_norm = torch.zeros(1, dtype=torch.float)``,
@@ -148,6 +148,7 @@ class DpCrossing:
     gather_steps: int = 0
     passes: int = 1
     fits: bool | None = None  # regions81: the job fits in GPU memory in this form (None: not asked)
+    step_s: float | None = None  # regions82: the job's step in this form (None: not asked)
 
     @property
     def gather_phase(self) -> Phase:
@@ -164,6 +165,12 @@ class DpCrossing:
     def time_s(self) -> float:
         """The form's cross-site seconds a step: its phase and the gradient norm's crossing."""
         return self.phase.time_s + self.norm_s
+
+    @property
+    def paid_s(self) -> float:
+        """What the job pays for this form, the figure ``auto`` compares: its step (:attr:`step_s`, regions82: the
+        crossing behind its windows, the optimizer step and gathers the form sets), else its crossing's seconds."""
+        return self.time_s if self.step_s is None else self.step_s
 
 
 def dp_crossings(region: Region, V: ReplicaBytes, replicas: int, replica_gpus: int, channels: int,
@@ -237,7 +244,8 @@ def hybrid_ring_shard(lay) -> int:
 
 def pick_dp_crossing(region: Region, forms: dict[str, DpCrossing]) -> DpCrossing:
     """The form the region's ``nccl.dp_reduction`` names, or (``auto``) the faster of those in which the job fits in
-    GPU memory (:attr:`DpCrossing.fits`; every form where none does; the hierarchical among equals). regions81: the
+    GPU memory (:func:`fastest_dp_crossing`: the job's step in each form where known; :attr:`DpCrossing.fits`; every
+    form where none does; the hierarchical among equals). regions81: the
     flat ring shards the ZeRO state over the job's replicas and the hierarchical form over one site's, so a job may
     fit in the slower form alone; a job that does not fit does not run, whatever its speed.
 
@@ -259,8 +267,24 @@ def pick_dp_crossing(region: Region, forms: dict[str, DpCrossing]) -> DpCrossing
                         f"that fills a node)", key="nccl.dp_reduction")
     if want != "auto":
         return forms[want]
-    fitting = [f for f in forms.values() if f.fits is not False]
-    return min(fitting or forms.values(), key=lambda f: f.time_s)
+    fitting = {n: f for n, f in forms.items() if f.fits is not False}
+    return fastest_dp_crossing(fitting or forms)
+
+
+def fastest_dp_crossing(forms: dict[str, DpCrossing]) -> DpCrossing:
+    """The form the job steps fastest in (:attr:`DpCrossing.paid_s`: its step where known, regions82; before, the
+    crossings' own seconds, which missed what a form changes around its crossing: the flat ring's optimizer over the
+    job's shard, its gathers behind a forward), the hierarchical among equals (the first).
+
+    Parameters
+    ----------
+    forms : dict of str to DpCrossing
+
+    Returns
+    -------
+    DpCrossing
+    """
+    return min(forms.values(), key=lambda f: f.paid_s)
 
 
 def dp_ranks_per_node(groups: np.ndarray, gpus_per_node: int) -> int:

@@ -41,7 +41,8 @@ from ..fabric.region_split import split_notes
 from ..fabric.region import Region
 from ..units import format_size, format_time, whole_bytes
 from . import ACROSS_SITES
-from .dp_across import LOSS_BYTES, ReplicaBytes, dp_crossings, dp_ranks_per_node, hybrid_ring_shard, pick_dp_crossing
+from .dp_across import (LOSS_BYTES, ReplicaBytes, dp_crossings, dp_ranks_per_node, fastest_dp_crossing,
+                        hybrid_ring_shard, pick_dp_crossing)
 from .fp8_amax import AMAX_GROUP, AMAX_PHASE, amax_group, amax_reductions
 from .multisite_interval import across_sites_interval
 from .multisite_memory import job_memory, job_optimizer_s, sharding_text, state_layout
@@ -50,8 +51,8 @@ from .memory import busiest_stage, bf16_kept_params, stage_params
 from .model import ModelSpec
 from .parallel import ParallelLayout, batch_allowed, check_batch, dp_bucket_params
 from .result import StepResult
-from .step import (behind_window_s, estimate_step, forward_gather_share, gather_bytes_per_param, stage_block_counts,
-                   step_breakdown, step_traffic)
+from .step import (behind_window_s, estimate_step, forward_gather_share, gather_bytes_per_param, not_fit_note,
+                   stage_block_counts, step_breakdown, step_traffic)
 
 __all__ = ["AcrossSites", "DEFAULT_SHARES", "MultisiteStep", "SHARES", "SiteReady", "check_shares", "site_shares",
            "shares_run", "site_capacities", "dp_window_s",
@@ -578,9 +579,11 @@ def _across_from(region: Region, fabric, model: ModelSpec, lay: ParallelLayout, 
     forms = dp_crossings(region, V, sum(nic_gpus) * site_lay.dp // site_lay.gpus // shard,
                          site_lay.gpus // site_lay.dp * shard, channels or region_channels(region), nic_gpus,
                          crowd, dp_passes(site_lay))  # both forms, worked out once (rev74); regions81: FSDP's a pass
-    forms = {n: replace(c, fits=fits[n]) for n, c in forms.items()} if fits else forms
     loss_s = small_all_reduce_dci_s(region, LOSS_BYTES, channels or region_channels(region), nic_gpus)
     saved = flat_optimizer_saved_s(model, site_lay, one, sum(dps))
+    forms = {n: replace(c, fits=fits[n] if fits else None,  # regions82: auto compares the job's steps
+                        step_s=dp_form_ends_s(c, one, site_lay, V, _dp_ready(one, site_lay, ready, saved), amax_s,
+                                              loss_s, saved)[0]) for n, c in forms.items()}
     out.strategies.append(_dp(region, one, site_lay, V, forms, amax_s, ready, nic_gpus, loss_s, saved))
     out.assumptions.append(_dp_form_note(region, V, forms, crowd))
     out.assumptions.append(_loss_note(loss_s, site_lay, one))
@@ -594,17 +597,30 @@ def _across_from(region: Region, fabric, model: ModelSpec, lay: ParallelLayout, 
     if pick.strategy == "dp":  # the cross-site call is a gradient bucket's (Megatron-Core's, dp_bucket_params)
         out.step_interval = across_sites_interval(one.uncertainty, pick.step_time_s - pick.exposed_s,
                                                   pick.exposed_s, dp_bucket_params(site_lay) * site_lay.reduce_bytes)
-    _share_memory(out, region, fabric, model, placed, one, forms, across, sum(dps))
-    out.notes = [f"one site's share: {n}" for n in one.notes] + split_notes(region) + _form_by_memory(out, region, forms)
+    taken = _share_as_taken(one, _share_memory(out, region, fabric, model, placed, one, forms, across, sum(dps)))
+    out.one_site = taken.to_dict()
+    out.notes = [f"one site's share: {n}" for n in taken.notes] + split_notes(region) + _form_by_memory(out, region,
+                                                                                                          forms)
     return out
 
 
+def _share_as_taken(one: StepResult, mem) -> StepResult:
+    """The share's step ``one`` with the memory per GPU ``mem`` of the form its job takes (:func:`_share_memory`,
+    the one memory a region's job reports: regions82, the flat ring's job fitting at 78.6 GB was said "does not
+    fit: 150.9 GB", its share's own), its does-not-fit note that memory's (:func:`.step.not_fit_note`), none where
+    it fits."""
+    own = not_fit_note(one.memory, one.gpu)
+    notes = [not_fit_note(mem, one.gpu) if own and n == own else n for n in one.notes]
+    return replace(one, memory=mem, notes=[n for n in notes if n])
+
+
 def _share_memory(out: MultisiteStep, region: Region, fabric, model: ModelSpec, placed: ParallelLayout,
-                  one: StepResult, forms: dict, across: str, job_dp: int) -> None:
+                  one: StepResult, forms: dict, across: str, job_dp: int):
     """``out``'s memory per GPU, what its ZeRO state shards over, and whether it fits, as the way chosen runs
     (:mod:`.multisite_memory`): NCCL's flat cross-DC ring shards over the job's ``job_dp`` replicas (one optimizer
     instance over every site); the hierarchical reduction, pipeline stages and an outer synchronisation across the
-    sites over one site's, as the share's step ``one`` did."""
+    sites over one site's, as the share's step ``one`` did. Returns that memory (a
+    :class:`~topo.training.memory.MemoryBreakdown`)."""
     flat = across == "dp" and pick_dp_crossing(region, forms).name == "flat_ring"
     if flat:
         placed = state_layout(placed, job_dp)
@@ -616,6 +632,7 @@ def _share_memory(out: MultisiteStep, region: Region, fabric, model: ModelSpec, 
              f"data parallelism inside each site: {across} across the sites")
     out.memory, out.memory_sharding = mem.to_dict(), sharding_text(placed, where, model.moe is not None)
     out.fits = mem.fits  # walk16: a share of 1,454 GB per GPU printed its step as if it ran
+    return mem
 
 
 def _lockstep_note(region: Region, out: MultisiteStep) -> str:
@@ -1039,37 +1056,90 @@ def _dp(region: Region, one, lay, V: ReplicaBytes, forms: dict, amax_s: float = 
     the budget for 95% of one site grows by the least of them.
     """
     cross = pick_dp_crossing(region, forms)
-    ph, loads, p = cross.phase, cross.loads, cross.passes
-    T1 = one.step_time_s
-    window, fwd = dp_window_s(one, lay), dp_gather_window_s(one, lay)
-    ready = ready or SiteReady((T1,), (window,), (one.breakdown_s["compute"],), (fwd,), (saved_s,),
-                               (one.breakdown_s["optimizer"],))
-    fwds = ready.gather_windows_s or (fwd,) * len(ready.steps_s)
+    ready = _dp_ready(one, lay, ready, saved_s)
+    T, own, steps = dp_form_ends_s(cross, one, lay, V, ready, amax_s, loss_s, saved_s)
     Ts = ready.slowest_s
+    after = amax_s + cross.norm_s
+    E = Ts / TARGET_FRACTION - max(steps) - after - max(_loss_exposed_s(loss_s, lay, c) for c in ready.computes_s)
+    w_grad = max(steps) - max(t - w for t, w in zip(steps, ready.windows_s))
+    need, each, total = _dp_need(region, cross, E, w_grad, min(ready.gather_windows_s), _dp_bucket(V, lay),
+                                 site_gpus)
+    return AcrossSites("dp", T, Ts / T, cross.time_s + amax_s + loss_s, T - Ts, float(cross.loads.max()), need,
+                       cross.phase.bound, latency_s=cross.phase.latency_s, dci_Bps_for_95pct_by_span=each,
+                       dci_total_Bps_for_95pct=total, own_end_s=own)
+
+
+def _dp_ready(one, lay, ready: SiteReady | None, saved_s: float) -> SiteReady:
+    """``ready``, its gather windows filled with this site's (``one``, its share ``lay``) where it has none; this
+    site's alone (its step, windows, compute, flat-ring saving ``saved_s`` and optimizer) where ``ready`` is None."""
+    fwd = dp_gather_window_s(one, lay)
+    if ready is None:
+        return SiteReady((one.step_time_s,), (dp_window_s(one, lay),), (one.breakdown_s["compute"],), (fwd,),
+                         (saved_s,), (one.breakdown_s["optimizer"],))
+    return ready if ready.gather_windows_s else replace(ready, gather_windows_s=(fwd,) * len(ready.steps_s))
+
+
+def _dp_bucket(V: ReplicaBytes, lay: ParallelLayout) -> float:
+    """A gradient bucket's share of the bytes a crossing carries (Megatron-Core's ``dp_bucket_params``), at most 1:
+    the part of its bandwidth time the last bucket adds after the window (its edge)."""
     per_gpu = V.gradient_bytes / lay.gpus  # the buckets are the gradients' (and the parameters' they gather)
-    bucket = min(1.0, dp_bucket_params(lay) * lay.reduce_bytes / (per_gpu * lay.dp * lay.cp)) if per_gpu else 0.0
-    g = cross.gather_phase  # regions76/79: the flat ring's gathers that run in a forward, in that forward's window
+    return min(1.0, dp_bucket_params(lay) * lay.reduce_bytes / (per_gpu * lay.dp * lay.cp)) if per_gpu else 0.0
+
+
+def _loss_exposed_s(loss_s: float, lay: ParallelLayout, compute_s: float) -> float:
+    """The logged loss's crossing ``loss_s`` beyond the last stage's next fill (:func:`loss_fill_s`)."""
+    return max(0.0, loss_s - loss_fill_s(lay, compute_s))
+
+
+def dp_form_ends_s(cross, one, lay, V: ReplicaBytes, ready: SiteReady, amax_s: float = 0.0, loss_s: float = 0.0,
+                   saved_s: float = 0.0) -> tuple[float, float, tuple[float, ...]]:
+    """The ``dp`` way's step in the form ``cross`` (a :class:`.dp_across.DpCrossing`), in closed form (see
+    :func:`_dp`): what the job pays for that form, the figure ``auto`` compares (regions82), and the step the ``dp``
+    row gives.
+
+    Each site's own end is its step as the form follows it (:func:`_dp_steps_s`: the flat ring's optimizer over the
+    job's shard, its wait for the slowest optimizer), the gradients' part of the crossing behind its last backward's
+    window and the forward gathers' behind its forward's (:func:`.step.behind_window_s`, each part's edge one pass's
+    latency and a bucket's bandwidth time), then the amax and gradient-norm crossings and the logged loss's beyond
+    the last stage's fill, exposed.
+
+    Parameters
+    ----------
+    cross : DpCrossing
+    one : StepResult
+        This site's share's step.
+    lay : ParallelLayout
+        The share.
+    V : ReplicaBytes
+        One replica's data-parallel bytes.
+    ready : SiteReady
+        Every site's (:func:`_dp_ready`: with its gather windows).
+    amax_s, loss_s : float
+        The amax reductions' and the logged loss's crossings.
+    saved_s : float
+        What the flat ring saves this site's optimizer step (:func:`flat_optimizer_saved_s`).
+
+    Returns
+    -------
+    tuple
+        The job's step, this site's own end, and each site's step as the form follows it.
+    """
+    ph, p, g = cross.phase, cross.passes, cross.gather_phase  # g: the flat ring's gathers run in a forward
+    bucket = _dp_bucket(V, lay)
     # regions81: an edge bucket pays one collective's latency, the phase every pass's (FSDP: each micro-batch's)
     grad_s = ph.time_s - g.time_s
     grad_edge = (ph.latency_s - g.latency_s) / p + bucket * (ph.bandwidth_s - g.bandwidth_s)
     g_edge = g.latency_s / p + bucket * g.bandwidth_s
     after = amax_s + cross.norm_s  # exposed after the phase: the amax crossings, the gradient norm's (flat ring)
 
-    def loss(c):  # the logged loss's crossing beyond the last stage's next fill
-        return max(0.0, loss_s - loss_fill_s(lay, c))
-
     def end(t, w, f, c):  # a site's own end: its step, the gradients behind its last backward, the gather its forward
-        return t + behind_window_s(grad_s, grad_edge, w) + behind_window_s(g.time_s, g_edge, f) + after + loss(c)
+        return (t + behind_window_s(grad_s, grad_edge, w) + behind_window_s(g.time_s, g_edge, f) + after
+                + _loss_exposed_s(loss_s, lay, c))
 
     steps, own_step = _dp_steps_s(ready, one, saved_s, cross.name == "flat_ring", g.time_s > 0)
-    own = end(own_step, window, fwd, one.breakdown_s["compute"])
-    T = max(end(*x) for x in zip(steps, ready.windows_s, fwds, ready.computes_s))
-    E = Ts / TARGET_FRACTION - max(steps) - after - max(map(loss, ready.computes_s))
-    w_grad = max(steps) - max(t - w for t, w in zip(steps, ready.windows_s))
-    need, each, total = _dp_need(region, cross, E, w_grad, min(fwds), bucket, site_gpus)
-    return AcrossSites("dp", T, Ts / T, cross.time_s + amax_s + loss_s, T - Ts, float(loads.max()), need,
-                       ph.bound, latency_s=ph.latency_s, dci_Bps_for_95pct_by_span=each,
-                       dci_total_Bps_for_95pct=total, own_end_s=own)
+    own = end(own_step, dp_window_s(one, lay), dp_gather_window_s(one, lay), one.breakdown_s["compute"])
+    T = max(end(*x) for x in zip(steps, ready.windows_s, ready.gather_windows_s, ready.computes_s))
+    return T, own, steps
 
 
 def _dp_need(region: Region, cross, E: float, w_grad: float, w_gather: float, bucket: float, site_gpus):
@@ -1240,7 +1310,7 @@ def _dp_form_note(region: Region, V: ReplicaBytes, forms: dict, ranks_per_node: 
     ranks on one node, why the flat ring is not priced."""
     pick = pick_dp_crossing(region, forms)
     h, r = forms["hierarchical"], forms.get("flat_ring")
-    fastest = min(forms.values(), key=lambda f: f.time_s)
+    fastest = fastest_dp_crossing(forms)
     why = ("as the region's nccl.dp_reduction sets" if region.spec.nccl.dp_reduction != "auto" else "the faster"
            if pick is fastest else "the fastest in which the job fits in GPU memory")  # regions81
     said = {"hierarchical": "by the hierarchical reduction", "flat_ring": "by NCCL's flat cross-DC ring"}
@@ -1254,9 +1324,11 @@ def _dp_form_note(region: Region, V: ReplicaBytes, forms: dict, ranks_per_node: 
             f"and the ring's crossings are modelled at one rank a node")
     if r is None and region.spec.nccl.dp_reduction == "auto":  # rev74 Left b: a set form keeps its reason
         why = "the only one priced"
+    steps = (f"; the job's step {format_time(h.step_s)} by the hierarchical reduction, {format_time(r.step_s)} by "
+             f"the flat ring (what auto compares)" if r is not None and h.step_s is not None else "")  # regions82
     return (f"dp across sites: the gradients cross {said[pick.name]} ({why}): hierarchical "
             f"{format_time(h.time_s)} ({format_size(h.nbytes)} a boundary, the gradients' all-reduce{inside}, "
-            f"{h.steps} crossings), {ring}; nccl.dp_reduction = hierarchical, flat_ring or auto")
+            f"{h.steps} crossings), {ring}{steps}; nccl.dp_reduction = hierarchical, flat_ring or auto")
 
 
 def _form_by_memory(out: MultisiteStep, region: Region, forms: dict) -> list[str]:
@@ -1264,17 +1336,18 @@ def _form_by_memory(out: MultisiteStep, region: Region, forms: dict) -> list[str
     the slower because the job does not fit in GPU memory in the faster, ``dp_reduction_by_memory``, with its one
     line (regions81); none otherwise."""
     pick = pick_dp_crossing(region, forms)
-    fastest = min(forms.values(), key=lambda f: f.time_s)
+    fastest = fastest_dp_crossing(forms)
     out.dp_reduction = pick.name
     out.dp_reduction_by_memory = region.spec.nccl.dp_reduction == "auto" and pick is not fastest
     if not out.dp_reduction_by_memory:
         return []
     said = {"hierarchical": "the hierarchical reduction (one optimizer instance a site)",
             "flat_ring": "NCCL's flat cross-DC ring (one optimizer instance over every site)"}
-    gap = pick.time_s - fastest.time_s
+    gap = pick.paid_s - fastest.paid_s
     pace = f"{format_time(gap)} faster" if gap > 0 else "as fast"
-    return [f"dp across sites: the gradients cross by {said[pick.name]}, {format_time(pick.time_s)}, not by "
-            f"{said[fastest.name]}, {format_time(fastest.time_s)}, {pace}: the job does not fit in GPU memory in that "
+    what = "the job's step" if pick.step_s is not None else "its crossing"  # regions82: the step where known
+    return [f"dp across sites: the gradients cross by {said[pick.name]}, {what} {format_time(pick.paid_s)}, not by "
+            f"{said[fastest.name]}, {format_time(fastest.paid_s)}, {pace}: the job does not fit in GPU memory in that "
             f"form (its ZeRO state sharded over fewer ranks) and fits in this one (nccl.dp_reduction = auto)"]
 
 

@@ -122,7 +122,7 @@ __all__ = ["estimate_step", "step_traffic", "traffic_stage",
            "mamba_cp_alltoalls", "step_breakdown", "bubble_s", "exposed_comm_s", "ep_copies",
            "exposed_routed", "ep_overlap_cost_s", "ep_held_sms", "tp_ring_exposed_s", "tp_ring_steps",
            "gather_bytes_per_param", "stage_block_counts", "sp_quantisations", "dp_floor_s",
-           "routed_ep_cover_s", "behind_window_s", "forward_gather_share", "optimizer_params"]
+           "routed_ep_cover_s", "behind_window_s", "forward_gather_share", "optimizer_params", "not_fit_note"]
 
 ACT_BYTES = 2  # activations and their gradients travel in 16 bits
 FP8_BYTES = 1
@@ -1829,14 +1829,34 @@ def ep_overlap_cost_s(hidden_s: float, lay: ParallelLayout, gpu, ep_loss: float 
     return hidden_s * (ep_loss if loss is None else max(ep_loss, sm_loss_s(1.0, 1.0 - loss, 1.0)))
 
 
+def not_fit_note(mem, gpu_name: str) -> str:
+    """The step's note where its memory per GPU ``mem`` (a :class:`~topo.training.memory.MemoryBreakdown`) is over
+    the capacity of the GPU ``gpu_name``; "" where it fits (one wording: a step's, and a region's share in the form
+    its job takes, regions82).
+
+    Parameters
+    ----------
+    mem : MemoryBreakdown
+    gpu_name : str
+
+    Returns
+    -------
+    str
+    """
+    if mem.fits:
+        return ""
+    cap = mem.capacity_bytes
+    capacity = f"{format_in(cap, 'GB', '.1f')} ({format_in(cap, 'GiB', '.1f')})"
+    return (f"does not fit: {format_in(mem.total_bytes, 'GB', '.1f')} per GPU on stage {mem.stage}, "
+            f"{format_in(mem.short_bytes, 'GB', '.1f')} more than the {gpu_name}'s {capacity}")
+
+
 def _notes(model, lay, gpu, mem, mapping) -> list[str]:
     notes = []
     if model.status != "published":
         notes.append(f"{model.name}: {model.status} figures")
     if not mem.fits:
-        capacity = f"{format_in(gpu.memory_bytes, 'GB', '.1f')} ({format_in(gpu.memory_bytes, 'GiB', '.1f')})"
-        notes.append(f"does not fit: {format_in(mem.total_bytes, 'GB', '.1f')} per GPU on stage {mem.stage}, "
-                     f"{format_in(mem.short_bytes, 'GB', '.1f')} more than the {gpu.name}'s {capacity}")
+        notes.append(not_fit_note(mem, gpu.name))
     units = model.layers + (2 if lay.pipeline_embedding else 0)
     chunks = lay.pp * lay.vpp
     if lay.pipeline_layout is not None:
