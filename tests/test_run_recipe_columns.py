@@ -95,8 +95,9 @@ def test_every_rows_column_value_is_in_its_layout():
         for col, read in LAYOUT_COLUMNS.items():  # tidy53: applied after every rule, so the layout holds them
             if r[col]:
                 assert getattr(lay, col) == read(r[col]), (rid, col)
-    # runs56: PR #5728's 3 paged stash; data81: 26.08's GB300 DeepSeek-V3, GPT-OSS 120B, Qwen3 30B and 235B (4)
-    assert sum(r["moe_expert_kernels"] == "fused_mlp" for r in rows.values()) == 31
+    # runs56: PR #5728's 3 paged stash; data81: 26.08's GB300 DeepSeek-V3, GPT-OSS 120B, Qwen3 30B and 235B (4);
+    # srelu83: the GB300 Nemotron 3 Nano model card's run (squared-ReLU experts, TE 2.18 dev)
+    assert sum(r["moe_expert_kernels"] == "fused_mlp" for r in rows.values()) == 32
     assert {rid for rid, r in rows.items() if r["moe_grouped_gemm"] == "0"} == {
         rid for rid, r in rows.items() if rid.startswith("nemo") and r["model"].startswith(("mixtral", "grok"))}
     counts = {col: sum(bool(r[col]) and r[col] != "0" for r in rows.values()) for col in (
@@ -156,6 +157,26 @@ def test_every_overlap_off_row_says_why_in_its_note():
         if r["overlap_tp"] == "0":
             assert "overlap" in r["note"].lower() or "TP_COMM" in r["note"], rid
 
+
+
+def test_squared_relu_experts_run_the_fused_grouped_mlp_only_from_the_cutedsl_nemotron_recipes():
+    """The rule for the squared-ReLU (Nemotron) MXFP8 rows: ``fused_mlp`` where the recipe function at the commit
+    that published the figure turns on the op fuser and ``NVTE_CUTEDSL_FUSED_GROUPED_MLP`` and its Transformer
+    Engine fuses ``ScaledSReLU``. NVIDIA-NeMo/Megatron-Bridge d0debd0bd (#5620, 2026-08-18, "perf(nemotron): enable
+    CuteDSL fusion for GB MXFP8") first set both in the GB200 / GB300 Nemotron 3 Nano, Super and 3.5 Lightning
+    MXFP8 functions: no earlier preset or function (v0.4.0-v0.5.1, @74695a06, @21d102f5, @381d0b82, @4ab94dfa, v0.6.0)
+    sets them, and TE before 2.17 has no ``ScaledSReLU`` (v2.14-v2.16.1; the 26.06.01 lock's b9d690e0 on
+    release_v2.16.post has it, @381d0b82's function does not ask). Of the rows only the GB300 Nano model card's run
+    (bridge commit 04805868, which contains d0debd0bd; uv.lock TE 2.18.0+e7c550c5, cuDNN frontend 1.26.0 >= 1.24.0,
+    ``GroupedMLP_CuTeGEMMUnary``) is published after it; the 26.08 section's figures (@4ab94dfa) are not."""
+    rows = published_rows()
+    relu2 = {rid: r for rid, r in rows.items()
+             if r["fp8_recipe"] == "mxfp8" and ta._row_model(r).mlp == "relu2"}
+    assert {"mb2608_gb200_nemotron3_super", "mb2608_gb300_nemotron3_super", "mb2608_gb300_nemotron3_nano",
+            "mb2608_gb200_nemotron35_lightning", "mb260601_gb300_nemotron3_nano"} < set(relu2)
+    assert {rid for rid, r in relu2.items() if r["moe_expert_kernels"] == "fused_mlp"} == {"mbvc_gb300_nemotron3_nano"}
+    setups = {s["run"]: s["lay"] for s in published_setups() if "row" in s}
+    assert setups["mb2608_gb300_nemotron3_super"].moe_expert_kernels == "multi_stream"
 
 @pytest.mark.parametrize("name, run, changes, field, want", [
     (HOLDOUT, "maxtext_a3_llama2_7b_16", {"dp_all_reduce_combine_bytes": "1073741824"},

@@ -157,6 +157,33 @@ def test_the_fused_mlp_casts_its_other_two_inputs_once_for_every_expert():
     assert with_cast == pytest.approx(bare + cast_bytes_s + per, rel=1e-9)
 
 
+def test_the_fused_mlp_runs_squared_relu_experts_at_their_width():
+    """Nemotron 3 Nano's squared-ReLU experts (1,856 wide, hidden 2,688) on the fused grouped MLP: Transformer
+    Engine fuses GroupedLinear + ScaledSReLU + GroupedLinear with fc1's out_features = fc2's in_features, where a GLU
+    takes twice that (NVIDIA/TransformerEngine v2.17.1 4329ff84 ``pytorch/ops/fused/grouped_mlp.py``
+    ``validate_grouped_mlp_dims``), the squared ReLU in fc1's kernel (``grouped_gemm_srelu_wrapper_sm100``) and its
+    backward in fc2's dgrad (``grouped_gemm_dsrelu_wrapper_sm100``, which writes fc1's output gradient quantised:
+    ``d_row_tensor`` / ``d_col_tensor``). So fc1 is ``rows x 1,856 x 2,688`` a local expert (Qwen3-30B's SwiGLU fc1
+    twice its 768), no activation kernel, and fc1's backward is its two grouped passes at that N, nothing else."""
+    nano, qwen = load_model("nemotron-3-nano-30b-a3b"), load_model("qwen3-30b-a3b")
+    kw = dict(ep=8, dp=8, global_batch=64, micro_batch=1, seq_len=8192, etp=1, moe_imbalance=1.0, precision="fp8",
+              fp8_recipe="mxfp8")
+    gpu = gpu_compute("GB300")
+    km, per = gpu.kernels, gpu.kernels.launch_gpu_s
+    ratio = fp8_recipe_costs("mxfp8", gpu.generation)[0]
+    def routed(model, **extra):  # the routed experts' operators (Nano's shared expert is a dense MLP beside them)
+        ops = block_ops(model, make_layout(**kw, **extra), "E")
+        return {op.name: op for op in ops if op.module in ("moe", "moe_act")}
+    fused, multi = routed(nano, moe_expert_kernels="fused_mlp"), routed(nano)
+    fc1 = fused["fc1"]
+    assert (fc1.n, fc1.k, fc1.groups, fc1.expert_kernels) == (1856, 2688, 128 / 8, "fused_mlp")
+    assert multi["fc1"].n == 1856 and routed(qwen, moe_expert_kernels="fused_mlp")["fc1"].n == 2 * 768
+    assert "activation" not in fused and "activation" in multi
+    back = sum(grouped_pass_s(km, *s, "fp8", fc1.groups, "fused_mlp", per, ratio)
+               for s in [(fc1.m, 2688, 1856), (2688, 1856, fc1.m)])
+    assert op_time_s(fc1, gpu, "fp8", backward=True, fp8_recipe="mxfp8") == pytest.approx(back)
+
+
 def test_fused_mlp_needs_mxfp8_grouped_experts():
     qwen = load_model("qwen3-30b-a3b")
     lay = make_layout(ep=8, dp=8, global_batch=64, seq_len=4096, precision="fp8", fp8_recipe="current",

@@ -22,7 +22,16 @@ Megatron-Bridge 25.09-26.06: Transformer Engine 2.7-2.16, Megatron-Bridge ``docs
   (fc2's input gradient with the GLU's backward) writes fc1's output gradient so (``d_row_tensor`` /
   ``d_col_tensor``), which fc1's dgrad and wgrad read. fc1's forward input and fc2's output gradient are cast by
   one ``tex.group_quantize`` call each for every expert (:data:`GROUP_QUANTIZE_KERNELS`), where the multi-stream
-  path's ``GroupedLinear`` quantises each expert's rows on their own (``split_quantize``).
+  path's ``GroupedLinear`` quantises each expert's rows on their own (``split_quantize``). The activation is the
+  model's: a GLU (SwiGLU, GPT-OSS's clamped quick-GeGLU) through ``grouped_gemm_glu_wrapper_sm100`` /
+  ``grouped_gemm_dglu_wrapper_sm100`` (fc1's N twice the expert width), or squared ReLU (Nemotron's experts,
+  ``ScaledSReLU``) through ``GroupedMLP_CuTeGEMMUnary``'s ``grouped_gemm_srelu_wrapper_sm100`` /
+  ``grouped_gemm_dsrelu_wrapper_sm100`` (fc1's N the expert width: :attr:`.model.ModelSpec.fc1_width_factor`); the
+  same passes, the same two casts in epilogues. The squared-ReLU fusion needs TE 2.17 (``ScaledSReLU`` and the
+  kernels: ``GGEMM+srelu kernels for MxFP8 Nemotron``, #2981, 1bd99646 on main, 6f9511d3 on ``release_v2.16.post``
+  at b9d690e0; not in v2.16 or v2.16.1), cuDNN frontend >= 1.24.0 (``_cudnn_frontend_supports_grouped_gemm_srelu``)
+  and Megatron-Core's ``use_fused_weighted_squared_relu`` with the op fuser (``TEGroupedMLP._is_fused_impl_supported``,
+  NVIDIA/Megatron-LM@24bad8e6 ``megatron/core/transformer/moe/experts.py``).
 
 Sources: NVIDIA/TransformerEngine ``transformer_engine/common/util/multi_stream.cpp``,
 ``common/gemm/cublaslt_gemm.cu`` (``nvte_multi_tensor_gemm``, ``multi_stream_cublas_gemm``) and
@@ -30,7 +39,9 @@ Sources: NVIDIA/TransformerEngine ``transformer_engine/common/util/multi_stream.
 ``pytorch/ops/fused/{forward,backward}_grouped_mlp.py`` at v2.14-v2.16.1, ``grouped_mlp.py`` at v2.17-v2.18, and
 ``common/cast/mxfp8/group_quantize_mxfp8.cuh`` at v2.14, v2.16, v2.17.1 and v2.18 (the grouped cast);
 ``pytorch/ops/fused/forward_grouped_mlp.py`` and ``backward_grouped_mlp.py`` at v2.16 (the casts in the
-epilogues: the same files at 000c2736 and 00a35218; NVIDIA's "Boosting MoE Training Throughput with Advanced Fusion
+epilogues: the same files at 000c2736 and 00a35218; the squared-ReLU path: ``ops/fused/grouped_mlp.py`` at v2.17.1
+4329ff84 and 2.18.0.dev e7c550c5, ``validate_grouped_mlp_dims``, ``fuse_srelu_ops``, ``fuser_backward``'s
+``d_row_tensor`` / ``d_col_tensor``; NVIDIA's "Boosting MoE Training Throughput with Advanced Fusion
 Kernels", 2026-06-15: "GroupGemm + Activation + Quantize/Transpose", "GroupGemm + dActivation + Quantize/Transpose").
 """
 

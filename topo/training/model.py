@@ -295,6 +295,15 @@ class ModelSpec(_Strict):
         """Weight matrices of one FFN: 2 for GeLU (up, down), 3 for SwiGLU (gate, up, down)."""
         return 3 if self.mlp == "swiglu" else 2
 
+    @property
+    def fc1_width_factor(self) -> int:
+        """fc1's output columns per column of the FFN width: 2 for SwiGLU (gate and up side by side, the GLU halves
+        them), 1 for GeLU and squared ReLU (``relu2``: an element-wise activation keeps the width). The one formula
+        of fc1's N, dense or grouped, on every issue path: Transformer Engine's fused grouped MLP checks the same
+        (``validate_grouped_mlp_dims``: ``2 x fc2.in_features`` for a GLU, ``fc2.in_features`` for ``ScaledSReLU``;
+        NVIDIA/TransformerEngine v2.17.1 4329ff84 ``pytorch/ops/fused/grouped_mlp.py``)."""
+        return 2 if self.mlp == "swiglu" else 1
+
     @cached_property
     def blocks(self) -> tuple[str, ...]:
         """Each layer's blocks in order (``"*-"``: attention then MLP; ``"M"``: one Mamba-2 mixer; ...)."""

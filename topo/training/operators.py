@@ -436,7 +436,7 @@ def _mlp_ops(model: ModelSpec, lay: ParallelLayout, ffn: float, module: str, T: 
              groups: float = 1.0, norm: bool = True, m_sd: float = 0.0, width: int | None = None) -> list[Op]:
     h = width or model.hidden  # the width fc1 takes and fc2 gives: a LatentMoE's routed experts the latent's
     f = ffn / split
-    up = 2 * f if model.mlp == "swiglu" else f
+    up = model.fc1_width_factor * f
     act_bytes = (6 if model.mlp == "swiglu" else 4) * T * f * groups
     ops = [_mem("norm", "layernorm", 4 * T_sp * h)] if norm else []
     grouped = module == "moe"
@@ -451,7 +451,8 @@ def _mlp_ops(model: ModelSpec, lay: ParallelLayout, ffn: float, module: str, T: 
     tpo = module in ("mlp", "shared_experts")
     ops += [_gemm("fc1", module, T, up, h, groups, grouped=grouped, launches=per, packed=packed, tag="mlp_wi",
                   tp_overlap="ag" if tpo else "", m_sd=m_sd, expert_kernels=path, norm_amax=norm and module == "mlp")]
-    if path != "fused_mlp":  # the fused grouped MLP runs the GLU in fc1's epilogue (and its backward in fc2's dgrad)
+    if path != "fused_mlp":  # the fused grouped MLP runs the activation (a GLU or the squared ReLU) in fc1's
+        # epilogue and its backward in fc2's dgrad kernel (:mod:`.grouped_gemm`)
         ops.append(_mem("activation", module + "_act", act_bytes))
     ops.append(_gemm("fc2", module, T, h, f, groups, grouped=grouped, launches=per, packed=packed,
                      tp_overlap="rs" if tpo else "", m_sd=m_sd, expert_kernels=path))
@@ -580,7 +581,7 @@ def _moe_ops(model: ModelSpec, lay: ParallelLayout) -> list[Op]:
     ops += fp8_padding_ops(model, lay, rows, local)
     ops += _mlp_ops(model, lay, m.expert_ffn_hidden, "moe", rows, 0, etp, groups=local, norm=False,
                     m_sd=expert_rows_sd(model, lay), width=w)
-    up = (2 if model.mlp == "swiglu" else 1) * m.expert_ffn_hidden / etp  # fc1's output width
+    up = model.fc1_width_factor * m.expert_ffn_hidden / etp  # fc1's output width
     if m.glu_clamp is not None and lay.expert_clamp_eager:
         ops += _expert_clamp_ops(rows * local * up)
     if m.expert_bias:
