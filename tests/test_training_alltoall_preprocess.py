@@ -83,9 +83,15 @@ def test_the_probs_all_to_all_and_the_counts_gather_are_in_the_traffic(qwen):
     assert counts[0]["size_bytes"] == 128 * 8 * 8 and counts[0]["calls"] == m * layers
     rec = [it for it in step_traffic(qwen, _lay(recompute_modules=("moe",))) if it.get("pair") == "ep_probs"]
     assert rec[0]["calls"] == 3 * m * layers
-    # the flex dispatcher's kernels carry the probabilities with the tokens; a padded router gathers no counts
+    # the flex dispatcher's kernels carry the probabilities with the tokens and gather no counts; HybridEP's forward
+    # dispatch gathers its bool routing map instead, 4,096 tokens x 128 experts a rank over the 8 ranks (section 382:
+    # deepseek-ai/DeepEP@94a9f8f6 hybrid-ep executor.cu allgather_routing_map, NCCL inside one node too), DeepEP none
     flex = [it for it in step_traffic(qwen, _lay(ep_dispatcher="deepep")) if it["dim"] == "ep"]
-    assert not [it for it in flex if it.get("pair") == "ep_probs" or it["collective"] == "all_gather"]
+    assert not [it for it in flex if it.get("pair") == "ep_probs"]
+    assert [(it["size_bytes"], it["calls"]) for it in flex if it["collective"] == "all_gather"] == [
+        (4096 * 128 * 8, m * layers)]
+    deepep = step_traffic(qwen, _lay(ep_dispatcher="deepep", ep_flex_backend="deepep"))
+    assert not [it for it in deepep if it["dim"] == "ep" and it["collective"] == "all_gather"]
     padded = [it for it in step_traffic(qwen, _lay(moe_capacity_factor=1.0)) if it["dim"] == "ep"]
     assert [it.get("pair") for it in padded if it["collective"] == "alltoall"].count("ep_probs") == 1
     assert not [it for it in padded if it["collective"] == "all_gather"]

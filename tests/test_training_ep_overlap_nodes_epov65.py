@@ -97,13 +97,15 @@ def test_each_pass_holds_its_own_calls_an_all_gathers_backward_a_reduce_scatter(
     gathers and the forward combine reduce-scatters (token_dispatcher.py dispatch_postprocess /
     combine_preprocess); a backward pass runs its forward's calls reversed, the gather's backward a
     reduce-scatter (megatron/core/tensor_parallel/mappings.py _GatherFromSequenceParallelRegion.backward), so the
-    dispatch's backward reduce-scatters and the combine's backward gathers. Swapping them passed every test."""
+    dispatch's backward reduce-scatters and the combine's backward gathers. Swapping them passed every test.
+    HybridEP's routing-map gather over the EP group (section 382) runs in the forward dispatch alone."""
     lay = make_layout(tp=2, ep=8, etp=2, dp=8, global_batch=64, ep_dispatcher="deepep", sequence_parallel=True)
     held: dict = {}
     for it in step_traffic(qwen, lay):
         if it["dim"] == "ep":
+            name = "routing_map" if it["collective"] == "all_gather" and it["groups"] == "ep" else "alltoall"
             for p in _ep_node_passes(it, fp8_dispatch=False):
-                held.setdefault(p, []).append(it["collective"] if it["groups"] == "etp" else "alltoall")
+                held.setdefault(p, []).append(it["collective"] if it["groups"] == "etp" else name)
     assert {p: sorted(c) for p, c in held.items()} == {
-        "dispatch_fwd_s": ["all_gather", "alltoall"], "combine_fwd_s": ["alltoall", "reduce_scatter"],
+        "dispatch_fwd_s": ["all_gather", "alltoall", "routing_map"], "combine_fwd_s": ["alltoall", "reduce_scatter"],
         "dispatch_bwd_s": ["alltoall", "reduce_scatter"], "combine_bwd_s": ["all_gather", "alltoall"]}

@@ -685,8 +685,7 @@ def _ep_traffic(t: _Traffic) -> None:
         _alltoall_side_traffic(t, elems / h, rec_moe, dropless=cap is None)
     if _routing_map_gathered(lay):
         # HybridEP's forward dispatch (no cached handle) all-gathers the bool routing map, tokens x experts bytes
-        # a rank, over the EP group with NCCL when the group spans nodes (deepseek-ai/DeepEP@94a9f8f6 branch
-        # hybrid-ep csrc/hybrid_ep/executor/executor.cu ``allgather_routing_map``: all_gather_into_tensor)
+        # a rank, over the EP group (:func:`_routing_map_gathered`)
         routing_map = lay.micro_batch * t.s_cp / lay.tp * model.moe.experts * lay.ep
         t.add("ep", "all_gather", "ep", routing_map, m * (c[Block.MOE] + rec_moe), phase="microbatch", elem_bytes=1.0)
     gathered = elems * lay.expert_tp * ACT_BYTES  # what each ETP rank holds after the gather
@@ -780,12 +779,20 @@ BUILDER_COLLECTIVES = {"_tp_traffic": ("all_gather", "reduce_scatter", "all_redu
 
 
 def _routing_map_gathered(lay: ParallelLayout) -> bool:
-    """Whether the forward dispatch all-gathers the routing map over the network: HybridEP's EP group across NVLink
-    domains (inside one domain it runs a custom NVLink kernel, unpublished: not counted)."""
-    if lay.ep_dispatcher != "deepep" or lay.ep_flex_backend != "hybridep":
-        return False
-    D = lay.gpus_per_domain_used or lay.ep * lay.expert_tp
-    return math.ceil(lay.ep * lay.expert_tp / D) > 1
+    """Whether the forward dispatch all-gathers the routing map: HybridEP's, over any EP group of more than one rank,
+    inside one NVLink domain as across domains. Its ``metadata_preprocessing`` (every forward dispatch: the backward's
+    calls reuse the forward's handle) gathers each rank's bool routing map, tokens x experts bytes, into the global
+    map its preprocessing kernel scans, so each rank receives ``ep - 1`` others' maps. At deepseek-ai/DeepEP@94a9f8f6
+    (branch hybrid-ep, 2026-07-10, PR #682 "Disable custom allgather by default"; the commit ``ep_dispatch.toml``'s
+    rates are read at) that gather is NCCL's ``all_gather_into_tensor`` whatever the group
+    (``csrc/hybrid_ep/executor/executor.cu`` ``Executor::allgather_routing_map``, lines 39-44: NCCL when
+    ``num_of_nodes > 1 || !enable_custom_allgather``; ``deep_ep/hybrid_ep_buffer.py`` line 52,
+    ``enable_custom_allgather: bool = False``), and Megatron-Core does not set it
+    (NVIDIA/Megatron-LM@d98e8a64 ``megatron/core/transformer/moe/fused_a2a.py`` ``init_hybrid_ep_buffer``, lines
+    340-347); before PR #556 (a484936, 2026-01-20) it was NCCL too (``deep_ep/hybrid_ep_buffer.py`` at a484936^, lines
+    464-472). Between the two, inside one node, a custom NVLink kernel (32 SMs) moved the same bytes at a rate no
+    source publishes: priced as NCCL's all-gather alike (assumption)."""
+    return lay.ep_dispatcher == "deepep" and lay.ep_flex_backend == "hybridep" and lay.ep > 1
 
 
 TAIL_PHASES = ("reduce", "gather")  # once per step, at its ends: DP of ZeRO-0/1/2 and SHARD_GRAD_OP
