@@ -1,8 +1,12 @@
 """tidy84: four small items left by walk36 (section 379) and plan81 (section 377): a region job's model faults before
 its batch, the host-link note's remedy worded by the command, ``topo report REGION --plan --across``, the README's
 calibrate paragraph."""
+from pathlib import Path
+
 from topo.cli.main import main
 from topo.training.model import load_model
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def _err(capsys, argv):
@@ -27,3 +31,31 @@ def test_a_region_job_with_a_good_tp_still_says_its_batch_over_the_sites(capsys)
     # two-site-h100 holds 3,072 GPUs: tp 8 fills dp = 384 replicas, and 512 sequences do not split into 384 x 1
     rc, err = _err(capsys, ["train", "two-site-h100", "--model", "llama3-8b", "--tp", "8", "--global-batch", "512"])
     assert rc == 2 and "512 sequences do not split into dp (384, over the 2 sites)" in err
+
+
+def test_compare_without_a_spec_tells_its_user_to_pass_one_for_the_host_link(capsys):
+    # a 1.6 Tb/s NIC (200 GB/s) on H100's PCIe gen5 x16 host link, 64 GB/s per direction
+    # (topo/data/hardware/host_links.toml): the note told the user to give server.nic_model or server.pcie_bandwidth,
+    # spec keys no flag of compare sets; without --spec the way is a spec file (walk36 Left 1)
+    for argv in (["compare", "nccl1453-h100-allreduce"], ["calibrate", "nccl1453-h100-allreduce", "-o", "-"]):
+        rc, err = _err(capsys, [*argv, "--gpu", "H100", "--nic-rate", "1600 Gb/s"])
+        line = next(x for x in err.splitlines() if "caps each 1.6 Tb/s NIC at 64 GB/s" in x)
+        assert rc == 0
+        assert line.endswith("if the servers' is faster, pass --spec FILE, a spec giving server.nic_model (e.g. "
+                             "ConnectX-8 for 800 Gb/s, PCIe Gen6) or server.pcie_bandwidth")
+
+
+def test_describe_and_a_spec_keep_the_spec_keys_as_the_remedy(tmp_path, capsys):
+    # a user with a spec can set its keys: describe's sentence is unchanged, and so is compare --spec's. The DGX
+    # H100 SuperPOD with 800 Gb/s NICs and ports: ConnectX-7 on PCIe gen5 x16, 64 GB/s per direction, caps them
+    text = (ROOT / "topologies" / "dgx-h100-superpod.toml").read_text()
+    assert text.count('"400 Gb/s"') == 3  # the NICs and two tiers' ports
+    spec = tmp_path / "fast.toml"
+    spec.write_text(text.replace('"400 Gb/s"', '"800 Gb/s"'))
+    rc = main(["describe", str(spec)])
+    out = capsys.readouterr().out
+    assert rc == 0 and ("caps each 800 Gb/s NIC at 64 GB/s; give server.nic_model (e.g. ConnectX-8 for 800 Gb/s, "
+                        "PCIe Gen6) or server.pcie_bandwidth if the servers differ") in out
+    rc, err = _err(capsys, ["compare", "nccl1453-h100-allreduce", "--spec", str(spec)])
+    assert rc == 0 and "800 Gb/s NIC at 64 GB/s; give server.nic_model" in err and "--spec FILE" not in err
+
