@@ -1,8 +1,12 @@
 """tidy84: four small items left by walk36 (section 379) and plan81 (section 377): a region job's model faults before
 its batch, the host-link note's remedy worded by the command, ``topo report REGION --plan --across``, the README's
 calibrate paragraph."""
+import html
 from pathlib import Path
 
+import pytest
+
+from conftest import run_cli
 from topo.cli.main import main
 from topo.training.model import load_model
 
@@ -59,3 +63,44 @@ def test_describe_and_a_spec_keep_the_spec_keys_as_the_remedy(tmp_path, capsys):
     rc, err = _err(capsys, ["compare", "nccl1453-h100-allreduce", "--spec", str(spec)])
     assert rc == 0 and "800 Gb/s NIC at 64 GB/s; give server.nic_model" in err and "--spec FILE" not in err
 
+
+JOB = ("--layout", "tp=8,pp=4,global_batch=576", "--tokens", "15T")  # plan81's job on two-site-h100 (section 377)
+
+
+def _work_block(text: str) -> list[str]:
+    """``topo plan REGION --model``'s job lines: from its work line to the first note."""
+    return text[text.index("work      llama3-70b"):].split("\nnote: ")[0].splitlines()
+
+
+def test_a_regions_report_takes_across_and_shows_the_job_plan_across_pp_shows(tmp_path):
+    # plan81 Left 1: topo report REGION --plan --train had no --across, so its page showed the job data parallel
+    # across the sites whatever topo plan REGION --across pp planned (2.4411 s a step against dp's 2.6175 s)
+    page = tmp_path / "r.html"
+    rc = main(["report", "two-site-h100", "--plan", "--train", "llama3-70b", *JOB, "--across", "pp", "-o", str(page)])
+    assert rc == 0
+    shown = html.unescape(page.read_text())
+    pp = _work_block(run_cli("plan", "two-site-h100", "--model", "llama3-70b", *JOB, "--across", "pp",
+                             check=True).stdout)
+    dp = _work_block(run_cli("plan", "two-site-h100", "--model", "llama3-70b", *JOB, check=True).stdout)
+    assert "pipeline stages across them" in pp[0] and pp[0] != dp[0]
+    for line in pp:
+        assert line in shown, line
+    assert dp[0] not in shown
+
+
+@pytest.mark.parametrize("spec, flags, said", [
+    ("dgx-h100-superpod", ("--across", "pp"), "--across: applies to a region of several sites"),
+    ("two-site-h100", ("--plan", "--across", "pp"), "--across: pp: a region's plan without --model times no job"),
+    ("two-site-h100", ("--plan", "--train", "llama3-70b", "--layout", JOB[1], "--outer-every", "0"),
+     "--outer-every: must be a whole number >= 1, got 0"),
+    ("two-site-h100", ("--plan", "--train", "llama3-70b", "--layout", JOB[1], "--across", "outer"),
+     "--outer-every: --across outer needs the outer synchronisation's period"),
+])
+def test_report_refuses_across_as_plan_does(tmp_path, spec, flags, said):
+    out = tmp_path / "r.html"
+    bad = run_cli("report", spec, *flags, "-o", str(out))
+    plan_flags = [f if f != "--train" else "--model" for f in flags if f != "--plan"]
+    planned = run_cli("plan", spec, *plan_flags, "--no-collectives")
+    assert bad.returncode == planned.returncode == 2 and not out.exists()
+    assert bad.stderr == planned.stderr and bad.stderr.startswith(f"error: {said}")
+    assert len(bad.stderr.splitlines()) == 1
