@@ -2,6 +2,7 @@
 its batch, the host-link note's remedy worded by the command, ``topo report REGION --plan --across``, the README's
 calibrate paragraph."""
 import html
+import re
 from pathlib import Path
 
 import pytest
@@ -104,3 +105,33 @@ def test_report_refuses_across_as_plan_does(tmp_path, spec, flags, said):
     assert bad.returncode == planned.returncode == 2 and not out.exists()
     assert bad.stderr == planned.stderr and bad.stderr.startswith(f"error: {said}")
     assert len(bad.stderr.splitlines()) == 1
+
+
+def _readme() -> str:
+    return " ".join((ROOT / "README.md").read_text().split())  # one line: a quote may wrap
+
+
+def test_the_readmes_calibrate_paragraph_says_the_nic_notes_compare_prints(capsys):
+    # walk36 Left 5: the README's calibrate/compare paragraph did not say they print describe's NIC notes
+    text = _readme()
+    quoted = re.findall(r"`(note: [^`]*?) \.\.\.`", text)
+    assert len(quoted) == 2, quoted
+    rc, err = _err(capsys, ["compare", "nccl1453-h100-allreduce", "--gpu", "H100", "--nic-rate", "400 GB/s"])
+    assert rc == 0
+    notes = [x for x in err.splitlines() if x.startswith("note: the ")]
+    for said in quoted:  # "note: the host link ... caps": the words either side of the elision are the CLI's
+        head, _, tail = said.partition(" ... ")
+        assert any(x.startswith(head) and tail in x for x in notes), said
+    assert "pass --spec FILE, a spec giving server.nic_model" in notes[-1]
+    assert "without `--spec` the note says to pass a spec giving `server.nic_model` or `server.pcie_bandwidth`" in text
+
+
+def test_the_readmes_calibrate_paragraph_says_the_output_refusals(tmp_path, capsys):
+    text = _readme()
+    assert "`-o` takes a `.toml` name (`-o p.json` is one error line, `name it p.toml`, and nothing is written)" in text
+    assert "`--json` with `-o -` is refused (both would print on stdout" in text
+    out = tmp_path / "p.json"
+    rc, err = _err(capsys, ["calibrate", "nccl1453-h100-allreduce", "--gpu", "H100", "-o", str(out)])
+    assert rc == 2 and err.endswith("name it p.toml") and not out.exists()
+    rc, err = _err(capsys, ["calibrate", "nccl1453-h100-allreduce", "--gpu", "H100", "-o", "-", "--json"])
+    assert rc == 2 and "--json and -o - both print on stdout" in err
