@@ -24,6 +24,7 @@ from ..fabric.builders import build_fabric
 from ..engine.collectives import ALGORITHMS
 from ..engine.estimate import placement_for
 from ..engine.nic_notes import nic_notes
+from ..fabric.host_link_note import SPEC_REMEDY
 from ..engine.options import EstimateOptions
 from ..errors import TopoError
 from ..fabric.fabric import Fabric
@@ -146,7 +147,8 @@ def setup_from_run(run: NcclRun, spec=None, gpu: str | None = None, nodes: int |
                    gpus_per_node: int | None = None, nics: int | None = None, nic_rate: str | None = None,
                    network: str | None = None, gpus: int | None = None,
                    gpus_per_domain: int | None = None, ranks=None, placement: str | None = None,
-                   rail: int | None = None, rank_order: str | None = None) -> Setup:
+                   rail: int | None = None, rank_order: str | None = None,
+                   host_link_remedy: str = SPEC_REMEDY) -> Setup:
     """The fabric to model ``run`` on, and where its ranks sit.
 
     Parameters
@@ -165,6 +167,9 @@ def setup_from_run(run: NcclRun, spec=None, gpu: str | None = None, nodes: int |
         two NVL72 racks: ``[*range(0, 64), *range(72, 136)]``); their count is the rank count.
     placement, rail, rank_order
         As :class:`~topo.engine.options.EstimateOptions` takes them (default: packed, rail 0, NCCL's order).
+    host_link_remedy : str
+        What the user can do when the host link caps the NICs (:func:`~topo.engine.nic_notes.nic_notes`): by
+        default the spec's keys; the caller words it for a cluster built from the log, which has no spec to edit.
 
     Returns
     -------
@@ -186,7 +191,7 @@ def setup_from_run(run: NcclRun, spec=None, gpu: str | None = None, nodes: int |
         fabric, name = _spec_fabric(spec, n, run, notes, gpu=gpu, nodes=nodes, gpus_per_node=gpus_per_node, nics=nics,
                                     nic_rate=nic_rate, network=network, gpus_per_domain=gpus_per_domain)
         return _placed(Setup(fabric, n, algorithm, notes, name, protocol, channels,
-                             gpus_per_process=per_process, notes=nic_notes(fabric.spec)), opts, ranks)
+                             gpus_per_process=per_process, notes=nic_notes(fabric.spec, host_link_remedy)), opts, ranks)
     gpu, model = _gpu_model(run, gpu, notes)
     nodes, gpn = _nodes(run, n, ranks, model, nodes, gpus_per_node, notes)
     if nics is None:
@@ -203,7 +208,7 @@ def setup_from_run(run: NcclRun, spec=None, gpu: str | None = None, nodes: int |
     sp = spec_from_dict(node_spec(model.name, nics, nic_rate, network, servers, gpn, domain, name=name),
                         source=run.source)
     return _placed(Setup(build_fabric(sp), n, algorithm, notes, name, protocol, channels,
-                         gpus_per_process=per_process, notes=nic_notes(sp)), opts, ranks)
+                         gpus_per_process=per_process, notes=nic_notes(sp, host_link_remedy)), opts, ranks)
 
 
 def _gpus_per_process(run: NcclRun, notes: list[str]) -> int:

@@ -6,7 +6,10 @@ from __future__ import annotations
 from ..errors import TopoError
 from ..training import ACROSS_SITES
 
-__all__ = ["add_across_arguments", "check_across", "across_of"]
+__all__ = ["add_across_arguments", "check_across", "check_across_use", "across_of", "REGION_ONLY"]
+
+# a region's flag given on one site's spec
+REGION_ONLY = "applies to a region of several sites (a spec with [[sites]], e.g. two-site-h100)"
 
 
 def add_across_arguments(p, what: str = "") -> None:
@@ -35,6 +38,37 @@ def check_across(args) -> None:
     if getattr(args, "across", None) == "outer" and every is None:
         raise TopoError("--across outer needs the outer synchronisation's period: give --outer-every H (inner "
                         "steps)", key="--outer-every")
+
+
+def check_across_use(args, region: bool, job: bool) -> None:
+    """``--across`` and ``--outer-every`` refused where nothing spans sites -- one site's spec, or a region without
+    a job (``--model``; ``topo report``'s ``--train`` is its alias) -- in the same words on ``topo plan`` and ``topo
+    report`` (tidy84), then :func:`check_across`.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The command's parsed flags (``across``, ``outer_every``).
+    region : bool
+        The spec is a region of several sites.
+    job : bool
+        A job is given (its model and layout).
+
+    Raises
+    ------
+    TopoError
+        Keyed by the flag at fault.
+    """
+    for flag in ("--across", "--outer-every"):
+        value = getattr(args, flag[2:].replace("-", "_"), None)
+        if value is None:
+            continue
+        if not region:
+            raise TopoError(REGION_ONLY, key=flag)
+        if not job:  # plan81: the way a job spans the sites; no job, no way
+            raise TopoError(f"{value}: a region's plan without --model times no job, so nothing spans the sites; "
+                            f"allowed: {flag} with --model M --layout L", key=flag)
+    check_across(args)
 
 
 def across_of(args) -> str:

@@ -35,9 +35,16 @@ def add_cluster_arguments(p) -> None:
     p.add_argument("-c", "--collective", default=None, help="collective (default: from the log)")
 
 
+# the host-link note's remedy for a cluster built from the log: no flag sets its host link, a spec does (tidy84;
+# the library's default names the spec keys, which a user of compare or calibrate without --spec cannot set)
+LOG_HOST_LINK_REMEDY = ("the cluster built from the log takes the GPU's host link; if the servers' is faster, pass "
+                        "--spec FILE, a spec giving server.nic_model (e.g. ConnectX-8 for 800 Gb/s, PCIe Gen6) or "
+                        "server.pcie_bandwidth")
+
+
 def cluster_from_args(args) -> dict:
     """The cluster a log ran on, as the flags of :func:`add_cluster_arguments` give it (the flags' own errors name
-    the flag, not the spec key it becomes)."""
+    the flag, not the spec key it becomes), with the host-link note's remedy its user can take."""
     if args.spec is not None:
         given = [f for f, v in (("--gpu", args.gpu), ("--nodes", args.nodes), ("--gpus-per-node", args.gpus_per_node),
                                 ("--nics", args.nics), ("--nic-rate", args.nic_rate), ("--network", args.network),
@@ -57,7 +64,7 @@ def cluster_from_args(args) -> dict:
             raise TopoError(str(exc), key="--nic-rate") from None
     return dict(spec=args.spec, gpu=args.gpu, nodes=args.nodes, gpus_per_node=args.gpus_per_node, nics=args.nics,
                 nic_rate=args.nic_rate, network=args.network, gpus_per_domain=args.gpus_per_domain,
-                **placement_from_args(args))
+                **placement_from_args(args), **({} if args.spec else {"host_link_remedy": LOG_HOST_LINK_REMEDY}))
 
 
 CLUSTER_FLAGS = {"gpu": "--gpu", "nodes": "--nodes", "gpus_per_node": "--gpus-per-node", "nics": "--nics",

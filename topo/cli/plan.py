@@ -18,7 +18,7 @@ from ..spec import DEFAULT_SPEC
 from ..spec.load import resolve_spec_path
 from ..units import (UnitError, count_noun, format_bandwidth, format_count, format_in, format_time, format_usd, in_unit,
                      parse_count, parse_power_W)
-from .across import add_across_arguments
+from .across import REGION_ONLY, add_across_arguments, check_across_use
 from .bom_csv import write_bom_csv
 from .common import GivenOnce, add_spec_arguments, fabric_from_args, spec_from_args
 from .estimate_args import add_profile_argument, check_profile_flag, profile_notes
@@ -137,11 +137,9 @@ def run(args) -> int:
         raise TopoError(f"{args.shares!r}: splits a region's job over its sites, and a plan of one site times no "
                         "job across sites; allowed: topo train REGION --model M --shares by-size|equal",
                         key="--shares")
-    for flag, value in (("--one-site", args.one_site or None), ("--across", args.across),
-                        ("--outer-every", args.outer_every)):
-        if value is not None:
-            raise TopoError("applies to a region of several sites (a spec with [[sites]], e.g. two-site-h100)",
-                            key=flag)
+    if args.one_site:
+        raise TopoError(REGION_ONLY, key="--one-site")
+    check_across_use(args, region=False, job=bool(args.model))
     if args.bom_csv is not None:  # a bad output fails before the plan
         if args.bom_csv == "-" and args.json:
             raise TopoError("--json and --bom-csv - both print on stdout; give --bom-csv a file", key="--bom-csv")

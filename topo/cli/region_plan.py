@@ -15,7 +15,7 @@ from ..plan.train_time import region_job_layer
 from ..spec.region_load import is_region_file
 from .. import training  # lazy (PEP 562): topo plan imports no step model (test_startup)
 from ..units import format_count, format_in, format_time, format_usd
-from .across import across_of, check_across
+from .across import across_of, check_across_use
 from .bom_csv import write_region_bom_csv
 from .design_sets import overrides_for
 from .layout_dp import layout_source
@@ -53,12 +53,7 @@ def refuse_region_flags(args) -> None:
     if getattr(args, "it_power", None) is not None:  # each site has its own power_limit_MW
         raise TopoError("sizes one site's design; a region's sites are sized by their specs and checked against "
                         "their own power_limit_MW; allowed: --it-power on one site's spec", key="--it-power")
-    for flag in ("--across", "--outer-every"):
-        value = getattr(args, flag[2:].replace("-", "_"), None)
-        if value is not None and not args.model:  # plan81: the way a job spans the sites; no job, no way
-            raise TopoError(f"{value}: a region's plan without --model times no job, so nothing spans the sites; "
-                            f"allowed: {flag} with --model M --layout L", key=flag)
-    check_across(args)
+    check_across_use(args, region=True, job=bool(args.model))
     if args.profile and not args.model:  # tidy68: nothing it shows depends on a collective; plan79: a job's step does
         raise TopoError(f"{args.profile}: a region's plan without --model prices no collective (its sites' power, "
                         "capex and TCO and the DCI's bill; the MFU is --mfu's or the catalog's), so a profile has "

@@ -30,6 +30,7 @@ from .output import note
 from .output_suffix import check_output_suffix
 from .region import region_from_args
 from .plan import work_lines
+from .across import add_across_arguments, check_across_use
 from .region_plan import region_job, render_region_plan
 
 PLAN_FIGURES = ("power", "capex", "ownership", "goodput")  # the planner's figures: one bar or line per SPEC
@@ -74,6 +75,8 @@ def register(sub) -> None:
     p.add_argument("--shares", metavar="S",
                    help="a region with --train: how its job's replicas split over the sites (by-size, the default, "
                    "or equal), as topo plan REGION --shares")
+    add_across_arguments(p, "; with --train on a region: how its job spans the sites in the plan's section, as "
+                         "topo plan REGION --across")
     p.add_argument("--format", default="html", choices=("html", "png", "svg"),
                    help="html: the whole report (default); png or svg: the one figure named by --figure")
     p.add_argument("--figure", choices=FIGURES,
@@ -203,6 +206,7 @@ def _check_job_numbers(args) -> None:
             args.tokens = parse_count(args.tokens, "number of tokens")
         except UnitError as exc:
             raise TopoError(str(exc), key="--tokens") from None
+    check_across_use(args, region, bool(args.train))  # tidy84: topo plan REGION --across's flags and words
     if args.shares is not None and not (region and args.train):
         raise TopoError(f"{args.shares!r}: splits a region's job over its sites; allowed: --shares by-size|equal "
                         "with a region of several sites and --train M --layout L", key="--shares")

@@ -12,7 +12,7 @@ was taken without a word there while describe noted it):
 
 from __future__ import annotations
 
-from ..fabric.host_link_note import host_link_cap
+from ..fabric.host_link_note import SPEC_REMEDY, host_link_cap
 from ..units import in_unit
 from .profile_data import bundled_files
 
@@ -47,7 +47,7 @@ def technology_mismatch(spec) -> str | None:
            f"constants are {tech}'s{hint}"
 
 
-def nic_notes(spec) -> list[str]:
+def nic_notes(spec, host_link_remedy: str = SPEC_REMEDY) -> list[str]:
     """:func:`technology_mismatch` and :func:`topo.fabric.host_link_note.host_link_cap`, those that apply, in that
     order.
 
@@ -55,10 +55,12 @@ def nic_notes(spec) -> list[str]:
     ----------
     spec : topo.spec.Spec
         The cluster.
+    host_link_remedy : str
+        The host-link sentence's remedy (:func:`~topo.fabric.host_link_note.host_link_cap`'s ``remedy``).
 
     Returns
     -------
     list of str
         Sentences without ``note:`` (none for a NIC its network and host link carry at its rate).
     """
-    return [n for n in (technology_mismatch(spec), host_link_cap(spec)) if n]
+    return [n for n in (technology_mismatch(spec), host_link_cap(spec, host_link_remedy)) if n]

@@ -49,7 +49,7 @@ from .multisite_memory import job_memory, job_optimizer_s, sharding_text, state_
 from .mapping import EXPERT_DP_GROUPS, default_placement, free_gpus, map_layout, refuse_failed_gpus
 from .memory import busiest_stage, bf16_kept_params, stage_params
 from .model import ModelSpec
-from .parallel import ParallelLayout, batch_allowed, check_batch, dp_bucket_params
+from .parallel import ParallelLayout, batch_allowed, check_batch, check_model_split, dp_bucket_params
 from .result import StepResult
 from .step import (behind_window_s, estimate_step, forward_gather_share, gather_bytes_per_param, not_fit_note,
                    stage_block_counts, step_breakdown, step_traffic)
@@ -255,7 +255,7 @@ def estimate_across_sites(region: Region, model: ModelSpec, lay: ParallelLayout,
     """
     K = region.num_sites
     shares = shares_run(region, shares, across, one_site)
-    _check_job(lay, K, across, shares)
+    _check_job(model, lay, K, across, shares)
     check_region_profile(region, step_options.get("profile"))
     dps = site_shares(region, lay, shares)
     lays = [lay.model_copy(update={"dp": d, "global_batch": lay.global_batch * d // lay.dp}) for d in dps]
@@ -668,8 +668,11 @@ def site_failure(region: Region, fabric, exc: TopoError) -> TopoError:
     return TopoError(f"site {site}: {exc.message}", source=exc.source, key=exc.key)
 
 
-def _check_job(lay: ParallelLayout, K: int, across: str, shares: str = "equal") -> None:
-    """Refuse a job whose ranks or batch do not split over ``K`` sites (equal shares), or an unknown way across."""
+def _check_job(model: ModelSpec, lay: ParallelLayout, K: int, across: str, shares: str = "equal") -> None:
+    """Refuse a job the model cannot be split by (one site's first rules, :func:`.parallel.check_model_split`:
+    tidy84, before its batch), whose ranks or batch do not split over ``K`` sites (equal shares), or an unknown way
+    across."""
+    check_model_split(model, lay)
     for key, size, what in (("dp", lay.dp, "data-parallel ranks"), ("global_batch", lay.global_batch, "sequences")):
         if size % K and shares == "equal":  # walk14: one line for both named dp when only the batch was at fault
             raise TopoError(f"{size} {what} do not divide by the {K} sites; allowed: a multiple of {K}", key=key)

@@ -37,8 +37,8 @@ from .routing import ROUTINGS
 from .tp_overlap import config_names
 from .cudnn import NEWEST as CUDNN_NEWEST, parse_version as parse_cudnn
 
-__all__ = ["ParallelLayout", "make_layout", "load_layout", "layout_fields", "check_layout", "DIMENSIONS",
-           "DP_SHARDING", "RECOMPUTE", "PIPELINE_SCHEDULES", "DEFAULT_ORDER", "batch_allowed", "check_batch", "delayed_scaling",
+__all__ = ["ParallelLayout", "make_layout", "load_layout", "layout_fields", "check_layout", "check_model_split",
+           "DIMENSIONS", "DP_SHARDING", "RECOMPUTE", "PIPELINE_SCHEDULES", "DEFAULT_ORDER", "batch_allowed", "check_batch", "delayed_scaling",
            "current_scaling", "divided", "sends_unoverlappable"]
 
 DIMENSIONS = ("tp", "cp", "ep", "dp", "pp")
@@ -699,33 +699,7 @@ def check_layout(model: ModelSpec, lay: ParallelLayout, *, gpus: int | None = No
     if gpus is not None and lay.gpus != gpus:
         bad("dp", f"tp x cp x pp x dp = {lay.tp} x {lay.cp} x {lay.pp} x {lay.dp} = {format_count(lay.gpus)}, "
                   f"not the {format_count(gpus)} GPUs of the job")
-    order = lay.order()
-    if sorted(order) != sorted(DIMENSIONS):
-        bad("rank_order", f"must name each of {', '.join(DIMENSIONS)} once, got {lay.rank_order!r}")
-    if model.heads % lay.tp:
-        bad("tp", f"{lay.tp} does not divide the {model.heads} attention heads")
-    kv = model.num_kv_heads
-    if kv % lay.tp and lay.tp % kv:
-        bad("tp", f"{lay.tp} neither divides nor is a multiple of the {kv} key/value heads")
-    if model.ffn_hidden % lay.tp:
-        bad("tp", f"{lay.tp} does not divide ffn_hidden {model.ffn_hidden}")
-    _check_mamba(model, lay, bad)
-    _check_a2a(model, lay, bad)
-    if gpus_per_domain is not None and lay.tp > gpus_per_domain and not lay.tp_across_domains:
-        bad("tp", f"{lay.tp} is larger than the {gpus_per_domain}-GPU NVLink domain; allow it with "
-                  f"tp_across_domains")
-    seq = lay.seq_len or model.seq_len
-    if seq % (lay.cp * (2 if lay.cp > 1 else 1)):
-        bad("cp", f"sequence length {seq} does not split into 2 x {lay.cp} chunks (load-balanced causal CP)")
-    if lay.vpp > 1 and lay.pp == 1:
-        bad("vpp", f"interleaving ({lay.vpp} virtual stages) needs pp > 1")
-    if lay.overlap_pp and sends_unoverlappable(lay.pp, lay.vpp, lay.pipeline_schedule):
-        bad("overlap_pp", "true needs an interleaved pipeline (vpp > 1): Megatron-Core's non-interleaved 1F1B "
-                          "schedule raises on overlap_p2p_comm (its training script turns it off at vpp 1); "
-                          "allowed at vpp 1: false")
-    if lay.pipeline_schedule == "dualpipe" and (lay.vpp > 1 or lay.pp % 2):
-        bad("pipeline_schedule", f"dualpipe needs an even pp and vpp = 1, got pp {lay.pp}, vpp {lay.vpp}; "
-                                 f"allowed: 1f1b")
+    check_model_split(model, lay, gpus_per_domain=gpus_per_domain, source=source)
     _check_options(model, lay, bad, source)
     units = model.layers + (2 if lay.pipeline_embedding else 0)
     if lay.pipeline_layout is None and units < lay.pp * lay.vpp:
@@ -768,6 +742,59 @@ def _check_ep(model: ModelSpec, lay: ParallelLayout, bad) -> None:
                              f"it at most min(top-k {m.active_experts}, {count_noun(local, 'local expert')}) of "
                              f"its {m.active_experts} copies, against {m.active_experts}/{lay.ep} on average; "
                              f"allowed: 1 to {most:g}")
+
+
+def check_model_split(model: ModelSpec, lay: ParallelLayout, *, gpus_per_domain: int | None = None,
+                      source: str = "layout") -> None:
+    """:func:`check_layout`'s first rules, those of the model and the sizes alone (no dp, no batch): the rank order,
+    tp against the heads and the FFN, Mamba and all-to-all splits, tp against the NVLink domain, cp against the
+    sequence, the pipeline's interleaving and schedule. A region's job runs them before its batch's split over the
+    sites, in one site's order (tidy84).
+
+    Parameters
+    ----------
+    model : ModelSpec
+    lay : ParallelLayout
+    gpus_per_domain : int, optional
+        The NVLink domain's GPUs (``tp`` larger is refused without ``tp_across_domains``); ``None`` skips it.
+    source : str
+        The refusal's source.
+
+    Raises
+    ------
+    TopoError
+        Keyed by the layout field at fault, saying what is allowed.
+    """
+    def bad(key, msg):
+        raise TopoError(msg, source=source, key=key)
+
+    order = lay.order()
+    if sorted(order) != sorted(DIMENSIONS):
+        bad("rank_order", f"must name each of {', '.join(DIMENSIONS)} once, got {lay.rank_order!r}")
+    if model.heads % lay.tp:
+        bad("tp", f"{lay.tp} does not divide the {model.heads} attention heads")
+    kv = model.num_kv_heads
+    if kv % lay.tp and lay.tp % kv:
+        bad("tp", f"{lay.tp} neither divides nor is a multiple of the {kv} key/value heads")
+    if model.ffn_hidden % lay.tp:
+        bad("tp", f"{lay.tp} does not divide ffn_hidden {model.ffn_hidden}")
+    _check_mamba(model, lay, bad)
+    _check_a2a(model, lay, bad)
+    if gpus_per_domain is not None and lay.tp > gpus_per_domain and not lay.tp_across_domains:
+        bad("tp", f"{lay.tp} is larger than the {gpus_per_domain}-GPU NVLink domain; allow it with "
+                  f"tp_across_domains")
+    seq = lay.seq_len or model.seq_len
+    if seq % (lay.cp * (2 if lay.cp > 1 else 1)):
+        bad("cp", f"sequence length {seq} does not split into 2 x {lay.cp} chunks (load-balanced causal CP)")
+    if lay.vpp > 1 and lay.pp == 1:
+        bad("vpp", f"interleaving ({lay.vpp} virtual stages) needs pp > 1")
+    if lay.overlap_pp and sends_unoverlappable(lay.pp, lay.vpp, lay.pipeline_schedule):
+        bad("overlap_pp", "true needs an interleaved pipeline (vpp > 1): Megatron-Core's non-interleaved 1F1B "
+                          "schedule raises on overlap_p2p_comm (its training script turns it off at vpp 1); "
+                          "allowed at vpp 1: false")
+    if lay.pipeline_schedule == "dualpipe" and (lay.vpp > 1 or lay.pp % 2):
+        bad("pipeline_schedule", f"dualpipe needs an even pp and vpp = 1, got pp {lay.pp}, vpp {lay.vpp}; "
+                                 f"allowed: 1f1b")
 
 
 def check_batch(lay: ParallelLayout, bad) -> int:
