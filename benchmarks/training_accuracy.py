@@ -164,6 +164,7 @@ FAMILIES = (  # a model family: every run of these models is held out together (
     ("megatron-gpt", "megatron-gpt"), ("llama2", "llama2"), ("llama3", "llama3"), ("llama4", "llama4"),
     ("gpt3", "gpt3"), ("nemotron3-", "nemotron3"), ("nemotron4", "nemotron4"), ("nemotron-h", "nemotron-h"),
     ("nemotron-3-super", "nemotron-3-super"),  # its own family before Nano's prefix (super80)
+    ("nemotron-3-ultra", "nemotron-3-ultra"),  # likewise (ultra85)
     ("nemotron-3", "nemotron-3-nano"),
     ("nemotron-nano", "nemotron-nano"), ("mixtral", "mixtral"), ("qwen3", "qwen3"), ("deepseek", "deepseek-v3"),
     ("kimi", "kimi-k2"), ("gpt-oss", "gpt-oss"), ("grok", "grok"))
@@ -250,9 +251,12 @@ def megatron_fsdp_unfused_wgrad(row) -> bool:
     144, 267, the 70B GB300 / GB200 / B200 and 8B H100 configs: ``if cfg.ddp.use_megatron_fsdp: ...
     gradient_accumulation_fusion = False``, after ``set_workload_base_configs`` set it True; in every release since,
     v0.4.0 ``configs/llama/llama3_llm_pretrain.py`` and @067f987d ``perf_recipes/llama/*/llama3.py``). NeMo 25.09
-    (v0.2.0rc5) set it True for FSDP (``scripts/performance/utils/helpers.py`` line 78): fused."""
+    (v0.2.0rc5) set it True for FSDP (``scripts/performance/utils/helpers.py`` line 78): fused. Nemotron 3 Ultra's
+    Megatron-FSDP recipes set it False too ("incompatible with BF16 FSDP main grads": NVIDIA-NeMo/Megatron-Bridge@4ab94dfa
+    ``perf_recipes/nemotronh/common.py`` ``_apply_nemotron_3_ultra_fsdp_hsdp``, the 26.08 rows' commit; ultra85)."""
     release = re.search(r"NeMo (\d\d)\.(\d\d)", row.get("software") or "")
-    return (row["run_id"].startswith("mb") and row["fsdp"] == "1" and row["model"].startswith("llama3")
+    return (row["run_id"].startswith("mb") and row["fsdp"] == "1"
+            and row["model"].startswith(("llama3", "nemotron-3-ultra"))
             and release is not None and (int(release[1]), int(release[2])) >= (25, 11))
 
 

@@ -96,8 +96,9 @@ def test_every_rows_column_value_is_in_its_layout():
             if r[col]:
                 assert getattr(lay, col) == read(r[col]), (rid, col)
     # runs56: PR #5728's 3 paged stash; data81: 26.08's GB300 DeepSeek-V3, GPT-OSS 120B, Qwen3 30B and 235B (4);
-    # srelu83: the GB300 Nemotron 3 Nano model card's run (squared-ReLU experts, TE 2.18 dev)
-    assert sum(r["moe_expert_kernels"] == "fused_mlp" for r in rows.values()) == 32
+    # srelu83: the GB300 Nemotron 3 Nano model card's run (squared-ReLU experts, TE 2.18 dev); ultra85: 26.08's GB200
+    # and GB300 Nemotron 3 Ultra (their @4ab94dfa functions set the op fuser and NVTE_CUTEDSL_FUSED_GROUPED_MLP)
+    assert sum(r["moe_expert_kernels"] == "fused_mlp" for r in rows.values()) == 34
     assert {rid for rid, r in rows.items() if r["moe_grouped_gemm"] == "0"} == {
         rid for rid, r in rows.items() if rid.startswith("nemo") and r["model"].startswith(("mixtral", "grok"))}
     counts = {col: sum(bool(r[col]) and r[col] != "0" for r in rows.values()) for col in (
@@ -118,10 +119,11 @@ def test_every_rows_column_value_is_in_its_layout():
     # Megatron-Bridge's four Nemotron 3 Super runs (TE's loss, no TP overlap; FP8 weights on the two MXFP8 ones; the
     # H100 card recipe's moe_flex_dispatcher_num_sms = 32); data81 the 26.08 section's five GB300 MXFP8 rows (TP
     # overlap, TE's loss, FP8 weights on all; router fusion on the four but Nemotron 3 Nano; FP8 attention at head
-    # dim 64 on GPT-OSS 120B's)
-    assert counts == {"overlap_tp": 319, "moe_router_fusion": 142, "cross_entropy": 277, "attention_fp8": 4,
+    # dim 64 on GPT-OSS 120B's); ultra85 the 26.08 section's two Nemotron 3 Ultra MXFP8 rows (router fusion, the
+    # native loss "fused", FP8 weights; no TP overlap)
+    assert counts == {"overlap_tp": 319, "moe_router_fusion": 144, "cross_entropy": 279, "attention_fp8": 4,
                       "fp8_amax_reduction": 52, "fp8_scale_inverse_kernel": 33, "fp8_amax_pass": 12,
-                      "fp8_param_gather": 233, "ep_comm_sms": 16}
+                      "fp8_param_gather": 235, "ep_comm_sms": 16}
     assert rows["mbvc_h100_deepseekv3"]["overlap_tp"] == "0"
     # tidy53: the rows each per-source rule set (data/reference/README.md), as the rules gave them
     filled = {col: sum(bool(r[col]) for r in rows.values()) for col in LAYOUT_COLUMNS}
@@ -135,15 +137,18 @@ def test_every_rows_column_value_is_in_its_layout():
     # runs70: the two GB200 Nemotron 3.5 Lightning runs' 128Mi buckets (as their Nano twins); super80: the four
     # Nemotron 3 Super runs' 128Mi buckets, the H100 card recipe's 6-byte optimizer state (fp16 main params, bf16
     # moments); data81: 26.08's five GB300 rows' 128Mi buckets and the four full-iteration graphs' rank capacity 1.5
-    # (all but Nemotron 3 Nano's)
-    assert filled == {"grad_bytes": 20, "grad_reduce_bytes": 18, "optimizer_bytes_per_param": 10, "moe_counts_aligned": 6,
-                      "dp_bucket_params": 306, "dp_align_grad_reduce": 90, "pipeline_layout": 6,
+    # (all but Nemotron 3 Nano's); ultra85: 26.08's two Nemotron 3 Ultra rows' 128Mi buckets (as the Super rows) and
+    # moe_router_padding_for_quantization (their functions at @4ab94dfa set it)
+    assert filled == {"grad_bytes": 20, "grad_reduce_bytes": 18, "optimizer_bytes_per_param": 10, "moe_counts_aligned": 8,
+                      "dp_bucket_params": 308, "dp_align_grad_reduce": 90, "pipeline_layout": 6,
                       "pipeline_schedule": 1, "moe_expert_rank_capacity_factor": 31}
     assert {r["dp_bucket_params"] for r in rows.values()} == {"", "134217728", "768000000"}
     assert all(r["dp_align_grad_reduce"] == "0" for r in rows.values()
                if rid_is_nemo2(r["run_id"]) or r["run_id"].startswith("dgxc2505_") and "deepseek" in r["model"])
+    # ultra85: Nemotron 3 Ultra's perf defaults set moe_router_fusion = True (Megatron-Bridge@4ab94dfa
+    # perf_recipes/nemotronh/common.py _apply_nemotron_3_ultra_perf_defaults); Nano's and Super's do not
     assert not any(r["moe_router_fusion"] == "1" for r in rows.values() if not r["model"].startswith(
-        ("qwen3", "deepseek", "gpt-oss", "mixtral")))
+        ("qwen3", "deepseek", "gpt-oss", "mixtral", "nemotron-3-ultra")))
 
 
 def rid_is_nemo2(rid: str) -> bool:
@@ -168,13 +173,18 @@ def test_squared_relu_experts_run_the_fused_grouped_mlp_only_from_the_cutedsl_ne
     sets them, and TE before 2.17 has no ``ScaledSReLU`` (v2.14-v2.16.1; the 26.06.01 lock's b9d690e0 on
     release_v2.16.post has it, @381d0b82's function does not ask). Of the rows only the GB300 Nano model card's run
     (bridge commit 04805868, which contains d0debd0bd; uv.lock TE 2.18.0+e7c550c5, cuDNN frontend 1.26.0 >= 1.24.0,
-    ``GroupedMLP_CuTeGEMMUnary``) is published after it; the 26.08 section's figures (@4ab94dfa) are not."""
+    ``GroupedMLP_CuTeGEMMUnary``) is published after it; the 26.08 section's figures (@4ab94dfa) are not. Nemotron 3
+    Ultra's functions are the exception (ultra85): at @4ab94dfa itself ``_apply_nemotron_3_ultra_perf_defaults`` sets
+    ``use_transformer_engine_op_fuser = True`` after ``_benchmark_common`` and both Ultra MXFP8 functions set
+    ``NVTE_CUTEDSL_FUSED_GROUPED_MLP: 1`` (``perf_recipes/nemotronh/{common,gb200/nemotronh,gb300/nemotronh}.py``),
+    on TE 2.17.1 (v0.6.0's lock), which fuses ``ScaledSReLU``."""
     rows = published_rows()
     relu2 = {rid: r for rid, r in rows.items()
              if r["fp8_recipe"] == "mxfp8" and ta._row_model(r).mlp == "relu2"}
     assert {"mb2608_gb200_nemotron3_super", "mb2608_gb300_nemotron3_super", "mb2608_gb300_nemotron3_nano",
             "mb2608_gb200_nemotron35_lightning", "mb260601_gb300_nemotron3_nano"} < set(relu2)
-    assert {rid for rid, r in relu2.items() if r["moe_expert_kernels"] == "fused_mlp"} == {"mbvc_gb300_nemotron3_nano"}
+    assert {rid for rid, r in relu2.items() if r["moe_expert_kernels"] == "fused_mlp"} == {
+        "mbvc_gb300_nemotron3_nano", "mb2608_gb200_nemotron3_ultra", "mb2608_gb300_nemotron3_ultra"}
     setups = {s["run"]: s["lay"] for s in published_setups() if "row" in s}
     assert setups["mb2608_gb300_nemotron3_super"].moe_expert_kernels == "multi_stream"
 
@@ -330,9 +340,10 @@ def test_mxfp8_rows_keep_fp8_weights_as_their_recipes_set():
     rows = published_rows()
     ours = {rid for rid, r in rows.items() if r["fp8_recipe"] == "mxfp8"
             and rid.startswith(("mb25", "mb26", "together2602_", "mlperf60_", "mcore_gb200_qwen3_235b_mxfp8"))}
-    assert len(ours) == 105  # runs70: + mb2608_gb200_nemotron35_lightning (_perf_precision("fp8_mx") at 067f987d);
+    assert len(ours) == 107  # runs70: + mb2608_gb200_nemotron35_lightning (_perf_precision("fp8_mx") at 067f987d);
     # super80: + 26.08's GB200 and GB300 Nemotron 3 Super (the same, perf_recipes/nemotronh/{gb200,gb300}/nemotronh.py);
-    # data81: + the five mb2608_gb300_* rows (_perf_precision("fp8_mx") at 4ab94dfa)
+    # data81: + the five mb2608_gb300_* rows (_perf_precision("fp8_mx") at 4ab94dfa); ultra85: + 26.08's GB200 and
+    # GB300 Nemotron 3 Ultra (_perf_precision("fp8_mx") in both functions at 4ab94dfa)
     assert {rid for rid in ours if rows[rid]["fp8_param_gather"] != "1"} == set()
     # PR #5728's Qwen3 30B dev presets set it False (perf_recipes/qwen/gb200/qwen3_moe.py at v0.6.0, lines 769, 831)
     assert rows["mb5728_gb200_qwen3_30b_mxfp8_partialcg"]["fp8_param_gather"] == ""

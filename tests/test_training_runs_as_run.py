@@ -182,12 +182,15 @@ def test_megatron_bridge_fsdp_llama_rows_write_their_weight_gradients_unfused(ta
     """Megatron-Bridge's FSDP Llama configs turn ``gradient_accumulation_fusion`` off from v0.2.0 (NeMo 25.11;
     NVIDIA-NeMo/Megatron-Bridge v0.2.0 ``scripts/performance/configs/llama3/llama3_llm_pretrain.py`` lines 74,
     109, 144, 267), NeMo 25.09's set it on (v0.2.0rc5 ``scripts/performance/utils/helpers.py`` line 78): the
-    FSDP rows from 25.11 copy each weight gradient into the buffer (``wgrad_output = "copied"``), no other row."""
+    FSDP rows from 25.11 copy each weight gradient into the buffer (``wgrad_output = "copied"``), no other row.
+    Nemotron 3 Ultra's 26.08 Megatron-FSDP functions set it off too (ultra85: NVIDIA-NeMo/Megatron-Bridge@4ab94dfa
+    ``perf_recipes/nemotronh/common.py`` ``_apply_nemotron_3_ultra_fsdp_hsdp``, "incompatible with BF16 FSDP main
+    grads")."""
     rows = published_rows()
     unfused = {rid for rid, r in rows.items() if ta.megatron_fsdp_unfused_wgrad(r)}
     assert unfused == {"mb2511_h100_llama3_8b", "mb2511_gb200_llama3_70b", "mb2602_gb200_llama3_70b",
                        "mb260201_gb200_llama3_70b", "mb2604_gb200_llama3_70b", "mb260401_gb200_llama3_70b",
-                       "mb260401_gb300_llama3_70b"}
+                       "mb260401_gb300_llama3_70b", "mb2608_gb200_nemotron3_ultra", "mb2608_gb300_nemotron3_ultra"}
     assert not ta.megatron_fsdp_unfused_wgrad(rows["mb2509_gb200_llama3_70b"])  # 25.09: fused
     assert not ta.megatron_fsdp_unfused_wgrad(rows["mb260401_gb200_llama3_70b_mxfp8"])  # PP, not FSDP
     from topo.training.model import load_model

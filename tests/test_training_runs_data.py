@@ -424,8 +424,9 @@ def test_every_gb300_run_is_held_out():
     # entry takes GB200's dense rates (topo/data/compute/gpus.toml [GB300]); a fit on it would let that assumption
     # steer the Blackwell fractions, so every GB300 run is scored apart, never fitted
     gb300 = [r["run_id"] for r in _rows(HOLDOUT) if r["system"] == "DGX-GB300"]
-    assert len(gb300) == 28  # 9 model cards, 5 + 4 of the 26.04.01 table (MoE, hybrid; dense), 3 of 26.06.01's, Lambda's MLPerf v5.1 8B,
-    # Megatron-LM PR #5728's Qwen3 235B (runs56), 26.08's Nemotron 3 Super MXFP8 (super80), 5 of 26.08's (data81)
+    assert len(gb300) == 29  # 9 model cards, 5 + 4 of the 26.04.01 table (MoE, hybrid; dense), 3 of 26.06.01's, Lambda's MLPerf v5.1 8B,
+    # Megatron-LM PR #5728's Qwen3 235B (runs56), 26.08's Nemotron 3 Super MXFP8 (super80), 5 of 26.08's (data81),
+    # 26.08's Nemotron 3 Ultra MXFP8 (ultra85)
     assert not any(r["system"] == "DGX-GB300" for r in _rows(PUBLISHED))
 
 
@@ -439,6 +440,8 @@ MB2608_GB300_TABLE = {
     "mb2608_gb300_nemotron3_nano": ("nemotron-3-nano-30b-a3b", 8, 512, 4, 8192, "1/1/1/1/8", 39936, 901),
     # super80's Nemotron 3 Super row of the same table
     "mb2608_gb300_nemotron3_super": ("nemotron-3-super-120b-a12b", 64, 512, 1, 8192, "1/1/1/1/64", 9856, 831),
+    # ultra85's Nemotron 3 Ultra row of the same table
+    "mb2608_gb300_nemotron3_ultra": ("nemotron-3-ultra-550b-a55b", 256, 256, 1, 8192, "1/1/1/1/64", 3552, 1281),
 }
 
 
