@@ -138,8 +138,9 @@ def test_every_rows_column_value_is_in_its_layout():
     # Nemotron 3 Super runs' 128Mi buckets, the H100 card recipe's 6-byte optimizer state (fp16 main params, bf16
     # moments); data81: 26.08's five GB300 rows' 128Mi buckets and the four full-iteration graphs' rank capacity 1.5
     # (all but Nemotron 3 Nano's); ultra85: 26.08's two Nemotron 3 Ultra rows' 128Mi buckets (as the Super rows) and
-    # moe_router_padding_for_quantization (their functions at @4ab94dfa set it)
-    assert filled == {"grad_bytes": 20, "grad_reduce_bytes": 18, "optimizer_bytes_per_param": 10, "moe_counts_aligned": 8,
+    # moe_router_padding_for_quantization (their functions at @4ab94dfa set it); the lead: the two 26.08 Super MXFP8
+    # rows' too (the same, test_nemotron_mxfp8_rows_pad_counts_as_their_recipes)
+    assert filled == {"grad_bytes": 20, "grad_reduce_bytes": 18, "optimizer_bytes_per_param": 10, "moe_counts_aligned": 10,
                       "dp_bucket_params": 308, "dp_align_grad_reduce": 90, "pipeline_layout": 6,
                       "pipeline_schedule": 1, "moe_expert_rank_capacity_factor": 31}
     assert {r["dp_bucket_params"] for r in rows.values()} == {"", "134217728", "768000000"}
@@ -347,3 +348,16 @@ def test_mxfp8_rows_keep_fp8_weights_as_their_recipes_set():
     assert {rid for rid in ours if rows[rid]["fp8_param_gather"] != "1"} == set()
     # PR #5728's Qwen3 30B dev presets set it False (perf_recipes/qwen/gb200/qwen3_moe.py at v0.6.0, lines 769, 831)
     assert rows["mb5728_gb200_qwen3_30b_mxfp8_partialcg"]["fp8_param_gather"] == ""
+
+
+def test_nemotron_mxfp8_rows_pad_counts_as_their_recipes():
+    """Megatron-Bridge's 26.08 Nemotron 3 Super and Ultra MXFP8 recipe functions set
+    ``moe_router_padding_for_quantization = True`` (NVIDIA-NeMo/Megatron-Bridge@4ab94dfa, the commit that published
+    the 26.08 figures: src/megatron/bridge/perf_recipes/nemotronh/gb200/nemotronh.py lines 140 and 255,
+    gb300/nemotronh.py lines 136 and 244); the Nano MXFP8 and every BF16 function there do not: the column follows
+    the recipe alone."""
+    rows = published_rows()
+    nemotron = {rid: r for rid, r in rows.items() if r["model"].startswith(("nemotron-3-", "nemotron-3.5-"))}
+    padded = {rid for rid, r in nemotron.items() if r["moe_counts_aligned"] == "1"}
+    assert padded == {"mb2608_gb200_nemotron3_super", "mb2608_gb300_nemotron3_super",
+                      "mb2608_gb200_nemotron3_ultra", "mb2608_gb300_nemotron3_ultra"}
