@@ -50,6 +50,9 @@ what the rules and the layout give):
   gradient reduction and of the optimizer state (``ParallelLayout``'s fields of those names);
 - ``moe_counts_aligned``, ``dp_align_grad_reduce``: ``1`` / ``0``, the router's padding of each expert's count for
   the quantised GEMMs, Megatron-Core's aligned gradient reduction across model chunks;
+- ``overlap_dp``: ``0`` where the recipe sets ``overlap_grad_reduce = overlap_param_gather = False`` (the gradient
+  reduce-scatter after the backward and the weight all-gather after the optimizer step, both exposed:
+  ``ParallelLayout.overlap_dp``); ``1`` / empty: overlapped, the layout's default (superarch86);
 - ``dp_bucket_params``: parameters per DP bucket (a whole number >= 1);
 - ``pipeline_layout``, ``pipeline_schedule``, ``moe_expert_rank_capacity_factor``: a layout in Megatron-Core's
   notation (checked by :func:`topo.training.pipeline_layout.expand_layout`), ``1f1b`` / ``dualpipe``, HybridEP's
@@ -92,17 +95,17 @@ COLUMNS = ("jax_mesh", "remat_policy", "dp_overlap_policy", "dp_all_reduce_combi
            "attention_fp8", "fp8_amax_reduction", "fp8_scale_inverse_kernel", "fp8_amax_pass", "fp8_param_gather",
            "ep_comm_sms", "grad_bytes", "grad_reduce_bytes", "optimizer_bytes_per_param", "moe_counts_aligned",
            "dp_bucket_params", "dp_align_grad_reduce", "pipeline_layout", "pipeline_schedule",
-           "moe_expert_rank_capacity_factor", "fp8_recipe")
+           "moe_expert_rank_capacity_factor", "fp8_recipe", "overlap_dp")
 MAXTEXT_ONLY = ("jax_mesh", "remat_policy")  # read by the MaxText rule alone: required there, refused elsewhere
 EVERY_ROW = ("overlap_tp", "moe_router_fusion")  # required on every row: the setting has no default in the code
 FP8_UNSTATED = "unstated"
 """``fp8_recipe``'s value on an FP8 row whose source names no recipe: the layout's recipe stays unset."""
 FLAGS = ("overlap_tp", "moe_router_fusion", "fp8_amax_reduction", "fp8_scale_inverse_kernel", "fp8_amax_pass",
-         "fp8_param_gather", "moe_counts_aligned", "dp_align_grad_reduce")  # 1 / 0
+         "fp8_param_gather", "moe_counts_aligned", "dp_align_grad_reduce", "overlap_dp")  # 1 / 0
 LAYOUT_COLUMNS = {"grad_bytes": float, "grad_reduce_bytes": float, "optimizer_bytes_per_param": float,
                   "moe_counts_aligned": lambda v: v == "1", "dp_bucket_params": int,
                   "dp_align_grad_reduce": lambda v: v == "1", "pipeline_layout": str, "pipeline_schedule": str,
-                  "moe_expert_rank_capacity_factor": float}
+                  "moe_expert_rank_capacity_factor": float, "overlap_dp": lambda v: v == "1"}
 """The memory, DP and pipeline columns (tidy53; were per-source rules of ``training_accuracy.py``), each with how
 :func:`layout_column_kw` reads a checked value."""
 

@@ -45,14 +45,15 @@ def test_every_fp8_row_names_an_allowed_recipe_and_no_bf16_row_one():
     for rid, r in rows.items():
         assert (r["fp8_recipe"] in ALLOWED) if r["precision"] == "fp8" else r["fp8_recipe"] == "", rid
     counts = {v: sum(r["fp8_recipe"] == v for r in rows.values()) for v in ALLOWED}
-    # 280 FP8 rows; unstated: NeMo 24.07 / 25.02 tables and DeepSeek-V3's H800 run (sources name no recipe);
+    # 293 FP8 rows; unstated: NeMo 24.07 / 25.02 tables and DeepSeek-V3's H800 run (sources name no recipe);
     # runs57 (section 227): DGX Cloud's later Nemotron-H rows, the H100 one delayed, the GB200 one current scaling;
     # runs68 (section 277): Together's three B200 Nemotron-H rows, current scaling on every layer (dgxc v26.02);
     # runs69 (section 286): Together's B200 DeepSeek-V3 and Qwen3 235B MXFP8 rows;
     # runs70: Megatron-Bridge 26.08's GB200 Nemotron 3.5 Lightning MXFP8 row (held out); super80: 26.08's GB200
     # (fitted) and GB300 (held out) Nemotron 3 Super MXFP8 rows; data81: 26.08's five DGX-GB300 MXFP8 rows (held out);
-    # ultra85: 26.08's GB200 (fitted) and GB300 (held out) Nemotron 3 Ultra MXFP8 rows
-    assert counts == {"delayed": 54, "current": 82, "blockwise": 2, "mxfp8": 121, "unstated": 21}
+    # ultra85: 26.08's GB200 (fitted) and GB300 (held out) Nemotron 3 Ultra MXFP8 rows; superarch86: the archive's 13
+    # Nemotron 3 Super MXFP8 rows of 26.04-26.06.01 (held out)
+    assert counts == {"delayed": 54, "current": 82, "blockwise": 2, "mxfp8": 134, "unstated": 21}
     assert all(r["gpu"] in ("H100", "H200", "H800") for r in rows.values() if r["fp8_recipe"] == "blockwise")
     assert all(r["gpu"].startswith(("B", "GB")) for r in rows.values() if r["fp8_recipe"] == "mxfp8")
 

@@ -120,10 +120,11 @@ def test_every_rows_column_value_is_in_its_layout():
     # H100 card recipe's moe_flex_dispatcher_num_sms = 32); data81 the 26.08 section's five GB300 MXFP8 rows (TP
     # overlap, TE's loss, FP8 weights on all; router fusion on the four but Nemotron 3 Nano; FP8 attention at head
     # dim 64 on GPT-OSS 120B's); ultra85 the 26.08 section's two Nemotron 3 Ultra MXFP8 rows (router fusion, the
-    # native loss "fused", FP8 weights; no TP overlap)
-    assert counts == {"overlap_tp": 319, "moe_router_fusion": 144, "cross_entropy": 279, "attention_fp8": 4,
+    # native loss "fused", FP8 weights; no TP overlap); superarch86 the archive's 13 Nemotron 3 Super MXFP8 rows (TE's
+    # loss, FP8 weights, no TP overlap: comm_overlap None)
+    assert counts == {"overlap_tp": 319, "moe_router_fusion": 144, "cross_entropy": 292, "attention_fp8": 4,
                       "fp8_amax_reduction": 52, "fp8_scale_inverse_kernel": 33, "fp8_amax_pass": 12,
-                      "fp8_param_gather": 235, "ep_comm_sms": 16}
+                      "fp8_param_gather": 248, "ep_comm_sms": 16}
     assert rows["mbvc_h100_deepseekv3"]["overlap_tp"] == "0"
     # tidy53: the rows each per-source rule set (data/reference/README.md), as the rules gave them
     filled = {col: sum(bool(r[col]) for r in rows.values()) for col in LAYOUT_COLUMNS}
@@ -139,10 +140,11 @@ def test_every_rows_column_value_is_in_its_layout():
     # moments); data81: 26.08's five GB300 rows' 128Mi buckets and the four full-iteration graphs' rank capacity 1.5
     # (all but Nemotron 3 Nano's); ultra85: 26.08's two Nemotron 3 Ultra rows' 128Mi buckets (as the Super rows) and
     # moe_router_padding_for_quantization (their functions at @4ab94dfa set it); the lead: the two 26.08 Super MXFP8
-    # rows' too (the same, test_nemotron_mxfp8_rows_pad_counts_as_their_recipes)
+    # rows' too (the same, test_nemotron_mxfp8_rows_pad_counts_as_their_recipes); superarch86: the archive's 13
+    # Nemotron 3 Super rows' 128Mi buckets, and the H100 card recipe's DP collectives not overlapped (overlap_dp 0)
     assert filled == {"grad_bytes": 20, "grad_reduce_bytes": 18, "optimizer_bytes_per_param": 10, "moe_counts_aligned": 10,
-                      "dp_bucket_params": 308, "dp_align_grad_reduce": 90, "pipeline_layout": 6,
-                      "pipeline_schedule": 1, "moe_expert_rank_capacity_factor": 31}
+                      "dp_bucket_params": 321, "dp_align_grad_reduce": 90, "pipeline_layout": 6,
+                      "pipeline_schedule": 1, "moe_expert_rank_capacity_factor": 31, "overlap_dp": 1}
     assert {r["dp_bucket_params"] for r in rows.values()} == {"", "134217728", "768000000"}
     assert all(r["dp_align_grad_reduce"] == "0" for r in rows.values()
                if rid_is_nemo2(r["run_id"]) or r["run_id"].startswith("dgxc2505_") and "deepseek" in r["model"])
@@ -189,6 +191,32 @@ def test_squared_relu_experts_run_the_fused_grouped_mlp_only_from_the_cutedsl_ne
     setups = {s["run"]: s["lay"] for s in published_setups() if "row" in s}
     assert setups["mb2608_gb300_nemotron3_super"].moe_expert_kernels == "multi_stream"
 
+
+def test_only_the_super_h100_card_recipe_runs_its_dp_collectives_unoverlapped():
+    """superarch86: NVIDIA-NeMo/Megatron-Bridge@ffeb5a7a (the card's bridge commit for pretrain_performance.H100)
+    ``recipes/nemotronh/h100/nemotron_3_super.py`` ``_nemotron_3_super_pretrain_64gpu_h100_bf16_config`` lines
+    232-233 set ``overlap_grad_reduce = overlap_param_gather = False``, and ``perf_recipes/nemotronh/h100/nemotronh.py``
+    ``nemotron_3_super_pretrain_64gpu_h100_bf16_config`` sets ``overlap_param_gather = False`` again after
+    ``_benchmark_common`` (the card: "ordered gradient reduction"). Megatron-Core then reduce-scatters the gradients
+    after the last backward and all-gathers the weights after the optimizer step, nothing beside them: the step's DP
+    time is both collectives whole. Every other Nemotron 3 Super recipe restores the overlap
+    (``_apply_nemotron_3_super_perf_defaults``), and no other row's column says 0."""
+    from topo.training.step import estimate_step
+
+    rows = published_rows()
+    assert {rid for rid, r in rows.items() if r["overlap_dp"] == "0"} == {"mbvc_h100_nemotron3_super"}
+    assert "ffeb5a7a" in rows["mbvc_h100_nemotron3_super"]["note"]
+    setups = {s["run"]: s for s in published_setups() if "row" in s}
+    s = setups["mbvc_h100_nemotron3_super"]
+    assert s["lay"].overlap_dp is False
+    assert all(setups[rid]["lay"].overlap_dp for rid in setups if "nemotron3_super" in rid and rid != s["run"])
+    fabrics, engines = ta._engines([s])
+    r = estimate_step(fabrics[s["spec"]], s["model"], s["lay"], engine=ta.engine_of(engines, s), convention="6n")
+    dp = [c for c in r.comm if c.dim == "dp"]
+    assert {c.collective for c in dp} == {"reduce_scatter", "all_gather"}
+    assert all(c.exposed_s == pytest.approx(c.time_s) for c in dp)
+    assert r.breakdown_s["dp"] == pytest.approx(sum(c.time_s * c.calls_per_step for c in dp), rel=1e-9)
+
 @pytest.mark.parametrize("name, run, changes, field, want", [
     (HOLDOUT, "maxtext_a3_llama2_7b_16", {"dp_all_reduce_combine_bytes": "1073741824"},
      "dp_all_reduce_combine_bytes", 1_073_741_824),
@@ -203,6 +231,7 @@ def test_squared_relu_experts_run_the_fused_grouped_mlp_only_from_the_cutedsl_ne
     (PUBLISHED, "nemo2502_b200_mixtral_8x7b", {"moe_grouped_gemm": ""}, "moe_grouped_gemm", True),
     (PUBLISHED, "maxtext_h100_llama2_7b", {"dp_all_reduce_combine_bytes": "4096"}, "dp_all_reduce_combine_bytes", 4096),
     (PUBLISHED, "mbvc_h100_deepseekv3", {"overlap_tp": "1"}, "overlap_tp", True),
+    (PUBLISHED, "mbvc_h100_nemotron3_super", {"overlap_dp": ""}, "overlap_dp", True),
     (PUBLISHED, "mcore_h100_qwen3_235b_ep32_pp8", {"moe_router_fusion": "1"}, "moe_router_fusion", True),
     (PUBLISHED, "mcore_h100_qwen3_235b_ep32_pp8", {"cross_entropy": ""}, "cross_entropy", "fused"),
     (PUBLISHED, "mb2606_gb200_gptoss_120b_mxfp8", {"attention_fp8": ""}, "attention_fp8", ""),
@@ -263,6 +292,7 @@ def test_a_changed_value_reaches_the_layout(tmp_path, monkeypatch, name, run, ch
     ("moe_counts_aligned", "yes", "allowed: one of 0, 1, or empty"),
     ("dp_bucket_params", "128Mi", "allowed: a whole number of parameters >= 1, or empty"),
     ("dp_align_grad_reduce", "false", "allowed: one of 0, 1, or empty"),
+    ("overlap_dp", "off", "allowed: one of 0, 1, or empty"),
     ("pipeline_layout", "Et|(tt|*30L", "allowed: a pipeline layout in Megatron-Core's notation ("),
     ("pipeline_schedule", "zb", "allowed: one of 1f1b, dualpipe, or empty"),
     ("moe_expert_rank_capacity_factor", "0.5", "allowed: a number of tokens' shares >= 1, or empty"),
@@ -341,10 +371,11 @@ def test_mxfp8_rows_keep_fp8_weights_as_their_recipes_set():
     rows = published_rows()
     ours = {rid for rid, r in rows.items() if r["fp8_recipe"] == "mxfp8"
             and rid.startswith(("mb25", "mb26", "together2602_", "mlperf60_", "mcore_gb200_qwen3_235b_mxfp8"))}
-    assert len(ours) == 107  # runs70: + mb2608_gb200_nemotron35_lightning (_perf_precision("fp8_mx") at 067f987d);
+    assert len(ours) == 120  # runs70: + mb2608_gb200_nemotron35_lightning (_perf_precision("fp8_mx") at 067f987d);
     # super80: + 26.08's GB200 and GB300 Nemotron 3 Super (the same, perf_recipes/nemotronh/{gb200,gb300}/nemotronh.py);
     # data81: + the five mb2608_gb300_* rows (_perf_precision("fp8_mx") at 4ab94dfa); ultra85: + 26.08's GB200 and
-    # GB300 Nemotron 3 Ultra (_perf_precision("fp8_mx") in both functions at 4ab94dfa)
+    # GB300 Nemotron 3 Ultra (_perf_precision("fp8_mx") in both functions at 4ab94dfa); superarch86: + the archive's 13
+    # Nemotron 3 Super MXFP8 rows (utils/precision.py fp8_mx at @74695a06-@8f341b04; _perf_precision at @381d0b82)
     assert {rid for rid in ours if rows[rid]["fp8_param_gather"] != "1"} == set()
     # PR #5728's Qwen3 30B dev presets set it False (perf_recipes/qwen/gb200/qwen3_moe.py at v0.6.0, lines 769, 831)
     assert rows["mb5728_gb200_qwen3_30b_mxfp8_partialcg"]["fp8_param_gather"] == ""

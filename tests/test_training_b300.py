@@ -110,16 +110,23 @@ PRINTED = {"mb260401_b300_deepseekv3": (3456, 256, 8, 8, 2, 4096),
            "mb260201_b300_gptoss_120b": (15031, 64, 1, 8, 4, 1280),
            "mb260201_b300_qwen3_30b": (29454, 8, 1, 8, 8, 512),
            "mb260201_b300_nemotron3_nano": (35861, 8, 1, 8, 4, 512)}
+# superarch86: the archive's Nemotron 3 Super MXFP8 B300 rows (26.06, 26.04.01, 26.04; 64 GPUs, PP 1, EP 8, MBS 1,
+# GBS 512), held out by release with the Super family's archive rows (tests/test_training_runs_data.py
+# SUPER_ARCHIVE_TABLE), not by b30044's one-in-three rule
+SUPER_PRINTED = {"mb2606_b300_nemotron3_super": (7867, 64, 1, 8, 1, 512),
+                 "mb260401_b300_nemotron3_super": (7296, 64, 1, 8, 1, 512),
+                 "mb2604_b300_nemotron3_super": (7009, 64, 1, 8, 1, 512)}
 # MLPerf Training v5.1 B300 runs (not the tables': their own test, tests/test_training_runs_data.py)
 MLPERF_B300 = {"mlperf51_dell_b300_llama31_8b_8"}
 
 
 def test_b300_rows_are_the_tables_and_presets():
     rows = {rid: v for rid, v in _b300_rows().items() if rid not in MLPERF_B300}
-    assert set(rows) == set(PRINTED)
+    printed = {**PRINTED, **SUPER_PRINTED}
+    assert set(rows) == set(printed)
     for rid, (_, r) in rows.items():
         keys = ("value", "num_gpus", "pp", "ep", "micro_batch", "global_batch_seqs")
-        assert tuple(int(r[k]) for k in keys) == PRINTED[rid], rid
+        assert tuple(int(r[k]) for k in keys) == printed[rid], rid
         assert (r["tp"], r["cp"], r["system"]) == ("1", "1", "DGX-B300")
         assert r["vpp"] == ("4" if rid == "mb2602_b300_qwen3_235b" else "1"), rid
         # step time = GBS x sequence / (tokens/s/GPU x GPUs)

@@ -345,14 +345,24 @@ def test_holdout_is_whole_families_of_its_releases():
             and r["run_id"] not in ONE_IN_THREE + DATA50_NEW_SETUP + OPEN_PR_RUNS}
     # runs70: Nemotron 3.5 Lightning (Nemotron 3 Nano's network plus two MTP depths, 26.08 stack) joins held out
     # whole, with the Nano family's 26.04-on releases, decided before its two rows were scored
+    # superarch86: Nemotron 3 Super's archive rows (26.04-26.06.01, before the fitted 26.08 section and model card)
+    # are held out by release, decided before any was scored; its fitted rows are of later releases, so it is checked
+    # per model below, not against every held-out release
     assert held == {"gpt-oss-120b", "nemotron-3-nano-30b-a3b", "nemotron-h-56b", "grok-1-314b", "llama4-maverick",
-                    "nemotron-3.5-lightning-30b-a3b"}
+                    "nemotron-3.5-lightning-30b-a3b", "nemotron-3-super-120b-a12b"}
+    super_held = {r["software"] for r in _rows(HOLDOUT) if r["model"] == "nemotron-3-super-120b-a12b"}
+    super_fitted = {r["software"] for r in _rows(PUBLISHED) if r["model"] == "nemotron-3-super-120b-a12b"}
+    assert super_held == {"NeMo 26.04", "NeMo 26.04.01", "NeMo 26.06", "NeMo 26.06.01", "NeMo 26.08"}  # 26.08: GB300
+    assert super_fitted == {"NeMo 26.08", "NeMo 26.08 (Megatron-Bridge model card)"}
+    assert not (super_held - {"NeMo 26.08"}) & super_fitted
+    held.discard("nemotron-3-super-120b-a12b")
     # Grok-1 (issue 29's coarse-MoE class) and Llama 4 Maverick (its 128-expert top-1 class) are held out whole
     # too: no fitted run has them
     for whole in ("grok-1-314b", "llama4-maverick", "nemotron-3.5-lightning-30b-a3b"):
         assert not any(r["model"] == whole for r in _rows(PUBLISHED))
     releases = {r["software"] for r in _rows(HOLDOUT)
-                if r["model"] not in ("grok-1-314b", "llama4-maverick") and r["system"] != "DGX-GB300"
+                if r["model"] not in ("grok-1-314b", "llama4-maverick", "nemotron-3-super-120b-a12b")
+                and r["system"] != "DGX-GB300"
                 and r["run_id"] not in ONE_IN_THREE + DATA50_NEW_SETUP + OPEN_PR_RUNS}
     assert {"NeMo 26.04", "NeMo 26.04.01"} <= releases
     for r in _rows(PUBLISHED):
@@ -424,9 +434,10 @@ def test_every_gb300_run_is_held_out():
     # entry takes GB200's dense rates (topo/data/compute/gpus.toml [GB300]); a fit on it would let that assumption
     # steer the Blackwell fractions, so every GB300 run is scored apart, never fitted
     gb300 = [r["run_id"] for r in _rows(HOLDOUT) if r["system"] == "DGX-GB300"]
-    assert len(gb300) == 29  # 9 model cards, 5 + 4 of the 26.04.01 table (MoE, hybrid; dense), 3 of 26.06.01's, Lambda's MLPerf v5.1 8B,
+    assert len(gb300) == 33  # 9 model cards, 5 + 4 of the 26.04.01 table (MoE, hybrid; dense), 3 of 26.06.01's, Lambda's MLPerf v5.1 8B,
     # Megatron-LM PR #5728's Qwen3 235B (runs56), 26.08's Nemotron 3 Super MXFP8 (super80), 5 of 26.08's (data81),
-    # 26.08's Nemotron 3 Ultra MXFP8 (ultra85)
+    # 26.08's Nemotron 3 Ultra MXFP8 (ultra85), the archive's four Nemotron 3 Super MXFP8 GB300 rows of 26.04,
+    # 26.04.01, 26.06, 26.06.01 (superarch86)
     assert not any(r["system"] == "DGX-GB300" for r in _rows(PUBLISHED))
 
 
@@ -466,6 +477,57 @@ def test_megatron_bridge_2608_gb300_rows_are_the_tables():
         assert r["precision"] == "fp8" and training_accuracy.fp8_recipe(r) == "mxfp8", rid
     assert rows["mb2608_gb300_nemotron3_nano"]["moe_expert_kernels"] == ""
 
+
+
+# The archive's Nemotron_3_Super MXFP8 rows as printed (NVIDIA-NeMo/Megatron-Bridge@067f987d
+# docs/performance-summary-archive.md; each first in docs/performance-summary.md at the commit named in the row's
+# published_date_source): release, system, TP, EP, tokens/s/GPU, model TFLOP/s/GPU. All on 64 GPUs, GBS 512, MBS 1,
+# sequence 8,192, PP 1, CP 1. The NVFP4 rows of the same tables are not entered (topo prices no FP4).
+SUPER_ARCHIVE_TABLE = {
+    "mb260601_gb300_nemotron3_super": ("26.06.01", "GB300", 1, 64, 9728, 827),
+    "mb260601_gb200_nemotron3_super": ("26.06.01", "GB200", 2, 64, 7040, 598),
+    "mb2606_gb300_nemotron3_super": ("26.06", "GB300", 1, 64, 9652, 817),
+    "mb2606_gb200_nemotron3_super": ("26.06", "GB200", 2, 64, 6742, 571),
+    "mb2606_b300_nemotron3_super": ("26.06", "B300", 1, 8, 7867, 667),
+    "mb260401_gb300_nemotron3_super": ("26.04.01", "GB300", 1, 64, 9344, 795),
+    "mb260401_gb200_nemotron3_super": ("26.04.01", "GB200", 2, 64, 6656, 564),
+    "mb260401_b300_nemotron3_super": ("26.04.01", "B300", 1, 8, 7296, 623),
+    "mb260401_b200_nemotron3_super": ("26.04.01", "B200", 1, 64, 6400, 542),
+    "mb2604_gb300_nemotron3_super": ("26.04", "GB300", 1, 64, 9243, 783),
+    "mb2604_gb200_nemotron3_super": ("26.04", "GB200", 2, 64, 6674, 565),
+    "mb2604_b300_nemotron3_super": ("26.04", "B300", 1, 8, 7009, 594),
+    "mb2604_b200_nemotron3_super": ("26.04", "B200", 1, 64, 6302, 534),
+}
+
+
+def test_nemotron_3_super_archive_rows_are_the_tables():
+    """superarch86: each archive Super MXFP8 row is held out with its printed layout and throughput, its step time is
+    GBS x sequence / (tokens/s/GPU x GPUs) (26.04 B200: 512 x 8,192 / (6,302 x 64) = 10.40 s), its TFLOP/s over
+    tokens/s is the model's FLOPs a token at 8,192 (the 26.08 GB200 row's 600 / 7,040 = 85.2 GFLOP, within 1%), and it
+    takes its release's preset (NVIDIA-NeMo/Megatron-Bridge@74695a06 scripts/performance/configs/nemotronh/
+    nemotron_3_workload_base_configs.py: B300 EP8; B200 eager with moe_act and layernorm recomputed; the others TE CUDA
+    graphs of attn, mamba, moe_router, moe_preprocess) with no fused grouped MLP (srelu83's rule: none before
+    d0debd0bd)."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import training_accuracy
+    rows = {r["run_id"]: r for r in _rows(HOLDOUT)}
+    assert {k for k, r in rows.items() if r["model"] == "nemotron-3-super-120b-a12b"} == (
+        set(SUPER_ARCHIVE_TABLE) | {"mb2608_gb300_nemotron3_super"})
+    assert 512 * 8192 / (6302 * 64) == pytest.approx(10.40, abs=5e-3)
+    for rid, (release, gpu, tp, ep, tokens, tflops) in SUPER_ARCHIVE_TABLE.items():
+        r = rows[rid]
+        assert (r["software"], r["system"], r["gpu"]) == (f"NeMo {release}", f"DGX-{gpu}", gpu), rid
+        assert [int(r[k]) for k in ("num_gpus", "global_batch_seqs", "micro_batch", "seq_len", "tp", "pp", "cp", "ep")
+                ] == [64, 512, 1, 8192, tp, 1, 1, ep], rid
+        assert float(r["value"]) == tokens and f"{tflops:,} model TFLOP/s/GPU" in r["note"], rid
+        assert float(r["step_time_s"]) == pytest.approx(512 * 8192 / (tokens * 64), rel=6e-3), rid
+        assert tflops * 1e3 / tokens == pytest.approx(600e3 / 7040, rel=0.01), rid
+        assert r["precision"] == "fp8" and training_accuracy.fp8_recipe(r) == "mxfp8", rid
+        assert r["moe_expert_kernels"] == "" and r["moe_flex_backend"] == "hybridep", rid
+        eager = gpu == "B200"
+        assert r["cuda_graph_scope"] == ("" if eager else "attn mamba moe_router moe_preprocess"), rid
+        assert (r["recompute_granularity"], r["recompute_modules"]) == (
+            ("selective", "moe_act layernorm") if eager else ("", "")), rid
 
 def test_model_card_rows_match_their_cards():
     # the cards print the mean step time and token-slot throughput of steps 41-50 (NVIDIA-NeMo/Megatron-Bridge@067f987d
