@@ -47,6 +47,13 @@ def _moe_forward_difference() -> float:
     return 2 * (K * 2 * (L - H) * F + 2 * H * L)
 
 
+def test_a_token_goes_through_the_latent_shapes(sup):
+    # routed top-k at the latent (2 l f each, squared ReLU), the shared expert 2 h fs, the projections 2 h l: the one
+    # count both FLOP conventions take (moe_layer_flops, training.py lines 846-860)
+    assert sup.moe_token_params == K * 2 * L * F + 2 * H * 5376 + 2 * H * L
+    assert load_model("llama3-8b").moe_token_params == 0
+
+
 def test_the_step_model_counts_the_latent_projections_flops(sup):
     # layer_flops' mean layer: the MoE layers' share of the block difference (the router and shared expert alike)
     unlatent = _variant(sup, "unlatent")
