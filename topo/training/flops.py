@@ -78,15 +78,7 @@ def layer_flops(model: ModelSpec, seq: int) -> LayerFlops:
 def _moe_block(model: ModelSpec) -> float:
     """Forward FLOPs per token of one MoE block: the routed top-k and shared experts, the latent projections and
     the router."""
-    return 2 * _moe_mlp_params(model) + 2 * model.router_params
-
-
-def _moe_mlp_params(model: ModelSpec) -> float:
-    """Weights one token goes through in an MoE block's experts: the routed top-k at :attr:`.ModelSpec.moe_width`,
-    the shared experts at ``hidden``, and a LatentMoE block's two latent projections (Megatron-LM's
-    ``moe_layer_flops``: routed experts "run on moe_latent_size" plus "4 x tokens x hidden x latent" for the up and
-    down projections, NVIDIA/Megatron-LM@d98e8a64 megatron/training/training.py lines 846-860)."""
-    return model.moe.active_experts * model.expert_params + model.shared_expert_params + model.latent_proj_params
+    return 2 * model.moe_token_params + 2 * model.router_params
 
 
 def _layers_forward(model: ModelSpec, f: LayerFlops) -> float:
@@ -168,7 +160,7 @@ def stage_flops(model: ModelSpec, lay: ParallelLayout) -> StageFlops:
     if lay.flash_attention and lay.recompute == "none":
         rec = layers * f.scores  # the fused kernel's backward recomputes the scores
     m = model.moe
-    moe_mlp = 0.0 if m is None else n_moe * 2 * _moe_mlp_params(model)
+    moe_mlp = 0.0 if m is None else n_moe * 2 * model.moe_token_params
     return StageFlops(forward=tokens * fwd / split, backward=2 * tokens * fwd / split,
                       recompute=tokens * rec / split, layers=layers,
                       attention_forward=tokens * layers * f.scores / split,

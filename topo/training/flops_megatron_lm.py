@@ -105,9 +105,7 @@ def _mlp_forward(model: ModelSpec, dense_layers: int, moe_layers: int) -> float:
     if model.moe is not None:
         # routed experts at the latent width and the two latent projections (``moe_layer_flops``, training.py lines
         # 846-860 at NVIDIA/Megatron-LM@d98e8a64): the shared experts at hidden
-        m = model.moe
-        out += moe_layers * 2 * (m.active_experts * model.expert_params + model.shared_expert_params
-                                 + model.latent_proj_params)
+        out += moe_layers * 2 * model.moe_token_params
     return out
 
 

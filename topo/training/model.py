@@ -619,6 +619,19 @@ class ModelSpec(_Strict):
         return 0 if m is None or m.latent_size is None else 2 * self.hidden * m.latent_size
 
     @property
+    def moe_token_params(self) -> int:
+        """Weights one token goes through in an MoE block's experts, the router aside: the routed top-k at
+        :attr:`moe_width`, the shared experts at ``hidden`` and a LatentMoE block's two latent projections
+        (Megatron-LM's ``moe_layer_flops``: routed experts "run on moe_latent_size" plus "4 x tokens x hidden x
+        latent" for the up and down projections, NVIDIA/Megatron-LM@d98e8a64 megatron/training/training.py lines
+        846-860); the one count both FLOP conventions (:mod:`.flops`, :mod:`.flops_megatron_lm`) take. 0 without
+        MoE."""
+        m = self.moe
+        if m is None:
+            return 0
+        return m.active_experts * self.expert_params + self.shared_expert_params + self.latent_proj_params
+
+    @property
     def embedding_params(self) -> int:
         """Input embedding plus the output projection (once if tied)."""
         return self.vocab * self.hidden * (1 if self.tied_embeddings else 2)
