@@ -1,8 +1,8 @@
 """What a spec's NIC rate means for the model when it is faster than its network or its host link allows.
 
 Two facts, each said where a cluster is modelled (``topo describe``, ``topo estimate``, and the cluster ``topo
-compare`` and ``topo calibrate`` build from a log and its flags, walk36: ``--nic-rate "400 GB/s"``, a 3.2 Tb/s NIC,
-was taken without a word there while describe noted it):
+compare`` and ``topo calibrate`` build from a log and the rates given with it, walk36: a NIC rate of 400 GB/s, a
+3.2 Tb/s NIC, was taken without a word there while describe noted it):
 
 - the NICs run faster than the fabric technology's fastest port (``max_port_rate_Gbps`` of its network profile
   file, topo/data/profiles/network/), so the costs are that technology's constants;

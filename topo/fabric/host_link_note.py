@@ -8,7 +8,7 @@ from ..units import format_bandwidth, format_rate
 __all__ = ["host_link_cap", "SPEC_REMEDY"]
 
 SPEC_REMEDY = ("give server.nic_model (e.g. ConnectX-8 for 800 Gb/s, PCIe Gen6) or server.pcie_bandwidth if the "
-               "servers differ")  # what the user of a spec can change (describe, estimate, a --spec file)
+               "servers differ")  # what the user of a spec can change (describe, estimate, a spec file)
 
 
 def host_link_cap(spec, remedy: str = SPEC_REMEDY) -> str | None:

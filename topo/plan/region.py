@@ -262,11 +262,11 @@ def _say_job(out: RegionPlan, job: dict, names) -> None:
 def restore_exchange_s(region: Region, share_bytes: list[float], across: str = "dp") -> float:
     """Seconds to send every site the checkpoint shares the other sites read, over the DCI, after each read its own.
 
-    Data parallel across the sites (``topo train REGION``'s default, ``--across dp``) or an outer synchronisation
-    between them (``outer``, DiLoCo-like: each site trains whole replicas), every site holds whole replicas, so
-    each needs the whole checkpoint; each site's storage holds its GPUs' share
-    (``share_bytes``, as fully_parallel_save wrote it) and sends it to every other site (fully_parallel_load's
-    exchange, :func:`topo.plan.reliability.joint_reliability`). The flows go on their routes
+    The job placed with data parallelism across the sites (``across="dp"``, the default) or with an outer
+    synchronisation between them (``outer``, DiLoCo-like: each site trains whole replicas): every site holds whole
+    replicas, so each needs the whole checkpoint; each site's storage holds its GPUs' share (``share_bytes``, as
+    fully_parallel_save wrote it) and sends it to every other site (fully_parallel_load's exchange,
+    :func:`topo.plan.reliability.joint_reliability`). The flows go on their routes
     (:meth:`~topo.fabric.region.Region.route_loads`); the time is the busiest directed span's bytes over its
     capacity, or a site's inbound bytes over what its border takes (:meth:`~topo.fabric.region.Region.border_Bps`),
     whichever is longer. With pipeline stages across the sites (``across="pp"``) each site holds its own stages'

@@ -260,7 +260,7 @@ def plan_section(results: Sequence[PlanResult], div: Callable[[go.Figure, str], 
     (:attr:`PlanResult.time_to_train`, :attr:`PlanResult.energy_to_train`), as ``topo plan`` words them."""
     e = html.escape
     n = len(results)
-    # the heading names no command: the text is the caller's (topo report's job is --train's, topo plan's --model's)
+    # the heading names no command: the text is the caller's (topo report's job and topo plan's each word their own)
     jobs = "".join(f'<div class="cell"><h3>{e(r.name)}: the job</h3>'
                    f'<pre style="overflow-x: auto">{e(w)}</pre></div>' for r, w in zip(results, works or []) if w)
     boms = "".join(f'<div class="cell"><h3>{e(r.name)}: bill of materials</h3>{bom_table_html(r)}</div>'

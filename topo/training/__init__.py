@@ -14,7 +14,8 @@ One idea per module: :mod:`.model` (model files), :mod:`.parallel` (the parallel
 import importlib
 
 # how a job spans a region's sites (topo.training.multisite.estimate_across_sites' ``across``): here, with no import,
-# so that topo train's and topo plan's --across take the same words without loading the step model (test_startup)
+# so that topo train and topo plan take the same words for the way across the sites without loading the step model
+# (test_startup)
 ACROSS_SITES = ("dp", "pp", "outer")
 
 _LAZY = {"predict_mfu": ".mfu", "predict_step": ".mfu", "parse_layout": ".mfu", "layout_fields": ".parallel",

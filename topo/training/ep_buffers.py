@@ -25,7 +25,7 @@ import tomllib
 from functools import lru_cache
 
 from ..resources import data_dir
-from .mapping import first_group_reach
+from .mapping import FLEX_GROUP, first_group_reach
 from .operators import _ep_group_tokens
 from .parallel import ParallelLayout, deepep_config_ranks
 
@@ -166,8 +166,9 @@ def ep_buffer_bytes(model, lay: ParallelLayout, gpus_per_domain: int | None = No
     lay : ParallelLayout
         The layout (EP size, dispatcher and backend, SMs, micro-batch and sequence split).
     gpus_per_domain : int, optional
-        GPUs of one NVLink domain (the layout's ``gpus_per_domain_used`` first): the EP ranks HybridEP reaches over
-        NVLink, whose experts' probabilities each buffered token carries. None: one.
+        GPUs of one NVLink domain (the layout's ``gpus_per_domain_used`` first): the ranks of the buffer's group
+        (:data:`~.mapping.FLEX_GROUP`, ``ep x etp``) HybridEP reaches over NVLink, whose experts' probabilities each
+        buffered token carries. None: one.
 
     Returns
     -------
@@ -182,7 +183,7 @@ def ep_buffer_bytes(model, lay: ParallelLayout, gpus_per_domain: int | None = No
         heap = nvshmem_heap_bytes(rdma, max(ranks // _value("deepep_num_max_nvl_peers"), 1))
         return float(nvl + heap + _value("deepep_workspace_bytes"))
     dom = lay.gpus_per_domain_used or gpus_per_domain
-    node_ranks = first_group_reach(lay, "ep", dom)[0] if dom else 1
+    node_ranks = first_group_reach(lay, FLEX_GROUP, dom)[0] if dom else 1  # the buffer's group: ep x etp ranks
     tokens = _ep_group_tokens(model, lay)  # the first dispatch's tokens x the group's ranks
     domain_experts = (model.moe.experts // lay.ep) * node_ranks
     probs = tokens * domain_experts * 4

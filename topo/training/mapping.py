@@ -35,7 +35,7 @@ from ..fabric.cut import cut_off_words, gpu_pieces
 from ..fabric.failures import failed_gpu_ids, nvswitch_domains
 from .parallel import ParallelLayout
 
-__all__ = ["EXPERT_DP_GROUPS", "FEWER_GPUS", "Mapping", "default_placement", "first_group_offsets",
+__all__ = ["EXPERT_DP_GROUPS", "FEWER_GPUS", "FLEX_GROUP", "Mapping", "default_placement", "first_group_offsets",
            "first_group_reach", "free_gpus", "map_layout", "recipe_gpus_used", "refuse_failed_gpus", "refuse_failed_placement", "refuse_cut_off_servers", "refuse_cut_apart", "refuse_cut_off",
            "spare_domains_text"]
 
@@ -45,6 +45,14 @@ EXPERT_FOLD = ("dp", "cp", "tp")
 first, TP fastest, whatever the rank order."""
 EXPERT_DP_GROUPS = ("edp", "edps", "edpr")
 """The groups over which the experts' data parallelism runs (its collectives report as ``dp_experts``)."""
+FLEX_GROUP = "tpep"
+"""The flex dispatcher's process group: Megatron-Core's ``tp_ep`` group, a stage's ``ep x etp`` expert ranks of one
+expert-DP replica (an EP member's ``etp`` ranks together). ``MoEFlexTokenDispatcher`` hands it to DeepEP's and to
+HybridEP's manager alike (NVIDIA/Megatron-LM@d98e8a64 ``megatron/core/transformer/moe/token_dispatcher.py`` lines
+1836-1850, ``group=self.tp_ep_group``; ``_HybridEPManager``'s doc: "This should be the ETPxEP group"), and
+``fused_a2a.py``'s ``init_hybrid_ep_buffer`` builds HybridEP's buffer over it (lines 340-347), whose
+``allgather_routing_map`` gathers over the buffer's group (deepseek-ai/DeepEP@94a9f8f6
+``csrc/hybrid_ep/executor/executor.cu`` lines 23-44). Its size is ``ep x etp`` (``step.group_degree``)."""
 
 
 @dataclass(frozen=True)
@@ -85,6 +93,8 @@ class Mapping:
         return None if key is None else (key, dim)
 
     def _groups(self, dim: str) -> np.ndarray:
+        if dim == FLEX_GROUP:  # [pp, edp, ep, etp]: an expert-DP replica's ep x etp ranks
+            return self.experts.reshape(-1, self.experts.shape[2] * self.experts.shape[3])
         if dim in ("ep", "etp", "edp"):
             ax = {"edp": 1, "ep": 2, "etp": 3}[dim]
             rest = [i for i in range(4) if i != ax]
@@ -715,8 +725,8 @@ def first_group_offsets(lay: ParallelLayout, group: str) -> list[int]:
         The layout (its sizes and rank order).
     group : str
         ``tp``, ``cp``, ``dp``, ``pp`` (a dense dimension: it strides by the sizes of the dimensions faster than it
-        in the rank order) or ``ep`` (the stage's ranks read in :data:`EXPERT_FOLD`, an EP member ``etp`` ranks
-        after the last).
+        in the rank order), ``ep`` (the stage's ranks read in :data:`EXPERT_FOLD`, an EP member ``etp`` ranks
+        after the last) or :data:`FLEX_GROUP` (the first ``ep x etp`` of those ranks).
 
     Returns
     -------
@@ -767,11 +777,11 @@ def _group_offsets(axes: tuple, group: str, ep: int, etp: int) -> tuple[int, ...
     for d, n in axes:
         stride[d] = size
         size *= n
-    if group != "ep":
+    if group not in ("ep", FLEX_GROUP):
         return tuple(i * stride[group] for i in range(sizes[group]))
     out = []
-    for i in range(ep):
-        r, gpu = i * etp, 0
+    for pos in range(0, ep * etp, etp if group == "ep" else 1):  # fold positions: an EP member's, or every rank's
+        r, gpu = pos, 0
         for d in reversed(EXPERT_FOLD):  # tp's digit first
             r, digit = divmod(r, sizes[d])
             gpu += digit * stride[d]

@@ -607,11 +607,16 @@ def _across_from(region: Region, fabric, model: ModelSpec, lay: ParallelLayout, 
 def _share_as_taken(one: StepResult, mem) -> StepResult:
     """The share's step ``one`` with the memory per GPU ``mem`` of the form its job takes (:func:`_share_memory`,
     the one memory a region's job reports: regions82, the flat ring's job fitting at 78.6 GB was said "does not
-    fit: 150.9 GB", its share's own), its does-not-fit note that memory's (:func:`.step.not_fit_note`), none where
-    it fits."""
-    own = not_fit_note(one.memory, one.gpu)
-    notes = [not_fit_note(mem, one.gpu) if own and n == own else n for n in one.notes]
-    return replace(one, memory=mem, notes=[n for n in notes if n])
+    fit: 150.9 GB", its share's own), its does-not-fit note that memory's (:func:`.step.not_fit_note`) whether or
+    not the share's own step fit (tidy89), none where it fits; in the share's own note's place, else first."""
+    own, taken = not_fit_note(one.memory, one.gpu), not_fit_note(mem, one.gpu)
+    notes = list(one.notes)
+    at = notes.index(own) if own and own in notes else 0
+    if own and own in notes:
+        del notes[at]
+    if taken:
+        notes.insert(at, taken)
+    return replace(one, memory=mem, notes=notes)
 
 
 def _share_memory(out: MultisiteStep, region: Region, fabric, model: ModelSpec, placed: ParallelLayout,

@@ -86,8 +86,8 @@ from .operators import rank_computes, rank_computes_at, stage_compute
 from .result import SearchResult
 from .mapping import FEWER_GPUS, default_placement, map_layout, refuse_failed_placement
 from .tp_overlap import DEFAULT as TP_OVERLAP_DEFAULT, check_num_sm, tp_overlap_on
-from .step import (dp_floor_s, exposed_comm_s, estimate_step, exposed_routed, failure_notes, least_nvls_bytes,
-                   nvls_communicators, routed_ep_cover_s, step_breakdown, step_traffic, traffic_stage)
+from .step import (dp_floor_s, exposed_comm_s, estimate_step, exposed_routed, failure_notes, group_degree,
+                   least_nvls_bytes, nvls_communicators, routed_ep_cover_s, step_breakdown, step_traffic, traffic_stage)
 
 __all__ = ["search_layouts", "candidate_layouts", "common_factor_note", "expert_dispatchers"]
 
@@ -265,7 +265,7 @@ def _comm_floor_s(spec, lay: ParallelLayout, traffic: list[dict], sc,
     for it in traffic:
         if it["dim"] not in ("tp", "ep"):
             continue
-        n = {"tp": lay.tp, "tpcp": lay.tp * lay.cp, "ep": lay.ep, "etp": lay.expert_tp}[it["groups"]]
+        n = group_degree(lay, it["groups"])
         floor = it["calls"] * it["size_bytes"] * (n - 1) / n / nvlink
         if it["collective"] == "alltoall":
             D = ep_members if ep_members is not None and it["groups"] == "ep" else used

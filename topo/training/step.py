@@ -100,7 +100,7 @@ from .fp8_amax import AMAX_PHASE, AMAX_SP_GROUP, amax_group, amax_reduced, amax_
 from .gpus import gpu_compute
 from .host_cpu import host_time_factor, reference_host_cpu
 from .kernels import memory_s
-from .mapping import (EXPERT_DP_GROUPS, default_placement, map_layout, recipe_gpus_used,
+from .mapping import (EXPERT_DP_GROUPS, FLEX_GROUP, default_placement, map_layout, recipe_gpus_used,
                       refuse_failed_placement)
 from .memory import busiest_stage, bf16_kept_params, memory_per_gpu, stage_params, units_holding
 from .model import BLOCK_KINDS, Block, ModelSpec
@@ -122,7 +122,8 @@ __all__ = ["estimate_step", "step_traffic", "traffic_stage",
            "mamba_cp_alltoalls", "step_breakdown", "bubble_s", "exposed_comm_s", "ep_copies",
            "exposed_routed", "ep_overlap_cost_s", "ep_held_sms", "tp_ring_exposed_s", "tp_ring_steps",
            "gather_bytes_per_param", "stage_block_counts", "sp_quantisations", "dp_floor_s",
-           "routed_ep_cover_s", "behind_window_s", "forward_gather_share", "optimizer_params", "not_fit_note"]
+           "routed_ep_cover_s", "behind_window_s", "forward_gather_share", "optimizer_params", "not_fit_note",
+           "group_degree"]
 
 ACT_BYTES = 2  # activations and their gradients travel in 16 bits
 FP8_BYTES = 1
@@ -325,12 +326,13 @@ _DEGREES = {"dpcp": lambda lay: lay.dp * lay.cp, "tpcp": lambda lay: lay.tp * la
             "dps": lambda lay: lay.dp_shard_size * lay.cp, "dpr": lambda lay: lay.dp // lay.dp_shard_size,
             "edps": lambda lay: lay.expert_dp_shard_size,
             "edpr": lambda lay: lay.expert_dp // lay.expert_dp_shard_size,
-            "emb": lambda lay: 2 if lay.pp > 1 else 1}
+            "emb": lambda lay: 2 if lay.pp > 1 else 1, FLEX_GROUP: lambda lay: lay.ep * lay.expert_tp}
 
 
 def group_degree(lay: ParallelLayout, groups_dim: str) -> int:
     """Ranks in one group of a traffic item's ``groups`` (:func:`step_traffic`): a combined or sharding group's
-    (``dpcp``, ``tpcp``, ``edp``, ``etp``, ``dps``, ``dpr``, ``edps``, ``edpr``), else the layout's size of that
+    (``dpcp``, ``tpcp``, ``edp``, ``etp``, ``dps``, ``dpr``, ``edps``, ``edpr``, the flex dispatcher's
+    :data:`~.mapping.FLEX_GROUP`), else the layout's size of that
     dimension; only the one asked is computed (the search adds ~1.4M items).
 
     Parameters
@@ -684,10 +686,12 @@ def _ep_traffic(t: _Traffic) -> None:
     if lay.ep_dispatcher == "alltoall":
         _alltoall_side_traffic(t, elems / h, rec_moe, dropless=cap is None)
     if _routing_map_gathered(lay):
-        # HybridEP's forward dispatch (no cached handle) all-gathers the bool routing map, tokens x experts bytes
-        # a rank, over the EP group (:func:`_routing_map_gathered`)
-        routing_map = lay.micro_batch * t.s_cp / lay.tp * model.moe.experts * lay.ep
-        t.add("ep", "all_gather", "ep", routing_map, m * (c[Block.MOE] + rec_moe), phase="microbatch", elem_bytes=1.0)
+        # HybridEP's forward dispatch (no cached handle) all-gathers the bool routing map over the flex group
+        # (:func:`_routing_map_gathered`): tokens x experts x etp bytes a rank, group_degree of them gathered
+        routing_map = (lay.micro_batch * t.s_cp / lay.tp * model.moe.experts * lay.expert_tp
+                       * group_degree(lay, FLEX_GROUP))
+        t.add("ep", "all_gather", FLEX_GROUP, routing_map, m * (c[Block.MOE] + rec_moe), phase="microbatch",
+              elem_bytes=1.0)
     gathered = elems * lay.expert_tp * ACT_BYTES  # what each ETP rank holds after the gather
     t.add("ep", "all_gather", "etp", gathered, calls / 2, phase="microbatch")
     t.add("ep", "reduce_scatter", "etp", gathered, calls / 2, phase="microbatch")
@@ -779,10 +783,16 @@ BUILDER_COLLECTIVES = {"_tp_traffic": ("all_gather", "reduce_scatter", "all_redu
 
 
 def _routing_map_gathered(lay: ParallelLayout) -> bool:
-    """Whether the forward dispatch all-gathers the routing map: HybridEP's, over any EP group of more than one rank,
-    inside one NVLink domain as across domains. Its ``metadata_preprocessing`` (every forward dispatch: the backward's
-    calls reuse the forward's handle) gathers each rank's bool routing map, tokens x experts bytes, into the global
-    map its preprocessing kernel scans, so each rank receives ``ep - 1`` others' maps. At deepseek-ai/DeepEP@94a9f8f6
+    """Whether the forward dispatch all-gathers the routing map: HybridEP's, over any flex group
+    (:data:`~.mapping.FLEX_GROUP`, Megatron-Core's ``tp_ep``: ``ep x etp`` ranks) of more than one rank, inside one
+    NVLink domain as across domains. Its ``metadata_preprocessing`` (every forward dispatch: the backward's calls
+    reuse the forward's handle) gathers each rank's bool routing map into the global map its preprocessing kernel
+    scans, so each rank receives ``ep x etp - 1`` others' maps. A rank's map is tokens x ``experts x etp`` bytes:
+    the flex dispatcher expands it to one column per local expert of every group rank, an EP member's experts
+    repeated over its ``etp`` ranks (NVIDIA/Megatron-LM@d98e8a64 ``token_dispatcher.py``
+    ``MoEFlexTokenDispatcher._initialize_metadata``, lines 1906-1911; ``num_experts = tp_size x num_moe_experts``,
+    line 1849; DeepEP's ``allgather_routing_map`` asserts the columns are ``experts_per_rank x ranks_per_node x
+    nodes``, executor.cu line 35). At deepseek-ai/DeepEP@94a9f8f6
     (branch hybrid-ep, 2026-07-10, PR #682 "Disable custom allgather by default"; the commit ``ep_dispatch.toml``'s
     rates are read at) that gather is NCCL's ``all_gather_into_tensor`` whatever the group
     (``csrc/hybrid_ep/executor/executor.cu`` ``Executor::allgather_routing_map``, lines 39-44: NCCL when
@@ -792,7 +802,7 @@ def _routing_map_gathered(lay: ParallelLayout) -> bool:
     340-347); before PR #556 (a484936, 2026-01-20) it was NCCL too (``deep_ep/hybrid_ep_buffer.py`` at a484936^, lines
     464-472). Between the two, inside one node, a custom NVLink kernel (32 SMs) moved the same bytes at a rate no
     source publishes: priced as NCCL's all-gather alike (assumption)."""
-    return lay.ep_dispatcher == "deepep" and lay.ep_flex_backend == "hybridep" and lay.ep > 1
+    return lay.ep_dispatcher == "deepep" and lay.ep_flex_backend == "hybridep" and group_degree(lay, FLEX_GROUP) > 1
 
 
 TAIL_PHASES = ("reduce", "gather")  # once per step, at its ends: DP of ZeRO-0/1/2 and SHARD_GRAD_OP
