@@ -108,7 +108,7 @@ from .nvls_buffers import may_run_nvls, step_nvls_bytes
 from .operators import (END_UNITS, bf16_layers, busiest_rank_load, expert_capacity, optimizer_step_s,
                         pipeline_key, pipeline_units, rank_computes, ring_step_s)
 from .pipeline_bubble import bubble_note
-from .parallel import ParallelLayout, check_layout, dp_bucket_calls, xla_all_reduce_calls
+from .parallel import ParallelLayout, check_layout, dp_bucket_calls, hybrid_sharded, xla_all_reduce_calls
 from .result import DimensionComm, StepResult
 from .ring_attention import a2a_exchanges, ring_sends
 from .routing import consecutive_destinations, rank_destinations, spread_destinations
@@ -586,15 +586,15 @@ def _pp_traffic(t: _Traffic) -> None:
 
 def _dp_traffic(t: _Traffic) -> None:
     """Data parallelism of the busiest rank's dense and expert parameters, by ZeRO stage; hybrid sharding's
-    shards all-reduced across the replicas."""
+    shards all-reduced across the replicas each micro-batch, or with ``dp_outer_sharding = "optim"`` reduce-scattered
+    across them and gathered back once a step."""
     model, lay, m = t.model, t.lay, t.m
     rows = stage_params(model, lay)
     busiest = busiest_stage(rows)
     dense, expert, _ = rows[busiest]
     held_dense, held_expert = units_holding(model, lay)[busiest]
     z = lay.zero_stage
-    hybrid = lay.dp_shard is not None and lay.dp_shard < lay.dp
-    e_hybrid = lay.expert_dp_shard is not None and lay.expert_dp_shard < lay.expert_dp
+    hybrid, e_hybrid = hybrid_sharded(lay)
     bf16 = bf16_kept_params(model, lay)[busiest]
     for groups, n, held, across in (("dps" if hybrid else "dpcp", dense, held_dense, "dpr"),
                                     ("edps" if e_hybrid else "edp", expert, held_expert, "edpr")):
@@ -619,6 +619,13 @@ def _dp_traffic(t: _Traffic) -> None:
             t.add("dp", "all_gather", groups, per * wb, _gather_passes(lay) * m * calls,
                   phase="gather_unit", elem_bytes=wb)
             t.add("dp", "reduce_scatter", groups, per * rb, m * calls, phase="reduce_unit")
+            if shard and lay.dp_outer_sharding == "optim":
+                # Megatron-FSDP's optimizer-sharded replicas (the layout field's sources): each unit's gradient shard
+                # reduce-scattered across them once a step, on the last micro-batch's backward, and its updated
+                # weight shard gathered back once, before the first forward: the once-a-step phases
+                t.add("dp", "reduce_scatter", across, shard * rb / calls, calls, phase="reduce")
+                t.add("dp", "all_gather", across, shard * wb / calls, calls, phase="gather", elem_bytes=wb)
+                continue
             # hybrid sharding's all-reduce of the shard across replicas: one a unit, or XLA's combined buckets
             ar = xla_all_reduce_calls(lay, calls, shard * rb) if shard else calls
             t.add("dp", "all_reduce", across, shard * rb / ar, m * ar, phase="reduce_unit")
