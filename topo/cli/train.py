@@ -75,6 +75,9 @@ def _job_arguments(p) -> None:
                         "expert_bias_eager=fc2|fc1_fc2|none, expert_clamp_eager=true|false, "
                         "attention_bias_eager=true|false, "
                         "rope_kernel=megatron|te_fused, ep_flex_backend=hybridep|deepep, cp_comm_type=p2p|all_gather|a2a, "
+                        "dp_outer_sharding=optim with dp_sharding zero3 and dp_shard / expert_dp_shard (Megatron-FSDP's "
+                        "HSDP outer_dp_sharding_strategy: the optimizer state sharded across the replica groups too, "
+                        "their gradients reduce-scattered and weights gathered once a step; default no_shard), "
                         "moe_expert_kernels=multi_stream|fused_mlp (fused_mlp: MXFP8 experts), "
                         "wgrad_output=main_grad|fsdp2|copied|param_dtype, cudnn_version=\"9.13.1\" (the container's cuDNN: "
                         "Blackwell attention at that version's published rates; default the newest, 9.22); "
@@ -642,6 +645,8 @@ def _sharding(L: dict) -> str:
     if L.get("expert_dp_shard"):  # a JAX mesh's expert axis beside its data axis: the experts' own shard group
         n = L["expert_dp_shard"]
         text += f", experts' state over groups of {n}" if n > 1 else ", experts' state not sharded"
+    if L.get("dp_outer_sharding") == "optim":
+        text += ", optimizer state sharded across the replicas too (dp_outer_sharding optim)"
     return text
 
 

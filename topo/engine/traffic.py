@@ -21,7 +21,8 @@ them share the fabric's links from t = 0:
   the time to finish its bandwidth part at those speeds; its slowdown is that over its time alone.
 
 Members that share no resource never slow each other; the links they fight over are those where the summed
-demand exceeds the capacity, reported with each member's share.
+demand exceeds the capacity, reported with each member's share, and each member's sharers (``MixResult.sharers``:
+the members it meets on at least one such link, the only ones that can slow it).
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ from .profiles import resolve_profile
 from .result import LinkTable
 from .route import Router
 
-__all__ = ["Member", "MemberResult", "ContestedLink", "MixResult", "run_mix", "SYMBOLS"]
+__all__ = ["Member", "MemberResult", "ContestedLink", "MixResult", "run_mix", "over_asked_sharers", "SYMBOLS"]
 
 
 @dataclass(frozen=True)
@@ -173,6 +174,8 @@ class MixResult:
     bytes_per_direction: np.ndarray = field(repr=False, default=None)  # summed over members, per directed link
     links: LinkTable | None = field(default=None, repr=False)
     notes: list[str] = field(default_factory=list)  # what the members' estimates approximated, "member: note"
+    sharers: dict[str, tuple[str, ...]] = field(default_factory=dict, repr=False)  # name -> the members it meets
+    # on an over-asked resource (:func:`over_asked_sharers`)
 
     def to_dict(self) -> dict:
         """The document ``topo estimate --traffic F --json`` prints.
@@ -265,7 +268,31 @@ def run_mix(fabric: Fabric, members: list[Member], *, sharing: str = "equal", ec
                      + (f" seed {router.salt}" if router.ecmp == "hash" and router.salt else ""),
                      profile=prof.name, members=results, contested=contested,
                      makespan_s=float(max(m.mix_s for m in results)), bytes_per_direction=loads_dir,
-                     links=LinkTable.of(fabric), notes=notes)
+                     links=LinkTable.of(fabric), notes=notes,
+                     sharers=over_asked_sharers(U, [m.name for m in members]))
+
+
+def over_asked_sharers(U: np.ndarray, names: list[str]) -> dict[str, tuple[str, ...]]:
+    """Each member's sharers: the other members using at least one resource whose summed demand exceeds its capacity.
+
+    Only an over-asked resource binds a member's speed (``sum_i x_i u_i(r) <= 1`` holds at ``x = 1`` elsewhere), so a
+    member is slowed only while one of its sharers runs; members on disjoint or under-used links are not sharers.
+
+    Parameters
+    ----------
+    U : numpy.ndarray
+        ``[members, resources]`` utilizations, each member alone.
+    names : list of str
+        The members' names, in ``U``'s row order.
+
+    Returns
+    -------
+    dict
+        Name -> the names of its sharers, in ``names``' order (empty: nothing slows it).
+    """
+    used = U[:, U.sum(axis=0) > 1 - 1e-9] > 0  # the solver's over-asked resources (:func:`_mix_finish_times`)
+    met = used.astype(np.int64) @ used.T.astype(np.int64)
+    return {a: tuple(b for j, b in enumerate(names) if j != i and met[i, j] > 0) for i, a in enumerate(names)}
 
 
 def _check_members(members: list[Member], sharing: str, hash_seed: int) -> None:

@@ -100,7 +100,7 @@ class CommEngine:
         self._held = 0
         self._curves: dict[tuple, Evaluation] = {}
         self.engine_calls = 0
-        self.mix_cache: dict[tuple, dict] = {}  # the step's traffic mix per members (topo.training.step)
+        self.mix_cache: dict[tuple, tuple] = {}  # the step's traffic mix per members (topo.training.step)
         self._blocks: list[int] | None = None
         self._recent: dict[int, tuple] = {}
         self._parts: dict[tuple, tuple] = {}  # group matrix -> its first block's groups or None (bounded)

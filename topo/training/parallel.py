@@ -39,7 +39,7 @@ from .cudnn import NEWEST as CUDNN_NEWEST, parse_version as parse_cudnn
 
 __all__ = ["ParallelLayout", "make_layout", "load_layout", "layout_fields", "check_layout", "check_model_split",
            "DIMENSIONS", "DP_SHARDING", "RECOMPUTE", "PIPELINE_SCHEDULES", "DEFAULT_ORDER", "batch_allowed", "check_batch", "delayed_scaling",
-           "current_scaling", "divided", "sends_unoverlappable"]
+           "current_scaling", "divided", "hybrid_sharded", "sends_unoverlappable"]
 
 DIMENSIONS = ("tp", "cp", "ep", "dp", "pp")
 DEFAULT_ORDER = "tp-cp-ep-dp-pp"  # Megatron-LM's default rank order, fastest-varying first
@@ -142,6 +142,17 @@ class ParallelLayout(BaseModel):
     sharded over groups of this many of their replicas (the fastest-varying ones) and replicated over the
     ``expert_dp / expert_dp_shard`` groups, whose gradients are all-reduced across them; default: all the
     experts' replicas."""
+    dp_outer_sharding: Literal["no_shard", "optim"] = "no_shard"
+    """Hybrid ZeRO-3's replica groups (``dp / dp_shard``, the experts' ``expert_dp / expert_dp_shard``), as
+    Megatron-FSDP's ``outer_dp_sharding_strategy``: ``no_shard`` (default) replicates the shard groups' state across
+    them and all-reduces each unit's gradient shard across them every micro-batch; ``optim`` also shards the
+    optimizer state (and the Adam step) across them, over every data x context rank (the experts' over all their
+    replicas), the weights and gradients staying sharded over the shard groups: each unit's gradient shard is
+    reduce-scattered across the replicas once a step, on the last micro-batch's backward, and its weight shard
+    all-gathered back once, before the first micro-batch's forward (NVIDIA/Megatron-LM@24bad8e6
+    ``megatron/core/distributed/fsdp/src/megatron_fsdp/param_and_grad_buffer.py`` lines 2389-2424 and 4127-4206,
+    ``megatron_fsdp.py`` lines 482-489 and 768-770; only with ``optim_grads_params``, line 2497). Needs a hybrid
+    ZeRO-3 layout."""
     fsdp_reshard_after_forward: Flag = True
     """ZeRO-3 / FSDP: free each unit's gathered weights after its forward and gather them again for its backward
     (PyTorch FSDP2's ``reshard_after_forward``, its default); False keeps them from the forward to the backward:
@@ -579,8 +590,11 @@ class ParallelLayout(BaseModel):
     def shard_divisors(self, stage: int) -> tuple[int, int]:
         """The divisors :meth:`sharded` applies at ZeRO stage ``stage``, (dense, expert): the data x context ranks
         of a shard group and the experts' replicas of theirs where that stage or above shards, else 1 and 1 (a loop
-        over a layout's pipeline ranks reads them once, :func:`divided`)."""
+        over a layout's pipeline ranks reads them once, :func:`divided`); the optimizer's (stage 1) over all of
+        them with ``dp_outer_sharding = "optim"``."""
         on = self.zero_stage >= stage
+        if on and stage == 1 and self.dp_outer_sharding == "optim":  # the replicas shard the optimizer state too
+            return self.dp * self.cp, self.expert_dp
         return (self.dp_shard_size * self.cp if on else 1), (self.expert_dp_shard_size if on else 1)
 
     @property
@@ -1011,6 +1025,28 @@ def _check_shard_groups(lay: ParallelLayout, bad) -> None:
         if lay.zero_stage == 0:
             bad(key, f"{size} shards nothing with dp_sharding = none; allowed: a dp_sharding of zero1, zero2, "
                      f"zero3, fsdp or fsdp_grad_op")
+    if lay.dp_outer_sharding == "optim" and (lay.zero_stage < 3 or not any(hybrid_sharded(lay))):
+        bad("dp_outer_sharding", f"optim needs hybrid ZeRO-3 (dp_sharding zero3 or fsdp, with dp_shard below dp or "
+                                 f"expert_dp_shard below the experts' replicas), got dp_sharding {lay.dp_sharding}, "
+                                 f"dp_shard {lay.dp_shard}, expert_dp_shard {lay.expert_dp_shard}; allowed "
+                                 f"otherwise: no_shard")
+
+
+def hybrid_sharded(lay: ParallelLayout) -> tuple[bool, bool]:
+    """Whether the dense weights' and the experts' shard groups are smaller than their data-parallel replicas
+    (``dp_shard`` below ``dp``, ``expert_dp_shard`` below ``expert_dp``): hybrid sharding, each, (dense, experts).
+
+    Parameters
+    ----------
+    lay : ParallelLayout
+
+    Returns
+    -------
+    tuple of bool
+        (dense, experts).
+    """
+    return (lay.dp_shard is not None and lay.dp_shard < lay.dp,
+            lay.expert_dp_shard is not None and lay.expert_dp_shard < lay.expert_dp)
 
 
 def _check_bf16_layers(model: ModelSpec, lay: ParallelLayout, bad) -> None:

@@ -108,7 +108,7 @@ from .nvls_buffers import may_run_nvls, step_nvls_bytes
 from .operators import (END_UNITS, bf16_layers, busiest_rank_load, expert_capacity, optimizer_step_s,
                         pipeline_key, pipeline_units, rank_computes, ring_step_s)
 from .pipeline_bubble import bubble_note
-from .parallel import ParallelLayout, check_layout, dp_bucket_calls, xla_all_reduce_calls
+from .parallel import ParallelLayout, check_layout, dp_bucket_calls, hybrid_sharded, xla_all_reduce_calls
 from .result import DimensionComm, StepResult
 from .ring_attention import a2a_exchanges, ring_sends
 from .routing import consecutive_destinations, rank_destinations, spread_destinations
@@ -588,15 +588,15 @@ def _pp_traffic(t: _Traffic) -> None:
 
 def _dp_traffic(t: _Traffic) -> None:
     """Data parallelism of the busiest rank's dense and expert parameters, by ZeRO stage; hybrid sharding's
-    shards all-reduced across the replicas."""
+    shards all-reduced across the replicas each micro-batch, or with ``dp_outer_sharding = "optim"`` reduce-scattered
+    across them and gathered back once a step."""
     model, lay, m = t.model, t.lay, t.m
     rows = stage_params(model, lay)
     busiest = busiest_stage(rows)
     dense, expert, _ = rows[busiest]
     held_dense, held_expert = units_holding(model, lay)[busiest]
     z = lay.zero_stage
-    hybrid = lay.dp_shard is not None and lay.dp_shard < lay.dp
-    e_hybrid = lay.expert_dp_shard is not None and lay.expert_dp_shard < lay.expert_dp
+    hybrid, e_hybrid = hybrid_sharded(lay)
     bf16 = bf16_kept_params(model, lay)[busiest]
     for groups, n, held, across in (("dps" if hybrid else "dpcp", dense, held_dense, "dpr"),
                                     ("edps" if e_hybrid else "edp", expert, held_expert, "edpr")):
@@ -621,6 +621,13 @@ def _dp_traffic(t: _Traffic) -> None:
             t.add("dp", "all_gather", groups, per * wb, _gather_passes(lay) * m * calls,
                   phase="gather_unit", elem_bytes=wb)
             t.add("dp", "reduce_scatter", groups, per * rb, m * calls, phase="reduce_unit")
+            if shard and lay.dp_outer_sharding == "optim":
+                # Megatron-FSDP's optimizer-sharded replicas (the layout field's sources): each unit's gradient shard
+                # reduce-scattered across them once a step, on the last micro-batch's backward, and its updated
+                # weight shard gathered back once, before the first forward: the once-a-step phases
+                t.add("dp", "reduce_scatter", across, shard * rb / calls, calls, phase="reduce")
+                t.add("dp", "all_gather", across, shard * wb / calls, calls, phase="gather", elem_bytes=wb)
+                continue
             # hybrid sharding's all-reduce of the shard across replicas: one a unit, or XLA's combined buckets
             ar = xla_all_reduce_calls(lay, calls, shard * rb) if shard else calls
             t.add("dp", "all_reduce", across, shard * rb / ar, m * ar, phase="reduce_unit")
@@ -816,8 +823,9 @@ def _mix_slowdowns(fabric: Fabric, comms: list[tuple[dict, CommTime]], groups: d
     gathers and reductions) sets the slowdown of those; the once-per-step data-parallel reduction and gather
     (``TAIL_PHASES``) run during the last backward and the first forward, beside everything, so theirs comes
     from the mix of all. A steady collective meets the others only while they run: with ``steady_window_s`` (the
-    steady phase's length) its slowdown is weighted by the others' share of that window
-    (:func:`duty_weighted_slowdowns`). Cached on ``engine`` per (members' collectives, group matrices, sizes to
+    steady phase's length) its slowdown is weighted by the share of that window its sharers (the dimensions it meets
+    on an over-asked link, :func:`topo.engine.traffic.over_asked_sharers`) are busy (:func:`duty_weighted_slowdowns`):
+    DP on the NICs does not lengthen the time TP and EP on NVLink are slowed by each other. Cached on ``engine`` per (members' collectives, group matrices, sizes to
     two significant digits): layouts of a search that differ only in what the mix cannot see share one run."""
     lead: dict[str, tuple[dict, CommTime]] = {}
     for item, one in comms:
@@ -828,26 +836,28 @@ def _mix_slowdowns(fabric: Fabric, comms: list[tuple[dict, CommTime]], groups: d
     steady = {k: v for k, v in lead.items() if v[0]["phase"] not in TAIL_PHASES}
     out = {}
     if len(steady) < len(lead):
-        out.update({k: v for k, v in _run_mix(fabric, lead, groups, engine).items() if k not in steady})
-    mixed = _run_mix(fabric, steady, groups, engine)
+        out.update({k: v for k, v in _run_mix(fabric, lead, groups, engine)[0].items() if k not in steady})
+    mixed, sharers = _run_mix(fabric, steady, groups, engine)
     if steady_window_s:
         busy: dict[str, float] = {}
         for item, one in comms:
             key = item["dim"] if item["groups"] not in EXPERT_DP_GROUPS else "dp_experts"
             if key in steady:
                 busy[key] = busy.get(key, 0.0) + one.time_s * item["calls"]
-        mixed = duty_weighted_slowdowns(mixed, busy, steady_window_s)
+        mixed = duty_weighted_slowdowns(mixed, busy, steady_window_s, sharers)
     out.update(mixed)
     return out
 
 
-def duty_weighted_slowdowns(slow: dict, busy_s: dict, window_s: float) -> dict:
+def duty_weighted_slowdowns(slow: dict, busy_s: dict, window_s: float, sharers: dict | None = None) -> dict:
     """Slowdowns of collectives that meet the others only part of the time.
 
     A traffic mix times every member running with all the others at once; over a window of ``window_s`` seconds
-    in which the others are busy ``sum(busy_s) - busy_s[x]`` seconds (each alone), member ``x`` shares its links
-    for at most that fraction ``f`` of its own calls: ``1 + (s - 1) min(1, f)``. An upper bound on the overlap
-    (the others taken as never running at the same time as each other).
+    in which its sharers (the members it meets on an over-asked link; default: all the others) are busy
+    ``sum(busy_s[y] for y in sharers[x])`` seconds (each alone), member ``x`` shares its links for at most that
+    fraction ``f`` of its own calls: ``1 + (s - 1) min(1, f)``. An upper bound on the overlap (the sharers taken as
+    never running at the same time as each other). A member on links no over-asked one of ``x``'s crosses cannot
+    slow ``x``, so its busy time does not count (TP on NVLink beside DP on the NICs).
 
     Parameters
     ----------
@@ -857,25 +867,31 @@ def duty_weighted_slowdowns(slow: dict, busy_s: dict, window_s: float) -> dict:
         Member -> seconds its calls take alone over the window.
     window_s : float
         The seconds over which the members' calls are spread.
+    sharers : dict, optional
+        Member -> the members that can slow it (:func:`topo.engine.traffic.over_asked_sharers`); None: all the others.
 
     Returns
     -------
     dict
         Member -> weighted slowdown (>= 1).
     """
-    total = sum(busy_s.values())
-    return {k: 1.0 + (s - 1.0) * min(1.0, (total - busy_s.get(k, 0.0)) / window_s) for k, s in slow.items()}
+    def met_s(k):
+        others = [y for y in busy_s if y != k] if sharers is None else sharers.get(k, ())
+        return sum(busy_s.get(y, 0.0) for y in others)
+
+    return {k: 1.0 + (s - 1.0) * min(1.0, met_s(k) / window_s) for k, s in slow.items()}
 
 
-def _run_mix(fabric: Fabric, lead: dict, groups: dict, engine: CommEngine | None) -> dict:
-    """Slowdown of each member of ``lead`` (name -> (item, time)) run as one traffic mix (cached)."""
+def _run_mix(fabric: Fabric, lead: dict, groups: dict, engine: CommEngine | None) -> tuple[dict, dict]:
+    """Slowdown of each member of ``lead`` (name -> (item, time)) run as one traffic mix, and each one's sharers
+    (:attr:`topo.engine.traffic.MixResult.sharers`) (cached)."""
     if len(lead) < 2:
-        return {}
+        return {}, {}
     key = tuple(sorted((k, it["collective"], CommEngine.signature(groups[it["groups"]]),
                         float(f"{it['size_bytes']:.2g}")) for k, (it, _) in lead.items()))
     cache = getattr(engine, "mix_cache", None) if engine is not None else None
     if cache is not None and key in cache:
-        return dict(cache[key])
+        return dict(cache[key][0]), dict(cache[key][1])
     members = []
     for name, (item, _) in lead.items():
         G = groups[item["groups"]]
@@ -888,8 +904,8 @@ def _run_mix(fabric: Fabric, lead: dict, groups: dict, engine: CommEngine | None
                   profile=engine.profile if engine is not None else None)
     out = {mr.name: max(1.0, mr.slowdown) for mr in res.members}
     if cache is not None:
-        cache[key] = out
-    return dict(out)
+        cache[key] = (out, res.sharers)
+    return dict(out), dict(res.sharers)
 
 
 def estimate_step(fabric: Fabric, model: ModelSpec, lay: ParallelLayout, *, engine: CommEngine | None = None,
