@@ -54,6 +54,12 @@ what the rules and the layout give):
   reduce-scatter after the backward and the weight all-gather after the optimizer step, both exposed:
   ``ParallelLayout.overlap_dp``); ``1`` / empty: overlapped, the layout's default (superarch86);
 - ``dp_bucket_params``: parameters per DP bucket (a whole number >= 1);
+- ``dp_shard``, ``expert_dp_shard``, ``dp_outer_sharding``: Megatron-FSDP's HSDP, where the recipe sets
+  ``num_distributed_optimizer_instances`` n > 1: the inner shard groups of ``dp / n`` data-parallel ranks and
+  ``expert_dp / n`` expert replicas (Megatron-Core's intra-partial data-parallel groups, NVIDIA/Megatron-LM@24bad8e6
+  ``megatron/core/parallel_state.py``), and the recipe's ``outer_dp_sharding_strategy`` (``no_shard`` / ``optim``)
+  (``ParallelLayout``'s fields of those names; the layout checks that the groups divide); empty: ZeRO over every
+  data-parallel rank (ultracol91);
 - ``pipeline_layout``, ``pipeline_schedule``, ``moe_expert_rank_capacity_factor``: a layout in Megatron-Core's
   notation (checked by :func:`topo.training.pipeline_layout.expand_layout`), ``1f1b`` / ``dualpipe``, HybridEP's
   static rank budget (>= 1).
@@ -95,7 +101,8 @@ COLUMNS = ("jax_mesh", "remat_policy", "dp_overlap_policy", "dp_all_reduce_combi
            "attention_fp8", "fp8_amax_reduction", "fp8_scale_inverse_kernel", "fp8_amax_pass", "fp8_param_gather",
            "ep_comm_sms", "grad_bytes", "grad_reduce_bytes", "optimizer_bytes_per_param", "moe_counts_aligned",
            "dp_bucket_params", "dp_align_grad_reduce", "pipeline_layout", "pipeline_schedule",
-           "moe_expert_rank_capacity_factor", "fp8_recipe", "overlap_dp")
+           "moe_expert_rank_capacity_factor", "fp8_recipe", "overlap_dp", "dp_shard", "expert_dp_shard",
+           "dp_outer_sharding")
 MAXTEXT_ONLY = ("jax_mesh", "remat_policy")  # read by the MaxText rule alone: required there, refused elsewhere
 EVERY_ROW = ("overlap_tp", "moe_router_fusion")  # required on every row: the setting has no default in the code
 FP8_UNSTATED = "unstated"
@@ -105,7 +112,8 @@ FLAGS = ("overlap_tp", "moe_router_fusion", "fp8_amax_reduction", "fp8_scale_inv
 LAYOUT_COLUMNS = {"grad_bytes": float, "grad_reduce_bytes": float, "optimizer_bytes_per_param": float,
                   "moe_counts_aligned": lambda v: v == "1", "dp_bucket_params": int,
                   "dp_align_grad_reduce": lambda v: v == "1", "pipeline_layout": str, "pipeline_schedule": str,
-                  "moe_expert_rank_capacity_factor": float, "overlap_dp": lambda v: v == "1"}
+                  "moe_expert_rank_capacity_factor": float, "overlap_dp": lambda v: v == "1", "dp_shard": int,
+                  "expert_dp_shard": int, "dp_outer_sharding": str}
 """The memory, DP and pipeline columns (tidy53; were per-source rules of ``training_accuracy.py``), each with how
 :func:`layout_column_kw` reads a checked value."""
 
@@ -151,6 +159,11 @@ def _whole_fault(value: str) -> str | None:
     return None if value.isdigit() and int(value) >= 1 else "a whole number of bytes >= 1"
 
 
+def _ranks_fault(value: str) -> str | None:
+    """None for a whole number of ranks >= 1 (digits only), else what is allowed."""
+    return None if value.isdigit() and int(value) >= 1 else "a whole number of ranks >= 1"
+
+
 def _one_of(names, where: str = "") -> Callable[[str], str | None]:
     """A check that allows exactly ``names`` (``where``: the file that lists them, for the message)."""
     allowed = tuple(names)
@@ -182,6 +195,8 @@ def _checks() -> dict:
             "pipeline_layout": _layout_fault, "pipeline_schedule": _one_of(PIPELINE_SCHEDULES),
             "moe_expert_rank_capacity_factor": _number_fault(1, None, "tokens' shares"),
             "fp8_recipe": _one_of(FP8_RECIPES),
+            **{col: _ranks_fault for col in ("dp_shard", "expert_dp_shard")},
+            "dp_outer_sharding": _one_of(_literal("dp_outer_sharding")),
             **{col: _one_of(("0", "1")) for col in FLAGS}}
 
 

@@ -64,8 +64,8 @@ cross-entropy, FP8 attention, FP8 scaling work, FP8 weights and HybridEP's SMs (
 ``fp8_param_gather``, ``ep_comm_sms``: ``run_recipe_columns``), and where a run's scripts depart from those
 defaults its memory, DP-bucket and pipeline settings (``grad_bytes``, ``grad_reduce_bytes``, ``optimizer_bytes_per_param``,
 ``moe_counts_aligned``, ``dp_bucket_params``, ``dp_align_grad_reduce``, ``pipeline_layout``, ``pipeline_schedule``,
-``moe_expert_rank_capacity_factor``, ``overlap_dp``: ``run_recipe_columns.layout_column_kw``, applied after the
-rules below);
+``moe_expert_rank_capacity_factor``, ``overlap_dp``, and Megatron-FSDP's HSDP groups ``dp_shard``,
+``expert_dp_shard``, ``dp_outer_sharding``: ``run_recipe_columns.layout_column_kw``, applied after the rules below);
 DeepSeek-V3 rows of NeMo and Megatron-Bridge take their recipe's pipeline layout (``DSV3_LAYOUTS``, by PP and
 VP). Overlapped all-to-alls take
 SMs from the compute beside them (``topo.training.step.ep_held_sms``): the flex dispatcher and DualPipe 20

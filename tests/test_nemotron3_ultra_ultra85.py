@@ -58,7 +58,7 @@ def test_the_rows_are_the_table_and_the_gb200_one_is_fitted():
 
 
 def test_the_recipe_is_built_as_its_publishing_commit_sets_it():
-    # _apply_nemotron_3_ultra_perf_defaults / _fsdp_hsdp at @4ab94dfa: Megatron-FSDP (ZeRO-3 here), no CUDA graphs,
+    # _apply_nemotron_3_ultra_perf_defaults / _fsdp_hsdp at @4ab94dfa: Megatron-FSDP (ZeRO-3; its HSDP below), no CUDA graphs,
     # the CuteDSL fused grouped MLP, selective recompute of moe_act, the native loss, router fusion and padding,
     # gradient_accumulation_fusion off (each weight gradient written new and copied into the FSDP gradient buffer)
     setups = {s["run"]: s for s in published_setups() if "row" in s}
@@ -70,3 +70,21 @@ def test_the_recipe_is_built_as_its_publishing_commit_sets_it():
         assert lay.wgrad_output == "copied", rid
         assert training_accuracy.family(setups[rid]["model"].name) == "nemotron-3-ultra"
     assert setups["mb2608_gb200_nemotron3_ultra"]["lay"].tp == 2 and setups["mb2608_gb200_nemotron3_ultra"]["lay"].sequence_parallel
+
+
+def test_the_rows_run_the_recipes_hsdp_with_an_optimizer_sharded_outer_group():
+    # NVIDIA-NeMo/Megatron-Bridge@4ab94dfa perf_recipes/nemotronh/common.py _apply_nemotron_3_ultra_fsdp_hsdp:
+    # num_distributed_optimizer_instances = max(1, num_gpus // _GB300_NVLINK_DOMAIN_GPUS) = 256 // 64 and
+    # outer_dp_sharding_strategy = "optim" (n > 1); the inner groups are Megatron-LM@24bad8e6 parallel_state.py's
+    # intra_partial_data_parallel_size = dp * cp // n and intra_partial_expert_data_parallel_size = expert_dp // n
+    # (ultracol91, findings 392)
+    n = 256 // 64
+    setups = {s["run"]: s for s in published_setups() if "row" in s}
+    for rid in TABLE:
+        lay = setups[rid]["lay"]
+        assert lay.cp == 1 and lay.expert_dp == 256 // (lay.ep * lay.expert_tp) == 4, rid
+        assert (lay.dp_shard, lay.expert_dp_shard, lay.dp_outer_sharding) == (lay.dp // n, lay.expert_dp // n, "optim")
+        dense, experts = lay.shard_divisors(1)  # the optimizer state over every DP rank, as ZeRO-3's (findings 391)
+        assert (dense, experts) == (lay.dp, lay.expert_dp), rid
+    assert setups["mb2608_gb200_nemotron3_ultra"]["lay"].dp_shard == 32
+    assert setups["mb2608_gb300_nemotron3_ultra"]["lay"].dp_shard == 64

@@ -141,10 +141,13 @@ def test_every_rows_column_value_is_in_its_layout():
     # (all but Nemotron 3 Nano's); ultra85: 26.08's two Nemotron 3 Ultra rows' 128Mi buckets (as the Super rows) and
     # moe_router_padding_for_quantization (their functions at @4ab94dfa set it); the lead: the two 26.08 Super MXFP8
     # rows' too (the same, test_nemotron_mxfp8_rows_pad_counts_as_their_recipes); superarch86: the archive's 13
-    # Nemotron 3 Super rows' 128Mi buckets, and the H100 card recipe's DP collectives not overlapped (overlap_dp 0)
+    # Nemotron 3 Super rows' 128Mi buckets, and the H100 card recipe's DP collectives not overlapped (overlap_dp 0);
+    # ultracol91: the two Nemotron 3 Ultra rows' HSDP (_apply_nemotron_3_ultra_fsdp_hsdp at @4ab94dfa: 4 optimizer
+    # instances, outer_dp_sharding_strategy optim; test_nemotron3_ultra_ultra85's HSDP test)
     assert filled == {"grad_bytes": 20, "grad_reduce_bytes": 18, "optimizer_bytes_per_param": 10, "moe_counts_aligned": 10,
                       "dp_bucket_params": 321, "dp_align_grad_reduce": 90, "pipeline_layout": 6,
-                      "pipeline_schedule": 1, "moe_expert_rank_capacity_factor": 31, "overlap_dp": 1}
+                      "pipeline_schedule": 1, "moe_expert_rank_capacity_factor": 31, "overlap_dp": 1, "dp_shard": 2,
+                      "expert_dp_shard": 2, "dp_outer_sharding": 2}
     assert {r["dp_bucket_params"] for r in rows.values()} == {"", "134217728", "768000000"}
     assert all(r["dp_align_grad_reduce"] == "0" for r in rows.values()
                if rid_is_nemo2(r["run_id"]) or r["run_id"].startswith("dgxc2505_") and "deepseek" in r["model"])
@@ -255,6 +258,9 @@ def test_only_the_super_h100_card_recipe_runs_its_dp_collectives_unoverlapped():
     (PUBLISHED, "deepseekv3_h800_2048", {"pipeline_schedule": ""}, "pipeline_schedule", "1f1b"),
     (PUBLISHED, "mlperf60_gb200_deepseekv3_512", {"moe_expert_rank_capacity_factor": "2"},
      "moe_expert_rank_capacity_factor", 2.0),
+    (PUBLISHED, "mb2608_gb200_nemotron3_ultra", {"dp_shard": "64"}, "dp_shard", 64),
+    (HOLDOUT, "mb2608_gb300_nemotron3_ultra", {"expert_dp_shard": "2"}, "expert_dp_shard", 2),
+    (PUBLISHED, "mb2608_gb200_nemotron3_ultra", {"dp_outer_sharding": "no_shard"}, "dp_outer_sharding", "no_shard"),
 ])
 def test_a_changed_value_reaches_the_layout(tmp_path, monkeypatch, name, run, changes, field, want):
     before = {s["run"]: s["lay"] for s in published_setups()}[run]  # the unchanged files, built once
@@ -293,6 +299,9 @@ def test_a_changed_value_reaches_the_layout(tmp_path, monkeypatch, name, run, ch
     ("dp_bucket_params", "128Mi", "allowed: a whole number of parameters >= 1, or empty"),
     ("dp_align_grad_reduce", "false", "allowed: one of 0, 1, or empty"),
     ("overlap_dp", "off", "allowed: one of 0, 1, or empty"),
+    ("dp_shard", "32.0", "allowed: a whole number of ranks >= 1, or empty"),
+    ("expert_dp_shard", "0", "allowed: a whole number of ranks >= 1, or empty"),
+    ("dp_outer_sharding", "full", "allowed: one of no_shard, optim, or empty"),
     ("pipeline_layout", "Et|(tt|*30L", "allowed: a pipeline layout in Megatron-Core's notation ("),
     ("pipeline_schedule", "zb", "allowed: one of 1f1b, dualpipe, or empty"),
     ("moe_expert_rank_capacity_factor", "0.5", "allowed: a number of tokens' shares >= 1, or empty"),
