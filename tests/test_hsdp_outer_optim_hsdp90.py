@@ -18,8 +18,10 @@ RUN = "mb2608_gb200_nemotron3_ultra"  # 256 GB200, TP2 EP64 DP128: the recipe's 
 @pytest.fixture(scope="module")
 def ultra():
     s = {x["run"]: x for x in published_setups() if "row" in x}[RUN]
-    hsdp = s["lay"].model_copy(update={"dp_shard": 32, "expert_dp_shard": 1})  # dp 128 / 4, expert_dp 4 / 4
-    return s["model"], s["lay"], hsdp, hsdp.model_copy(update={"dp_outer_sharding": "optim"})
+    # the row carries its recipe's HSDP since ultracol91 (runs columns); ZeRO-3 over every DP rank rebuilt beside it
+    zero3 = s["lay"].model_copy(update={"dp_shard": None, "expert_dp_shard": None, "dp_outer_sharding": "no_shard"})
+    hsdp = zero3.model_copy(update={"dp_shard": 32, "expert_dp_shard": 1})  # dp 128 / 4, expert_dp 4 / 4
+    return s["model"], zero3, hsdp, hsdp.model_copy(update={"dp_outer_sharding": "optim"})
 
 
 def test_the_optimizer_state_is_sharded_over_every_rank(ultra):
