@@ -68,7 +68,9 @@ def test_the_hybrid_rows_span_is_the_published_csvs_hybrid_runs():
                                                   max(int(r["num_gpus"]) for r in rows))
     for k in ("pp", "cp", "ep"):
         assert row[f"{k}_max"] == max(int(r[k] or 1) for r in rows)
-    assert row["ep_domains_max"] == 1  # EP 8 on 8-GPU NVLink domains (H100) or NVL72 racks: never crossing one
+    # Nemotron 3 Super's H100 card row (super80): EP 32 over four 8-GPU DGX H100 nodes; every Blackwell row keeps its
+    # expert group inside one NVL72 rack (EP 64 on 64 of its 72 GPUs) or one 8-GPU node
+    assert row["ep_domains_max"] == 4
 
 
 def test_outside_span_names_each_figure_beyond_the_runs():
@@ -110,19 +112,21 @@ def test_the_writer_adds_spans_and_keeps_the_errors_when_given_none():
 
 
 def test_walk35s_1024_gpu_h100_job_is_said_outside_the_hybrid_runs(tmp_path):
-    """walk35's search #1 on 1,024 H100: pp 2, EP 16 over two 8-GPU nodes, against 7 runs of 8-16 GPUs at pp 1
-    and EP 8 inside a node."""
+    """walk35's search #1 on 1,024 H100: pp 2, EP 16 over two 8-GPU nodes. Against the 7 Nemotron 3 Nano runs of
+    8-16 GPUs at pp 1 and EP 8 inside a node it lay outside in four figures; since the Nemotron 3 Super and Ultra
+    runs joined the fit (super80, ultra85: 64-256 GPUs, pp 2, EP 32 over four H100 nodes, EP 64) it lies outside in
+    its GPU count alone."""
     model = tmp_path / "hymoe.toml"
     model.write_text(HYMOE)
     args = ["train", "dgx-h100-superpod", "--model", str(model), "--gpus", "1024", "--global-batch", "1024",
             "--precision", "fp8", "--tp", "1", "--pp", "2", "--vpp", "4", "--dp", "512", "--ep", "16"]
     u = json.loads(run_cli(*args, "--json", check=True).stdout)["uncertainty"]
-    assert u["outside"] == {"gpus": 1024, "pp": 2, "ep": 16, "ep_domains": 2}
-    assert u["span"]["families"] == ["nemotron-3-nano"]
+    assert u["outside"] == {"gpus": 1024}
+    assert u["span"]["families"] == ["nemotron-3-nano", "nemotron-3-super", "nemotron-3-ultra"]
     text = run_cli(*args, check=True).stdout
-    assert ("interval from 7 hybrid Mamba-2 / attention runs (1 family (nemotron-3-nano); 4 Blackwell, 3 Hopper; "
-            "8-16 GPUs; no pipeline; no context parallelism; ep up to 8 inside an NVLink domain); this job is "
-            "outside them: 1,024 GPUs, pp 2, ep 16, EP across 2 NVLink domains") in text
+    assert ("interval from 11 hybrid Mamba-2 / attention runs (3 families (nemotron-3-nano, nemotron-3-super, "
+            "nemotron-3-ultra); 7 Blackwell, 4 Hopper; 8-256 GPUs; pp up to 2; no context parallelism; ep up to 64 "
+            "across up to 4 NVLink domains); this job is outside them: 1,024 GPUs\n") in text
 
 
 def test_a_job_like_the_runs_lies_inside_them():
