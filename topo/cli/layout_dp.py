@@ -90,13 +90,15 @@ def skip_offered(exc: TopoError) -> tuple:
 def filled_dp(known: int, fabric, flags: dict | None = None, gpus: int | None = None, placement: dict | None = None,
               where: str = "", dp_as: str = "--dp N") -> int:
     """dp where neither the flags nor the layout give it: ``gpus`` (``--gpus``), else the GPUs the job fills on
-    ``fabric`` from its ``placement`` (``first_gpu``, ``skip_domains``; :func:`~topo.training.mapping.job_gpus`), over ``known`` = tp x cp
+    ``fabric`` from its ``placement`` (``first_gpu``, ``skip_domains``, ``gpus_per_domain_used``;
+    :func:`~topo.training.mapping.job_gpus`), over ``known`` = tp x cp
     x pp (:func:`~topo.cli.common.data_parallel`: ``flags`` name the size at fault, ``where`` and ``dp_as`` the
     GPUs and how dp is given instead). One rule for ``topo train``, ``topo plan`` and ``topo report``."""
     if gpus:
         return data_parallel(known, gpus, flags, where=where, dp_as=dp_as)
     placement = placement or {}
-    gpus, filled = training.job_gpus(fabric, placement.get("first_gpu"), placement.get("skip_domains"))
+    gpus, filled = training.job_gpus(fabric, placement.get("first_gpu"), placement.get("skip_domains"),
+                                     placement.get("gpus_per_domain_used"))
     return data_parallel(known, gpus, flags, where=" ".join(w for w in (where, filled) if w), dp_as=dp_as)
 
 
@@ -140,7 +142,8 @@ def layout_dp(layout: str, fabric, sizes: dict | None = None, gpus: int | None =
     if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in given.values()):
         return None
     flags = {f"--{d}": sizes.get(d) for d in ("tp", "cp", "pp")}  # a product that does not divide: the flag, else --dp
-    placed = {k: placement[k] if placement.get(k) is not None else fields.get(k) for k in ("first_gpu", "skip_domains")}
+    placed = {k: placement[k] if placement.get(k) is not None else fields.get(k)
+              for k in ("first_gpu", "skip_domains", "gpus_per_domain_used")}
     return filled_dp(math.prod(given.values()), fabric, flags, gpus, placed, where=where, dp_as=dp_as)
 
 

@@ -416,7 +416,8 @@ def _run_layout(args, fabric, model, common: dict, engine: CommEngine) -> int:
 
 def _run_search(args, fabric, model, common: dict, held: dict, engine: CommEngine) -> int:
     """``--search``: rank the layouts that fit, with progress on a terminal; ``held``: the layout's fixed fields."""
-    filled, words = job_gpus(fabric, common.get("first_gpu"), common.get("skip_domains"))  # as a step fills them
+    filled, words = job_gpus(fabric, common.get("first_gpu"), common.get("skip_domains"),
+                             common.get("gpus_per_domain_used"))  # as a step fills them
     gpus = args.gpus or filled
     opts = search_options(args, common)
     progress = _progress() if sys.stderr.isatty() and not args.json else None

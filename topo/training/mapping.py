@@ -789,16 +789,17 @@ def _group_offsets(axes: tuple, group: str, ep: int, etp: int) -> tuple[int, ...
     return tuple(sorted(out))
 
 
-def job_gpus(fabric, first_gpu=None, skip_domains=None) -> tuple[int, str]:
+def job_gpus(fabric, first_gpu=None, skip_domains=None, gpus_per_domain_used=None) -> tuple[int, str]:
     """The GPUs a job given neither dp nor its GPUs fills on ``fabric``, as a scheduler runs it: every GPU from its
-    first past the NVLink domains it skips (:func:`free_gpus`; rev65: the whole fabric's
-    count from GPU 4, or past a skipped domain, could never be placed), and the words after "the N GPUs" naming
+    first past the NVLink domains it skips, at ``gpus_per_domain_used`` of each where the job names it (:func:`free_gpus`;
+    rev65: the whole fabric's count from GPU 4, or past a skipped domain, could never be placed; walk37: a job at 64
+    of each 72-GPU domain filled all 72, then its placement refused it), and the words after "the N GPUs" naming
     them where the hints made them fewer ("" for the whole fabric).
 
     Parameters
     ----------
     fabric : Fabric
-    first_gpu, skip_domains : optional
+    first_gpu, skip_domains, gpus_per_domain_used : optional
         The job's placement fields as given (a flag's or a layout's; a value of the wrong kind counts as not given:
         the layout's own checks name it).
 
@@ -807,11 +808,15 @@ def job_gpus(fabric, first_gpu=None, skip_domains=None) -> tuple[int, str]:
     tuple of (int, str)
     """
     total = fabric.layout.num_gpus
-    placed = placement_fields({"first_gpu": first_gpu, "skip_domains": skip_domains})
-    first, skip = placed["first_gpu"], placed["skip_domains"]
-    gpus = free_gpus(total, fabric.spec.gpus_per_domain, first, skip)
+    placed = placement_fields({"first_gpu": first_gpu, "skip_domains": skip_domains,
+                               "gpus_per_domain_used": gpus_per_domain_used})
+    first, skip, used = placed["first_gpu"], placed["skip_domains"], placed["gpus_per_domain_used"]
+    D = fabric.spec.gpus_per_domain
+    used = used if used is not None and used < D else None  # more than a domain holds: the layout's check names it
+    gpus = free_gpus(total, D, first, skip, used)
     if gpus in (0, total):  # a first GPU past the fabric: the placement's own check names it
         return total, ""
-    words = ([f"from GPU {first:,}"] if first else []) + (
+    words = ([f"at {used} of each {D}-GPU NVLink domain"] if used else []) + (
+        [f"from GPU {first:,}"] if first else []) + (
         [f"past skipped NVLink domain{'s' if len(skip) > 1 else ''} {','.join(map(str, skip))}"] if skip else [])
     return gpus, " ".join(words + ["to the fabric's last"])

@@ -108,4 +108,5 @@ def share_gpus(region: Region, placement: dict) -> tuple[int, str]:
     job's ``first_gpu`` past its ``skip_domains`` (indices within a site; :func:`topo.training.mapping.job_gpus`, as on one
     site), and the words naming them ("" for the whole site)."""
     site = min(region.fabrics, key=lambda f: f.num_gpus)
-    return job_gpus(site, placement.get("first_gpu"), placement.get("skip_domains"))
+    return job_gpus(site, placement.get("first_gpu"), placement.get("skip_domains"),
+                    placement.get("gpus_per_domain_used"))
