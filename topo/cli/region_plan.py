@@ -97,7 +97,8 @@ def region_job(args, region) -> tuple:
     """``(layer, {"training": job, "site_gpus": ...})``: ``--model`` laid out as ``--layout`` across the region's
     sites (dp filled, :func:`topo.training.multisite_layout.region_layout`; across them as ``--across`` says, data
     parallel by default: the way sets the reload's exchange, :func:`topo.plan.region.restore_exchange_s`), its step (:func:`topo.training.multisite.estimate_across_sites`) as the
-    plan's job (:func:`topo.plan.train_time.region_job_layer`); a bad layout is refused naming ``--layout``."""
+    plan's job (:func:`topo.plan.train_time.region_job_layer`); a bad layout, or one whose share does not fit in GPU
+    memory (as one site's, :func:`topo.training.mfu.predict_step`), is refused naming ``--layout``."""
     shares = args.shares or training.DEFAULT_SHARES
     across = across_of(args)
     try:
@@ -116,6 +117,11 @@ def region_job(args, region) -> tuple:
         source = layout_source(args.layout) if ours else exc.source
         flag = exc.key in ("model", "layout", "shares", "profile")
         raise TopoError(exc.message, source=source, key=f"--{exc.key}" if flag else exc.key) from None
+    if not step.fits:  # walk37: a share that cannot start was planned (time, energy, cost); one site's is refused
+        mem = step.one_site["memory"]
+        raise TopoError(f"{args.model} with this layout does not fit in GPU memory across the sites (one site's "
+                        f"share: {mem['total_bytes'] / 1e9:.1f} GB per GPU of {mem['capacity_bytes'] / 1e9:.1f} GB); "
+                        "the MFU of a run that cannot start is not a planning figure", key="--layout")
     layer, job = region_job_layer(args.model, step, lay.precision, float(model.total_params), args.tokens)
     return layer, {"training": job, "site_gpus": dict(step.site_gpus), "across": across}
 
