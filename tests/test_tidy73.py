@@ -100,12 +100,13 @@ def test_each_sites_share_crosses_through_its_own_nics_in_site_order(tmp_path):
     """rev71 Left (section 321): multisite's nic_gpus was read from the site_gpus dict's order. By size, dp 3 of tp 8
     splits 1 : 2 (east 8 GPUs, west 16); the hierarchical reduction's crossing goes through each share's own NICs,
     so west's 16 NICs of 12.5 GB/s bind: V / (16 x 12.5 GB/s) (east's 8 x 50 GB/s is faster; the sites swapped
-    would give V / (8 x 12.5 GB/s))."""
+    would give V / (8 x 12.5 GB/s)). The hierarchical form is set: since regions82 auto compares the job's steps and
+    takes the flat ring here (the test is about the hierarchical crossing's NICs)."""
     sites = "".join(f'[[sites]]\nname = "{n}"\nspec = "dgx-h100-superpod"\nset = {json.dumps(s)}\n' for n, s in UNLIKE)
     path = tmp_path / "unlike.toml"
     path.write_text(f'name = "unlike"\ndescription = "two unlike sites"\n{sites}[interconnect]\ntopology = "mesh"\n'
                     'distance_km = 40\nlatency_per_km = "4.9 us"\nequipment_latency = "50 us"\nwaves = 16\n'
-                    'wave_rate = "800 Gb/s"\nattach = "top"\n')
+                    'wave_rate = "800 Gb/s"\nattach = "top"\n[nccl]\ndp_reduction = "hierarchical"\n')
     region = build_region(str(path))
     job = estimate_across_sites(region, load_model("llama3-8b"),
                                 make_layout(tp=8, dp=3, global_batch=6, seq_len=4096), shares="by-size")

@@ -18,6 +18,7 @@ import pytest
 
 import topo
 from topo.training.ep_overlap import unpaired_share
+from topo.training.mapping import FLEX_GROUP
 from topo.training.model import load_model
 from topo.training.parallel import make_layout
 from topo.training.step import _ep_node_passes, estimate_step, step_traffic  # the pass rule: private
@@ -98,12 +99,13 @@ def test_each_pass_holds_its_own_calls_an_all_gathers_backward_a_reduce_scatter(
     combine_preprocess); a backward pass runs its forward's calls reversed, the gather's backward a
     reduce-scatter (megatron/core/tensor_parallel/mappings.py _GatherFromSequenceParallelRegion.backward), so the
     dispatch's backward reduce-scatters and the combine's backward gathers. Swapping them passed every test.
-    HybridEP's routing-map gather over the EP group (section 382) runs in the forward dispatch alone."""
+    HybridEP's routing-map gather (section 382), over the TP x EP group the flex dispatcher's buffer spans (section
+    390: mapping.FLEX_GROUP), runs in the forward dispatch alone."""
     lay = make_layout(tp=2, ep=8, etp=2, dp=8, global_batch=64, ep_dispatcher="deepep", sequence_parallel=True)
     held: dict = {}
     for it in step_traffic(qwen, lay):
         if it["dim"] == "ep":
-            name = "routing_map" if it["collective"] == "all_gather" and it["groups"] == "ep" else "alltoall"
+            name = "routing_map" if it["collective"] == "all_gather" and it["groups"] == FLEX_GROUP else "alltoall"
             for p in _ep_node_passes(it, fp8_dispatch=False):
                 held.setdefault(p, []).append(it["collective"] if it["groups"] == "etp" else name)
     assert {p: sorted(c) for p, c in held.items()} == {

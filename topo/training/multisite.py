@@ -1188,8 +1188,8 @@ def gather_waits_s(optimizers_s, saved_s) -> tuple[float, ...]:
     -------
     tuple of float
 
-    >>> gather_waits_s((0.3, 0.1), (0.1, 0.0))
-    (0.0, 0.1)
+    >>> gather_waits_s((0.75, 0.25), (0.25, 0.0))
+    (0.0, 0.25)
     """
     done = [o - d for o, d in zip(optimizers_s, saved_s)]
     return tuple(max(done) - x for x in done)
