@@ -18,7 +18,7 @@ from ..inputs import read_toml
 from ..fabric.fabric import Fabric
 from ..fabric.inventory import inventory
 from ..spec import Spec, load_spec
-from ..units import format_in
+from ..units import count_noun, format_in
 from .blast import blast_radius, collective_times_with_failures, with_interruptions
 from .bom import RACK_TIER, SwitchLine, bill_of_materials, reprice, logical_tiers, tier_switch_models, two_stage_switches
 from .catalog import Catalog, load_catalog
@@ -196,7 +196,8 @@ def plan(spec: str | Path | Spec | Fabric | None = None, *, layers: Sequence[tup
                       costs=costs, compute=comp, reliability=relia, blast_radius=blast_radius(fabric), network=net,
                       failure_impact=impact, inputs=inputs_used(cat, fabric, server_name, floor.cooling),
                       assumptions=used_assumptions(cat.assumptions(), _items_used(s, cat, server, server_name, bom)),
-                      catalog_versions=dict(cat.versions), notes=_job_notes(training, relia, L, notes, fit := _refit(power_fit, pw)),
+                      catalog_versions=dict(cat.versions), notes=_job_notes(training, relia, L, notes, fit := _refit(power_fit, pw),
+                                                       cat.reliability.checkpoint.hot_spare_fraction.value),
                       training=training, power_fit=fit)
 
 
@@ -426,19 +427,26 @@ def _refit(power_fit: PowerFit | None, pw) -> PowerFit | None:
     return replace(power_fit, it_power_W=pw.it_power_W) if power_fit is not None else None
 
 
-def _job_notes(training: TrainingJob | None, relia, L, notes: list[str], fit: PowerFit | None) -> list[str]:
+def _job_notes(training: TrainingJob | None, relia, L, notes: list[str], fit: PowerFit | None,
+               spare_fraction: float) -> list[str]:
     """``notes`` after the power fit's, then what a named job leaves for hot spares: none when it holds every GPU
-    (walk26 Left 2)."""
+    (walk26 Left 2); the whole servers it leaves idle and how many of them the failure model's rule holds as hot
+    spares (``spare_fraction`` of the servers, at most those idle) when it leaves some (tidy94: a job at 64 of each
+    NVL72 rack's 72 GPUs leaves 2 trays a rack, and the note said no whole server was left)."""
     notes = ([fit.note()] if fit is not None else []) + notes
     if training is None:
         return notes
-    if relia.hot_spare_servers == 0:
-        return notes + [f"{training.model}'s job holds {training.gpus:,} of the {L.num_gpus:,} GPUs: no whole server is left "
-                "as a hot spare, so each hardware failure waits for its repair "
-                "(reliability.checkpoint.repair_s, in the restart); a job a few servers smaller keeps spares"
-                + _goodput_scope_words(relia, L)]
-    return notes + [f"{training.model}'s job holds {training.gpus:,} of the {L.num_gpus:,} GPUs; "
-            f"{relia.hot_spare_servers:,} of the servers it leaves are hot spares" + _goodput_scope_words(relia, L)]
+    holds = f"{training.model}'s job holds {training.gpus:,} of the {L.num_gpus:,} GPUs"
+    free, spares = relia.free_servers, relia.hot_spare_servers
+    wait = "each hardware failure waits for its repair (reliability.checkpoint.repair_s, in the restart)"
+    if not free:
+        return notes + [f"{holds}: no whole server is left as a hot spare, so {wait}; a job a few servers smaller "
+                        "keeps spares" + _goodput_scope_words(relia, L)]
+    rule = (f"the failure model's rule holds {spares:,} of them as hot spares (reliability.checkpoint."
+            f"hot_spare_fraction: floor({spare_fraction * 100:.3g}% x {L.num_servers:,} servers), at most the idle)")
+    tail = f", so {wait}" if spares == 0 else ""
+    return notes + [f"{holds} and leaves {count_noun(free, 'whole server')} of {L.gpus_per_server} GPUs idle; {rule}"
+                    + tail + _goodput_scope_words(relia, L)]
 
 
 def _goodput_scope_words(relia, L) -> str:

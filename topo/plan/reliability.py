@@ -132,6 +132,8 @@ class Reliability:
     effective_flop: float
     goodput_vs_interval: dict  # {"interval_s": [...], "goodput": [...]}: the optimum / 10 to x 10
     sensitivity: list[dict] = field(default_factory=list)  # each input halved and doubled
+    # whole servers a named job leaves free (None: no job): the idle servers the hot spares are taken from (tidy94)
+    free_servers: int | None = None
 
     def to_dict(self) -> dict:
         return whole_bytes(asdict(self))
@@ -229,7 +231,8 @@ def reliability(num_gpus: int, gpus_per_server: int, *, causes: dict[str, float]
     mtbf_s = 3600 / total_per_h
     ckpt = params * bytes_per_param
     write_s, stall_s, min_T, reload_s = _checkpoint_s(ckpt, gpus, mode, write_Bps, snapshot_Bps, reload_Bps)
-    spares = _hot_spares(num_gpus, gpus_per_server, hot_spare_fraction, job_gpus)
+    free = _free_servers(num_gpus, gpus_per_server, job_gpus)
+    spares = _hot_spares(num_gpus, gpus_per_server, hot_spare_fraction, free)
     in_repair = sum(per_h.get(k, 0.0) for k in HARDWARE_CAUSES) / 3600 * repair_s
     enough = spares >= in_repair
     restart = restart_s if enough else restart_s + repair_s
@@ -244,7 +247,7 @@ def reliability(num_gpus: int, gpus_per_server: int, *, causes: dict[str, float]
         **_optics_fields(modules, nic_modules, job_modules, total_per_h, per_h, rates, gpus),
         params=params, params_source=params_source, checkpoint_bytes=ckpt, checkpoint_mode=mode,
         checkpoint_write_s=write_s, hot_spare_servers=spares, servers_in_repair=in_repair, spares_enough=enough,
-        training_gpus=training, **_goodput_fields(mtbf_s, stall_s, min_T, detection_s, restart, reload_s,
+        training_gpus=training, free_servers=free, **_goodput_fields(mtbf_s, stall_s, min_T, detection_s, restart, reload_s,
                                                   flop * training / num_gpus))
 
 
@@ -318,6 +321,7 @@ def joint_reliability(sites: list[Reliability], num_gpus: list[int], flop: list[
     first = sites[0]
     spares = sum(r.hot_spare_servers for r in sites)
     training = sum(r.training_gpus for r in sites)
+    free = None if any(r.free_servers is None for r in sites) else sum(r.free_servers for r in sites)
     return Reliability(
         interruptions_per_day=total_per_h * 24, interruptions_per_day_by_cause=per_day, mtbf_s=mtbf_s,
         interruptions_of="cluster", interrupting_gpus=n, cluster_interruptions_per_day=total_per_h * 24,
@@ -337,7 +341,7 @@ def joint_reliability(sites: list[Reliability], num_gpus: list[int], flop: list[
         checkpoint_mode=first.checkpoint_mode if len(modes) == 1 else "/".join(sorted(modes)),
         checkpoint_write_s=max(r.checkpoint_write_s for r in sites), hot_spare_servers=spares,
         servers_in_repair=sum(r.servers_in_repair for r in sites), spares_enough=all(r.spares_enough for r in sites),
-        training_gpus=training,
+        training_gpus=training, free_servers=free,
         **_goodput_fields(mtbf_s, max(r.checkpoint_stall_s for r in sites), min_T,
                           max(r.detection_s for r in sites), max(r.restart_s for r in sites),
                           max(r.reload_s for r in sites) + exchange_s,
@@ -368,13 +372,21 @@ def _training_gpus(num_gpus: int, gpus_per_server: int, spares: int, job_gpus: i
     return free if job_gpus is None else min(job_gpus, free)
 
 
-def _hot_spares(num_gpus: int, gpus_per_server: int, fraction: float, job_gpus: int | None) -> int:
-    """Hot-spare servers: ``fraction`` of the servers, at most the whole servers a named job leaves free (walk26: a
-    job of every GPU held 320 of them as spares)."""
+def _free_servers(num_gpus: int, gpus_per_server: int, job_gpus: int | None) -> int | None:
+    """Whole servers a named job leaves free, ``(num_gpus - job_gpus) // gpus_per_server`` (None: no job); a job at
+    64 of each NVL72 rack's 72 GPUs leaves 2 of its 18 four-GPU trays (tidy94).
+
+    >>> _free_servers(288, 4, 256), _free_servers(288, 4, 288), _free_servers(288, 4, None)
+    (8, 0, None)
+    """
+    return None if job_gpus is None else max(0, num_gpus - job_gpus) // gpus_per_server
+
+
+def _hot_spares(num_gpus: int, gpus_per_server: int, fraction: float, free_servers: int | None) -> int:
+    """Hot-spare servers: ``fraction`` of the servers, at most the whole servers a named job leaves free
+    (:func:`_free_servers`; walk26: a job of every GPU held 320 of them as spares)."""
     spares = int(math.floor(fraction * (num_gpus // gpus_per_server)))
-    if job_gpus is not None:
-        spares = min(spares, max(0, num_gpus - job_gpus) // gpus_per_server)
-    return spares
+    return spares if free_servers is None else min(spares, free_servers)
 
 
 def _scope(num_gpus: int, job_gpus: int | None, causes: dict[str, float], rate_scale: float,
