@@ -193,6 +193,15 @@ def _goodput_block(r: RegionPlan) -> list[str]:
 _WAY_WORDS = {"dp": "data parallel", "pp": "pipeline stages across them", "outer": "an outer synchronisation"}
 
 
+def _no_ends_words(r: RegionPlan) -> str:
+    """Why a job across the sites the pp or outer way has no days at the step's ends (tidy94): the interval is built
+    for --across dp only (:data:`topo.training.multisite_interval.NO_INTERVAL_NOTE`); "" where it has one."""
+    if r.training.step_interval_s is not None or r.across == "dp":
+        return ""
+    return (f"; no time to train at the step's interval ends: given for --across dp only (the {r.across} way's "
+            "crossings have call sizes the collective model's band is not yet given)")
+
+
 def _job_block(r: RegionPlan) -> list[str]:
     """The named job's cost per million tokens and time to train, in one site's plan's words (its step the step
     across the sites)."""
@@ -201,7 +210,7 @@ def _job_block(r: RegionPlan) -> list[str]:
         return []
     out = [f"work      {t.model} across the {len(r.sites)} sites, {_WAY_WORDS[r.across]}: step {format_time(t.step_time_s)}, "
            f"{format_count(t.tokens_per_step)} tokens a step (topo train {r.name} --model {t.model} with the layout"
-           f"{'' if r.across == 'dp' else ' and --across ' + r.across})"]
+           f"{'' if r.across == 'dp' else ' and --across ' + r.across})" + _no_ends_words(r)]
     return out + job_lines(t, r.cost_per_million_tokens_usd, r.time_to_train, at_step="at the step across the sites",
                            energy=r.energy_to_train, parts="network and storage (and the DCI's, no PUE)")
 

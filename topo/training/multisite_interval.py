@@ -25,7 +25,14 @@ from __future__ import annotations
 
 from ..engine.interval import regime_of, time_range_s
 
-__all__ = ["across_sites_interval"]
+__all__ = ["NO_INTERVAL_NOTE", "across_sites_interval"]
+
+# tidy94: what a job across the sites the pp or outer way says in the interval's place (findings 369 Left 2)
+NO_INTERVAL_NOTE = ("no interval on the step across the sites the {across} way (nor days at its ends): the band is "
+                    "built for the data-parallel way only, whose crossing is a gradient bucket at the collective "
+                    "model's error for its call size; the {across} way's crossings (activations, whole gradients) "
+                    "have their own call sizes, not yet given to it; the share's own step's interval bounds "
+                    "one_site_step_s")
 
 
 def across_sites_interval(share_uncertainty: dict, share_step_s: float, exposed_s: float,
