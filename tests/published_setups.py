@@ -16,6 +16,8 @@ import csv
 import functools
 import sys
 
+import pytest
+
 from conftest import ROOT
 
 RUNS_FILES = ("training_runs_published.csv", "training_runs_holdout.csv")
@@ -42,3 +44,17 @@ def published_rows() -> dict[str, dict]:
         with open(ROOT / "data" / "reference" / name, newline="") as f:
             out.update({r["run_id"]: r for r in csv.DictReader(f)})
     return out
+
+
+def assert_printed_row(r: dict, rid: str, model: str, system: str, software: str, sizes: tuple, layout: str,
+                       tokens: float, tflops: int, rel: float) -> None:
+    """A run row against its source table's printed line: model, system and release; (GPUs, global batch,
+    micro-batch, sequence) as ``sizes``; TP/PP/CP/VP/EP as ``layout`` ("1/2/1/8/32"); the printed tokens/s/GPU as
+    its value and the printed model TFLOP/s/GPU in its note; its step time GBS x sequence / (tokens/s/GPU x GPUs)
+    to ``rel`` (data81's 26.08 GB300 rows, ultra85's Nemotron 3 Ultra rows)."""
+    gpus, gbs, mbs, seq = sizes
+    assert (r["model"], r["system"], r["software"]) == (model, system, software), rid
+    assert (int(r["num_gpus"]), int(r["global_batch_seqs"]), int(r["micro_batch"]), int(r["seq_len"])) == sizes, rid
+    assert "/".join(r[k] for k in ("tp", "pp", "cp", "vpp", "ep")) == layout, rid
+    assert float(r["value"]) == tokens and f"{tflops:,} model TFLOP/s/GPU" in r["note"], rid
+    assert float(r["step_time_s"]) == pytest.approx(gbs * seq / (tokens * gpus), rel=rel), rid

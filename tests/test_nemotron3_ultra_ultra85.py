@@ -9,7 +9,7 @@ gb300/nemotronh}.py at that commit."""
 
 import pytest
 
-from published_setups import published_rows, published_setups, training_accuracy
+from published_setups import assert_printed_row, published_rows, published_setups, training_accuracy
 from topo.training.model import Block, load_model
 
 H, L, F, K, E, FS = 8192, 2048, 5120, 22, 512, 10240  # hidden, latent, expert FFN, top-k, experts, shared FFN
@@ -43,13 +43,8 @@ TABLE = {"mb2608_gb200_nemotron3_ultra": ("DGX-GB200", 256, 256, 1, 8192, "2/1/1
 def test_the_rows_are_the_table_and_the_gb200_one_is_fitted():
     rows = published_rows()
     for rid, (system, gpus, gbs, mbs, seq, layout, tokens, tflops) in TABLE.items():
-        r = rows[rid]
-        assert (r["system"], r["model"], r["software"]) == (system, "nemotron-3-ultra-550b-a55b", "NeMo 26.08"), rid
-        assert (int(r["num_gpus"]), int(r["global_batch_seqs"]), int(r["micro_batch"]), int(r["seq_len"])) == (
-            gpus, gbs, mbs, seq), rid
-        assert "/".join(r[k] for k in ("tp", "pp", "cp", "vpp", "ep")) == layout, rid
-        assert float(r["value"]) == tokens and f"{tflops:,} model TFLOP/s/GPU" in r["note"], rid
-        assert float(r["step_time_s"]) == pytest.approx(gbs * seq / (tokens * gpus), rel=1e-4), rid
+        assert_printed_row(rows[rid], rid, "nemotron-3-ultra-550b-a55b", system, "NeMo 26.08", (gpus, gbs, mbs, seq),
+                           layout, tokens, tflops, 1e-4)
     # the table's own FLOPs a token: 923e12 / 2,528 = 365 GFLOP on GB200, 1,281e12 / 3,552 = 361 on GB300 (both
     # runs count the same model: the two agree to 1.3%)
     assert 923e12 / 2528 == pytest.approx(1281e12 / 3552, rel=0.013)

@@ -11,7 +11,7 @@ import pytest
 import topo
 
 from conftest import ROOT
-from published_setups import published_setups
+from published_setups import assert_printed_row, published_setups
 from topo.training.model import load_model
 from topo.training.operators import block_ops, cast_kind
 
@@ -468,12 +468,8 @@ def test_megatron_bridge_2608_gb300_rows_are_the_tables():
     assert 4096 * 4096 / (6288 * 256) == pytest.approx(10.42, abs=5e-3)
     for rid, (model, gpus, gbs, mbs, seq, layout, tokens, tflops) in MB2608_GB300_TABLE.items():
         r = rows[rid]
-        assert (r["model"], r["system"], r["software"]) == (model, "DGX-GB300", "NeMo 26.08"), rid
-        assert (int(r["num_gpus"]), int(r["global_batch_seqs"]), int(r["micro_batch"]), int(r["seq_len"])) == (
-            gpus, gbs, mbs, seq), rid
-        assert "/".join(r[k] for k in ("tp", "pp", "cp", "vpp", "ep")) == layout, rid
-        assert float(r["value"]) == tokens and f"{tflops:,} model TFLOP/s/GPU" in r["note"], rid
-        assert float(r["step_time_s"]) == pytest.approx(gbs * seq / (tokens * gpus), rel=6e-3), rid
+        assert_printed_row(r, rid, model, "DGX-GB300", "NeMo 26.08", (gpus, gbs, mbs, seq), layout, tokens, tflops,
+                           6e-3)
         assert r["precision"] == "fp8" and training_accuracy.fp8_recipe(r) == "mxfp8", rid
     assert rows["mb2608_gb300_nemotron3_nano"]["moe_expert_kernels"] == ""
 
