@@ -1,0 +1,101 @@
+"""rev95's review of the session's second half (80f0dd96..d54db5c3, findings section 399): each test here fails on a
+mutation of that change no earlier test caught (the mutation named in each test's comment).
+
+Sources: Megatron-FSDP's ``outer_dp_sharding_strategy = "optim"`` only with ``optim_grads_params`` (ZeRO-3),
+NVIDIA/Megatron-LM@24bad8e6 ``megatron/core/distributed/fsdp/src/megatron_fsdp/param_and_grad_buffer.py`` line 2497
+(findings 391); the NVL72 placement at 64 of each rack's 72 GPUs (walk37, findings 393); the hot-spare rule,
+``topo/data/catalog/reliability.toml`` ``hot_spare_fraction`` (an assumption: 1% of the servers, at most the whole
+servers a job leaves; walk26, tidy94, findings 394); a region's share note (tidy89, findings 390)."""
+
+import json
+from dataclasses import replace
+
+import pytest
+
+import topo
+from conftest import run_cli
+from published_setups import published_setups
+from small_regions import built_region, two_sites
+from topo.errors import TopoError
+from topo.plan import plan
+from topo.plan.train_time import TrainingJob
+from topo.spec import load_spec
+from topo.training.model import load_model
+from topo.training.multisite import _share_as_taken
+from topo.training.multisite_layout import region_layout
+from topo.training.parallel import check_layout, make_layout
+from topo.training.step import estimate_step, not_fit_note
+
+
+def test_optim_outer_sharding_is_refused_with_hybrid_zero2():
+    # mutation: the check's ``zero_stage < 3`` made ``< 2``. Megatron-FSDP shards the outer group's optimizer state
+    # only with optim_grads_params (ZeRO-3; param_and_grad_buffer.py line 2497 at 24bad8e6): a hybrid ZeRO-2 layout
+    # (weights whole, dp_shard 32 of dp 128) with ``optim`` is refused naming the sharding it got
+    s = {x["run"]: x for x in published_setups() if "row" in x}["mb2608_gb200_nemotron3_ultra"]
+    lay = s["lay"].model_copy(update={"dp_sharding": "zero2", "dp_shard": 32, "expert_dp_shard": 1,
+                                      "dp_outer_sharding": "optim"})
+    check_layout(s["model"], lay.model_copy(update={"dp_outer_sharding": "no_shard"}))  # hybrid ZeRO-2 itself is fine
+    with pytest.raises(TopoError) as e:
+        check_layout(s["model"], lay)
+    assert e.value.key == "dp_outer_sharding" and "got dp_sharding zero2" in e.value.message
+
+
+NVL = ("gb200-nvl72-superpod", "--set", "cluster.num_units=4", "--model", "llama3-8b")
+
+
+def test_search_fills_64_of_each_rack():
+    # mutation: ``topo train --search`` not passing gpus_per_domain_used to job_gpus. 4 NVL72 racks at 64 of each
+    # rack's 72 GPUs: 4 x 64 = 256 GPUs searched, not the fabric's 288
+    out = run_cli("train", *NVL, "--search", "--gpus-per-domain-used", "64", "--global-batch", "256", "--json",
+                  check=True).stdout
+    assert json.loads(out)["gpus"] == 4 * 64
+
+
+def test_a_regions_filled_dp_takes_64_of_each_rack(tmp_path_factory):
+    # mutation: share_gpus (a region's smallest site's GPUs) not passing gpus_per_domain_used. Two sites of one NVL72
+    # rack each, at 64 of its 72 GPUs: dp = 2 sites x 64, not 2 x 72 (global batch 1,152 splits over both)
+    region = built_region(tmp_path_factory, two_sites("rev95", "two NVL72 racks", "gb200-nvl72-superpod", 1), "rev95")
+    assert region_layout(region, {"tp": 1, "global_batch": 1152, "gpus_per_domain_used": 64}).dp == 2 * 64
+    assert region_layout(region, {"tp": 1, "global_batch": 1152}).dp == 2 * 72  # no hint: every GPU, as before
+
+
+JOB = dict(model="m", step_time_s=2.0, tokens_per_step=4_000_000)
+
+
+def _relia(gpus, fraction):
+    layers = [("--set", {"reliability": {"checkpoint": {"hot_spare_fraction": fraction}}})]
+    return plan(load_spec("gb200-nvl72-superpod", overrides=["cluster.num_units=4"]), layers=layers,
+                collectives=False, training=TrainingJob(gpus=gpus, **JOB)).reliability
+
+
+def test_the_spares_are_at_most_the_idle_servers_and_those_are_whole():
+    # mutations: _hot_spares not capped by the idle servers; _free_servers rounding up. 4 racks = 72 four-GPU trays;
+    # a job of 256 GPUs leaves (288 - 256) // 4 = 8 trays, and at hot_spare_fraction 0.5, floor(0.5 x 72) = 36 is
+    # capped at those 8; a job of 254 leaves 34 GPUs: 8 whole trays (not 9)
+    rel = _relia(256, 0.5)
+    assert (rel.free_servers, rel.hot_spare_servers) == ((288 - 256) // 4, 8)
+    rel = _relia(254, 0.5)
+    assert (rel.free_servers, rel.hot_spare_servers) == ((288 - 254) // 4, 8) == (8, 8)
+
+
+def test_a_regions_idle_servers_are_every_sites():
+    # mutation: joint_reliability's free servers the largest site's, not the sum. two-site-h100: 2 x 1,536 H100 of 8
+    # a server; the job's 512 GPUs, 256 a site, leave (1,536 - 256) / 8 = 160 servers a site, 320 in all; the spares
+    # floor(1% x 192) = 1 a site
+    p = run_cli("plan", "two-site-h100", "--model", "llama3-70b", "--layout", "tp=8,pp=4,dp=16,global_batch=512",
+                "--tokens", "15T", "--no-collectives", "--json", check=True)
+    rel = json.loads(p.stdout)["reliability"]
+    assert (rel["free_servers"], rel["hot_spare_servers"], rel["training_gpus"]) == (2 * (1536 - 256) // 8, 2, 512)
+
+
+def test_a_taken_forms_note_goes_first_where_the_share_fits():
+    # mutation: the taken form's does-not-fit note appended, not put first, where the share's own step fits
+    # (``_share_as_taken``'s docstring: "in the share's own note's place, else first")
+    fabric = topo.build_fabric(topo.load_spec("dgx-h100-superpod", ["cluster.num_units=1"]))
+    lay = make_layout(tp=1, dp=8, global_batch=64, seq_len=4096, dp_sharding="zero3", recompute="full")
+    one = estimate_step(fabric, load_model("llama3-8b"), lay, contention=False)
+    assert one.memory.fits
+    one = replace(one, notes=["first note", "second note"])
+    taken = replace(one.memory, capacity_bytes=one.memory.total_bytes / 2)
+    got = _share_as_taken(one, taken)
+    assert got.notes == [not_fit_note(taken, one.gpu), "first note", "second note"]
