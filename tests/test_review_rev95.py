@@ -99,3 +99,19 @@ def test_a_taken_forms_note_goes_first_where_the_share_fits():
     taken = replace(one.memory, capacity_bytes=one.memory.total_bytes / 2)
     got = _share_as_taken(one, taken)
     assert got.notes == [not_fit_note(taken, one.gpu), "first note", "second note"]
+
+
+FAIL = ("train", *NVL, "--fail", "nvswitch3", "--gpus-per-domain-used", "64", "--tp", "8")
+
+
+def test_a_failed_racks_skip_counts_the_gpus_at_64_of_each():
+    # rev95's fix (topo/cli/layout_dp.py skip_way_dp, at the job's gpus_per_domain_used): 4 NVL72 racks at 64 of each,
+    # rack 3 failed; past it a filled dp takes 3 x 64 = 192 GPUs, not 3 x 72 = 216. tp 8 x pp 16 = 128 does not divide
+    # 192: the skip names --dp floor(192 / 128) = 1 and says 192; tp 8 x pp 4 = 32 divides 192 (dp 6, the pair runs),
+    # so no dp is named (it was told "216 ... which 32 does not divide")
+    err = run_cli(*FAIL, "--pp", "16", "--global-batch", "16").stderr
+    assert "--skip-domains [3] with --dp 1 (a dp left to fill the GPUs would take the 192 past" in err, err
+    err = run_cli(*FAIL, "--pp", "4", "--global-batch", "48").stderr
+    assert err.startswith("error: --fail: nvswitch3 failed") and "216 past" not in err and "with --dp" not in err, err
+    out = run_cli(*FAIL, "--pp", "4", "--global-batch", "48", "--skip-domains", "3", "--json", check=True).stdout
+    assert json.loads(out)["layout"]["dp"] == 3 * 64 // 32

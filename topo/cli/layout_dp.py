@@ -37,12 +37,15 @@ def placed_by(args, filled: str) -> str | None:
     return " and ".join(flags) or (layout_source(args.layout) if getattr(args, "layout", None) else None)
 
 
-def skip_way_dp(exc: TopoError, fabric, known: int, first_gpu: int = 0, sites: int = 1) -> TopoError:
+def skip_way_dp(exc: TopoError, fabric, known: int, first_gpu: int = 0, sites: int = 1,
+                gpus_per_domain_used: int | None = None) -> TopoError:
     """A failure's refusal (key ``fail``) whose way past it skips NVLink domains (``skip_domains = [..]``,
     :func:`~topo.training.mapping.refuse_failed_gpus`), for a job whose dp was filled from the GPUs: where tp x cp
     x pp (``known``) does not divide the GPUs a filled dp would fill past those domains (:func:`~topo.training.mapping.job_gpus`; on
     ``fabric``, a region's smallest site), the skip alone is refused in turn, so the way names dp too (walk29:
-    ``--skip-domains [3]`` on a region, then "does not divide the 16,056 GPUs", ``--dp N`` named only then).
+    ``--skip-domains [3]`` on a region, then "does not divide the 16,056 GPUs", ``--dp N`` named only then), at the
+    job's ``gpus_per_domain_used`` of each domain (rev95: a job at 64 of each NVL72 rack was told the skip alone
+    would fill 216 GPUs of 3 racks, which 32 does not divide, where it fills 3 x 64 = 192 and runs).
 
     Parameters
     ----------
@@ -56,6 +59,8 @@ def skip_way_dp(exc: TopoError, fabric, known: int, first_gpu: int = 0, sites: i
         The job's first GPU.
     sites : int
         Sites that each run the share (dp counts every site's).
+    gpus_per_domain_used : int, optional
+        The job's GPUs of each NVLink domain (None: every one).
 
     Returns
     -------
@@ -65,7 +70,7 @@ def skip_way_dp(exc: TopoError, fabric, known: int, first_gpu: int = 0, sites: i
     found, skip = skip_offered(exc)
     if found is None:
         return exc
-    gpus, _ = training.job_gpus(fabric, first_gpu, skip)
+    gpus, _ = training.job_gpus(fabric, first_gpu, skip, gpus_per_domain_used)
     if gpus % known == 0:
         return exc
     where = " of the smallest site (every site runs that share)" if sites > 1 else ""
