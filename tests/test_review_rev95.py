@@ -24,7 +24,7 @@ from topo.training.model import load_model
 from topo.training.multisite import _share_as_taken
 from topo.training.multisite_layout import region_layout
 from topo.training.parallel import check_layout, make_layout
-from topo.training.step import estimate_step, not_fit_note
+from topo.training.step import duty_weighted_slowdowns, estimate_step, not_fit_note
 
 
 def test_optim_outer_sharding_is_refused_with_hybrid_zero2():
@@ -115,3 +115,23 @@ def test_a_failed_racks_skip_counts_the_gpus_at_64_of_each():
     assert err.startswith("error: --fail: nvswitch3 failed") and "216 past" not in err and "with --dp" not in err, err
     out = run_cli(*FAIL, "--pp", "4", "--global-batch", "48", "--skip-domains", "3", "--json", check=True).stdout
     assert json.loads(out)["layout"]["dp"] == 3 * 64 // 32
+
+
+def test_optim_needs_replica_groups_not_a_shard_group_of_every_rank():
+    # mutation: hybrid_sharded's ``dp_shard < dp`` made ``<=``. A shard group of every DP rank (dp_shard = dp, the
+    # experts' of all their replicas) leaves one replica group: Megatron-FSDP's HSDP needs
+    # num_distributed_optimizer_instances > 1 (Megatron-Bridge@4ab94dfa perf_recipes/nemotronh/common.py sets
+    # "optim" only for n > 1, findings 392), so ``optim`` is refused
+    s = {x["run"]: x for x in published_setups() if "row" in x}["mb2608_gb200_nemotron3_ultra"]
+    lay = s["lay"].model_copy(update={"dp_shard": s["lay"].dp, "expert_dp_shard": s["lay"].expert_dp,
+                                      "dp_outer_sharding": "optim"})
+    with pytest.raises(TopoError) as e:
+        check_layout(s["model"], lay)
+    assert e.value.key == "dp_outer_sharding" and f"dp_shard {lay.dp}," in e.value.message
+
+
+def test_a_steady_collective_is_slowed_at_most_its_whole_mix_slowdown():
+    # mutation: duty_weighted_slowdowns without its min(1, f). Sharers busy 3 s in a 2 s window meet x at most all
+    # of it: 1 + (s - 1) min(1, 3 / 2) = s (section 391's closed form), not 1 + 1.5 (s - 1)
+    w = duty_weighted_slowdowns({"x": 2.0}, {"x": 0.5, "a": 1.5, "b": 1.5}, 2.0, {"x": ("a", "b")})
+    assert w["x"] == pytest.approx(2.0)
