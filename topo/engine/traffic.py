@@ -290,7 +290,7 @@ def over_asked_sharers(U: np.ndarray, names: list[str]) -> dict[str, tuple[str, 
     dict
         Name -> the names of its sharers, in ``names``' order (empty: nothing slows it).
     """
-    used = U[:, U.sum(axis=0) > 1 - 1e-9] > 0  # the solver's over-asked resources (:func:`_mix_finish_times`)
+    used = U[:, _over_asked(U)] > 0  # the resources the solver is given (:func:`_mix_finish_times`)
     met = used.astype(np.int64) @ used.T.astype(np.int64)
     return {a: tuple(b for j, b in enumerate(names) if j != i and met[i, j] > 0) for i, a in enumerate(names)}
 
@@ -371,6 +371,12 @@ def _mix_router(fabric: Fabric, members: list[Member], prof, *, ecmp: str, subfl
     return given[0].evaluation.router
 
 
+def _over_asked(U: np.ndarray) -> np.ndarray:
+    """The resources whose summed demand reaches their capacity (1, ``U`` a utilization, to 1e-9): the only ones that
+    can hold a member below its speed alone; one test for the solver and for :func:`over_asked_sharers`."""
+    return U.sum(axis=0) > 1 - 1e-9
+
+
 def _mix_finish_times(U: np.ndarray, work_s: np.ndarray, sharing: str) -> tuple[np.ndarray, np.ndarray]:
     """Each member's time to finish its bandwidth part in the mix and the resource that held it back (-1: none).
 
@@ -383,7 +389,7 @@ def _mix_finish_times(U: np.ndarray, work_s: np.ndarray, sharing: str) -> tuple[
     if sharing != "equal":
         keep = np.arange(U.shape[1])
     else:
-        keep = np.flatnonzero(U.sum(axis=0) > 1 - 1e-9)
+        keep = np.flatnonzero(_over_asked(U))
         keep = keep[_distinct_columns(U[:, keep])]
     users = _members_as_users(U[:, keep], work_s)
     finish, limiter = finish_times(users, np.ones(keep.size), sharing, max_rate=1.0)
