@@ -154,14 +154,9 @@ def _layout_fault(value: str) -> str | None:
     return None
 
 
-def _whole_fault(value: str) -> str | None:
-    """None for a whole number >= 1 (digits only), else what is allowed."""
-    return None if value.isdigit() and int(value) >= 1 else "a whole number of bytes >= 1"
-
-
-def _ranks_fault(value: str) -> str | None:
-    """None for a whole number of ranks >= 1 (digits only), else what is allowed."""
-    return None if value.isdigit() and int(value) >= 1 else "a whole number of ranks >= 1"
+def _whole_fault(unit: str) -> Callable[[str], str | None]:
+    """A check that allows a whole number of ``unit`` >= 1 (digits only): the value -> None, or what is allowed."""
+    return lambda value: None if value.isdigit() and int(value) >= 1 else f"a whole number of {unit} >= 1"
 
 
 def _one_of(names, where: str = "") -> Callable[[str], str | None]:
@@ -183,19 +178,19 @@ FP8_RECIPES = (*_literal("fp8_recipe"), FP8_UNSTATED)
 def _checks() -> dict:
     """Each column's check: the value -> None, or what is allowed."""
     return {"jax_mesh": _mesh_fault, "remat_policy": _one_of(remat_policies(), " topo/data/compute/remat_policies.toml's policies:"),
-            "dp_overlap_policy": _one_of(_literal("dp_overlap_policy")), "dp_all_reduce_combine_bytes": _whole_fault,
+            "dp_overlap_policy": _one_of(_literal("dp_overlap_policy")), "dp_all_reduce_combine_bytes": _whole_fault("bytes"),
             "tp_overlap_config": _one_of(config_names(), " topo/data/compute/tp_overlap.toml's configurations:"),
             "moe_expert_kernels": _one_of(EXPERT_KERNELS), "moe_grouped_gemm": _one_of(("0", "1")),
             "cross_entropy": _one_of(_literal("cross_entropy")), "attention_fp8": _one_of(_literal("attention_fp8")),
-            "ep_comm_sms": lambda v: None if v.isdigit() and int(v) >= 1 else "a whole number of SMs >= 1",
+            "ep_comm_sms": _whole_fault("SMs"),
             "grad_bytes": _number_fault(0, MAX_ELEMENT_BYTES, "bytes", low_open=True),
             "grad_reduce_bytes": _number_fault(0, MAX_ELEMENT_BYTES, "bytes", low_open=True),
             "optimizer_bytes_per_param": _number_fault(0, None, "bytes"),
-            "dp_bucket_params": lambda v: None if v.isdigit() and int(v) >= 1 else "a whole number of parameters >= 1",
+            "dp_bucket_params": _whole_fault("parameters"),
             "pipeline_layout": _layout_fault, "pipeline_schedule": _one_of(PIPELINE_SCHEDULES),
             "moe_expert_rank_capacity_factor": _number_fault(1, None, "tokens' shares"),
             "fp8_recipe": _one_of(FP8_RECIPES),
-            **{col: _ranks_fault for col in ("dp_shard", "expert_dp_shard")},
+            **{col: _whole_fault("ranks") for col in ("dp_shard", "expert_dp_shard")},
             "dp_outer_sharding": _one_of(_literal("dp_outer_sharding")),
             **{col: _one_of(("0", "1")) for col in FLAGS}}
 
