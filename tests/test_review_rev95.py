@@ -135,3 +135,12 @@ def test_a_steady_collective_is_slowed_at_most_its_whole_mix_slowdown():
     # of it: 1 + (s - 1) min(1, 3 / 2) = s (section 391's closed form), not 1 + 1.5 (s - 1)
     w = duty_weighted_slowdowns({"x": 2.0}, {"x": 0.5, "a": 1.5, "b": 1.5}, 2.0, {"x": ("a", "b")})
     assert w["x"] == pytest.approx(2.0)
+
+
+def test_a_search_filled_at_n_of_each_domain_is_refused_naming_that_flag():
+    # rev95's fix (topo/cli/layout_dp.py placed_by): 4 racks at 61 of each = 244 GPUs = 4 x 61, a global batch of 7:
+    # dp divides gcd(244, 7) = 1, so tp x cp x pp = 244, which no layout of llama3-8b (32 layers, 32 heads) takes. The
+    # refusal named --gpus, which was not given; it names the flag that sized the job
+    bad = run_cli("train", *NVL, "--search", "--gpus-per-domain-used", "61", "--global-batch", "7")
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1, bad.stderr
+    assert bad.stderr.startswith("error: --gpus-per-domain-used: no layout of llama3-8b on 244 GPUs"), bad.stderr

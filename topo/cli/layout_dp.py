@@ -29,11 +29,13 @@ def sized_by(exc: TopoError, gpus: int | None, dp: int | None, placed: str | Non
 
 def placed_by(args, filled: str) -> str | None:
     """The flags that sized a job filled from its first GPU past its skipped domains (``filled``: :func:`~topo.training.mapping.job_gpus`'
-    words, "" where the job is the whole fabric and no flag sized it): ``--first-gpu``, ``--skip-domains`` as given,
-    else the layout that gave them."""
+    words, "" where the job is the whole fabric and no flag sized it): ``--first-gpu``, ``--skip-domains``,
+    ``--gpus-per-domain-used`` as given (rev95: a search filled at 61 of each domain by the flag was refused naming
+    ``--gpus``, not given), else the layout that gave them."""
     if not filled:
         return None
-    flags = [f"--{k.replace('_', '-')}" for k in ("first_gpu", "skip_domains") if getattr(args, k, None) is not None]
+    flags = [f"--{k.replace('_', '-')}" for k in ("first_gpu", "skip_domains", "gpus_per_domain_used")
+             if getattr(args, k, None) is not None]
     return " and ".join(flags) or (layout_source(args.layout) if getattr(args, "layout", None) else None)
 
 
