@@ -120,7 +120,8 @@ def region_job(args, region) -> tuple:
     if not step.fits:  # walk37: a share that cannot start was planned (time, energy, cost); one site's is refused
         mem = step.one_site["memory"]
         raise TopoError(f"{args.model} with this layout does not fit in GPU memory across the sites (one site's "
-                        f"share: {mem['total_bytes'] / 1e9:.1f} GB per GPU of {mem['capacity_bytes'] / 1e9:.1f} GB); "
+                        f"share: {format_in(mem['total_bytes'], 'GB', '.1f')} per GPU of "
+                        f"{format_in(mem['capacity_bytes'], 'GB', '.1f')}); "
                         "the MFU of a run that cannot start is not a planning figure", key="--layout")
     layer, job = region_job_layer(args.model, step, lay.precision, float(model.total_params), args.tokens)
     return layer, {"training": job, "site_gpus": dict(step.site_gpus), "across": across}
