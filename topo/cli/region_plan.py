@@ -195,12 +195,13 @@ _WAY_WORDS = {"dp": "data parallel", "pp": "pipeline stages across them", "outer
 
 
 def _no_ends_words(r: RegionPlan) -> str:
-    """Why a job across the sites the pp or outer way has no days at the step's ends (tidy94): the interval is built
-    for --across dp only (:data:`topo.training.multisite_interval.NO_INTERVAL_NOTE`); "" where it has one."""
-    if r.training.step_interval_s is not None or r.across == "dp":
+    """Why a job across the sites the outer way has no days at the step's ends (tidy94): the interval is built for
+    --across dp and pp only (:data:`topo.training.multisite_interval.NO_INTERVAL_NOTE`; regions83: pp's); "" where it
+    has one."""
+    if r.training.step_interval_s is not None or r.across in ("dp", "pp"):
         return ""
-    return (f"; no time to train at the step's interval ends: given for --across dp only (the {r.across} way's "
-            "crossings have call sizes the collective model's band is not yet given)")
+    return (f"; no time to train at the step's interval ends: given for --across dp and pp only (the {r.across} "
+            "way's crossing has no source for its call size, at which the collective model's band is given)")
 
 
 def _job_block(r: RegionPlan) -> list[str]:

@@ -39,6 +39,23 @@ r"""How a training job's gradient reduction crosses the sites (the ``dp`` way of
   most the share's; and each channel has one NCCL_BUFFSIZE buffer in flight a round trip
   (:func:`topo.engine.algorithms.across_sites.window_s`, ``G x c`` channels).
 
+Megatron-FSDP's hybrid sharding with an optimizer-sharded outer group (layout ``dp_outer_sharding = "optim"``,
+regions83; NVIDIA/Megatron-LM@d98e8a64ddf34856e74b24714e3bedb2f5a39553
+megatron/core/distributed/fsdp/src/megatron_fsdp/): the shard group's per-unit gathers and reduce-scatters stay
+inside the sites every micro-batch; what crosses is the outer (replica) group's, once a step: on the last
+micro-batch's backward (``megatron_fsdp.py`` lines 765-785, 883-898: ``outer_fsdp_group_grad_reduce`` only when
+``is_last_microbatch``) each unit's inner gradient shard reduce-scattered over ``outer_fsdp_group`` on its own stream
+after the unit's inner reduce-scatter (``param_and_grad_buffer.py`` lines 4134-4139, 4183-4208:
+``reduce_scatter_tensor``, where ``no_shard`` all-reduces), and before the first micro-batch's forward (lines 482-490
+of ``megatron_fsdp.py``: ``microbatch_count == 0``) each unit's updated weight shard all-gathered back into its inner
+shard, ``inner_dp_wbuf.data_size // outer_fsdp_group.size()`` a rank, the unit's gather stream waiting for it
+(``param_and_grad_buffer.py`` lines 4543-4565). So one replica's crossing is its gradients once at the
+gradient-reduction dtype and its weights once at the gather dtype (:attr:`ReplicaBytes.outer_sharded`): the flat ring
+over the replicate group carries ``(D_r-1)/D_r`` of both across a boundary, and the hierarchical form (the
+instances a site) ``(K-1)/K`` of both in ``2(K-1)`` crossings, its gather in the next step's first forward; the
+optimizer state over every data-parallel rank (lines 2423-2425) in either form, so the gradient norm sums shards
+held across the sites and crosses in both.
+
 The bytes are the one-site step's (:func:`topo.training.step.step_traffic`'s data-parallel collectives, read by
 :func:`topo.training.multisite.replica_dp_bytes`): the in-site part moves what the one-site step's reduction moves (a
 ring of ``D`` ranks moves ``2(D-1)/D`` of a shard per rank inside a site, the one-site reduction ``2(d-1)/d``: equal
@@ -108,12 +125,16 @@ class ReplicaBytes:
     all-gathered over it, at the gather dtype (BF16, or FP8 with ``fp8_param_gather``); ``forward_gather_share``:
     the share of that gather that runs in a forward (:func:`topo.training.step.forward_gather_share`: all of the
     distributed optimizer's, ZeRO-1/2's updated parameters before the next step's forward; of FSDP's per-unit
-    gathers the forward's, the rest before each backward)."""
+    gathers the forward's, the rest before each backward); ``outer_sharded``: the bytes are Megatron-FSDP's
+    optimizer-sharded outer group's (``dp_outer_sharding = "optim"``), its reduce-scatter of the gradient shards and
+    all-gather of the updated weight shards across the replicas once a step, so the hierarchical form crosses them
+    too (see the module doc)."""
 
     all_reduce_bytes: float
     reduce_scatter_bytes: float = 0.0
     all_gather_bytes: float = 0.0
     forward_gather_share: float = 0.0  # the gather's share that runs in a forward (regions76/79)
+    outer_sharded: bool = False  # regions83: Megatron-FSDP's optimizer-sharded outer group (see the module doc)
 
     @property
     def gradient_bytes(self) -> float:
@@ -205,9 +226,15 @@ def dp_crossings(region: Region, V: ReplicaBytes, replicas: int, replica_gpus: i
     K = region.num_sites
     a = np.arange(K)
     b = (a + 1) % K
-    X = 2 * (K - 1) / K * V.gradient_bytes
+    # regions83: under the optimizer-sharded outer group the instances' reduce-scatter and gather cross, not an
+    # all-reduce, and the gradient norm sums shards held across the sites
+    X = V.ring_crossing_bytes(K) if V.outer_sharded else 2 * (K - 1) / K * V.gradient_bytes
     ph, loads = dci_phase(region, a, b, X, 2 * (K - 1) * passes, site_gpus=site_gpus)
-    out = {"hierarchical": DpCrossing("hierarchical", ph, loads, X, 2 * (K - 1), None, 0.0, passes=passes)}
+    norm = small_all_reduce_dci_s(region, GRAD_NORM_BYTES, channels, site_gpus) if V.reduce_scatter_bytes else 0.0
+    h_gather = (K - 1) / K * V.all_gather_bytes if V.outer_sharded else 0.0
+    out = {"hierarchical": DpCrossing("hierarchical", ph, loads, X, 2 * (K - 1), None, 0.0,
+                                      norm if V.outer_sharded else 0.0, h_gather, (K - 1) if h_gather else 0,
+                                      passes)}
     if ranks_per_node > 1:
         return out
     D = replicas
@@ -218,7 +245,6 @@ def dp_crossings(region: Region, V: ReplicaBytes, replicas: int, replica_gpus: i
     hop = ph.latency_s / (steps * passes) if steps else 0.0
     win = window_s(Xr, 2 * hop, replica_gpus * channels, nccl_buffer_bytes()) if Xr else 0.0
     bound = ph.bound if ph.bandwidth_s >= win else f"window:{replica_gpus * channels} channels"
-    norm = small_all_reduce_dci_s(region, GRAD_NORM_BYTES, channels, site_gpus) if V.reduce_scatter_bytes else 0.0
     gather = (D - 1) / D * V.all_gather_bytes * V.forward_gather_share
     out["flat_ring"] = DpCrossing("flat_ring", Phase(ph.latency_s, max(ph.bandwidth_s, win), bound), loads, Xr,
                                   steps, nics, win, norm, gather, (D - 1) if gather else 0, passes)

@@ -41,7 +41,7 @@ from ..fabric.region_split import split_notes
 from ..fabric.region import Region
 from ..units import format_size, format_time, whole_bytes
 from . import ACROSS_SITES
-from .dp_across import (LOSS_BYTES, ReplicaBytes, dp_crossings, dp_ranks_per_node, fastest_dp_crossing,
+from .dp_across import (DP_REDUCTIONS, LOSS_BYTES, ReplicaBytes, dp_crossings, dp_ranks_per_node, fastest_dp_crossing,
                         hybrid_ring_shard, pick_dp_crossing)
 from .fp8_amax import AMAX_GROUP, AMAX_PHASE, amax_group, amax_reductions
 from .multisite_interval import NO_INTERVAL_NOTE, across_sites_interval
@@ -57,8 +57,8 @@ from .step import (behind_window_s, estimate_step, forward_gather_share, gather_
 __all__ = ["AcrossSites", "DEFAULT_SHARES", "MultisiteStep", "SHARES", "SiteReady", "check_shares", "site_shares",
            "shares_run", "site_capacities", "dp_window_s",
            "estimate_across_sites", "share_fabric",
-           "site_failure", "pp_boundary_ranks", "replica_dp_bytes", "dp_gather_window_s", "dp_passes", "loss_fill_s",
-           "flat_optimizer_saved_s",
+           "site_failure", "pp_boundary_ranks", "pp_send_bytes", "replica_dp_bytes", "dp_gather_window_s", "dp_passes", "loss_fill_s",
+           "flat_optimizer_saved_s", "over_job",
            "TARGET_FRACTION", "BACKWARD_SHARE", "SPAN_RULE"]
 
 TARGET_FRACTION = 0.95
@@ -312,7 +312,29 @@ def form_fits(model: ModelSpec, ones: list[tuple], job_dp: int) -> dict[str, boo
     for f, _, sl, one in ones:
         placed, _ = default_placement(sl, f.spec.gpus_per_domain, f.layout.num_gpus)
         flat = flat and job_memory(f, model, state_layout(placed, job_dp), one.memory).fits
-    return {"hierarchical": all(one.memory.fits for *_, one in ones), "flat_ring": flat}
+    own = all(one.memory.fits for *_, one in ones)
+    return {n: flat if over_job(n, ones[0][2]) else own for n in DP_REDUCTIONS}
+
+
+def over_job(form: str, lay: ParallelLayout) -> bool:
+    """Whether a job across the sites the ``dp`` way in ``form`` (a :data:`.dp_across.DP_REDUCTIONS` name) shards its
+    optimizer over every site's replicas, its step and memory then the job's (:func:`flat_optimizer_saved_s`,
+    :func:`.multisite_memory.job_memory`): NCCL's flat cross-DC ring (one optimizer instance over the job), and either
+    form under Megatron-FSDP's optimizer-sharded outer group (``lay.dp_outer_sharding`` ``optim``: the optimizer
+    state over every data-parallel rank whatever the instances, NVIDIA/Megatron-LM@d98e8a64ddf34856e74b24714e3bedb2f5a39553
+    megatron/core/distributed/fsdp/src/megatron_fsdp/param_and_grad_buffer.py lines 2423-2425; regions83).
+
+    Parameters
+    ----------
+    form : str
+    lay : ParallelLayout
+        The job's or a share's (its ``dp_outer_sharding``).
+
+    Returns
+    -------
+    bool
+    """
+    return form == "flat_ring" or lay.dp_outer_sharding == "optim"
 
 
 def flat_optimizer_saved_s(model: ModelSpec, share: ParallelLayout, one: StepResult, job_dp: int) -> float:
@@ -594,9 +616,12 @@ def _across_from(region: Region, fabric, model: ModelSpec, lay: ParallelLayout, 
     out.timeline = step_with_dci(one.timeline, T1, pick)
     if one.uncertainty:  # walk16: the interval one site prints, said of the step it bounds
         out.uncertainty = {**one.uncertainty, "bounds": "one_site_step_s"}
-    if pick.strategy == "dp":  # the cross-site call is a gradient bucket's (Megatron-Core's, dp_bucket_params)
+    if pick.strategy in ("dp", "pp"):  # the cross-site call: a gradient bucket (Megatron-Core's dp_bucket_params), or
+        # regions83: one rank's send of a micro-batch's activations to the next stage
+        call = (dp_bucket_params(site_lay) * site_lay.reduce_bytes if pick.strategy == "dp"
+                else pp_send_bytes(model, placed))
         out.step_interval = across_sites_interval(one.uncertainty, pick.step_time_s - pick.exposed_s,
-                                                  pick.exposed_s, dp_bucket_params(site_lay) * site_lay.reduce_bytes)
+                                                  pick.exposed_s, call)
     elif one.uncertainty:  # tidy94: said, not left to a missing field (findings 369 Left 2)
         out.assumptions.append(NO_INTERVAL_NOTE.format(across=pick.strategy))
     taken = _share_as_taken(one, _share_memory(out, region, fabric, model, placed, one, forms, across, sum(dps)))
@@ -628,13 +653,15 @@ def _share_memory(out: MultisiteStep, region: Region, fabric, model: ModelSpec, 
     instance over every site); the hierarchical reduction, pipeline stages and an outer synchronisation across the
     sites over one site's, as the share's step ``one`` did. Returns that memory (a
     :class:`~topo.training.memory.MemoryBreakdown`)."""
-    flat = across == "dp" and pick_dp_crossing(region, forms).name == "flat_ring"
+    flat = across == "dp" and over_job(pick_dp_crossing(region, forms).name, placed)
     if flat:
         placed = state_layout(placed, job_dp)
         mem = job_memory(fabric, model, placed, one.memory)
     else:
         mem = one.memory
-    where = ("one optimizer instance over every site: NCCL's flat cross-DC ring" if flat else
+    where = ("the optimizer over every site's replicas: Megatron-FSDP's optimizer-sharded outer group"
+             if flat and placed.dp_outer_sharding == "optim" else
+             "one optimizer instance over every site: NCCL's flat cross-DC ring" if flat else
              "one optimizer instance a site: the hierarchical reduction" if across == "dp" else
              f"data parallelism inside each site: {across} across the sites")
     out.memory, out.memory_sharding = mem.to_dict(), sharding_text(placed, where, model.moe is not None)
@@ -739,6 +766,9 @@ _SHARD_GROUPS = ("dps", "edps")
 """Hybrid sharding's shard groups: their reduce-scatter crosses as an all-reduce of the site's shards (the sites
 replicate them), their gathers stay inside the group; the replicate groups' all-reduces (``dpr``, ``edpr``) are the
 in-site half of that reduction."""
+_REPLICA_GROUPS = ("dpr", "edpr")
+"""Hybrid sharding's replicate groups: under ``dp_outer_sharding = "optim"`` their once-a-step reduce-scatter and
+gather are what crosses (regions83), the shard groups' collectives all inside the sites."""
 
 
 def replica_dp_bytes(model: ModelSpec, lay: ParallelLayout) -> ReplicaBytes:
@@ -762,13 +792,19 @@ def replica_dp_bytes(model: ModelSpec, lay: ParallelLayout) -> ReplicaBytes:
     ReplicaBytes
     """
     per_rank = {f: [0.0, 0.0] for f in _CROSSING_KIND.values()}  # field -> [dense, expert] bytes per rank
+    outer = lay.dp_outer_sharding == "optim"
     for it in step_traffic(model, lay):
         g = it["groups"]
-        if it["dim"] != "dp" or g in ("dpr", "edpr") or (g in _SHARD_GROUPS and it["collective"] == "all_gather"):
+        if it["dim"] != "dp" or _stays_in_site(g, it["collective"], outer):
             continue
-        field = "all_reduce_bytes" if g in _SHARD_GROUPS else _CROSSING_KIND[it["collective"]]
         expert = g in EXPERT_DP_GROUPS
-        per_rank[field][expert] += it["size_bytes"] * it["calls"] / (lay.expert_dp if expert else lay.dp * lay.cp)
+        if outer and g not in _REPLICA_GROUPS and (lay.expert_dp if expert else lay.dp * lay.cp) > 1:
+            _refuse_mixed_outer(g, lay)  # regions83: a group's per-micro-batch ZeRO-3 crossing beside the outer's
+        # the outer group's collectives carry a rank's shard: its shard group's width of them is a replica's part
+        field = "all_reduce_bytes" if g in _SHARD_GROUPS else _CROSSING_KIND[it["collective"]]
+        width = (lay.expert_dp_shard_size if expert else lay.dp_shard_size * lay.cp) if g in _REPLICA_GROUPS else 1
+        per_rank[field][expert] += it["size_bytes"] * it["calls"] * width / (lay.expert_dp if expert
+                                                                             else lay.dp * lay.cp)
     rows = stage_params(model, lay)
     b = busiest_stage(rows)  # the busiest, as the step's DP traffic takes it
     ends = bf16_kept_params(model, lay)
@@ -784,7 +820,31 @@ def replica_dp_bytes(model: ModelSpec, lay: ParallelLayout) -> ReplicaBytes:
                                 + (exp * e / e_b if e_b else 0.0) for (d, e, _), w in zip(rows, wb))
 
     return ReplicaBytes(**{f: each(f, dense, exp) for f, (dense, exp) in per_rank.items()},
-                        forward_gather_share=forward_gather_share(lay))
+                        forward_gather_share=1.0 if outer else forward_gather_share(lay), outer_sharded=outer)
+
+
+def _stays_in_site(groups: str, collective: str, outer: bool) -> bool:
+    """Whether a data-parallel collective of the job's step stays inside the sites (the shard groups inside them):
+    hybrid sharding's gathers, and its replicas' all-reduce, the in-site half of the crossing's; under Megatron-FSDP's
+    optimizer-sharded outer group (``outer``) every shard-group collective, the replicas' reduce-scatter and gather
+    crossing (regions83, :attr:`.dp_across.ReplicaBytes.outer_sharded`)."""
+    if groups in _REPLICA_GROUPS:
+        return not outer
+    return groups in _SHARD_GROUPS and (outer or collective == "all_gather")
+
+
+def _refuse_mixed_outer(groups: str, lay: ParallelLayout) -> None:
+    """Refuse a job across the sites under ``dp_outer_sharding = "optim"`` whose dense or expert weights are sharded
+    over their whole data-parallel group (``groups``, not hybrid; ``lay`` the job's): their crossing runs every
+    micro-batch beside the outer group's once a step, a mix not priced (regions83)."""
+    expert = groups in EXPERT_DP_GROUPS
+    key, got, whole = (("expert_dp_shard", lay.expert_dp_shard, lay.expert_dp) if expert
+                       else ("dp_shard", lay.dp_shard, lay.dp))
+    raise TopoError(f"optim across the sites needs the dense and the expert weights both hybrid-sharded, got "
+                    f"{key} {got} with {'expert_dp' if expert else 'dp'} {whole} (the "
+                    f"{'experts' if expert else 'dense weights'} sharded over their whole data-parallel group cross "
+                    f"every micro-batch, beside the outer group's once a step: not priced); allowed: {key} below "
+                    f"{whole}, or no_shard", key="dp_outer_sharding")
 
 
 def _ring(K):
@@ -984,7 +1044,7 @@ def dp_passes(lay: ParallelLayout) -> int:
     -------
     int
     """
-    return lay.microbatches if lay.zero_stage >= 3 else 1
+    return lay.microbatches if lay.zero_stage >= 3 and lay.dp_outer_sharding != "optim" else 1
 
 
 def dp_gather_window_s(one: StepResult, lay: ParallelLayout) -> float:
@@ -1146,7 +1206,7 @@ def dp_form_ends_s(cross, one, lay, V: ReplicaBytes, ready: SiteReady, amax_s: f
         return (t + behind_window_s(grad_s, grad_edge, w) + behind_window_s(g.time_s, g_edge, f) + after
                 + _loss_exposed_s(loss_s, lay, c))
 
-    steps, own_step = _dp_steps_s(ready, one, saved_s, cross.name == "flat_ring", g.time_s > 0)
+    steps, own_step = _dp_steps_s(ready, one, saved_s, over_job(cross.name, lay), g.time_s > 0)
     own = end(own_step, dp_window_s(one, lay), dp_gather_window_s(one, lay), one.breakdown_s["compute"])
     T = max(end(*x) for x in zip(steps, ready.windows_s, ready.gather_windows_s, ready.computes_s))
     return T, own, steps
@@ -1241,7 +1301,7 @@ def _pp(region: Region, one, lay, model, ready: SiteReady) -> AcrossSites:
     peer of the next, so a site's crossing is one rank's sends over its own NIC, not spread over the share's NICs
     (regtree71's Left 1)."""
     K = region.num_sites
-    size = sum(it["size_bytes"] for it in step_traffic(model, lay) if it["collective"] == "pipeline")
+    size = pp_send_bytes(model, lay)
     ranks = pp_boundary_ranks(lay, K)
     a, b, nbytes = _pp_crossings(K, lay, size * ranks)  # a stage's ranks across the job
     nics = dict(site_gpus=(ranks,) * K, channels=ranks)  # one NIC a rank pair, fewer where its servers share them
@@ -1256,6 +1316,26 @@ def _pp(region: Region, one, lay, model, ready: SiteReady) -> AcrossSites:
     return AcrossSites("pp", T, Ts / T, latency + ph.bandwidth_s, T - Ts, float(loads.max()), need,
                        ph.bound, latency_s=latency, dci_Bps_for_95pct_by_span=each, dci_total_Bps_for_95pct=total,
                        own_end_s=own)
+
+
+def pp_send_bytes(model: ModelSpec, lay: ParallelLayout) -> float:
+    """One rank's send of a micro-batch's activations to the next pipeline stage (or their gradients back), the call
+    a stage boundary's crossing is made of: the step's ``pipeline`` item (:func:`topo.training.step.step_traffic`,
+    ``act / tp`` with sequence parallelism or scatter-gather), one ``isend`` / ``irecv`` a rank pair
+    (:func:`_pp`'s sources).
+
+    Parameters
+    ----------
+    model : ModelSpec
+    lay : ParallelLayout
+        The share, placed.
+
+    Returns
+    -------
+    float
+        Bytes; 0 at ``pp`` 1.
+    """
+    return sum(it["size_bytes"] for it in step_traffic(model, lay) if it["collective"] == "pipeline")
 
 
 def pp_boundary_ranks(lay: ParallelLayout, num_sites: int) -> int:
@@ -1325,6 +1405,8 @@ def _dp_form_note(region: Region, V: ReplicaBytes, forms: dict, ranks_per_node: 
            if pick is fastest else "the fastest in which the job fits in GPU memory")  # regions81
     said = {"hierarchical": "by the hierarchical reduction", "flat_ring": "by NCCL's flat cross-DC ring"}
     inside = ", the parameters gathered inside each site's optimizer instance" if V.reduce_scatter_bytes else ""
+    h_what = (f"{_ring_carries(V)} of the optimizer-sharded outer group once a step" if V.outer_sharded
+              else f"the gradients' all-reduce{inside}")  # regions83
     norm = f", the gradient norm's all-reduce {format_time(r.norm_s)}" if r is not None and r.norm_s else ""
     ring = (f"NCCL's flat cross-DC ring over {r.steps // 2 + 1:,} replicas {format_time(r.time_s)} "
             f"({format_size(r.nbytes)} a boundary, {_ring_carries(V)}, {r.steps:,} crossings{norm}, "
@@ -1337,7 +1419,7 @@ def _dp_form_note(region: Region, V: ReplicaBytes, forms: dict, ranks_per_node: 
     steps = (f"; the job's step {format_time(h.step_s)} by the hierarchical reduction, {format_time(r.step_s)} by "
              f"the flat ring (what auto compares)" if r is not None and h.step_s is not None else "")  # regions82
     return (f"dp across sites: the gradients cross {said[pick.name]} ({why}): hierarchical "
-            f"{format_time(h.time_s)} ({format_size(h.nbytes)} a boundary, the gradients' all-reduce{inside}, "
+            f"{format_time(h.time_s)} ({format_size(h.nbytes)} a boundary, {h_what}, "
             f"{h.steps} crossings), {ring}{steps}; nccl.dp_reduction = hierarchical, flat_ring or auto")
 
 

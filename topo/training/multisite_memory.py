@@ -179,4 +179,11 @@ def sharding_text(lay: ParallelLayout, where: str, experts: bool = False) -> str
         return "no state sharded over data parallelism (dp_sharding none)"
     dense, expert = lay.shard_divisors(1)
     experts = f", the experts' over {expert:,} replicas" if experts else ""
-    return f"{_STATE[min(z, 3)]} sharded over {dense:,} data x context ranks{experts} ({where})"
+    state = _STATE[min(z, 3)]
+    if lay.dp_outer_sharding == "optim" and z >= 3:  # regions83: the optimizer wider than the weights' shard group
+        inner, inner_e = lay.shard_divisors(3)
+        state = (f"the optimizer state sharded over {dense:,} data x context ranks{experts}, the gradients and "
+                 f"weights over {inner:,}")
+        experts = f", the experts' over {inner_e:,}" if experts else ""
+        return f"{state}{experts} ({where})"
+    return f"{state} sharded over {dense:,} data x context ranks{experts} ({where})"
