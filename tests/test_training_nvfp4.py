@@ -13,7 +13,7 @@ import pytest
 from published_setups import assert_printed_row
 from topo.errors import TopoError
 from topo.training.gpus import gpu_compute
-from topo.training.kernels import fp8_recipe_costs, gemm_s, recipe_precision
+from topo.training.kernels import fp8_recipe_costs, gemm_s, recipe_gemm_ratio, recipe_precision
 from topo.training.operators import Op, op_time_s, quantize_bytes
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -42,17 +42,21 @@ def test_hopper_has_no_fp4_rate():
 
 def test_nvfp4_gemm_ratio_is_the_guides_b300_layer():
     """TE's GEMM guide (NVIDIA/TransformerEngine@8f2e63578e10 docs/examples/gemm_profiling/gemm_profiling.rst,
-    B300, pre-quantized): NVFP4 3.764 ms a layer against current scaling's 6.812 ms. Priced at the FP4 peak, the
-    ratio is that over B300's peak ratio (FP8 4,500 / FP4 13,125); on B300 an NVFP4 GEMM then takes 0.5526 of
-    per-tensor FP8's time at large shapes, on B200 (FP4 only twice FP8) 0.806: the tile model gives up to 6% more at
-    16,384 cubed, a tile's fixed cost being the same time in any precision (a larger share of a faster tile)."""
-    ratio = fp8_recipe_costs("nvfp4", "blackwell")[0]
-    assert ratio == pytest.approx(3.764 / 6.812 * 13125 / 4500, rel=1e-3)
-    for name, share in (("B300", 3.764 / 6.812), ("B200", 3.764 / 6.812 * 13125 / 4500 / 2)):
-        k = gpu_compute(name).kernels
+    B300, pre-quantized): NVFP4 3.764 ms a layer against current scaling's 6.812 ms. Priced on the FP4 tiles at the
+    FP4 peak times that ratio x the GPU's FP4 / FP8 peaks, a large NVFP4 GEMM takes 0.5526 of per-tensor FP8's time
+    on every Blackwell GPU (B300 and GB300 at 3x FP8's peak, B200 and GB200 at 2x); the tile model gives up to 7%
+    more at 16,384 cubed, a tile's fixed cost being the same time in any precision (a larger share of a faster
+    tile)."""
+    share = 3.764 / 6.812
+    for name in ("B200", "GB200", "B300", "GB300"):
+        gpu = gpu_compute(name)
+        k = gpu.kernels
+        ratio = recipe_gemm_ratio(k, "nvfp4", "blackwell")
+        assert ratio == pytest.approx(share * gpu.peak_flops("fp4") / gpu.peak_flops("fp8"), rel=1e-3)
         M = N = K = 16384.0
         modelled = ratio * gemm_s(k, M, N, K, "fp4") / gemm_s(k, M, N, K, "fp8")
-        assert share < modelled < 1.07 * share
+        assert share < modelled < 1.07 * share, name
+    assert recipe_gemm_ratio(k, "mxfp8", "blackwell") == fp8_recipe_costs("mxfp8", "blackwell")[0]
     assert recipe_precision("nvfp4") == "fp4" and recipe_precision("mxfp8") == recipe_precision(None) == "fp8"
 
 
@@ -70,7 +74,7 @@ def test_a_linear_layer_runs_its_gemms_at_fp4():
     M, N, K = 8192.0, 8192.0, 8192.0
     lin = Op("fc", "mlp", "gemm", 2 * M * N * K, 0.0, M, N, K, 1.0, True)
     t = op_time_s(lin, gpu, "fp8", fp8_recipe="nvfp4")
-    gemm = fp8_recipe_costs("nvfp4", "blackwell")[0] * gemm_s(k, M, N, K, "fp4")
+    gemm = recipe_gemm_ratio(k, "nvfp4", "blackwell") * gemm_s(k, M, N, K, "fp4")
     assert gemm < t < gemm * 1.5
     assert t < op_time_s(lin, gpu, "fp8", fp8_recipe="mxfp8")
     attn = Op("scores", "attention", "gemm", 2 * M * N * K, 0.0, M, N, K, 1.0, False)

@@ -55,7 +55,7 @@ from .router_load import expected_row_tiles
 __all__ = ["KernelModel", "kernel_model", "gemm_s", "tile_set", "attention_rate_flops", "cudnn_factor", "memory_s",
            "router_kernels", "alltoall_preprocess_kernels", "permute_kernels", "permute_s", "permute_efficiency",
            "quantize_kernels", "fp8_padding", "epilogue_extra_s",
-           "fp8_recipe_costs", "recipe_precision", "cast_extra_bytes", "OPERAND_BYTES", "ssd_sm_reference", "quantize_s", "fp8_backward_head_dims", "fp8_backward_published",
+           "fp8_recipe_costs", "recipe_precision", "recipe_gemm_ratio", "cast_extra_bytes", "OPERAND_BYTES", "ssd_sm_reference", "quantize_s", "fp8_backward_head_dims", "fp8_backward_published",
            "FITTED", "host_launch_price", "PYTHON_CALL_KEYS"]
 
 PYTHON_CALL_KEYS = ("py_call_s", "pybind_call_s", "py_object_s")
@@ -220,7 +220,7 @@ def fp8_recipe_costs(recipe: str | None, generation: str) -> tuple[float, float,
     ----------
     recipe : str or None
         The layout's ``fp8_recipe`` (``delayed``, ``current`` or None: per-tensor; ``blockwise``; ``mxfp8``;
-        ``nvfp4``, whose ratio is against a GEMM at the FP4 peak: :func:`recipe_precision`).
+        ``nvfp4``, whose ratio is the GPU's: :func:`recipe_gemm_ratio`).
     generation : str
         The GPU's generation (``hopper``, ``blackwell``, ...).
 
@@ -242,6 +242,31 @@ def recipe_precision(recipe: str | None) -> str:
     ``nvfp4`` (Transformer Engine's NVFP4BlockScaling quantises both operands of fprop, dgrad and wgrad to E2M1:
     TE docs features/low_precision_training/nvfp4; arXiv 2509.25149 sec. 4), ``fp8`` for every other."""
     return "fp4" if recipe == "nvfp4" else "fp8"
+
+
+def recipe_gemm_ratio(km: KernelModel, recipe: str | None, generation: str) -> float:
+    """The factor on a linear GEMM's time at :func:`recipe_precision` under ``recipe``: :func:`fp8_recipe_costs`'s
+    ratio, or for ``nvfp4`` (GEMMs at the FP4 peak) the measured NVFP4 over per-tensor FP8 time
+    (``kernels.toml`` ``[fp8_recipe] nvfp4_fp8_time_ratio``) times the GPU's FP4 over FP8 peak, so a large NVFP4
+    GEMM takes that share of an FP8 one on every GPU.
+
+    Parameters
+    ----------
+    km : KernelModel
+        The GPU's kernel model (its ``peak_flops``).
+    recipe : str or None
+        The layout's ``fp8_recipe``.
+    generation : str
+        The GPU's generation.
+
+    Returns
+    -------
+    float
+        The time factor.
+    """
+    if recipe != "nvfp4":
+        return fp8_recipe_costs(recipe, generation)[0]
+    return float(_table()["fp8_recipe"]["nvfp4_fp8_time_ratio"]) * km.peak_flops["fp4"] / km.peak_flops["fp8"]
 
 
 def cast_extra_bytes(recipe: str | None) -> tuple[float, float]:

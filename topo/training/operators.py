@@ -65,7 +65,7 @@ from .grouped_gemm import (CPP_LOOP_PATHS, GROUP_QUANTIZE_KERNELS, epilogue_cast
 from .kernels import (KernelModel, alltoall_preprocess_kernels, attention_rate_flops, cast_extra_bytes,
                       fp8_backward_published, fp8_padding, fp8_recipe_costs, gemm_s, memory_s,
                       permute_backward_bytes, permute_kernels, permute_s, quantize_kernels, quantize_s,
-                      recipe_precision, router_kernels, ssd_sm_reference)
+                      recipe_gemm_ratio, recipe_precision, router_kernels, ssd_sm_reference)
 from .parallel import ParallelLayout, current_scaling
 from .pipeline_layout import layout_chunks
 from .ring_attention import cp_attention_calls, p2p_merge_bytes
@@ -1116,7 +1116,7 @@ def op_time_s(op: Op, gpu: GpuCompute, precision: str, backward: bool = False, a
     gemms = _gemm_shapes(op)
     passes = ("dgrad", "wgrad") if backward else ("fprop",)
     shapes = tuple(gemms[p] for p in passes)
-    ratio = fp8_recipe_costs(fp8_recipe, gpu.generation)[0] if fp8 else 1.0
+    ratio = recipe_gemm_ratio(gpu.kernels, fp8_recipe, gpu.generation) if fp8 else 1.0
     t = 0.0
     if op.expert_kernels:  # a grouped pass's launch gaps are its path's (:mod:`.grouped_gemm`), not one a GEMM
         gap -= per * op.launches * len(passes)
@@ -1242,7 +1242,7 @@ def tp_paired_gemm_s(op: Op, gpu: GpuCompute, precision: str, fp8_recipe: str | 
     if op.kind != "gemm" or not op.tp_overlap:
         return {}
     prec, km = _gemm_precision(op, precision, fp8_recipe), gpu.kernels
-    ratio = fp8_recipe_costs(fp8_recipe, gpu.generation)[0] if prec != "bf16" else 1.0
+    ratio = recipe_gemm_ratio(km, fp8_recipe, gpu.generation) if prec != "bf16" else 1.0
     passes = ("fprop", "dgrad", "wgrad") if op.tp_overlap == "ag" else ("fprop", "dgrad")
     margins = margins or {}
     return {f"{op.tp_overlap}_{p}": ratio * gemm_s(margin_kernels(gpu, margins[p]) if p in margins else km, *shape,
