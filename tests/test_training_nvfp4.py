@@ -109,3 +109,16 @@ def test_megatron_bridge_nvfp4_rows_are_the_table():
         assert_printed_row(r, rid, model, system, "NeMo 26.04.01", (gpus, gbs, mbs, seq), layout, tokens, tflops,
                            6e-4)
         assert r["precision"] == "fp8" and r["fp8_param_gather"] == "0", rid
+
+
+@pytest.mark.parametrize("extra,message", [
+    ("fp8_param_gather=true", "fp8_param_gather: true gathers FP8 weights, which fp8_recipe nvfp4 keeps in BF16"),
+    ('attention_fp8="fp8"', "attention_fp8: fp8 quantises attention, which Transformer Engine's NVFP4 recipe"),
+])
+def test_nvfp4_refuses_what_te_does_not_run(extra, message):
+    """TE's NVFP4BlockScaling sets fp8_dpa False (attention BF16); an FP4 weight gather is not modelled."""
+    out = subprocess.run([sys.executable, "-m", "topo", "train", "gb200-nvl72-superpod", "--model", "llama3-8b",
+                          "--tp", "1", "--global-batch", "2048", "--precision", "fp8", "--layout",
+                          f'fp8_recipe="nvfp4",{extra}'], capture_output=True, text=True, cwd=ROOT)
+    assert out.returncode != 0 and "Traceback" not in out.stderr
+    assert message in out.stderr and len(out.stderr.strip().splitlines()) == 1
