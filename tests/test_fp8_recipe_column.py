@@ -30,7 +30,7 @@ from run_recipe_columns import RunColumnError, check_recipe_columns, fp8_recipe_
 
 REF = ROOT / "data" / "reference"
 FILES = ("training_runs_published.csv", "training_runs_holdout.csv")
-ALLOWED = ("delayed", "current", "blockwise", "mxfp8", "unstated")
+ALLOWED = ("delayed", "current", "blockwise", "mxfp8", "nvfp4", "unstated")
 TWO_RECIPE_NOTES = {  # the 13 rows whose notes name two recipes, with the recipe their sources state
     **{rid: "current" for rid in (
         "mb2602_gb200_llama3_70b", "mb2602_gb200_llama31_405b", "mb2509_gb200_llama3_8b", "mb2509_gb200_llama3_70b",
@@ -52,10 +52,11 @@ def test_every_fp8_row_names_an_allowed_recipe_and_no_bf16_row_one():
     # runs70: Megatron-Bridge 26.08's GB200 Nemotron 3.5 Lightning MXFP8 row (held out); super80: 26.08's GB200
     # (fitted) and GB300 (held out) Nemotron 3 Super MXFP8 rows; data81: 26.08's five DGX-GB300 MXFP8 rows (held out);
     # ultra85: 26.08's GB200 (fitted) and GB300 (held out) Nemotron 3 Ultra MXFP8 rows; superarch86: the archive's 13
-    # Nemotron 3 Super MXFP8 rows of 26.04-26.06.01 (held out)
-    assert counts == {"delayed": 54, "current": 82, "blockwise": 2, "mxfp8": 134, "unstated": 21}
+    # Nemotron 3 Super MXFP8 rows of 26.04-26.06.01 (held out); nvfp4 (section 397): 26.04.01's four dense NVFP4
+    # Llama rows (held out)
+    assert counts == {"delayed": 54, "current": 82, "blockwise": 2, "mxfp8": 134, "nvfp4": 4, "unstated": 21}
     assert all(r["gpu"] in ("H100", "H200", "H800") for r in rows.values() if r["fp8_recipe"] == "blockwise")
-    assert all(r["gpu"].startswith(("B", "GB")) for r in rows.values() if r["fp8_recipe"] == "mxfp8")
+    assert all(r["gpu"].startswith(("B", "GB")) for r in rows.values() if r["fp8_recipe"] in ("mxfp8", "nvfp4"))
 
 
 def test_the_two_recipe_notes_rows_carry_their_sources_recipe():
@@ -105,8 +106,8 @@ def test_the_note_no_longer_sets_the_recipe_and_the_column_does(tmp_path, monkey
 
 @pytest.mark.parametrize("run, value, allowed", [
     ("mb2509_gb200_llama3_70b", "MXFP8",
-     "allowed: one of delayed, current, mxfp8, blockwise, unstated"),
-    ("mb2509_gb200_llama3_70b", "", "allowed: one of delayed, current, mxfp8, blockwise, unstated on every row of "
+     "allowed: one of delayed, current, mxfp8, blockwise, nvfp4, unstated"),
+    ("mb2509_gb200_llama3_70b", "", "allowed: one of delayed, current, mxfp8, blockwise, nvfp4, unstated on every row of "
      "precision fp8"),
     ("mb2602_gb200_gptoss_120b", "current", "allowed: empty on a row whose precision is not fp8"),
 ])

@@ -121,8 +121,9 @@ def test_every_rows_column_value_is_in_its_layout():
     # overlap, TE's loss, FP8 weights on all; router fusion on the four but Nemotron 3 Nano; FP8 attention at head
     # dim 64 on GPT-OSS 120B's); ultra85 the 26.08 section's two Nemotron 3 Ultra MXFP8 rows (router fusion, the
     # native loss "fused", FP8 weights; no TP overlap); superarch86 the archive's 13 Nemotron 3 Super MXFP8 rows (TE's
-    # loss, FP8 weights, no TP overlap: comm_overlap None)
-    assert counts == {"overlap_tp": 319, "moe_router_fusion": 144, "cross_entropy": 292, "attention_fp8": 4,
+    # loss, FP8 weights, no TP overlap: comm_overlap None); nvfp4 (section 397) 26.04.01's four dense NVFP4 Llama
+    # rows, their MXFP8 / current-scaling twins' columns (TP overlap, TE's loss) without FP8 weights
+    assert counts == {"overlap_tp": 323, "moe_router_fusion": 144, "cross_entropy": 296, "attention_fp8": 4,
                       "fp8_amax_reduction": 52, "fp8_scale_inverse_kernel": 33, "fp8_amax_pass": 12,
                       "fp8_param_gather": 248, "ep_comm_sms": 16}
     assert rows["mbvc_h100_deepseekv3"]["overlap_tp"] == "0"
@@ -143,9 +144,10 @@ def test_every_rows_column_value_is_in_its_layout():
     # rows' too (the same, test_nemotron_mxfp8_rows_pad_counts_as_their_recipes); superarch86: the archive's 13
     # Nemotron 3 Super rows' 128Mi buckets, and the H100 card recipe's DP collectives not overlapped (overlap_dp 0);
     # ultracol91: the two Nemotron 3 Ultra rows' HSDP (_apply_nemotron_3_ultra_fsdp_hsdp at @4ab94dfa: 4 optimizer
-    # instances, outer_dp_sharding_strategy optim; test_nemotron3_ultra_ultra85's HSDP test)
+    # instances, outer_dp_sharding_strategy optim; test_nemotron3_ultra_ultra85's HSDP test); nvfp4 (section 397):
+    # 26.04.01's four dense NVFP4 Llama rows' 128Mi buckets (as their twins)
     assert filled == {"grad_bytes": 20, "grad_reduce_bytes": 18, "optimizer_bytes_per_param": 10, "moe_counts_aligned": 10,
-                      "dp_bucket_params": 321, "dp_align_grad_reduce": 90, "pipeline_layout": 6,
+                      "dp_bucket_params": 325, "dp_align_grad_reduce": 90, "pipeline_layout": 6,
                       "pipeline_schedule": 1, "moe_expert_rank_capacity_factor": 31, "overlap_dp": 1, "dp_shard": 2,
                       "expert_dp_shard": 2, "dp_outer_sharding": 2}
     assert {r["dp_bucket_params"] for r in rows.values()} == {"", "134217728", "768000000"}

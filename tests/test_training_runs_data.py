@@ -342,7 +342,9 @@ def test_holdout_is_whole_families_of_its_releases():
     # (GB300 runs are held out by GPU, whatever their model: test_every_gb300_run_is_held_out; data35's rows one in
     # three: test_new_in_family_rows_are_held_out_one_in_three)
     held = {r["model"] for r in _rows(HOLDOUT) if r["system"] != "DGX-GB300"
-            and r["run_id"] not in ONE_IN_THREE + DATA50_NEW_SETUP + OPEN_PR_RUNS}
+            and r["run_id"] not in ONE_IN_THREE + DATA50_NEW_SETUP + OPEN_PR_RUNS and r["fp8_recipe"] != "nvfp4"}
+    # nvfp4 (findings 397): NVFP4 rows are held out by precision, whatever their family: none is ever fitted
+    assert not any(r["fp8_recipe"] == "nvfp4" for r in _rows(PUBLISHED))
     # runs70: Nemotron 3.5 Lightning (Nemotron 3 Nano's network plus two MTP depths, 26.08 stack) joins held out
     # whole, with the Nano family's 26.04-on releases, decided before its two rows were scored
     # superarch86: Nemotron 3 Super's archive rows (26.04-26.06.01, before the fitted 26.08 section and model card)
@@ -434,10 +436,10 @@ def test_every_gb300_run_is_held_out():
     # entry takes GB200's dense rates (topo/data/compute/gpus.toml [GB300]); a fit on it would let that assumption
     # steer the Blackwell fractions, so every GB300 run is scored apart, never fitted
     gb300 = [r["run_id"] for r in _rows(HOLDOUT) if r["system"] == "DGX-GB300"]
-    assert len(gb300) == 33  # 9 model cards, 5 + 4 of the 26.04.01 table (MoE, hybrid; dense), 3 of 26.06.01's, Lambda's MLPerf v5.1 8B,
+    assert len(gb300) == 35  # 9 model cards, 5 + 4 of the 26.04.01 table (MoE, hybrid; dense), 3 of 26.06.01's, Lambda's MLPerf v5.1 8B,
     # Megatron-LM PR #5728's Qwen3 235B (runs56), 26.08's Nemotron 3 Super MXFP8 (super80), 5 of 26.08's (data81),
     # 26.08's Nemotron 3 Ultra MXFP8 (ultra85), the archive's four Nemotron 3 Super MXFP8 GB300 rows of 26.04,
-    # 26.04.01, 26.06, 26.06.01 (superarch86)
+    # 26.04.01, 26.06, 26.06.01 (superarch86), 26.04.01's two dense NVFP4 rows, Llama 3 70B and 3.1 405B (nvfp4)
     assert not any(r["system"] == "DGX-GB300" for r in _rows(PUBLISHED))
 
 

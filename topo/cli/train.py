@@ -66,7 +66,7 @@ def _job_arguments(p) -> None:
                    help="a layout TOML file (keys: tp, cp, pp, dp, ep, vpp, global_batch, recompute, ...), or the "
                         "same keys as pairs, tp=8,pp=16,dp=64,global_batch=2048 (as topo plan and topo report take "
                         "it); options given on the command line win; how the framework runs the step: "
-                        "fp8_recipe=delayed|current|blockwise|mxfp8 (Blackwell only) with --precision fp8 "
+                        "fp8_recipe=delayed|current|blockwise|mxfp8|nvfp4 (the last two Blackwell only) with --precision fp8 "
                         "(default: per-tensor scaling), fp8_param_gather=true (FP8 recipes), "
                         "mamba_mixer=megatron|mamba_ssm, "
                         "recompute_early_stop=true (full recomputation under PyTorch's non-reentrant checkpoint: "

@@ -19,7 +19,7 @@ from .kernels import KernelModel, kernel_model
 __all__ = ["GpuCompute", "gpu_compute", "PRECISIONS"]
 
 _DIR = data_dir("compute")
-PRECISIONS = ("bf16", "fp8")
+PRECISIONS = ("bf16", "fp8", "fp4")
 
 
 @dataclass(frozen=True)
@@ -28,8 +28,9 @@ class GpuCompute:
 
     Attributes
     ----------
-    peak_bf16_flops, peak_fp8_flops : float
-        Dense FLOP/s (``peak_fp8_flops`` None: no FP8 tensor cores).
+    peak_bf16_flops, peak_fp8_flops, peak_fp4_flops : float
+        Dense FLOP/s (``peak_fp8_flops`` None: no FP8 tensor cores; ``peak_fp4_flops`` None: no FP4 ones, the GEMMs
+        of ``fp8_recipe = "nvfp4"``).
     memory_bytes : float
         HBM a job can fill: the device memory the driver reports (``usable_memory_MiB``; an "80GB" H100 has
         85.5e9 bytes).
@@ -48,6 +49,7 @@ class GpuCompute:
     kernels: KernelModel
     source: str
     sms: int | None = None
+    peak_fp4_flops: float | None = None
 
     @property
     def efficiency(self) -> float:
@@ -55,7 +57,12 @@ class GpuCompute:
         return self.kernels.efficiency["bf16"]
 
     def peak_flops(self, precision: str) -> float:
-        """Dense peak FLOP/s at ``precision`` (bf16 or fp8); TopoError for FP8 on a GPU without it."""
+        """Dense peak FLOP/s at ``precision`` (bf16, fp8 or fp4); TopoError for FP8 or FP4 on a GPU without it."""
+        if precision == "fp4":
+            if self.peak_fp4_flops is None:
+                raise TopoError(f"{self.name} has no FP4 tensor cores; allowed: bf16, fp8", source="layout",
+                                key="fp8_recipe")
+            return self.peak_fp4_flops
         if precision == "fp8":
             if self.peak_fp8_flops is None:
                 raise TopoError(f"{self.name} has no FP8 tensor cores; allowed: bf16", source="layout",
@@ -95,8 +102,9 @@ def gpu_compute(name: str, efficiency: float | None = None, overrides: dict | No
     row = gpus.get(model.name if model else name)
     if row is None or model is None:
         raise TopoError(f"no compute figures for GPU {name!r}; known: {', '.join(gpus)}", key="gpu")
-    fp8 = row.get("peak_fp8_TFLOPs")
-    peaks = {"bf16": row["peak_bf16_TFLOPs"] * 1e12, **({"fp8": fp8 * 1e12} if fp8 else {})}
+    fp8, fp4 = row.get("peak_fp8_TFLOPs"), row.get("peak_fp4_TFLOPs")
+    peaks = {"bf16": row["peak_bf16_TFLOPs"] * 1e12, **({"fp8": fp8 * 1e12} if fp8 else {}),
+             **({"fp4": fp4 * 1e12} if fp4 else {})}
     k = kernel_model(model.name, model.generation, row["sms"], peaks, row["hbm_TBps"] * 1e12, overrides, host_cpu,
                      row.get("attention_table"))
     if efficiency is not None:
@@ -105,4 +113,5 @@ def gpu_compute(name: str, efficiency: float | None = None, overrides: dict | No
         k = k.with_efficiency(float(efficiency))
     return GpuCompute(name=model.name, generation=model.generation, peak_bf16_flops=row["peak_bf16_TFLOPs"] * 1e12,
                       peak_fp8_flops=fp8 * 1e12 if fp8 else None, memory_bytes=row["usable_memory_MiB"] * 2**20,
-                      hbm_Bps=row["hbm_TBps"] * 1e12, kernels=k, source=row["source"], sms=row.get("sms"))
+                      hbm_Bps=row["hbm_TBps"] * 1e12, kernels=k, source=row["source"], sms=row.get("sms"),
+                      peak_fp4_flops=fp4 * 1e12 if fp4 else None)

@@ -55,7 +55,7 @@ from .router_load import expected_row_tiles
 __all__ = ["KernelModel", "kernel_model", "gemm_s", "tile_set", "attention_rate_flops", "cudnn_factor", "memory_s",
            "router_kernels", "alltoall_preprocess_kernels", "permute_kernels", "permute_s", "permute_efficiency",
            "quantize_kernels", "fp8_padding", "epilogue_extra_s",
-           "fp8_recipe_costs", "ssd_sm_reference", "quantize_s", "fp8_backward_head_dims", "fp8_backward_published",
+           "fp8_recipe_costs", "recipe_precision", "recipe_gemm_ratio", "cast_extra_bytes", "OPERAND_BYTES", "ssd_sm_reference", "quantize_s", "fp8_backward_head_dims", "fp8_backward_published",
            "FITTED", "host_launch_price", "PYTHON_CALL_KEYS"]
 
 PYTHON_CALL_KEYS = ("py_call_s", "pybind_call_s", "py_object_s")
@@ -69,6 +69,11 @@ DeepGEMM kernels write BF16; :func:`epilogue_extra_s`)."""
 FITTED = (("gemm", "tile_overhead_k"), ("gemm", "gemm_memory_efficiency"))
 """Values of kernels.toml fitted on kernel benchmarks (each with ``<key>_range`` beside it); the ``[training]``
 fractions are fitted on dense step times (their ``range`` is the section's)."""
+
+
+OPERAND_BYTES = {"bf16": 2.0, "fp8": 1.0, "fp4": 0.5}
+"""HBM and shared-memory bytes of one GEMM operand element by tensor-core precision (BF16, FP8 E4M3/E5M2, FP4
+E2M1; block scales not counted)."""
 
 
 @lru_cache(maxsize=None)
@@ -214,7 +219,8 @@ def fp8_recipe_costs(recipe: str | None, generation: str) -> tuple[float, float,
     Parameters
     ----------
     recipe : str or None
-        The layout's ``fp8_recipe`` (``delayed``, ``current`` or None: per-tensor; ``blockwise``; ``mxfp8``).
+        The layout's ``fp8_recipe`` (``delayed``, ``current`` or None: per-tensor; ``blockwise``; ``mxfp8``;
+        ``nvfp4``, whose ratio is the GPU's: :func:`recipe_gemm_ratio`).
     generation : str
         The GPU's generation (``hopper``, ``blackwell``, ...).
 
@@ -224,11 +230,53 @@ def fp8_recipe_costs(recipe: str | None, generation: str) -> tuple[float, float,
         ``(gemm_time_ratio, scale_bytes_per_element, copies)``.
     """
     t = _table()["fp8_recipe"]
-    block = recipe in ("blockwise", "mxfp8")
+    block = recipe in ("blockwise", "mxfp8", "nvfp4")
     ratio = float(t["gemm_time_ratio"].get(f"{generation}_{recipe}", 1.0)) if block else 1.0
     scale = float(t["scale_bytes_per_element"][recipe if block else "per_tensor"])
     copies = 2 if (block or generation != "blackwell") else 1
     return ratio, scale, copies
+
+
+def recipe_precision(recipe: str | None) -> str:
+    """The tensor-core precision a linear layer's GEMMs run at under FP8 scaling recipe ``recipe``: ``fp4`` for
+    ``nvfp4`` (Transformer Engine's NVFP4BlockScaling quantises both operands of fprop, dgrad and wgrad to E2M1:
+    TE docs features/low_precision_training/nvfp4; arXiv 2509.25149 sec. 4), ``fp8`` for every other."""
+    return "fp4" if recipe == "nvfp4" else "fp8"
+
+
+def recipe_gemm_ratio(km: KernelModel, recipe: str | None, generation: str) -> float:
+    """The factor on a linear GEMM's time at :func:`recipe_precision` under ``recipe``: :func:`fp8_recipe_costs`'s
+    ratio, or for ``nvfp4`` (GEMMs at the FP4 peak) the measured NVFP4 over per-tensor FP8 time
+    (``kernels.toml`` ``[fp8_recipe] nvfp4_fp8_time_ratio``) times the GPU's FP4 over FP8 peak, so a large NVFP4
+    GEMM takes that share of an FP8 one on every GPU.
+
+    Parameters
+    ----------
+    km : KernelModel
+        The GPU's kernel model (its ``peak_flops``).
+    recipe : str or None
+        The layout's ``fp8_recipe``.
+    generation : str
+        The GPU's generation.
+
+    Returns
+    -------
+    float
+        The time factor.
+    """
+    if recipe != "nvfp4":
+        return fp8_recipe_costs(recipe, generation)[0]
+    return float(_table()["fp8_recipe"]["nvfp4_fp8_time_ratio"]) * km.peak_flops["fp4"] / km.peak_flops["fp8"]
+
+
+def cast_extra_bytes(recipe: str | None) -> tuple[float, float]:
+    """``(element_bytes, amax_read_bytes)`` of one quantisation under ``recipe`` (``kernels.toml``
+    ``[fp8_recipe]``): bytes a quantised element takes (1 for FP8, 0.5 for NVFP4's E2M1) and the BF16 bytes a
+    separate amax kernel reads before the cast (NVFP4's tensor amax, 2; 0 for every other recipe, whose amax
+    read is ``fp8_amax_pass``'s)."""
+    t = _table()["fp8_recipe"]
+    return (float(t["element_bytes"].get(recipe, 1.0)) if recipe else 1.0,
+            float(t["amax_read_bytes_per_element"].get(recipe, 0.0)) if recipe else 0.0)
 
 
 def quantize_s(km: KernelModel, nbytes: float, recipe: str | None, generation: str) -> float:
@@ -381,9 +429,9 @@ def _tile_s(km: KernelModel, M, N, K, precision: str, e: float, groups=1.0, pack
     (a dropless expert's rows) takes its expected row tiles in a packed (grouped) kernel."""
     peak_sm = km.peak_flops[precision] / km.sms
     # shared memory's time for one byte of operand, in FLOP of the tensor cores' time (0: no feed bound)
-    feed = km.feed_flops_per_byte.get(precision, 0.0) * (1.0 if precision == "fp8" else 2.0)
+    feed = km.feed_flops_per_byte.get(precision, 0.0) * OPERAND_BYTES[precision]
     # the fixed part of a tile is the same time in any precision: k0 steps at the FP8 rate
-    k0 = km.tile_overhead_k * (km.peak_flops.get("bf16") / km.peak_flops.get("fp8", 2 * km.peak_flops["bf16"])
+    k0 = km.tile_overhead_k * (km.peak_flops[precision] / km.peak_flops.get("fp8", 2 * km.peak_flops["bf16"])
                                if precision != "fp8" else 1.0)
     return _tiles_s(km.tile_shapes[precision], km.sms, km.launch_sms or km.sms, peak_sm, feed, k0, float(M),
                     float(N), float(K), e, groups, packed, m_sd)
@@ -465,7 +513,7 @@ def gemm_s(km: KernelModel, M: float, N: float, K: float, precision: str = "bf16
     M, N, K : float
         The GEMM's dimensions (rows of the output, its columns, the reduction).
     precision : str
-        ``bf16`` or ``fp8`` (operands in FP8, output in BF16).
+        ``bf16``, ``fp8`` (operands in FP8, output in BF16) or ``fp4`` (NVFP4 operands, half a byte an element).
     groups : float
         Alike GEMMs in one kernel (a grouped GEMM) or one after another (``packed=False``).
     packed : bool
@@ -485,7 +533,7 @@ def gemm_s(km: KernelModel, M: float, N: float, K: float, precision: str = "bf16
         return 0.0
     M, N, K = float(M), float(N), float(K)
     e = efficiency if efficiency is not None else km.efficiency[precision]
-    b = 1.0 if precision == "fp8" else 2.0
+    b = OPERAND_BYTES[precision]
     g = max(1, round(groups))
     tiles = _tile_s(km, M, N, K, precision, e, g, packed, m_sd)
     hbm = (b * (M * K + K * N) + out_bytes * M * N) * g / (km.hbm_Bps * km.gemm_memory_efficiency)
@@ -965,11 +1013,14 @@ def _kernel_model(gpu: str, generation: str, sms: int, peaks: tuple, hbm_Bps: fl
     burst = {p: _burst_efficiency(km, p, mamf[p]) for p in peak if p in mamf}
     if "bf16" in burst and "fp8" in peak and "fp8" not in burst:
         burst["fp8"] = burst["bf16"]
+    if "fp8" in burst and "fp4" in peak and "fp4" not in burst:  # no FP4 MAMF published: FP8's share of peak
+        burst["fp4"] = burst["fp8"]
     measured = t.get("sustained_gemm", {}).get(gpu)
     if measured:  # the GPU's own sustained rates replace its generation's ratio
         km = replace(km, sustained=_measured_sustained(km, burst, gpu, measured))
     train = {**t["training"], **over.get("training", {})}
-    eff = {p: min(1.0, burst[p] * km.sustained * float(train[f"{generation}_{p}"])) for p in burst}
+    eff = {p: min(1.0, burst[p] * km.sustained * float(train[f"{generation}_{train.get(f'{p}_takes', p)}"]))
+           for p in burst}
     src = f"{t['mamf']['source']}; sustained: {t['sustained_gemm']['source'] if measured else t['sustained']['source']}"
     return replace(km, efficiency=eff, burst=burst, source=src)
 

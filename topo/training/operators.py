@@ -62,9 +62,10 @@ from .gpus import GpuCompute, gpu_compute
 from .host_cpu import call_host_on_s, reference_host_cpu
 from .grouped_gemm import (CPP_LOOP_PATHS, GROUP_QUANTIZE_KERNELS, epilogue_cast, expert_host_ops,
                            expert_python_calls, grouped_pass_s, input_cast_kernels)
-from .kernels import (KernelModel, alltoall_preprocess_kernels, attention_rate_flops, fp8_backward_published,
-                      fp8_padding, fp8_recipe_costs, gemm_s, memory_s, permute_backward_bytes, permute_kernels, permute_s,
-                      quantize_kernels, quantize_s, router_kernels, ssd_sm_reference)
+from .kernels import (KernelModel, alltoall_preprocess_kernels, attention_rate_flops, cast_extra_bytes,
+                      fp8_backward_published, fp8_padding, fp8_recipe_costs, gemm_s, memory_s,
+                      permute_backward_bytes, permute_kernels, permute_s, quantize_kernels, quantize_s,
+                      recipe_gemm_ratio, recipe_precision, router_kernels, ssd_sm_reference)
 from .parallel import ParallelLayout, current_scaling
 from .pipeline_layout import layout_chunks
 from .ring_attention import cp_attention_calls, p2p_merge_bytes
@@ -1110,12 +1111,12 @@ def op_time_s(op: Op, gpu: GpuCompute, precision: str, backward: bool = False, a
     gap = per * kernels_launched(op, precision, backward, amax_pass, scale_kernel)
     if op.kind in ("kernel", "memory", "attention"):
         return _plain_op_s(op, gpu, backward, cudnn) + gap
-    prec = _gemm_precision(op, precision)
-    fp8 = prec == "fp8"
+    prec = _gemm_precision(op, precision, fp8_recipe)
+    fp8 = prec != "bf16"  # FP8, or NVFP4's FP4 (fp8_recipe nvfp4)
     gemms = _gemm_shapes(op)
     passes = ("dgrad", "wgrad") if backward else ("fprop",)
     shapes = tuple(gemms[p] for p in passes)
-    ratio = fp8_recipe_costs(fp8_recipe, gpu.generation)[0] if fp8 else 1.0
+    ratio = recipe_gemm_ratio(gpu.kernels, fp8_recipe, gpu.generation) if fp8 else 1.0
     t = 0.0
     if op.expert_kernels:  # a grouped pass's launch gaps are its path's (:mod:`.grouped_gemm`), not one a GEMM
         gap -= per * op.launches * len(passes)
@@ -1205,8 +1206,9 @@ def sm_bound_floor_s(op: Op, km: KernelModel) -> float:
 def quantize_bytes(generation: str, fp8_recipe: str | None = None, amax_pass: bool = False) -> float:
     """Bytes per element of one FP8 quantisation of a GEMM input in Transformer Engine (``kernels.toml``
     ``[fp8_recipe]``): the BF16 read, each FP8 copy the pass's GEMMs need with its scales (a column-wise copy
-    beside the row-wise one for every recipe on Hopper and for block-scaled recipes on Blackwell), and with
-    ``amax_pass`` current scaling's separate amax read. A linear layer quantises its input once forward (fprop
+    beside the row-wise one for every recipe on Hopper and for block-scaled recipes on Blackwell; half a byte an
+    element under NVFP4), and with ``amax_pass`` current scaling's separate amax read (NVFP4 always reads its input
+    once for the tensor amax before the cast: :func:`.kernels.cast_extra_bytes`). A linear layer quantises its input once forward (fprop
     row-wise, wgrad column-wise) and its output gradient once backward (dgrad, wgrad).
 
     Parameters
@@ -1224,7 +1226,8 @@ def quantize_bytes(generation: str, fp8_recipe: str | None = None, amax_pass: bo
         Bytes read and written per element quantised.
     """
     _, scale, copies = fp8_recipe_costs(fp8_recipe, generation)
-    return ACT + copies * (1.0 + scale) + (ACT if amax_pass else 0.0)
+    element, amax_read = cast_extra_bytes(fp8_recipe)
+    return ACT + copies * (element + scale) + (ACT if amax_pass else amax_read)
 
 
 def tp_paired_gemm_s(op: Op, gpu: GpuCompute, precision: str, fp8_recipe: str | None = None,
@@ -1238,8 +1241,8 @@ def tp_paired_gemm_s(op: Op, gpu: GpuCompute, precision: str, fp8_recipe: str | 
     its communicator leaves it (``margins``, :func:`.tp_overlap.pass_margins`). Empty for other operators."""
     if op.kind != "gemm" or not op.tp_overlap:
         return {}
-    prec, km = _gemm_precision(op, precision), gpu.kernels
-    ratio = fp8_recipe_costs(fp8_recipe, gpu.generation)[0] if prec == "fp8" else 1.0
+    prec, km = _gemm_precision(op, precision, fp8_recipe), gpu.kernels
+    ratio = recipe_gemm_ratio(km, fp8_recipe, gpu.generation) if prec != "bf16" else 1.0
     passes = ("fprop", "dgrad", "wgrad") if op.tp_overlap == "ag" else ("fprop", "dgrad")
     margins = margins or {}
     return {f"{op.tp_overlap}_{p}": ratio * gemm_s(margin_kernels(gpu, margins[p]) if p in margins else km, *shape,
@@ -1254,10 +1257,11 @@ def _gemm_shapes(op: Op) -> dict[str, tuple[float, float, float]]:
     return {"fprop": (op.m, op.n, op.k), "dgrad": (op.m, op.k, op.n), "wgrad": (op.k, op.n, op.m)}
 
 
-def _gemm_precision(op: Op, precision: str) -> str:
+def _gemm_precision(op: Op, precision: str, fp8_recipe: str | None = None) -> str:
     """The precision a GEMM operator runs at under the layout's ``precision``: FP8 only for a linear layer
-    (attention's score and weighted-sum matmuls stay BF16)."""
-    return "fp8" if (op.linear and precision == "fp8") else "bf16"
+    (attention's score and weighted-sum matmuls stay BF16), FP4 under ``fp8_recipe = "nvfp4"``
+    (:func:`.kernels.recipe_precision`; TE's NVFP4BlockScaling keeps attention out: ``fp8_dpa = False``)."""
+    return recipe_precision(fp8_recipe) if (op.linear and precision == "fp8") else "bf16"
 
 
 def kernels_launched(op: Op, precision: str, backward: bool = False, amax_pass: bool = False,

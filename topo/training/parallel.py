@@ -173,11 +173,14 @@ class ParallelLayout(BaseModel):
     num_layers_at_end_in_bf16: Annotated[int, Field(strict=True, ge=0)] = 0
     """With ``precision = fp8``: the model's last this many layers run in BF16 (``num_layers_at_end_in_bf16``;
     see ``num_layers_at_start_in_bf16``)."""
-    fp8_recipe: Literal["delayed", "current", "mxfp8", "blockwise"] | None = None
+    fp8_recipe: Literal["delayed", "current", "mxfp8", "blockwise", "nvfp4"] | None = None
     """Transformer Engine's FP8 scaling recipe (``precision = "fp8"`` only). ``current`` (per-tensor current
     scaling) quantises each linear input (each expert's rows alone) in four kernels, the amax zeroed, its amax, its
     scale and the cast, reading the input twice (a TE norm's output: the scale and the cast); the others (and None) in one cast kernel each (``kernels.toml`` ``[launch]``
-    ``fp8_current_scaling_kernels``). ``mxfp8`` needs a Blackwell GPU (checked by the step)."""
+    ``fp8_current_scaling_kernels``). ``mxfp8`` needs a Blackwell GPU (checked by the step). ``nvfp4`` is TE's
+    NVFP4BlockScaling (Megatron-Core's ``--fp4-format e2m1 --fp4-recipe nvfp4``, Megatron-Bridge's
+    ``bf16_with_nvfp4_mixed``): the linear layers' fprop, dgrad and wgrad in E2M1 at the GPU's FP4 rate with an
+    E4M3 scale per 16 elements, attention in BF16; it needs FP4 tensor cores (Blackwell; checked by the step)."""
     rank_order: str = DEFAULT_ORDER
     """Dimensions from fastest- to slowest-varying GPU id (Megatron: tp-cp-ep-dp-pp)."""
     tp_across_domains: Flag = False
@@ -935,6 +938,7 @@ def _check_options(model: ModelSpec, lay: ParallelLayout, bad, source: str) -> N
         bad("moe_expert_kernels", f"fused_mlp is the CuTe DSL fused grouped MLP, which runs MXFP8 grouped experts "
                                   f"only; got fp8_recipe {_shown(lay.fp8_recipe)}, moe_grouped_gemm "
                                   f"{_shown(lay.moe_grouped_gemm)}; allowed with them: multi_stream")
+    _check_nvfp4(lay, bad)
     scope = set(lay.cuda_graph_scope)
     if "moe_preprocess" in scope and "moe_router" not in scope:
         bad("cuda_graph_scope", "moe_preprocess needs moe_router captured too (Megatron-Core); allowed: "
@@ -1119,6 +1123,20 @@ def current_scaling(lay: ParallelLayout) -> bool:
     """
     unset_as_current = lay.fp8_recipe is None and lay.fp8_amax_pass
     return lay.precision == "fp8" and (lay.fp8_recipe == "current" or unset_as_current)
+
+
+def _check_nvfp4(lay: ParallelLayout, bad) -> None:
+    """What ``fp8_recipe = "nvfp4"`` does not run: FP8 attention (TE's NVFP4BlockScaling sets ``fp8_dpa = False``:
+    NVIDIA/TransformerEngine@d0067d0d transformer_engine/common/recipe/__init__.py) and an FP4 weight gather
+    (Megatron-Bridge's ``fp4_param_gather``, not priced: :mod:`.fp8_params` knows FP8 tensors only)."""
+    if lay.fp8_recipe != "nvfp4":
+        return
+    if lay.attention_fp8:
+        bad("attention_fp8", f"{lay.attention_fp8} quantises attention, which Transformer Engine's NVFP4 recipe "
+                             f"leaves in BF16 (fp8_dpa false); allowed with fp8_recipe nvfp4: \"\"")
+    if lay.fp8_param_gather:
+        bad("fp8_param_gather", "true gathers FP8 weights, which fp8_recipe nvfp4 keeps in BF16 here (an FP4 "
+                                "weight gather is not modelled); allowed with fp8_recipe nvfp4: false")
 
 
 def _check_delayed(lay: ParallelLayout, key: str, bad) -> None:

@@ -1140,6 +1140,10 @@ def _placed_layout_and_gpu(fabric: Fabric, model: ModelSpec, lay: ParallelLayout
         # megatron/core/transformer/moe/README.md, FP8 recipes: MXFP8 on Blackwell)
         raise TopoError(f"mxfp8 needs Blackwell's block-scaled tensor cores, {gpu.name} is {gpu.generation}; "
                         f"allowed: delayed, current, blockwise", source="layout", key="fp8_recipe")
+    if check and lay.fp8_recipe == "nvfp4" and gpu.peak_fp4_flops is None:  # E2M1 GEMMs need FP4 tensor cores
+        raise TopoError(f"nvfp4 needs FP4 tensor cores (Blackwell), {gpu.name} is {gpu.generation} with none; "
+                        f"allowed: delayed, current, blockwise{', mxfp8' if gpu.generation == 'blackwell' else ''}",
+                        source="layout", key="fp8_recipe")
     if check and lay.attention_fp8 == "mxfp8" and gpu.generation != "blackwell":  # cuDNN's MXFP8 SDPA likewise
         raise TopoError(f"mxfp8 needs Blackwell's block-scaled tensor cores, {gpu.name} is {gpu.generation}; "
                         f"allowed: fp8, or \"\" (BF16 attention)", source="layout", key="attention_fp8")
