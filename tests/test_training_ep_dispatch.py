@@ -250,8 +250,10 @@ def test_both_dispatcher_files_name_a_gpus_twin_in_one_shape():
     twins once, in a file-level ``[same_as]`` table (``gpus``, with its status and source), read by one function
     (:func:`topo.training.ep_dispatch.figures_for`) for every backend's table. ep_dispatch.toml: B300 -> B200,
     GB300 -> GB200, for HybridEP's and DeepEP's tables alike; ep_internode.toml: H100 -> H800 (DeepEP V1's figures
-    were measured on H800, deepseek-ai/DeepEP@567632dd README.md), while HybridEP's own H100 table stands."""
-    files = {"ep_dispatch.toml": {"B300": "B200", "GB300": "GB200"}, "ep_internode.toml": {"H100": "H800"}}
+    were measured on H800, deepseek-ai/DeepEP@567632dd README.md), while HybridEP's own H100 table stands, and
+    B200 -> H100 (DGX B200 scales out on DGX H100's ConnectX-7 400 Gb/s a GPU: diff95, findings 395)."""
+    files = {"ep_dispatch.toml": {"B300": "B200", "GB300": "GB200"},
+             "ep_internode.toml": {"H100": "H800", "B200": "H100"}}
     for name, twins in files.items():
         data = tomllib.loads((data_dir("compute") / name).read_text(encoding="utf-8"))
         assert data["same_as"]["gpus"] == twins, name
