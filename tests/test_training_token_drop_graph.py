@@ -15,10 +15,12 @@ import pytest
 from published_setups import published_setups
 
 from topo.training.gpus import gpu_compute
+from topo.training.grad_hooks import grad_hook_host_s
 from topo.training.model import load_model
 from topo.training.operators import (MOE_ROUTER_OPS, SCOPE_PARTS, block_ops, block_time, captured, expert_host_s,
                                      host_launch_s, kernels_launched, launch_calls, stage_compute)
 from topo.training.parallel import make_layout
+from topo.training.weight_swizzle import swizzle_host_s
 
 ROOT = Path(__file__).resolve().parents[1]
 TOKEN_DROP_GB200 = ("mb2509_gb200_qwen3_30b_tokendrop", "mb2509_gb200_qwen3_30b_tokendrop_mxfp8",
@@ -65,6 +67,9 @@ def test_a_whole_layer_graph_leaves_the_host_nothing_to_launch(qwen235):
                                                      if op.passes != ("forward" if backward else "backward")))
         experts = sum(expert_host_s(op, g, "fp8", backward) for op in ops
                       if op.passes != ("forward" if backward else "backward"))  # per-expert module work
+        experts += sum(swizzle_host_s(op, km.launch_torch_cpp_op_s, "fp8", backward)  # MXFP8 weight swizzles
+                       + grad_hook_host_s(op, km.launch_py_s, backward) for op in ops  # DDP hooks, backward
+                       if op.passes != ("forward" if backward else "backward"))
         return sum(c * km.launch_host_s + m * km.launch_cpp_gemm_s + k * km.launch_cpp_s for c, m, k in n) + experts
 
     bt = block_time(qwen235, eager, g, "E")

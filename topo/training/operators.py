@@ -59,6 +59,7 @@ from .cross_entropy import cross_entropy_moves
 from .embedding_grad import embedding_grad_costs
 from .fsdp2_copies import copies_units, fsdp2_copies
 from .gpus import GpuCompute, gpu_compute
+from .grad_hooks import grad_hook_host_s
 from .host_cpu import call_host_on_s, reference_host_cpu
 from .grouped_gemm import (CPP_LOOP_PATHS, GROUP_QUANTIZE_KERNELS, epilogue_cast, expert_host_ops,
                            expert_python_calls, grouped_pass_s, input_cast_kernels)
@@ -72,6 +73,7 @@ from .ring_attention import cp_attention_calls, p2p_merge_bytes
 from .router_load import uniform_expert_sd, uniform_max_over_mean
 from .routing import rank_destinations
 from .tp_overlap import margin_kernels, pass_margins, userbuffers_built
+from .weight_swizzle import swizzle_bytes, swizzle_host_s, weight_swizzles
 from .model import ATTENTION_BLOCKS, Block, ModelSpec
 from .ssd import ssd_flops, ssd_kernels
 
@@ -198,6 +200,12 @@ class Op:
     """An FP8 linear GEMM under a block-scaled recipe (``fp8_recipe`` ``mxfp8`` or ``blockwise``; :func:`block_ops`
     sets it): a grouped expert module's ``split_quantize`` allocates every expert's output at once
     (:func:`.grouped_gemm.expert_host_ops`)."""
+    mxfp8: bool = False
+    """An FP8 linear GEMM under MXFP8 (``fp8_recipe = "mxfp8"``; :func:`block_ops` sets it): each fprop and dgrad
+    GEMM call swizzles its weight's scales (:func:`.weight_swizzle.weight_swizzles`)."""
+    grad_hooks: bool = False
+    """A GEMM whose weights' gradients run Megatron-Core DDP's per-parameter backward hook (:func:`block_ops` sets
+    it for a layout with ``wgrad_output = "main_grad"`` below ZeRO-3: :func:`.grad_hooks.grad_hook_host_s`)."""
     norm_amax: bool = False
     """A linear layer whose forward input a Transformer Engine norm produces in the same module
     (Megatron-Core's ``TELayerNormColumnParallelLinear``: QKV, a dense MLP's fc1, Mamba's in_proj): under current
@@ -979,9 +987,12 @@ def block_ops(model: ModelSpec, lay: ParallelLayout, kind: str) -> list[Op]:
     ops = _fsdp2_ops(model, lay, kind) + _block_ops(model, lay, kind)
     cs = current_scaling(lay)  # every linear layer's casts (the layout's one rule, as the TP amax reduction's)
     bs = lay.precision == "fp8" and lay.fp8_recipe in ("mxfp8", "blockwise")
+    mx = lay.precision == "fp8" and lay.fp8_recipe == "mxfp8"
+    hooks = lay.wgrad_output == "main_grad" and lay.zero_stage < 3  # Megatron-Core DDP (:mod:`.grad_hooks`)
     ub = userbuffers_built(model)  # an MLA model's TP linears have no communicator (:func:`.tp_overlap.userbuffers_built`)
     return [replace(op, graph=_graph_part(kind, op), current_scaling=cs and op.kind == "gemm" and op.linear,
-                    block_scaled=bs and op.kind == "gemm" and op.linear, tp_overlap=op.tp_overlap if ub else "")
+                    block_scaled=bs and op.kind == "gemm" and op.linear, mxfp8=mx and op.kind == "gemm" and op.linear,
+                    grad_hooks=hooks and op.kind == "gemm" and op.weights, tp_overlap=op.tp_overlap if ub else "")
             for op in ops]
 
 
@@ -1131,6 +1142,7 @@ def op_time_s(op: Op, gpu: GpuCompute, precision: str, backward: bool = False, a
             t += ratio * gemm_s(kp, M, N, K, prec, op.groups, op.packed, out_bytes=out, m_sd=m_sd)
         if accumulated and grad_copy_bytes:
             t += memory_s(km, grad_copy_bytes * M * N * op.groups)
+    t += memory_s(km, swizzle_bytes(op, precision, backward))  # the MXFP8 weight's scales (:mod:`.weight_swizzle`)
     M, _, K = shapes[0]  # the pass's quantised input: X forward (fprop's M x K), dY backward (dgrad's)
     if fp8 and op.epilogue_cast == ("backward" if backward else "forward"):
         return t + gap  # the kernel before this pass wrote its input quantised (fused grouped MLP)
@@ -1276,16 +1288,18 @@ def kernels_launched(op: Op, precision: str, backward: bool = False, amax_pass: 
     (:func:`.grouped_gemm.input_cast_kernels`); none in a pass whose input the kernel before it cast in its
     epilogue (``Op.epilogue_cast``: the fused grouped MLP's fc2 forward and fc1 backward). ``scale_kernel``
     (the layout's ``fp8_scale_inverse_kernel``): each cast of delayed scaling is two kernels, its scale inverse
-    and the cast (``quantize_kernels()["delayed_scale_inverse"]``)."""
+    and the cast (``quantize_kernels()["delayed_scale_inverse"]``). An MXFP8 weight's GEMM calls add their scale
+    swizzles (:func:`.weight_swizzle.weight_swizzles`)."""
     gemms = 2.0 if (backward and op.kind == "gemm") else 1.0
     if not (op.kind == "gemm" and op.linear and precision == "fp8"):
         return op.launches * gemms
+    own = op.launches * gemms + weight_swizzles(op, precision, backward)
     if op.epilogue_cast == ("backward" if backward else "forward"):
-        return op.launches * gemms  # its input cast in the epilogue of the kernel before it
+        return own  # its input cast in the epilogue of the kernel before it
     q = quantize_kernels()[cast_kind(op, backward, amax_pass, scale_kernel)]
     if op.grouped:
-        return op.launches * gemms + input_cast_kernels(op.expert_kernels, op.groups, q)
-    return op.launches * gemms + q
+        return own + input_cast_kernels(op.expert_kernels, op.groups, q)
+    return own + q
 
 
 def cast_kind(op: Op, backward: bool = False, amax_pass: bool = False, scale_kernel: bool = False) -> str:
@@ -1330,6 +1344,7 @@ def launch_calls(op: Op, precision: str, backward: bool = False, amax_pass: bool
     FP8 input cast is one call whose other kernels (current scaling's amax, scale and cast; delayed scaling's scale
     inverse) its C++ launches, one for every expert on such a path (``split_quantize``), one per expert for a
     Python loop of experts; a norm's amax cast (``current_norm_amax``) is launched inside the norm's call, so none.
+    An MXFP8 weight's scale swizzles are launched by the GEMM call's C++ (:func:`.weight_swizzle.weight_swizzles`).
 
     Parameters
     ----------
@@ -1349,16 +1364,17 @@ def launch_calls(op: Op, precision: str, backward: bool = False, amax_pass: bool
     gemms = 2.0 if backward else 1.0
     own = op.launches * gemms
     calls = min(gemms, own) if op.expert_kernels in CPP_LOOP_PATHS else own
-    casts = total - own
+    swizzles = weight_swizzles(op, precision, backward)
+    casts = total - own - swizzles
     if casts <= 0:
-        return calls, own - calls, 0.0
+        return calls, own - calls, swizzles
     if cast_kind(op, backward, amax_pass, scale_kernel) == "current_norm_amax":
         cast_calls = 0.0
     elif op.grouped and not (op.expert_kernels in CPP_LOOP_PATHS or op.expert_kernels in GROUP_QUANTIZE_KERNELS):
         cast_calls = min(op.groups, casts)
     else:
         cast_calls = 1.0
-    return calls + cast_calls, own - calls, casts - cast_calls
+    return calls + cast_calls, own - calls, casts - cast_calls + swizzles
 
 
 def host_launch_s(op: Op, gpu: GpuCompute, backward: bool = False, graphs: tuple = (),
@@ -1367,7 +1383,9 @@ def host_launch_s(op: Op, gpu: GpuCompute, backward: bool = False, graphs: tuple
     a call, ``launch_cpp_gemm_s`` and ``launch_cpp_s`` a GEMM and a kernel its C++ launches after the call's first
     (:func:`launch_calls`); none when a CUDA graph of ``graphs`` (the layout's ``cuda_graph_scope``) captures it,
     or when it runs in the other pass (``amax_pass``, ``scale_kernel``: :func:`kernels_launched`); none for a kernel
-    a priced call launches (``Op.in_call``)."""
+    a priced call launches (``Op.in_call``). With it, a grouped module's per-expert work (:func:`expert_host_s`), an
+    MXFP8 weight's swizzle buffers (:func:`.weight_swizzle.swizzle_host_s`) and, backward, Megatron-Core DDP's hook
+    a weight (:func:`.grad_hooks.grad_hook_host_s`)."""
     if captured(op, graphs) or op.in_call:
         return 0.0
     if op.passes != "both" and backward != (op.passes == "backward"):
@@ -1375,7 +1393,9 @@ def host_launch_s(op: Op, gpu: GpuCompute, backward: bool = False, graphs: tuple
     km = gpu.kernels
     calls, gemms, kernels = launch_calls(op, precision, backward, amax_pass, scale_kernel)
     return (km.launch_host_s * calls + km.launch_cpp_gemm_s * gemms + km.launch_cpp_s * kernels
-            + expert_host_s(op, gpu, precision, backward))
+            + expert_host_s(op, gpu, precision, backward)
+            + swizzle_host_s(op, km.launch_torch_cpp_op_s, precision, backward)
+            + grad_hook_host_s(op, km.launch_py_s, backward))
 
 
 def expert_host_s(op: Op, gpu: GpuCompute, precision: str = "bf16", backward: bool = False) -> float:

@@ -1,0 +1,93 @@
+"""The MXFP8 weight-scale swizzle Transformer Engine runs in every GEMM call that reads an MXFP8 weight.
+
+cuBLASLt reads MXFP8 scales in a tiled layout; TE's weight quantizers write the compact one (they never set
+``optimize_for_gemm``), so each fprop and dgrad GEMM call's C++ allocates a buffer and launches one swizzle kernel
+for its weight's scales: one kernel for every expert of a grouped call (``multi_tensor_swizzle_scales_for_gemm``),
+one a dense GEMM (``swizzle_scales_for_gemm``); none in wgrad, whose operands are cast already swizzled. The kernel
+reads the compact scales and writes the swizzled ones: 2 x 1/32 bytes a weight element. Counts, lines and pins:
+``topo/data/compute/mxfp8_weight_swizzle.toml`` (NVIDIA/TransformerEngine v2.12 5671fd36, v2.14 f031cf87, v2.16
+4220403e: ``pytorch/csrc/extensions/gemm.cpp``, ``swizzle.cpp``).
+"""
+
+from __future__ import annotations
+
+import tomllib
+from functools import lru_cache
+
+from ..resources import data_dir
+from .grouped_gemm import CPP_LOOP_PATHS
+
+__all__ = ["swizzle_bytes", "swizzle_host_s", "weight_swizzles"]
+
+
+@lru_cache(maxsize=1)
+def _table() -> dict:
+    return tomllib.loads((data_dir("compute") / "mxfp8_weight_swizzle.toml").read_text(encoding="utf-8"))["swizzle"]
+
+
+def weight_swizzles(op, precision: str, backward: bool = False) -> float:
+    """Swizzle kernels ``op``'s pass launches for its MXFP8 weight's scales.
+
+    Parameters
+    ----------
+    op : topo.training.operators.Op
+        A GEMM operator (``mxfp8``: its layout's recipe is MXFP8; ``weights``: it reads a weight).
+    precision : str
+        The layout's precision (only ``fp8`` quantises the weight).
+    backward : bool
+        The backward (dgrad and wgrad), else the forward (fprop).
+
+    Returns
+    -------
+    float
+        ``kernels_per_call`` of the pass's GEMMs that read the weight (fprop forward, dgrad backward) times the GEMM
+        calls: one for every expert of a grouped call issued from C++ (:data:`.grouped_gemm.CPP_LOOP_PATHS`), else
+        ``op.launches``; 0 for any other operator, precision, recipe or issue path (the fused grouped MLP).
+    """
+    if not (op.kind == "gemm" and op.linear and op.weights and op.mxfp8 and precision == "fp8"):
+        return 0.0
+    if op.expert_kernels and op.expert_kernels not in CPP_LOOP_PATHS:
+        return 0.0
+    per = _table()["kernels_per_call"]
+    kernels = per["dgrad"] + per["wgrad"] if backward else per["fprop"]
+    calls = 1.0 if op.expert_kernels in CPP_LOOP_PATHS else op.launches
+    return float(kernels) * calls
+
+
+def swizzle_bytes(op, precision: str, backward: bool = False) -> float:
+    """HBM bytes of ``op``'s pass's :func:`weight_swizzles`: the weight's scales read and written.
+
+    Parameters
+    ----------
+    op : topo.training.operators.Op
+    precision : str
+    backward : bool
+
+    Returns
+    -------
+    float
+        ``passes_over_scales x scale_bytes_per_element x N x K x groups`` for each pass that swizzles, 0 else.
+    """
+    if not weight_swizzles(op, precision, backward):
+        return 0.0
+    t = _table()
+    return float(t["passes_over_scales"]) * float(t["scale_bytes_per_element"]) * op.n * op.k * op.groups
+
+
+def swizzle_host_s(op, torch_cpp_op_s: float, precision: str, backward: bool = False) -> float:
+    """CPU seconds of the swizzles' scale buffers (``allocateSpace``: one tensor ATen makes from C++ a kernel); the
+    kernels' launches are priced with the call's other C++ kernels (:func:`.operators.launch_calls`).
+
+    Parameters
+    ----------
+    op : topo.training.operators.Op
+    torch_cpp_op_s : float
+        The host's seconds a tensor made from C++ (``KernelModel.launch_torch_cpp_op_s``).
+    precision : str
+    backward : bool
+
+    Returns
+    -------
+    float
+    """
+    return weight_swizzles(op, precision, backward) * float(_table()["allocations_per_kernel"]) * torch_cpp_op_s
