@@ -31,6 +31,11 @@ CASES = [
     ("topo plan two-site-h100 --no-collectives --one-site",
      [("$1.714 per GPU-hour against the two sites' $1.700", "$1.714 per GPU-hour (the region: $1.700)"),
       ("the DCI's share of the cost per GPU-hour (3.2% on `two-site-h100`)", "3.2% of the region's $1.700")]),
+    # walk38: the region's job plan (the README said 2.617 s where the plan prints 2.6175 s as 2.618 s)
+    ("topo plan two-site-h100 --model llama3-70b --layout tp=8,pp=4,global_batch=576 --tokens 15T --no-collectives",
+     [("step 2.618 s across the sites, goodput 75.2%", "data parallel: step 2.618 s,"),
+      ("goodput 75.2%", "goodput   75.2%"), ("128.0 days (96.3 at", "128.0 days with goodput 75.2% (96.3 days at"),
+      ("$0.977 per million tokens", "$0.977 per million tokens")]),
     ("topo estimate two-site-h100 --size 1GiB -a hierarchical_pipelined", [("(19 chunks)", "(19 chunks)")]),
     ("topo estimate two-site-h100 --size 1GiB --json",  # the README's line without --json prints the fastest
      [("hierarchical 23.6 ms, pipelined 20.2 ms (19 chunks), tree 16.5 ms, flat ring 30.7 s", '"hierarchical": [\n      0.0236'),

@@ -71,6 +71,28 @@ def test_a_job_of_part_of_the_sites_counts_its_own_gpus():
         whole["reliability"]["interruptions_per_day"] / 3, rel=1e-9)
 
 
+def test_a_regions_job_says_its_interruptions_are_its_gpus_not_every_gpus():
+    # walk38: the region's joint reliability summed the sites' job-scoped rates but called them every GPU's ("from
+    # all 3,072 GPUs' parts (no job named)") and priced the network row's MTTF per GPU link over every GPU. One
+    # site's rule (reliability.py, _scope): a named job's own GPUs interrupt it, the cluster's rate beside; the
+    # table's MTTF per GPU link is a property of a link, the same whatever the job's size (Llama 3's network row,
+    # per GPU: the rate scales with the GPUs, so GPUs / rate does not move)
+    p = run_cli("plan", "two-site-h100", "--model", "llama3-70b", "--layout", "tp=8,pp=4,dp=32,global_batch=64",
+                "--no-collectives", "--json")
+    assert p.returncode == 0, p.stderr
+    rel = json.loads(p.stdout)["reliability"]
+    whole = json.loads(run_cli("plan", "two-site-h100", "--no-collectives", "--json").stdout)["reliability"]
+    assert rel["interruptions_of"] == "job" and rel["interrupting_gpus"] == 1024
+    assert whole["interruptions_of"] == "cluster" and whole["interrupting_gpus"] == 3072
+    assert rel["cluster_interruptions_per_day"] == pytest.approx(whole["interruptions_per_day"], rel=1e-9)
+    assert rel["table_network_mttf_years_per_gpu_link"] == pytest.approx(
+        whole["table_network_mttf_years_per_gpu_link"], rel=1e-9)
+    text = run_cli("plan", "two-site-h100", "--model", "llama3-70b", "--layout", "tp=8,pp=4,dp=32,global_batch=64",
+                   "--no-collectives").stdout
+    line = next(x for x in text.splitlines() if x.startswith("failures"))
+    assert "from the job's 1,024 GPUs' parts" in line and "no job named" not in line
+
+
 def test_the_cli_text_has_the_job_block():
     p = run_cli("plan", "two-site-h100", "--model", "llama3-70b", "--layout", LAYOUT, "--tokens", "15T",
                 "--no-collectives")

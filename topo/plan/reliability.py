@@ -305,15 +305,14 @@ def joint_reliability(sites: list[Reliability], num_gpus: list[int], flop: list[
     Returns
     -------
     Reliability
-        Same fields as one site's; ``interruptions_of`` is "cluster" (every GPU of every site).
+        Same fields as one site's: "job" (its GPUs on every site) or "cluster" (every GPU of every site).
     """
-    per_day: dict[str, float] = {}
-    for r in sites:
-        for k, v in r.interruptions_per_day_by_cause.items():
-            per_day[k] = per_day.get(k, 0.0) + v
+    per_day = _summed_by_cause(r.interruptions_per_day_by_cause for r in sites)
+    cluster_per_day = _summed_by_cause(r.cluster_interruptions_per_day_by_cause for r in sites)
     total_per_h = sum(per_day.values()) / 24
     mtbf_s = 3600 / total_per_h
-    n = sum(num_gpus)
+    n = sum(r.interrupting_gpus for r in sites)
+    of = "job" if any(r.interruptions_of == "job" for r in sites) else "cluster"
     modes = {r.checkpoint_mode for r in sites}
     min_T = max({"sync": 0.0, "async": r.checkpoint_write_s, "in_memory": r.checkpoint_stall_s}[r.checkpoint_mode]
                 for r in sites)
@@ -324,8 +323,8 @@ def joint_reliability(sites: list[Reliability], num_gpus: list[int], flop: list[
     free = None if any(r.free_servers is None for r in sites) else sum(r.free_servers for r in sites)
     return Reliability(
         interruptions_per_day=total_per_h * 24, interruptions_per_day_by_cause=per_day, mtbf_s=mtbf_s,
-        interruptions_of="cluster", interrupting_gpus=n, cluster_interruptions_per_day=total_per_h * 24,
-        cluster_interruptions_per_day_by_cause=dict(per_day), rate_scale=first.rate_scale,
+        interruptions_of=of, interrupting_gpus=n, cluster_interruptions_per_day=sum(cluster_per_day.values()),
+        cluster_interruptions_per_day_by_cause=cluster_per_day, rate_scale=first.rate_scale,
         optics_in_interruptions=first.optics_in_interruptions,
         optical_modules=sum(r.optical_modules for r in sites),
         first_optical_failure_s=_first_of(r.first_optical_failure_s for r in sites),
@@ -346,6 +345,15 @@ def joint_reliability(sites: list[Reliability], num_gpus: list[int], flop: list[
                           max(r.detection_s for r in sites), max(r.restart_s for r in sites),
                           max(r.reload_s for r in sites) + exchange_s,
                           sum(f * r.training_gpus / g for f, r, g in zip(flop, sites, num_gpus))))
+
+
+def _summed_by_cause(tables) -> dict[str, float]:
+    """Interruptions a day per cause, summed over several sites' tables (any site's failure stops the job)."""
+    out: dict[str, float] = {}
+    for table in tables:
+        for k, v in table.items():
+            out[k] = out.get(k, 0.0) + v
+    return out
 
 
 def _first_of(times_s) -> float:
