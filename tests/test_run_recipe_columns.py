@@ -122,8 +122,9 @@ def test_every_rows_column_value_is_in_its_layout():
     # dim 64 on GPT-OSS 120B's); ultra85 the 26.08 section's two Nemotron 3 Ultra MXFP8 rows (router fusion, the
     # native loss "fused", FP8 weights; no TP overlap); superarch86 the archive's 13 Nemotron 3 Super MXFP8 rows (TE's
     # loss, FP8 weights, no TP overlap: comm_overlap None); nvfp4 (section 397) 26.04.01's four dense NVFP4 Llama
-    # rows, their MXFP8 / current-scaling twins' columns (TP overlap, TE's loss) without FP8 weights
-    assert counts == {"overlap_tp": 323, "moe_router_fusion": 144, "cross_entropy": 296, "attention_fp8": 4,
+    # rows, their MXFP8 / current-scaling twins' columns (TE's loss) without FP8 weights; nvfp4b (section 402): without
+    # TP overlap (Megatron-Bridge@21d102f5 llama3{,1}_llm_pretrain.py: tp_comm_overlap False if precision == "nvfp4")
+    assert counts == {"overlap_tp": 319, "moe_router_fusion": 144, "cross_entropy": 296, "attention_fp8": 4,
                       "fp8_amax_reduction": 52, "fp8_scale_inverse_kernel": 33, "fp8_amax_pass": 12,
                       "fp8_param_gather": 248, "ep_comm_sms": 16}
     assert rows["mbvc_h100_deepseekv3"]["overlap_tp"] == "0"

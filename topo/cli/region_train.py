@@ -246,7 +246,7 @@ def render_across_sites(r: MultisiteStep, say=str, tokens: float | None = None) 
     """The text of one layout across the sites; ``say`` words each note (:func:`run_region_train`); with
     ``tokens``, the time to train them at the step across the sites."""
     one = r.one_site
-    mfu = mfu_text(one["mfu"], one["precision"], one["peak_flop_per_s_per_gpu"])
+    mfu = mfu_text(one["mfu"], one.get("peak_precision") or one["precision"], one["peak_flop_per_s_per_gpu"])
     short = not_fit_line(r.memory or one["memory"], one["gpu"])
     paced = f", {r.slowest_site}'s, the slowest site's" if len(set(r.site_step_s.values())) > 1 else ""
     lines = ([short] if short else []) + [f"{r.model} on {r.region}: {r.gpus:,} GPUs over {r.num_sites} sites; one site's share "

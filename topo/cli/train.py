@@ -841,7 +841,7 @@ def _print_step(r, tokens, model, memory: bool = False) -> None:
          f"{L['microbatches']} micro-batch{'es' if L['microbatches'] != 1 else ''} of {L['micro_batch']}")
     emit(f"step time   {format_time(r.step_time_s)}   tokens/s {r.tokens_per_s:,.0f}   "
          f"TFLOPs/GPU {r.tflop_per_s_per_gpu:.0f} ({r.flop_convention})   "
-         f"{mfu_text(r.mfu, r.precision, r.peak_flop_per_s_per_gpu)}")
+         f"{mfu_text(r.mfu, r.peak_precision or r.precision, r.peak_flop_per_s_per_gpu)}")
     line = uncertainty_line(r.uncertainty)
     if line:
         emit(line)

@@ -55,7 +55,7 @@ from .router_load import expected_row_tiles
 __all__ = ["KernelModel", "kernel_model", "gemm_s", "tile_set", "attention_rate_flops", "cudnn_factor", "memory_s",
            "router_kernels", "alltoall_preprocess_kernels", "permute_kernels", "permute_s", "permute_efficiency",
            "quantize_kernels", "fp8_padding", "epilogue_extra_s",
-           "fp8_recipe_costs", "recipe_precision", "recipe_gemm_ratio", "cast_extra_bytes", "OPERAND_BYTES", "ssd_sm_reference", "quantize_s", "fp8_backward_head_dims", "fp8_backward_published",
+           "fp8_recipe_costs", "recipe_precision", "recipe_gemm_ratio", "cast_extra_bytes", "quantised_copy_bytes", "OPERAND_BYTES", "ssd_sm_reference", "quantize_s", "fp8_backward_head_dims", "fp8_backward_published",
            "FITTED", "host_launch_price", "PYTHON_CALL_KEYS"]
 
 PYTHON_CALL_KEYS = ("py_call_s", "pybind_call_s", "py_object_s")
@@ -196,17 +196,20 @@ def quantize_kernels() -> dict:
     published): ``current`` (per-tensor current scaling: the amax zeroed, the amax, the scale, the cast),
     ``current_norm_amax`` (current scaling of a norm's output whose kernel computed the amax: the scale, the cast),
     ``delayed_scale_inverse`` (per-tensor delayed scaling in Transformer Engine 2.0-2.6: the scale inverse, then
-    the cast) and ``cast`` (every other recipe).
+    the cast), ``nvfp4`` (NVFP4BlockScaling: the amaxes zeroed, the Hadamard amax, the fused row-wise and RHT
+    column-wise cast) and ``cast`` (every other recipe).
 
     Returns
     -------
     dict
-        ``current``, ``current_norm_amax``, ``delayed_scale_inverse`` and ``cast``: kernels per quantisation.
+        ``current``, ``current_norm_amax``, ``delayed_scale_inverse``, ``nvfp4`` and ``cast``: kernels per
+        quantisation.
     """
     t = _table()["launch"]
     return {"current": float(t["fp8_current_scaling_kernels"]),
             "current_norm_amax": float(t["fp8_current_scaling_norm_amax_kernels"]),
-            "delayed_scale_inverse": float(t["fp8_delayed_scale_inverse_kernels"]), "cast": 1.0}
+            "delayed_scale_inverse": float(t["fp8_delayed_scale_inverse_kernels"]),
+            "nvfp4": float(t["fp8_nvfp4_cast_kernels"]), "cast": 1.0}
 
 
 @lru_cache(maxsize=32)
@@ -277,6 +280,29 @@ def cast_extra_bytes(recipe: str | None) -> tuple[float, float]:
     t = _table()["fp8_recipe"]
     return (float(t["element_bytes"].get(recipe, 1.0)) if recipe else 1.0,
             float(t["amax_read_bytes_per_element"].get(recipe, 0.0)) if recipe else 0.0)
+
+
+def quantised_copy_bytes(recipe: str | None) -> float:
+    """Bytes an element of one quantised copy of a tensor takes under FP8 scaling ``recipe`` (``kernels.toml``
+    ``[fp8_recipe]``): the element (1 for FP8, 0.5 for NVFP4's E2M1) and its block scales (1/16 for NVFP4's E4M3
+    per 16, 1/32 for MXFP8's E8M0 per 32, 4/128 block-wise, 0 per tensor). What Transformer Engine keeps of a
+    linear layer's input for the weight gradient (its column-wise copy: ``linear.py`` ``update_usage(rowwise_usage=
+    False, columnwise_usage=True)``) and what it all-gathers a copy of over TP without userbuffers
+    (``distributed.py`` ``_all_gather_nvfp4``: data and scale inverses).
+
+    Parameters
+    ----------
+    recipe : str or None
+        The layout's ``fp8_recipe`` (None: per-tensor).
+
+    Returns
+    -------
+    float
+        Bytes per element.
+    """
+    t = _table()["fp8_recipe"]
+    scale = t["scale_bytes_per_element"].get(recipe, t["scale_bytes_per_element"]["per_tensor"])
+    return cast_extra_bytes(recipe)[0] + float(scale)
 
 
 def quantize_s(km: KernelModel, nbytes: float, recipe: str | None, generation: str) -> float:

@@ -75,6 +75,7 @@ from ..resources import data_dir
 from ..units import whole_bytes
 from .parallel import ParallelLayout, divided
 from .fp8_params import fp8_param_bytes, kept_in_fp8
+from .kernels import quantised_copy_bytes
 from .ep_buffers import ep_buffer_bytes
 from .nccl_buffers import nccl_buffer_bytes
 from .model import ATTENTION_BLOCKS, BLOCK_KINDS, Block, ModelSpec
@@ -320,7 +321,9 @@ def block_activation_bytes(model: ModelSpec, lay: ParallelLayout, kind: str) -> 
     mask = 1 if model.dropout else 0
     mods = set(lay.recompute_modules)
     norm = 0.0 if "layernorm" in mods else 2.0
-    x = 1.0 if lay.precision == "fp8" else 2.0  # a linear layer's saved input (FP8: Transformer Engine keeps the cast)
+    # a linear layer's saved input: under FP8 / FP4 Transformer Engine keeps its quantised column-wise copy, scales
+    # included (NVFP4: 0.5 + 1/16 bytes an element; :func:`.kernels.quantised_copy_bytes`)
+    x = quantised_copy_bytes(lay.fp8_recipe) if lay.precision == "fp8" else 2.0
     if kind in ATTENTION_BLOCKS:  # a local window (W) stores the same tensors (its scores only without a fused kernel)
         kv_frac = model.num_kv_heads * model.head_dim / h
         if model.attention.kind == "mla":

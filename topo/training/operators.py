@@ -206,6 +206,9 @@ class Op:
     grad_hooks: bool = False
     """A GEMM whose weights' gradients run Megatron-Core DDP's per-parameter backward hook (:func:`block_ops` sets
     it for a layout with ``wgrad_output = "main_grad"`` below ZeRO-3: :func:`.grad_hooks.grad_hook_host_s`)."""
+    fp4_cast: bool = False
+    """An FP4 linear GEMM (``fp8_recipe = "nvfp4"``; :func:`block_ops` sets it): each quantisation of its input is
+    Transformer Engine's NVFP4 cast, three kernels (``quantize_kernels()["nvfp4"]``: :func:`cast_kind`)."""
     norm_amax: bool = False
     """A linear layer whose forward input a Transformer Engine norm produces in the same module
     (Megatron-Core's ``TELayerNormColumnParallelLinear``: QKV, a dense MLP's fc1, Mamba's in_proj): under current
@@ -988,12 +991,19 @@ def block_ops(model: ModelSpec, lay: ParallelLayout, kind: str) -> list[Op]:
     cs = current_scaling(lay)  # every linear layer's casts (the layout's one rule, as the TP amax reduction's)
     bs = lay.precision == "fp8" and lay.fp8_recipe in ("mxfp8", "blockwise")
     mx = lay.precision == "fp8" and lay.fp8_recipe == "mxfp8"
+    fp4 = lay.precision == "fp8" and lay.fp8_recipe == "nvfp4"
     hooks = lay.wgrad_output == "main_grad" and lay.zero_stage < 3  # Megatron-Core DDP (:mod:`.grad_hooks`)
     ub = userbuffers_built(model)  # an MLA model's TP linears have no communicator (:func:`.tp_overlap.userbuffers_built`)
-    return [replace(op, graph=_graph_part(kind, op), current_scaling=cs and op.kind == "gemm" and op.linear,
-                    block_scaled=bs and op.kind == "gemm" and op.linear, mxfp8=mx and op.kind == "gemm" and op.linear,
-                    grad_hooks=hooks and op.kind == "gemm" and op.weights, tp_overlap=op.tp_overlap if ub else "")
+    return [replace(op, graph=_graph_part(kind, op), current_scaling=cs and _linear_gemm(op),
+                    block_scaled=bs and _linear_gemm(op), mxfp8=mx and _linear_gemm(op),
+                    fp4_cast=fp4 and _linear_gemm(op), grad_hooks=hooks and op.kind == "gemm" and op.weights,
+                    tp_overlap=op.tp_overlap if ub else "")
             for op in ops]
+
+
+def _linear_gemm(op: Op) -> bool:
+    """Whether ``op`` is a linear layer's GEMM (the operators an FP8 / FP4 recipe casts the inputs of)."""
+    return op.kind == "gemm" and op.linear
 
 
 FSDP_MODULE = "fsdp"
@@ -1306,8 +1316,9 @@ def cast_kind(op: Op, backward: bool = False, amax_pass: bool = False, scale_ker
     """How Transformer Engine quantises the input of FP8 linear ``op``'s pass (X forward, dY backward), as a key
     of :func:`.kernels.quantize_kernels`: ``current`` under per-tensor current scaling (``op.current_scaling``, or
     ``amax_pass``: TE before 2.7), its amax computed in kernels of its own; ``current_norm_amax`` for a
-    ``norm_amax`` forward from TE 2.7 (the norm computed the amax); else ``delayed_scale_inverse`` with
-    ``scale_kernel``, else ``cast``.
+    ``norm_amax`` forward from TE 2.7 (the norm computed the amax); ``nvfp4`` under NVFP4 (``op.fp4_cast``: its
+    amax kernels and the fused cast, every input alike: with the random Hadamard transform TE runs the norm
+    unfused); else ``delayed_scale_inverse`` with ``scale_kernel``, else ``cast``.
 
     The TE version is read from ``amax_pass``: no layout or run carries TE's version (a run names its container,
     whose TE the runs file's ``fp8_amax_pass`` column records). NVIDIA/TransformerEngine v2.7 (fedd9ddc)
@@ -1329,6 +1340,8 @@ def cast_kind(op: Op, backward: bool = False, amax_pass: bool = False, scale_ker
     -------
     str
     """
+    if op.fp4_cast:
+        return "nvfp4"
     if op.current_scaling or amax_pass:
         return "current_norm_amax" if (op.norm_amax and not backward and not amax_pass) else "current"
     return "delayed_scale_inverse" if scale_kernel else "cast"

@@ -1128,9 +1128,17 @@ def current_scaling(lay: ParallelLayout) -> bool:
 def _check_nvfp4(lay: ParallelLayout, bad) -> None:
     """What ``fp8_recipe = "nvfp4"`` does not run: FP8 attention (TE's NVFP4BlockScaling sets ``fp8_dpa = False``:
     NVIDIA/TransformerEngine@d0067d0d transformer_engine/common/recipe/__init__.py) and an FP4 weight gather
-    (Megatron-Bridge's ``fp4_param_gather``, not priced: :mod:`.fp8_params` knows FP8 tensors only)."""
+    (Megatron-Bridge's ``fp4_param_gather``, not priced: :mod:`.fp8_params` knows FP8 tensors only), nor TP
+    overlap through userbuffers: ``fill_userbuffers_buffer_for_all_gather`` takes FP8 and MXFP8 quantizers only and
+    raises "Unsupported quantizer for Userbuffers" for an NVFP4 one (NVIDIA/TransformerEngine@d0067d0d
+    ``transformer_engine/pytorch/module/base.py`` lines 607-754), and Megatron-Bridge turns ``tp_comm_overlap``
+    off for every NVFP4 recipe (NVIDIA-NeMo/Megatron-Bridge@21d102f5
+    ``scripts/performance/configs/llama/llama3_llm_pretrain.py`` line 80: ``False if precision == "nvfp4"``)."""
     if lay.fp8_recipe != "nvfp4":
         return
+    if lay.overlap_tp and lay.sequence_parallel and lay.tp > 1:
+        bad("overlap_tp", "true runs TP collectives through userbuffers, which Transformer Engine refuses for NVFP4 "
+                          "inputs (Megatron-Bridge turns it off); allowed with fp8_recipe nvfp4 and tp > 1: false")
     if lay.attention_fp8:
         bad("attention_fp8", f"{lay.attention_fp8} quantises attention, which Transformer Engine's NVFP4 recipe "
                              f"leaves in BF16 (fp8_dpa false); allowed with fp8_recipe nvfp4: \"\"")

@@ -70,6 +70,9 @@ class StepResult:
     ``default`` (``fp8_amax_reduction``: on with delayed scaling) or, from the CLI, ``jax_mesh``."""
     profile: str = ""  # the cost profile that priced the collectives (topo.training.comm.CommEngine.profile)
     ep_cover_s: float = 0.0  # GPU seconds of a dropless MoE layer's forward all-to-alls between its host syncs
+    peak_precision: str = ""
+    """The precision of ``peak_flop_per_s_per_gpu``, the one the layout's linear layers run at
+    (:func:`topo.training.step.peak_precision`: ``fp4`` under ``fp8_recipe = "nvfp4"``); empty: ``precision``."""
 
     @property
     def tokens_per_s(self) -> float:
@@ -136,6 +139,7 @@ class StepResult:
             "executed_flop_per_step": self.executed_flop_per_step,
             "tflop_per_s_per_gpu": self.tflop_per_s_per_gpu, "mfu": self.mfu, "efficiency": self.efficiency,
             "peak_flop_per_s_per_gpu": self.peak_flop_per_s_per_gpu,
+            "peak_precision": self.peak_precision or self.precision,
             "memory_per_gpu_bytes": self.memory_per_gpu_bytes, "fits": self.fits,
             "memory": self.memory.to_dict(), "overlap": self.overlap,
             "comm": [whole_bytes(asdict(c)) for c in self.comm], "bound_by": self.bound_by(), "notes": self.notes,

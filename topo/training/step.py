@@ -99,7 +99,7 @@ from .fp8_params import gathers_in_fp8
 from .fp8_amax import AMAX_PHASE, AMAX_SP_GROUP, amax_group, amax_reduced, amax_step, sp_amax_reduced
 from .gpus import gpu_compute
 from .host_cpu import host_time_factor, reference_host_cpu
-from .kernels import memory_s
+from .kernels import memory_s, quantised_copy_bytes, recipe_precision
 from .mapping import (EXPERT_DP_GROUPS, FLEX_GROUP, default_placement, map_layout, recipe_gpus_used,
                       refuse_failed_placement)
 from .memory import busiest_stage, bf16_kept_params, memory_per_gpu, stage_params, units_holding
@@ -415,8 +415,8 @@ def _tp_traffic(t: _Traffic) -> None:
     up_fwd = mla_fwd if t.full else mla + t.recomputed(Block.ATTENTION, "mla_up_proj")
     rest = blocks - mla  # the blocks whose input side is h wide
     tokens = lay.micro_batch * t.s_cp
-    # FP8 with userbuffers: the gathered input and output gradient are quantised before their all-gather
-    ag_bytes = FP8_BYTES if (lay.precision == "fp8" and tp_ring_steps(lay, t.model) > 1) else ACT_BYTES
+    x_bytes, dy_bytes, x2_bytes = tp_gather_elem_bytes(lay, t.model)
+    ag_bytes = x_bytes
     ag = t.act * ag_bytes / ACT_BYTES
     if lay.sequence_parallel:
         # the rank's first MLA layer's linear_proj keeps userbuffers (:func:`.tp_overlap.first_proj_userbuffers`):
@@ -428,16 +428,16 @@ def _tp_traffic(t: _Traffic) -> None:
               what="input", blocks=rest if mla else None)
         t.add("tp", "reduce_scatter", "tp", t.act, t.m * (forward - ub), "microbatch", pair="rs_fprop",
               what="output")
-        t.add("tp", "all_gather", "tp", ag, t.m * (blocks - (1 if ub else 0)), "backward", ag_bytes,
-              pair="rs_dgrad", what="output gradient")
+        t.add("tp", "all_gather", "tp", t.act * dy_bytes / ACT_BYTES, t.m * (blocks - (1 if ub else 0)), "backward",
+              dy_bytes, pair="rs_dgrad", what="output gradient")
         if ub:
             t.add("tp", "reduce_scatter", "tp", t.act, t.m * ub, "microbatch", pair="rs_fprop",
                   what="output, the first MLA layer's linear_proj (userbuffers)", userbuffers=True)
             t.add("tp", "all_gather", "tp", t.act * ub_bytes / ACT_BYTES, t.m, "backward", ub_bytes,
                   pair="rs_dgrad", what="output gradient, the first MLA layer's linear_proj (userbuffers)",
                   userbuffers=True)
-        t.add("tp", "all_gather", "tp", ag, t.m * rest, "backward", ag_bytes, pair="ag_dgrad",
-              what="input again, for wgrad", blocks=rest if mla else None)
+        t.add("tp", "all_gather", "tp", t.act * x2_bytes / ACT_BYTES, t.m * rest, "backward", x2_bytes,
+              pair="ag_dgrad", what="input again, for wgrad", blocks=rest if mla else None)
         t.add("tp", "reduce_scatter", "tp", t.act, t.m * rest, "backward", pair="ag_wgrad", what="input gradient",
               blocks=rest if mla else None)
         for name, width, linear in latents:
@@ -454,6 +454,57 @@ def _tp_traffic(t: _Traffic) -> None:
             if linear:
                 t.add("tp", "all_reduce", "tp", tokens * width * ACT_BYTES, t.m * mla, phase="backward",
                       what=f"MLA {name} gradient")
+
+
+def peak_precision(lay: ParallelLayout) -> str:
+    """The precision whose dense peak a layout's MFU is of: the one its linear layers' GEMMs run at
+    (:func:`.kernels.recipe_precision`), ``fp4`` under ``fp8_recipe = "nvfp4"`` (Transformer Engine's NVFP4 recipe
+    runs fprop, dgrad and wgrad in E2M1), else the layout's ``precision``, as for every FP8 layout (whose
+    attention may run BF16 too). Megatron-Bridge's tables give achieved model TFLOP/s per GPU only, against no
+    peak (NVIDIA-NeMo/Megatron-Bridge@067f987d docs/performance-summary-archive.md line 28: "Model TFLOP/sec/GPU: Model
+    floating-point operations per second per GPU"; no MFU column).
+
+    Parameters
+    ----------
+    lay : ParallelLayout
+
+    Returns
+    -------
+    str
+    """
+    return recipe_precision(lay.fp8_recipe) if lay.precision == "fp8" else lay.precision
+
+
+def tp_gather_elem_bytes(lay: ParallelLayout, model: ModelSpec) -> tuple[float, float, float]:
+    """Bytes an element of a TP block's three all-gathers moves under sequence parallelism: its column-parallel
+    input forward, its row-parallel output gradient backward, its input again for the weight gradient.
+
+    FP8 through userbuffers: 1 each (quantised before the gather). NVFP4 (``fp8_recipe = "nvfp4"``, never with
+    userbuffers: :func:`.parallel.check_layout`) gathers the quantised tensors through NCCL, each copy's E2M1 data and
+    E4M3 scales (:func:`.kernels.quantised_copy_bytes`, 0.5625): the input's row-wise copy forward (TE
+    ``layernorm_linear.py`` ``quantizer.set_usage(rowwise=True, columnwise=False)`` before
+    ``gather_along_first_dim``), the output gradient's row-wise and column-wise copies (``linear.py``
+    ``grad_output_quantizer.set_usage(rowwise=True, columnwise=True)``, ``base.py`` ``grad_output_preprocess``)
+    and the input's column-wise copy for the weight gradient (``_common.py``
+    ``set_quantizer_usage_for_wgrad_all_gather``; ``distributed.py`` ``_all_gather_nvfp4``:
+    NVIDIA/TransformerEngine@d0067d0d). Every other case: BF16, 2.
+
+    Parameters
+    ----------
+    lay : ParallelLayout
+    model : ModelSpec
+
+    Returns
+    -------
+    tuple of float
+        ``(input, output_gradient, input_again)`` bytes per element.
+    """
+    if lay.precision == "fp8" and lay.fp8_recipe == "nvfp4":
+        q = quantised_copy_bytes("nvfp4")
+        return q, 2.0 * q, q
+    # FP8 with userbuffers: the gathered input and output gradient are quantised before their all-gather
+    b = FP8_BYTES if (lay.precision == "fp8" and tp_ring_steps(lay, model) > 1) else ACT_BYTES
+    return float(b), float(b), float(b)
 
 
 HEAD_PHASES = {"head": "forward", "head_backward": "backward", "head_wgrad": "backward"}
@@ -1476,7 +1527,8 @@ def _step_result(fabric: Fabric, model: ModelSpec, lay: ParallelLayout, gpu, sc,
     result = StepResult(
         spec=fabric.name, model=model.name, model_status=model.status, layout=layout, gpus=lay.gpus,
         gpu=gpu.name, precision=lay.precision, flop_convention=convention, efficiency=gpu.efficiency,
-        peak_flop_per_s_per_gpu=gpu.peak_flops(lay.precision), step_time_s=step, breakdown_s=breakdown,
+        peak_flop_per_s_per_gpu=gpu.peak_flops(peak_precision(lay)), peak_precision=peak_precision(lay),
+        step_time_s=step, breakdown_s=breakdown,
         tokens_per_step=lay.global_batch * seq, model_flop_per_step=model_flop_per_step(model, lay, convention),
         executed_flop_per_step=sc.executed_flops * m * lay.gpus, memory=mem, comm=comms,
         overlap={k: getattr(lay, f"overlap_{k}") for k in ("tp", "cp", "pp", "dp", "ep")}, notes=notes,
