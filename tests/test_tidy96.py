@@ -62,3 +62,33 @@ def test_the_search_floor_of_the_flex_groups_gather_spans_its_ep_x_etp_ranks():
     floor = sum(it["calls"] * it["size_bytes"] * 15 / 16 / 450e9 for it in flex)
     got = _comm_floor_s(fabric.spec, lay, flex, sc, None, tp_overlap=False)[1]
     assert got == pytest.approx(floor, rel=1e-12)
+
+
+def test_a_shard_group_wider_than_a_sites_share_is_refused_in_the_jobs_figures(tmp_path):
+    # findings 400 Left 4: east 2 SUs (512 H100), west 1 (256), by size: tp 8 fills dp 96, east 64 replicas, west 32.
+    # The region's step keeps each hybrid shard group inside one site (multisite._stays_in_site); dp_shard 48 divides
+    # the job's 96 but neither share: refused naming the site's share and the job's dp, allowed gcd(64, 32) = 32 (the
+    # share's own check said "48 does not divide dp 64", the job's dp being 96); 32 runs
+    from small_regions import two_sites
+    path = tmp_path / "r.toml"
+    path.write_text(two_sites("r2", "two unlike sites", "dgx-h100-superpod", 2, 1))
+    job = ("train", str(path), "--model", "llama3-8b", "--tp", "8", "--shares", "by-size", "--global-batch", "96")
+    err = run_cli(*job, "--layout", "dp_sharding=zero3,dp_shard=48").stderr
+    assert err == ("error: --layout: dp_shard: 48 does not divide site east's share of dp (64 of the job's 96): a "
+                   "shard group runs inside one site (one crossing the sites every micro-batch is not priced); "
+                   "allowed: a divisor of every site's share (32)\n"), err
+    out = run_cli(*job, "--layout", "dp_sharding=zero3,dp_shard=32", "--json", check=True).stdout
+    assert json.loads(out)["site_dp"] == {"east": 64, "west": 32}
+
+
+def test_a_region_plan_says_its_jobs_idle_servers_and_spares_as_one_sites_plan_does():
+    # findings 399 Left 4: two-site-h100, 2 x 1,536 H100 of 8 a server (192 servers a site); the job's 512 GPUs, 256 a
+    # site, leave (1,536 - 256) / 8 = 160 whole servers a site idle, 320 in all; the rule (reliability.toml
+    # hot_spare_fraction, an assumption of 1%) holds floor(0.01 x 192) = 1 a site, 2 in all. The words are one site's
+    # plan's (topo.plan.spare_note.hot_spare_note)
+    out = run_cli("plan", "two-site-h100", "--model", "llama3-70b", "--layout", "tp=8,pp=4,dp=16,global_batch=512",
+                  "--tokens", "15T", "--no-collectives", check=True).stdout
+    idle, spares = 2 * (1536 - 256) // 8, 2 * int(0.01 * 192)
+    assert (f"note: llama3-70b's job holds 512 of the 3,072 GPUs and leaves {idle} whole servers of 8 GPUs idle; the "
+            f"failure model's rule holds {spares} of them as hot spares (reliability.checkpoint.hot_spare_fraction of "
+            "each site's servers, floored, at most its idle: east 1 of 192 servers, west 1 of 192 servers)\n") in out, out
