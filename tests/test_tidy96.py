@@ -27,6 +27,23 @@ def test_a_filled_jobs_failed_rack_is_told_the_skip_alone_and_its_dp():
     assert json.loads(out)["layout"]["dp"] == dp
 
 
+def test_a_filled_region_jobs_failed_rack_is_told_the_skip_alone_and_its_dp(tmp_path):
+    # the same on a region of two 8-rack NVL72 sites under equal shares (every site runs the smallest site's share):
+    # east's rack 3 failed; with the skip on every share the smallest holds 7 x 64 = 448 GPUs, 448 / 32 = 14 replicas
+    # a site, dp 28, which divides the global batch of 224 (as dp 32 does), and runs at 14 a site
+    from small_regions import two_sites
+    path = tmp_path / "nvl.toml"
+    path.write_text(two_sites("nvl", "two NVL72 sites", "gb200-nvl72-superpod", 8, 8))
+    job = ("train", str(path), "--model", "llama3-8b", "--tp", "8", "--pp", "4", "--fail", "east:nvswitch3",
+           "--shares", "equal", "--gpus-per-domain-used", "64", "--global-batch", "224")
+    err = run_cli(*job).stderr
+    assert "allowed: --skip-domains [3] (a dp left to fill the GPUs is then 28: tp x cp x pp = 32 into the 448 GPUs " \
+           "of the smallest site (every site runs that share) at 64 of each" in err, err
+    assert "), or --skip-domains [3] with 1 more NVLink domain" in err, err
+    out = run_cli(*job, "--skip-domains", "3", "--json", check=True).stdout
+    assert json.loads(out)["site_dp"] == {"east": 14, "west": 14}
+
+
 def test_the_skip_alone_is_not_offered_where_its_dp_does_not_divide_the_batch():
     # global batch 40: dp 8 (every rack) divides it, the refilled dp 6 does not, so only the spare rack is offered
     err = run_cli(*FAIL, "--global-batch", "40").stderr
