@@ -40,14 +40,17 @@ def placed_by(args, filled: str) -> str | None:
 
 
 def skip_way_dp(exc: TopoError, fabric, known: int, first_gpu: int = 0, sites: int = 1,
-                gpus_per_domain_used: int | None = None) -> TopoError:
+                gpus_per_domain_used: int | None = None, batch: int | None = None) -> TopoError:
     """A failure's refusal (key ``fail``) whose way past it skips NVLink domains (``skip_domains = [..]``,
     :func:`~topo.training.mapping.refuse_failed_gpus`), for a job whose dp was filled from the GPUs: where tp x cp
     x pp (``known``) does not divide the GPUs a filled dp would fill past those domains (:func:`~topo.training.mapping.job_gpus`; on
     ``fabric``, a region's smallest site), the skip alone is refused in turn, so the way names dp too (walk29:
     ``--skip-domains [3]`` on a region, then "does not divide the 16,056 GPUs", ``--dp N`` named only then), at the
     job's ``gpus_per_domain_used`` of each domain (rev95: a job at 64 of each NVL72 rack was told the skip alone
-    would fill 216 GPUs of 3 racks, which 32 does not divide, where it fills 3 x 64 = 192 and runs).
+    would fill 216 GPUs of 3 racks, which 32 does not divide, where it fills 3 x 64 = 192 and runs). Where tp x cp x
+    pp divides them and the refusal offers the skip only with spare domains (the job at its filled size), the skip
+    alone is said first with the dp it then fills (tidy96: a job at 64 of each of 4 NVL72 racks, rack 3 failed, was
+    offered "1 more NVLink domain" only, where the skip alone runs at dp 6).
 
     Parameters
     ----------
@@ -63,6 +66,8 @@ def skip_way_dp(exc: TopoError, fabric, known: int, first_gpu: int = 0, sites: i
         Sites that each run the share (dp counts every site's).
     gpus_per_domain_used : int, optional
         The job's GPUs of each NVLink domain (None: every one).
+    batch : int, optional
+        Micro-batches a step (global batch over micro-batch): a refilled dp that does not divide them is not offered.
 
     Returns
     -------
@@ -72,14 +77,20 @@ def skip_way_dp(exc: TopoError, fabric, known: int, first_gpu: int = 0, sites: i
     found, skip = skip_offered(exc)
     if found is None:
         return exc
-    gpus, _ = training.job_gpus(fabric, first_gpu, skip, gpus_per_domain_used)
-    if gpus % known == 0:
-        return exc
+    gpus, words = training.job_gpus(fabric, first_gpu, skip, gpus_per_domain_used)
     where = " of the smallest site (every site runs that share)" if sites > 1 else ""
+    spare = exc.message[found.end():].startswith(" with ")  # the skip that keeps the job's dp on spare domains
+    if gpus % known == 0:
+        dp = sites * (gpus // known)
+        if not spare or (batch and batch % dp):
+            return exc
+        way = (f"{found[0]} (a dp left to fill the GPUs is then {dp:,}: tp x cp x pp = {known} into the {gpus:,} "
+               f"GPUs{where} {words}), or {found[0]}")
+        return TopoError(exc.message.replace(found[0], way, 1), source=exc.source, key=exc.key)
     way = (f"{found[0]} with --dp {sites * (gpus // known)} (a dp left to fill the GPUs would take the {gpus:,}"
            f"{where} past the skipped domain{'s' if len(skip) > 1 else ''}, which tp x cp x pp = {known} does not "
            f"divide)")
-    if exc.message[found.end():].startswith(" with "):  # the skip that keeps the job's dp on spare domains
+    if spare:
         way += f", or {found[0]}"
     return TopoError(exc.message.replace(found[0], way, 1), source=exc.source, key=exc.key)
 

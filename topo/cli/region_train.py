@@ -72,7 +72,8 @@ def run_region_train(args, options: dict, say=str) -> int:
             exc = _skip_way_by_size(exc, region, lay, args, fields)  # skip72: the split refilled past the skip
         elif args.dp is None and args.gpus is None and "dp" not in fields:  # a filled dp: walk29 Left 6
             exc = skip_way_dp(exc, min(region.fabrics, key=lambda f: f.num_gpus), lay.tp * lay.cp * lay.pp,
-                              lay.first_gpu, region.num_sites, lay.gpus_per_domain_used)
+                              lay.first_gpu, region.num_sites, lay.gpus_per_domain_used,
+                              lay.global_batch // lay.micro_batch)
         raise _named_by_layout(args, fields, sized_by(exc, args.gpus, args.dp)) from None
     if args.json:
         emit_json(r.to_dict(train_tokens=args.tokens))

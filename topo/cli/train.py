@@ -378,7 +378,8 @@ def _flags_step(args, fabric, model, lay, engine: CommEngine, filled: bool):
     except TopoError as exc:  # a job larger than the fabric: named by --gpus or --dp when that flag sized it
         if filled:  # a skip past a failure that the filled dp would refuse names dp (walk29 Left 6)
             exc = skip_way_dp(exc, fabric, lay.tp * lay.cp * lay.pp, lay.first_gpu,
-                              gpus_per_domain_used=lay.gpus_per_domain_used)
+                              gpus_per_domain_used=lay.gpus_per_domain_used,
+                              batch=lay.global_batch // lay.micro_batch)
         if sized_by(exc, args.gpus, args.dp) is not exc:
             raise sized_by(exc, args.gpus, args.dp) from None
         if exc.source == "layout" and exc.key == "first_gpu":  # the flag's own: a layout gives none here

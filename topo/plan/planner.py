@@ -18,7 +18,7 @@ from ..inputs import read_toml
 from ..fabric.fabric import Fabric
 from ..fabric.inventory import inventory
 from ..spec import Spec, load_spec
-from ..units import count_noun, format_in
+from ..units import format_in
 from .blast import blast_radius, collective_times_with_failures, with_interruptions
 from .bom import RACK_TIER, SwitchLine, bill_of_materials, reprice, logical_tiers, tier_switch_models, two_stage_switches
 from .catalog import Catalog, load_catalog
@@ -39,6 +39,7 @@ from .power import power_breakdown
 from .power_notes import cooling_note, power_notes, storage_scale_note
 from .reliability import HARDWARE_CAUSES, reliability
 from .result import DesignComparison, PlanResult
+from .spare_note import hot_spare_note
 from .budget import PowerFit
 from .train_time import TrainingJob
 
@@ -436,17 +437,11 @@ def _job_notes(training: TrainingJob | None, relia, L, notes: list[str], fit: Po
     notes = ([fit.note()] if fit is not None else []) + notes
     if training is None:
         return notes
-    holds = f"{training.model}'s job holds {training.gpus:,} of the {L.num_gpus:,} GPUs"
-    free, spares = relia.free_servers, relia.hot_spare_servers
-    wait = "each hardware failure waits for its repair (reliability.checkpoint.repair_s, in the restart)"
-    if not free:
-        return notes + [f"{holds}: no whole server is left as a hot spare, so {wait}; a job a few servers smaller "
-                        "keeps spares" + _goodput_scope_words(relia, L)]
-    rule = (f"the failure model's rule holds {spares:,} of them as hot spares (reliability.checkpoint."
-            f"hot_spare_fraction: floor({spare_fraction * 100:.3g}% x {L.num_servers:,} servers), at most the idle)")
-    tail = f", so {wait}" if spares == 0 else ""
-    return notes + [f"{holds} and leaves {count_noun(free, 'whole server')} of {L.gpus_per_server} GPUs idle; {rule}"
-                    + tail + _goodput_scope_words(relia, L)]
+    rule = (f"reliability.checkpoint.hot_spare_fraction: floor({spare_fraction * 100:.3g}% x "
+            f"{L.num_servers:,} servers), at most the idle")
+    return notes + [hot_spare_note(training.model, training.gpus, L.num_gpus, relia.free_servers,
+                                   relia.hot_spare_servers, f"of {L.gpus_per_server} GPUs", rule)
+                    + _goodput_scope_words(relia, L)]
 
 
 def _goodput_scope_words(relia, L) -> str:

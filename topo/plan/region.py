@@ -19,6 +19,7 @@ from .dci_ports import port_notes, site_ports
 from .planner import plan, workload_of
 from .power import HOURS_PER_YEAR
 from .reliability import Reliability, joint_reliability
+from .spare_note import hot_spare_note
 from .train_time import TrainingJob, cost_per_million_tokens_usd, job_energy, standing_fraction, time_to_train
 
 __all__ = ["SitePlan", "RegionPlan", "plan_region", "restore_exchange_s"]
@@ -202,6 +203,24 @@ def _join_reliability(out: RegionPlan, region: Region, plans: list) -> None:
     out.restore_exchange_s = restore_exchange_s(region, [p.storage.checkpoint_bytes for p in plans], out.across)
     out.reliability = joint_reliability([p.reliability for p in plans], [p.num_gpus for p in plans],
                                         [p.compute.flop for p in plans], out.restore_exchange_s)
+    if out.training is not None and out.reliability.free_servers is not None:  # every site runs a part of the job
+        out.notes.append(_spare_note(out, region.site_names, plans))
+
+
+def _spare_note(out: RegionPlan, names, plans: list) -> str:
+    """The region's job's hot-spare note (:func:`~topo.plan.spare_note.hot_spare_note`, one site's plan's words):
+    every site's idle whole servers and spares joined (:func:`~topo.plan.reliability.joint_reliability`), each site's
+    counted by its own rule (tidy96, findings 399 Left 4: the region plan said its spares with no note)."""
+    rel = out.reliability
+    sizes = {p.num_gpus // p.num_servers for p in plans}
+    servers = (f"of {sizes.pop()} GPUs" if len(sizes) == 1 else
+               "(" + ", ".join(f"{n} {p.reliability.free_servers or 0:,} of {p.num_gpus // p.num_servers} GPUs"
+                               for n, p in zip(names, plans)) + ")")
+    each = ", ".join(f"{n} {p.reliability.hot_spare_servers:,} of {p.num_servers:,} servers"
+                     for n, p in zip(names, plans))
+    rule = f"reliability.checkpoint.hot_spare_fraction of each site's servers, floored, at most its idle: {each}"
+    return hot_spare_note(out.training.model, out.training.gpus, out.num_gpus, rel.free_servers,
+                          rel.hot_spare_servers, servers, rule)
 
 
 def _dci_notes(spans: list, cat, ports, quotes: dict) -> list[str]:

@@ -259,6 +259,7 @@ def estimate_across_sites(region: Region, model: ModelSpec, lay: ParallelLayout,
     check_region_profile(region, step_options.get("profile"))
     dps = site_shares(region, lay, shares)
     lays = [lay.model_copy(update={"dp": d, "global_batch": lay.global_batch * d // lay.dp}) for d in dps]
+    _check_shard_shares(region, lay, lays)
     _check_fit(region, lays)
     ones = _share_steps(region, model, dps, lays, one_site, step_options)
     ready = _site_ready(ones, model, sum(dps))
@@ -831,6 +832,26 @@ def _stays_in_site(groups: str, collective: str, outer: bool) -> bool:
     if groups in _REPLICA_GROUPS:
         return not outer
     return groups in _SHARD_GROUPS and (outer or collective == "all_gather")
+
+
+def _check_shard_shares(region: Region, lay: ParallelLayout, lays: list[ParallelLayout]) -> None:
+    """Refuse a job across the sites whose hybrid shard group (``dp_shard``, ``expert_dp_shard``) does not divide
+    every site's share of its replicas (``lays``, in site order), in the job's figures: the region's step keeps each
+    shard group inside one site (:func:`_stays_in_site`), so a group wider than a share would cross the sites every
+    micro-batch, which is not priced (tidy96, findings 400 Left 4: the share's own check said "does not divide dp
+    64" of a job of dp 96)."""
+    for key, whole, what in (("dp_shard", lambda x: x.dp, "dp"), ("expert_dp_shard", lambda x: x.expert_dp,
+                                                                   "the experts' replicas")):
+        size = getattr(lay, key)
+        if size is None or size >= whole(lay):
+            continue
+        for name, share in zip(region.site_names, lays):
+            if whole(share) % size:
+                each = math.gcd(*(whole(x) for x in lays))
+                raise TopoError(f"{size} does not divide site {name}'s share of {what} ({whole(share):,} of the "
+                                f"job's {whole(lay):,}): a shard group runs inside one site (one crossing the sites "
+                                f"every micro-batch is not priced); allowed: a divisor of every site's share ({each:,})",
+                                key=key)
 
 
 def _refuse_mixed_outer(groups: str, lay: ParallelLayout) -> None:
