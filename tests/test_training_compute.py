@@ -26,7 +26,10 @@ def test_catalog_published_figures():
     a = gpu_compute("A100")
     assert a.peak_fp8_flops is None and a.hbm_Bps == pytest.approx(2.039e12)
     g = gpu_compute("GB200")
-    assert g.peak_bf16_flops * 72 == pytest.approx(180e15) and g.hbm_Bps * 72 == pytest.approx(576e12)
+    # HBM: the device's own query (openxla/xla@4336d12e0706 specs/gb200.txtpb memory_bandwidth 7.928 TB/s, gpus.toml),
+    # within 1% of the rack's 576 TB/s / 72
+    assert g.peak_bf16_flops * 72 == pytest.approx(180e15) and g.hbm_Bps * 72 == pytest.approx(576e12, rel=0.01)
+    assert g.hbm_Bps == pytest.approx(7.928064e12, rel=1e-3)
     for name in ("H200", "H800", "B200", "GB300"):
         assert gpu_compute(name).hbm_Bps > 0
     # an "80GB" H100 holds what its driver reports: 81,559 MiB = 85.5e9 bytes (nvidia-smi), not 80e9 (issue 30)
