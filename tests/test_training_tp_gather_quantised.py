@@ -48,3 +48,24 @@ def test_fp8_tp_gathers_through_userbuffers_stay_one_byte():
     under ``ub_overlap_ag``): 1 byte each, unchanged."""
     got = _gathers("fp8", "delayed", overlap_tp=True)
     assert [got[w]["elem_bytes"] for w in WHATS] == [FP8_BYTES] * 3
+
+
+@pytest.mark.parametrize("recipe, copy", [("current", FP8_BYTES), ("mxfp8", MXFP8_COPY)])
+def test_mla_up_projections_gather_their_quantised_latents(recipe, copy):
+    """DeepSeek-V3's up projections are TE column-parallel linears (NVIDIA/Megatron-LM@d98e8a64
+    ``multi_latent_attention.py`` lines 777-797), whose NCCL gather of the latent is quantised as any TE linear's
+    (TE@5671fd36 ``module/linear.py`` forward ``gather_along_first_dim(inputmat, tp_group, quantizer=...)`` and its
+    backward's column-wise regather); ``k_pos_emb``'s own gather (``gather_from_sequence_parallel_region``) stays
+    BF16."""
+    m = load_model("deepseek-v3-671b")
+    kw = dict(tp=2, pp=1, dp=1, global_batch=1, micro_batch=1, seq_len=4096, sequence_parallel=True)
+    fp8 = step_traffic(m, make_layout(precision="fp8", fp8_recipe=recipe, **kw))
+    bf = step_traffic(m, make_layout(precision="bf16", **kw))
+    for name, width, linear in m.mla_tp_latents:
+        for what in (f"MLA {name}", f"MLA {name} again, for wgrad") if linear else (f"MLA {name}",):
+            got = next(it for it in fp8 if it.get("what") == what)
+            ref = next(it for it in bf if it.get("what") == what)
+            b = copy if linear else BF16_BYTES
+            assert got["elem_bytes"] == pytest.approx(b), what
+            assert got["size_bytes"] == pytest.approx(ref["size_bytes"] * b / BF16_BYTES), what
+            assert ref["size_bytes"] == 4096 * width * BF16_BYTES, what  # the whole sequence's latent, b s w x 2

@@ -402,7 +402,8 @@ def _tp_traffic(t: _Traffic) -> None:
     each at its own width, none paired: the up projections' buffer names (``q_up_proj``, ``kv_up_proj``,
     ``q_proj``) are not Transformer Engine's, so Megatron-Core builds them without userbuffers
     (NVIDIA/Megatron-LM@d98e8a64 ``megatron/core/extensions/transformer_engine.py`` lines 1176-1187), and
-    ``k_pos_emb``'s gather is an autograd function's. Megatron's ``mla_up_proj`` recomputation runs the up
+    ``k_pos_emb``'s gather is an autograd function's (BF16; the up projections' gathers, TE linears', at
+    :func:`tp_gather_elem_bytes`). Megatron's ``mla_up_proj`` recomputation runs the up
     projections' gathers again (not ``k_pos_emb``'s, an input of the checkpointed function: lines 787-797).
     Without sequence parallelism the up projections' input gradients are all-reduced, ``k_pos_emb`` moves none."""
     lay = t.lay
@@ -441,11 +442,12 @@ def _tp_traffic(t: _Traffic) -> None:
         t.add("tp", "reduce_scatter", "tp", t.act, t.m * rest, "backward", pair="ag_wgrad", what="input gradient",
               blocks=rest if mla else None)
         for name, width, linear in latents:
-            size = tokens * width * ACT_BYTES
-            t.add("tp", "all_gather", "tp", size, t.m * (up_fwd if linear else mla_fwd), "microbatch",
-                  what=f"MLA {name}")
+            size, lb = tokens * width * ACT_BYTES, (x_bytes if linear else ACT_BYTES)
+            t.add("tp", "all_gather", "tp", size * lb / ACT_BYTES, t.m * (up_fwd if linear else mla_fwd),
+                  "microbatch", lb, what=f"MLA {name}")
             if linear:
-                t.add("tp", "all_gather", "tp", size, t.m * mla, "backward", what=f"MLA {name} again, for wgrad")
+                t.add("tp", "all_gather", "tp", size * x2_bytes / ACT_BYTES, t.m * mla, "backward", x2_bytes,
+                      what=f"MLA {name} again, for wgrad")
             t.add("tp", "reduce_scatter", "tp", size, t.m * mla, "backward", what=f"MLA {name} gradient")
     else:
         t.add("tp", "all_reduce", "tp", t.act, t.m * forward, phase="microbatch")
