@@ -76,14 +76,16 @@ def test_nvfp4_tp_gathers_are_nvfp4_through_nccl():
     row-wise forward (layernorm_linear.py lines 296-312), the output gradient row- and column-wise (linear.py line
     905, base.py grad_output_preprocess) and the input column-wise again for wgrad (_common.py lines 35-55),
     each copy's data and scales (distributed.py _all_gather_nvfp4): 0.5625, 1.125 and 0.5625 bytes an element
-    against BF16's 2 without userbuffers."""
+    against BF16's 2 (the other recipes': tests/test_training_tp_gather_quantised.py)."""
     m = load_model("llama3-8b")
     tp = {it["what"]: it for it in step_traffic(m, _lay("nvfp4")) if it["dim"] == "tp" and "what" in it}
-    bf = {it["what"]: it for it in step_traffic(m, _lay("mxfp8")) if it["dim"] == "tp" and "what" in it}
+    bf16 = make_layout(tp=2, pp=1, dp=1, global_batch=1, micro_batch=1, seq_len=8192, precision="bf16",
+                       sequence_parallel=True)
+    bf = {it["what"]: it for it in step_traffic(m, bf16) if it["dim"] == "tp" and "what" in it}
     for what, per in (("input", COPY), ("output gradient", 2 * COPY), ("input again, for wgrad", COPY)):
         assert tp[what]["elem_bytes"] == pytest.approx(per), what
         assert tp[what]["size_bytes"] == pytest.approx(bf[what]["size_bytes"] * per / 2), what
-        assert bf[what]["elem_bytes"] == 2.0  # MXFP8 without userbuffers: BF16, unchanged here
+        assert bf[what]["elem_bytes"] == 2.0  # BF16
 
 
 def test_nvfp4_refuses_userbuffers():

@@ -136,7 +136,8 @@ def test_sequence_parallel_backward_gathers_the_input_again():
 
 def test_fp8_userbuffers_gather_one_byte_elements():
     """TE quantises a linear layer's input (and its output gradient) before the all-gather: an FP8 layout with TP
-    overlap gathers b s h x 1 byte; the reduce-scatters (the GEMMs' BF16 outputs) and BF16 layouts stay 2 bytes."""
+    overlap, or without it (section 404), gathers b s h x 1 byte; the reduce-scatters (the GEMMs' BF16 outputs)
+    and BF16 layouts stay 2 bytes."""
     m = load_model("nemotron4-340b")
     act = 4096 * 18432 * 2
 
@@ -149,8 +150,10 @@ def test_fp8_userbuffers_gather_one_byte_elements():
     assert fp8[("microbatch", "reduce_scatter")] == fp8[("backward", "reduce_scatter")] == act
     bf16 = sizes(_nemotron_fp8().model_copy(update={"precision": "bf16"}))
     assert set(bf16.values()) == {act}
+    # without userbuffers too (NCCL, per-tensor delayed scaling: row-wise uint8 data, section 404)
     no_ub = sizes(_nemotron_fp8().model_copy(update={"overlap_tp": False}))
-    assert set(no_ub.values()) == {act}
+    assert no_ub[("microbatch", "all_gather")] == no_ub[("backward", "all_gather")] == act / 2
+    assert no_ub[("microbatch", "reduce_scatter")] == no_ub[("backward", "reduce_scatter")] == act
 
 
 def test_every_tp_block_of_a_hybrid_pairs_its_collectives():

@@ -55,7 +55,7 @@ from .router_load import expected_row_tiles
 __all__ = ["KernelModel", "kernel_model", "gemm_s", "tile_set", "attention_rate_flops", "cudnn_factor", "memory_s",
            "router_kernels", "alltoall_preprocess_kernels", "permute_kernels", "permute_s", "permute_efficiency",
            "quantize_kernels", "fp8_padding", "epilogue_extra_s",
-           "fp8_recipe_costs", "recipe_precision", "recipe_gemm_ratio", "cast_extra_bytes", "quantised_copy_bytes", "OPERAND_BYTES", "ssd_sm_reference", "quantize_s", "fp8_backward_head_dims", "fp8_backward_published",
+           "fp8_recipe_costs", "recipe_precision", "recipe_gemm_ratio", "cast_extra_bytes", "quantised_copy_bytes", "tp_gather_output_gradient_copies", "OPERAND_BYTES", "ssd_sm_reference", "quantize_s", "fp8_backward_head_dims", "fp8_backward_published",
            "FITTED", "host_launch_price", "PYTHON_CALL_KEYS"]
 
 PYTHON_CALL_KEYS = ("py_call_s", "pybind_call_s", "py_object_s")
@@ -303,6 +303,25 @@ def quantised_copy_bytes(recipe: str | None) -> float:
     t = _table()["fp8_recipe"]
     scale = t["scale_bytes_per_element"].get(recipe, t["scale_bytes_per_element"]["per_tensor"])
     return cast_extra_bytes(recipe)[0] + float(scale)
+
+
+def tp_gather_output_gradient_copies(recipe: str | None) -> int:
+    """Quantised copies of a row-parallel layer's output gradient Transformer Engine all-gathers over TP under
+    sequence parallelism without userbuffers (``kernels.toml`` ``[fp8_recipe]``
+    ``tp_gather_output_gradient_copies``): 1 per tensor (its quantizer gathers row-wise data only and transposes
+    after the gather), 2 under MXFP8, block-wise and NVFP4 (row- and column-wise, each with its scales).
+
+    Parameters
+    ----------
+    recipe : str or None
+        The layout's ``fp8_recipe`` (None, delayed, current: per-tensor).
+
+    Returns
+    -------
+    int
+    """
+    t = _table()["fp8_recipe"]["tp_gather_output_gradient_copies"]
+    return int(t.get(recipe, t["per_tensor"]))
 
 
 def quantize_s(km: KernelModel, nbytes: float, recipe: str | None, generation: str) -> float:

@@ -99,7 +99,7 @@ from .fp8_params import gathers_in_fp8
 from .fp8_amax import AMAX_PHASE, AMAX_SP_GROUP, amax_group, amax_reduced, amax_step, sp_amax_reduced
 from .gpus import gpu_compute
 from .host_cpu import host_time_factor, reference_host_cpu
-from .kernels import memory_s, quantised_copy_bytes, recipe_precision
+from .kernels import memory_s, quantised_copy_bytes, recipe_precision, tp_gather_output_gradient_copies
 from .mapping import (EXPERT_DP_GROUPS, FLEX_GROUP, default_placement, map_layout, recipe_gpus_used,
                       refuse_failed_placement)
 from .memory import busiest_stage, bf16_kept_params, memory_per_gpu, stage_params, units_holding
@@ -402,7 +402,8 @@ def _tp_traffic(t: _Traffic) -> None:
     each at its own width, none paired: the up projections' buffer names (``q_up_proj``, ``kv_up_proj``,
     ``q_proj``) are not Transformer Engine's, so Megatron-Core builds them without userbuffers
     (NVIDIA/Megatron-LM@d98e8a64 ``megatron/core/extensions/transformer_engine.py`` lines 1176-1187), and
-    ``k_pos_emb``'s gather is an autograd function's. Megatron's ``mla_up_proj`` recomputation runs the up
+    ``k_pos_emb``'s gather is an autograd function's (BF16; the up projections' gathers, TE linears', at
+    :func:`tp_gather_elem_bytes`). Megatron's ``mla_up_proj`` recomputation runs the up
     projections' gathers again (not ``k_pos_emb``'s, an input of the checkpointed function: lines 787-797).
     Without sequence parallelism the up projections' input gradients are all-reduced, ``k_pos_emb`` moves none."""
     lay = t.lay
@@ -441,11 +442,12 @@ def _tp_traffic(t: _Traffic) -> None:
         t.add("tp", "reduce_scatter", "tp", t.act, t.m * rest, "backward", pair="ag_wgrad", what="input gradient",
               blocks=rest if mla else None)
         for name, width, linear in latents:
-            size = tokens * width * ACT_BYTES
-            t.add("tp", "all_gather", "tp", size, t.m * (up_fwd if linear else mla_fwd), "microbatch",
-                  what=f"MLA {name}")
+            size, lb = tokens * width * ACT_BYTES, (x_bytes if linear else ACT_BYTES)
+            t.add("tp", "all_gather", "tp", size * lb / ACT_BYTES, t.m * (up_fwd if linear else mla_fwd),
+                  "microbatch", lb, what=f"MLA {name}")
             if linear:
-                t.add("tp", "all_gather", "tp", size, t.m * mla, "backward", what=f"MLA {name} again, for wgrad")
+                t.add("tp", "all_gather", "tp", size * x2_bytes / ACT_BYTES, t.m * mla, "backward", x2_bytes,
+                      what=f"MLA {name} again, for wgrad")
             t.add("tp", "reduce_scatter", "tp", size, t.m * mla, "backward", what=f"MLA {name} gradient")
     else:
         t.add("tp", "all_reduce", "tp", t.act, t.m * forward, phase="microbatch")
@@ -479,15 +481,19 @@ def tp_gather_elem_bytes(lay: ParallelLayout, model: ModelSpec) -> tuple[float, 
     """Bytes an element of a TP block's three all-gathers moves under sequence parallelism: its column-parallel
     input forward, its row-parallel output gradient backward, its input again for the weight gradient.
 
-    FP8 through userbuffers: 1 each (quantised before the gather). NVFP4 (``fp8_recipe = "nvfp4"``, never with
-    userbuffers: :func:`.parallel.check_layout`) gathers the quantised tensors through NCCL, each copy's E2M1 data and
-    E4M3 scales (:func:`.kernels.quantised_copy_bytes`, 0.5625): the input's row-wise copy forward (TE
-    ``layernorm_linear.py`` ``quantizer.set_usage(rowwise=True, columnwise=False)`` before
-    ``gather_along_first_dim``), the output gradient's row-wise and column-wise copies (``linear.py``
-    ``grad_output_quantizer.set_usage(rowwise=True, columnwise=True)``, ``base.py`` ``grad_output_preprocess``)
-    and the input's column-wise copy for the weight gradient (``_common.py``
-    ``set_quantizer_usage_for_wgrad_all_gather``; ``distributed.py`` ``_all_gather_nvfp4``:
-    NVIDIA/TransformerEngine@d0067d0d). Every other case: BF16, 2.
+    BF16 (any precision but ``fp8``): 2 each. FP8 through userbuffers: 1 each (quantised before the gather, one
+    usage at a time). FP8 through NCCL (no userbuffers; NVFP4 never has them: :func:`.parallel.check_layout`):
+    Transformer Engine quantises before ``gather_along_first_dim`` and gathers the quantised copies' data and scales
+    (:func:`.kernels.quantised_copy_bytes`: 1 per tensor, 1 + 1/32 MXFP8, 1 + 4/128 block-wise, 0.5625 NVFP4): the
+    input's row-wise copy forward (``layernorm_linear.py`` ``quantizer.set_usage(rowwise=True,
+    columnwise=False)``), the output gradient's copies (:func:`.kernels.tp_gather_output_gradient_copies`: per-tensor
+    FP8's row-wise data alone, transposed after the gather; the block-scaled recipes' row- and column-wise: ``base.py``
+    ``grad_output_preprocess``) and the input's one copy again for the weight gradient (per tensor row-wise and
+    transposed, else column-wise: ``layernorm_linear.py`` backward, ``supports_only_rowwise_all_gather``).
+    NVIDIA/TransformerEngine@5671fd36 (v2.12), f031cf87 (v2.14), 4220403e (v2.16) ``distributed.py``
+    ``_all_gather_fp8``, ``_all_gather_mxfp8``, ``_start_all_gather_fp8_blockwise``, ``_all_gather_nvfp4``;
+    per-tensor FP8 gathers uint8 from v1.0, MXFP8 both usages from v2.2, block-wise from v2.5 (``kernels.toml``
+    ``[fp8_recipe]``; every row's TE is later).
 
     Parameters
     ----------
@@ -499,12 +505,12 @@ def tp_gather_elem_bytes(lay: ParallelLayout, model: ModelSpec) -> tuple[float, 
     tuple of float
         ``(input, output_gradient, input_again)`` bytes per element.
     """
-    if lay.precision == "fp8" and lay.fp8_recipe == "nvfp4":
-        q = quantised_copy_bytes("nvfp4")
-        return q, 2.0 * q, q
-    # FP8 with userbuffers: the gathered input and output gradient are quantised before their all-gather
-    b = FP8_BYTES if (lay.precision == "fp8" and tp_ring_steps(lay, model) > 1) else ACT_BYTES
-    return float(b), float(b), float(b)
+    if lay.precision != "fp8":
+        return float(ACT_BYTES), float(ACT_BYTES), float(ACT_BYTES)
+    if tp_ring_steps(lay, model) > 1:  # userbuffers: the row-wise FP8 data of one usage
+        return float(FP8_BYTES), float(FP8_BYTES), float(FP8_BYTES)
+    q = quantised_copy_bytes(lay.fp8_recipe)
+    return q, q * tp_gather_output_gradient_copies(lay.fp8_recipe), q
 
 
 HEAD_PHASES = {"head": "forward", "head_backward": "backward", "head_wgrad": "backward"}
