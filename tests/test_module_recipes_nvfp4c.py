@@ -5,12 +5,14 @@ section 405): Megatron-Bridge's Nemotron 3 Super NVFP4 recipes keep ``*.linear_q
 layers in BF16 (``mixed_precision.py`` ``nemotron_3_super_bf16_with_nvfp4_mixed``: ``num_layers_at_end_in_bf16 =
 14``)."""
 
+import csv
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from published_setups import assert_printed_row
 from topo.errors import TopoError
 from topo.training.gpus import gpu_compute
 from topo.training.model import Block, load_model
@@ -113,3 +115,61 @@ def test_cli_refuses_an_mxfp8_module_on_hopper():
                                                                                "PATH": "/usr/bin:/bin"})
     assert got.returncode != 0 and "Traceback" not in got.stderr
     assert "module_recipes" in got.stderr and "mlp.linear_fc2=mxfp8 needs Blackwell" in got.stderr
+
+
+HOLDOUT = ROOT / "data" / "reference" / "training_runs_holdout.csv"
+SUPER_NVFP4 = {  # run id: (release, system, TP/PP/CP/VP/EP, tokens/s/GPU, model TFLOP/s/GPU); 64 GPUs, GBS 512, MBS 1,
+    # sequence 8,192 each: NVIDIA-NeMo/Megatron-Bridge@4ab94dfa docs/performance-summary.md (26.08) and
+    # docs/performance-summary-archive.md (the others), the NVFP4 lines of each Nemotron_3_Super table
+    "mb2608_gb300_nemotron3_super_nvfp4": ("26.08", "DGX-GB300", "1/1/1/1/64", 10240, 864),
+    "mb2608_gb200_nemotron3_super_nvfp4": ("26.08", "DGX-GB200", "2/1/1/1/64", 7168, 610),
+    "mb260601_gb300_nemotron3_super_nvfp4": ("26.06.01", "DGX-GB300", "1/1/1/1/64", 9984, 845),
+    "mb260601_gb200_nemotron3_super_nvfp4": ("26.06.01", "DGX-GB200", "2/1/1/1/64", 7040, 598),
+    "mb2606_gb300_nemotron3_super_nvfp4": ("26.06", "DGX-GB300", "1/1/1/1/64", 9900, 839),
+    "mb2606_gb200_nemotron3_super_nvfp4": ("26.06", "DGX-GB200", "2/1/1/1/64", 6928, 587),
+    "mb2606_b300_nemotron3_super_nvfp4": ("26.06", "DGX-B300", "1/1/1/1/8", 8131, 689),
+    "mb260401_gb300_nemotron3_super_nvfp4": ("26.04.01", "DGX-GB300", "1/1/1/1/64", 9600, 817),
+    "mb260401_gb200_nemotron3_super_nvfp4": ("26.04.01", "DGX-GB200", "2/1/1/1/64", 6784, 574),
+    "mb260401_b300_nemotron3_super_nvfp4": ("26.04.01", "DGX-B300", "1/1/1/1/8", 7424, 634),
+    "mb260401_b200_nemotron3_super_nvfp4": ("26.04.01", "DGX-B200", "2/1/1/1/64", 5632, 475),
+    "mb2604_gb300_nemotron3_super_nvfp4": ("26.04", "DGX-GB300", "1/1/1/1/64", 9623, 815),
+    "mb2604_gb200_nemotron3_super_nvfp4": ("26.04", "DGX-GB200", "2/1/1/1/64", 6777, 574),
+    "mb2604_b300_nemotron3_super_nvfp4": ("26.04", "DGX-B300", "1/1/1/1/8", 7047, 597),
+    "mb2604_b200_nemotron3_super_nvfp4": ("26.04", "DGX-B200", "2/1/1/1/64", 5606, 475),
+}
+
+
+def test_super_nvfp4_rows_are_the_tables():
+    """The 15 Nemotron 3 Super NVFP4 lines are held out with their printed layout and throughput, the recipe's
+    precision (``nemotron_3_super_bf16_with_nvfp4_mixed``: the last 14 layers BF16; te_quant.cfg's matchers), no
+    FP8 / FP4 weight gather (``fp4_param_gather = False``; no such field at 26.04) and no TP overlap; B300 recomputes
+    moe_act and layernorm (``B300_NVFP4_V1 = B300_BF16_V1``), B200 runs TP2 with TE graphs
+    (``B200_NVFP4_V1``, Megatron-Bridge@74695a06 .. @8f341b04 nemotron_3_workload_base_configs.py)."""
+    with open(HOLDOUT, newline="", encoding="utf-8") as f:
+        rows = {r["run_id"]: r for r in csv.DictReader(f)}
+    assert {k for k, r in rows.items() if r["fp8_recipe"] == "nvfp4" and r["model"] == SUPER} == set(SUPER_NVFP4)
+    for rid, (release, system, layout, tokens, tflops) in SUPER_NVFP4.items():
+        r = rows[rid]
+        assert_printed_row(r, rid, SUPER, system, f"NeMo {release}", (64, 512, 1, 8192), layout, tokens, tflops, 6e-4)
+        assert (r["precision"], r["fp8_param_gather"], r["overlap_tp"]) == ("fp8", "0", "0"), rid
+        assert (r["num_layers_at_end_in_bf16"], tuple(r["module_recipes"].split())) == ("14", TE_QUANT), rid
+        b300 = system == "DGX-B300"
+        assert (r["recompute_granularity"], r["recompute_modules"]) == (("selective", "moe_act layernorm") if b300
+                                                                      else ("", "")), rid
+        assert r["cuda_graph_scope"] == "attn mamba moe_router moe_preprocess", rid
+
+
+@pytest.mark.parametrize("value,allowed", [
+    ("linear_qkv=bf16 mixer.outproj=mxfp8", "name=recipe entries (module 'mixer.outproj' is not known; allowed: "),
+    ("mtp=mxfp8", "name=recipe entries (recipe 'mxfp8' for mtp is not allowed; allowed: bf16)")])
+def test_a_bad_module_recipes_column_is_one_line(value, allowed):
+    """The runs files' ``module_recipes`` column is checked as the layout's key is (benchmarks/run_recipe_columns.py)."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from run_recipe_columns import RunColumnError, check_recipe_columns
+    with open(HOLDOUT, newline="", encoding="utf-8") as f:
+        row = next(r for r in csv.DictReader(f) if r["run_id"] == "mb2608_gb300_nemotron3_super_nvfp4")
+    with pytest.raises(RunColumnError) as err:
+        check_recipe_columns([{**row, "module_recipes": value}], "runs.csv")
+    text = str(err.value)
+    assert text.startswith(f"runs.csv: run mb2608_gb300_nemotron3_super_nvfp4: module_recipes = {value!r}; allowed: "
+                           f"{allowed}") and "\n" not in text
