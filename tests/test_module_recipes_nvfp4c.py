@@ -105,6 +105,17 @@ def test_bad_module_recipes_are_one_line(entries, precision, recipe, says):
     assert "module_recipes" in text and says in text and "\n" not in text
 
 
+def test_an_nvfp4_module_refuses_userbuffers():
+    """TE's userbuffers take FP8 and MXFP8 quantizers only (NVIDIA/TransformerEngine@d0067d0d pytorch/module/base.py
+    lines 607-754): an NVFP4 module under TP overlap is refused, as ``fp8_recipe = "nvfp4"`` is (section 402)."""
+    lay = make_layout(tp=2, dp=1, global_batch=8, precision="fp8", fp8_recipe="mxfp8", overlap_tp=True,
+                      module_recipes=("mlp.linear_fc1=nvfp4",))
+    with pytest.raises(TopoError) as err:
+        check_layout(load_model("llama3-8b"), lay)
+    assert "mlp.linear_fc1=nvfp4 runs NVFP4 inputs, which Transformer Engine's userbuffers refuse" in str(err.value)
+    check_layout(load_model("llama3-8b"), lay.model_copy(update={"module_recipes": ("mlp.linear_fc1=bf16",)}))
+
+
 def test_cli_refuses_an_mxfp8_module_on_hopper():
     """A module in MXFP8 needs Blackwell's block-scaled tensor cores, as ``fp8_recipe = "mxfp8"`` does: one line, no
     traceback, non-zero exit."""

@@ -1170,6 +1170,10 @@ def _check_module_recipes(lay: ParallelLayout, bad) -> None:
         why = module_recipes_error(entry)
         if why:
             bad("module_recipes", why)
+    nvfp4 = [e for e in lay.module_recipes if e.split("=", 1)[-1].strip() == "nvfp4"]
+    if nvfp4 and lay.overlap_tp and lay.sequence_parallel and lay.tp > 1:  # as _check_nvfp4: TE's userbuffers
+        bad("module_recipes", f"{' '.join(nvfp4)} runs NVFP4 inputs, which Transformer Engine's userbuffers refuse; "
+                              f"allowed with overlap_tp true and tp > 1: bf16 or mxfp8 modules")
 
 
 def _check_delayed(lay: ParallelLayout, key: str, bad) -> None:
