@@ -60,6 +60,10 @@ what the rules and the layout give):
   ``megatron/core/parallel_state.py``), and the recipe's ``outer_dp_sharding_strategy`` (``no_shard`` / ``optim``)
   (``ParallelLayout``'s fields of those names; the layout checks that the groups divide); empty: ZeRO over every
   data-parallel rank (ultracol91);
+- ``num_layers_at_end_in_bf16``, ``module_recipes``: the model's last layers an FP8 / FP4 recipe keeps in BF16 and
+  modules at a recipe of their own, space-separated ``name=recipe`` (Megatron-Bridge's Nemotron 3 Super NVFP4
+  recipes: ``nemotron_3_super_bf16_with_nvfp4_mixed``'s 14 and ``te_quant.cfg``'s matchers; ``ParallelLayout``'s
+  fields of those names, :mod:`topo.training.module_recipes`; nvfp4c, findings 405); empty: 0 and none;
 - ``pipeline_layout``, ``pipeline_schedule``, ``moe_expert_rank_capacity_factor``: a layout in Megatron-Core's
   notation (checked by :func:`topo.training.pipeline_layout.expand_layout`), ``1f1b`` / ``dualpipe``, HybridEP's
   static rank budget (>= 1).
@@ -91,6 +95,7 @@ from topo.errors import TopoError
 from topo.training.cudnn import parse_published_date
 from topo.training.grouped_gemm import EXPERT_KERNELS
 from topo.training.jax_mesh import parse_mesh
+from topo.training.module_recipes import module_recipes_error
 from topo.training.parallel import MAX_ELEMENT_BYTES, PIPELINE_SCHEDULES, ParallelLayout
 from topo.training.pipeline_layout import expand_layout
 from topo.training.remat import remat_policies
@@ -102,7 +107,7 @@ COLUMNS = ("jax_mesh", "remat_policy", "dp_overlap_policy", "dp_all_reduce_combi
            "ep_comm_sms", "grad_bytes", "grad_reduce_bytes", "optimizer_bytes_per_param", "moe_counts_aligned",
            "dp_bucket_params", "dp_align_grad_reduce", "pipeline_layout", "pipeline_schedule",
            "moe_expert_rank_capacity_factor", "fp8_recipe", "overlap_dp", "dp_shard", "expert_dp_shard",
-           "dp_outer_sharding")
+           "dp_outer_sharding", "num_layers_at_end_in_bf16", "module_recipes")
 MAXTEXT_ONLY = ("jax_mesh", "remat_policy")  # read by the MaxText rule alone: required there, refused elsewhere
 EVERY_ROW = ("overlap_tp", "moe_router_fusion")  # required on every row: the setting has no default in the code
 FP8_UNSTATED = "unstated"
@@ -113,7 +118,8 @@ LAYOUT_COLUMNS = {"grad_bytes": float, "grad_reduce_bytes": float, "optimizer_by
                   "moe_counts_aligned": lambda v: v == "1", "dp_bucket_params": int,
                   "dp_align_grad_reduce": lambda v: v == "1", "pipeline_layout": str, "pipeline_schedule": str,
                   "moe_expert_rank_capacity_factor": float, "overlap_dp": lambda v: v == "1", "dp_shard": int,
-                  "expert_dp_shard": int, "dp_outer_sharding": str}
+                  "expert_dp_shard": int, "dp_outer_sharding": str, "num_layers_at_end_in_bf16": int,
+                  "module_recipes": lambda v: tuple(v.split())}
 """The memory, DP and pipeline columns (tidy53; were per-source rules of ``training_accuracy.py``), each with how
 :func:`layout_column_kw` reads a checked value."""
 
@@ -154,6 +160,12 @@ def _layout_fault(value: str) -> str | None:
     return None
 
 
+def _module_recipes_fault(value: str) -> str | None:
+    """None for space-separated ``name=recipe`` entries :mod:`topo.training.module_recipes` takes, else why not."""
+    faults = [module_recipes_error(entry) for entry in value.split()]
+    return next((f"name=recipe entries ({f})" for f in faults if f), None)
+
+
 def _whole_fault(unit: str) -> Callable[[str], str | None]:
     """A check that allows a whole number of ``unit`` >= 1 (digits only): the value -> None, or what is allowed."""
     return lambda value: None if value.isdigit() and int(value) >= 1 else f"a whole number of {unit} >= 1"
@@ -192,6 +204,7 @@ def _checks() -> dict:
             "fp8_recipe": _one_of(FP8_RECIPES),
             **{col: _whole_fault("ranks") for col in ("dp_shard", "expert_dp_shard")},
             "dp_outer_sharding": _one_of(_literal("dp_outer_sharding")),
+            "num_layers_at_end_in_bf16": _whole_fault("layers"), "module_recipes": _module_recipes_fault,
             **{col: _one_of(("0", "1")) for col in FLAGS}}
 
 

@@ -123,8 +123,10 @@ def test_every_rows_column_value_is_in_its_layout():
     # native loss "fused", FP8 weights; no TP overlap); superarch86 the archive's 13 Nemotron 3 Super MXFP8 rows (TE's
     # loss, FP8 weights, no TP overlap: comm_overlap None); nvfp4 (section 397) 26.04.01's four dense NVFP4 Llama
     # rows, their MXFP8 / current-scaling twins' columns (TE's loss) without FP8 weights; nvfp4b (section 402): without
-    # TP overlap (Megatron-Bridge@21d102f5 llama3{,1}_llm_pretrain.py: tp_comm_overlap False if precision == "nvfp4")
-    assert counts == {"overlap_tp": 319, "moe_router_fusion": 144, "cross_entropy": 296, "attention_fp8": 4,
+    # TP overlap (Megatron-Bridge@21d102f5 llama3{,1}_llm_pretrain.py: tp_comm_overlap False if precision == "nvfp4");
+    # nvfp4c (section 405): the 15 Nemotron 3 Super NVFP4 rows, their MXFP8 twins' columns (TE's loss, no TP overlap)
+    # without FP8 weights
+    assert counts == {"overlap_tp": 319, "moe_router_fusion": 144, "cross_entropy": 311, "attention_fp8": 4,
                       "fp8_amax_reduction": 52, "fp8_scale_inverse_kernel": 33, "fp8_amax_pass": 12,
                       "fp8_param_gather": 248, "ep_comm_sms": 16}
     assert rows["mbvc_h100_deepseekv3"]["overlap_tp"] == "0"
@@ -146,11 +148,14 @@ def test_every_rows_column_value_is_in_its_layout():
     # Nemotron 3 Super rows' 128Mi buckets, and the H100 card recipe's DP collectives not overlapped (overlap_dp 0);
     # ultracol91: the two Nemotron 3 Ultra rows' HSDP (_apply_nemotron_3_ultra_fsdp_hsdp at @4ab94dfa: 4 optimizer
     # instances, outer_dp_sharding_strategy optim; test_nemotron3_ultra_ultra85's HSDP test); nvfp4 (section 397):
-    # 26.04.01's four dense NVFP4 Llama rows' 128Mi buckets (as their twins)
-    assert filled == {"grad_bytes": 20, "grad_reduce_bytes": 18, "optimizer_bytes_per_param": 10, "moe_counts_aligned": 10,
-                      "dp_bucket_params": 325, "dp_align_grad_reduce": 90, "pipeline_layout": 6,
+    # 26.04.01's four dense NVFP4 Llama rows' 128Mi buckets (as their twins); nvfp4c (section 405): the 15 Nemotron 3
+    # Super NVFP4 rows' 128Mi buckets and the 26.08 pair's padding (as their twins), and each its recipe's last 14
+    # layers in BF16 and te_quant.cfg's module recipes
+    assert filled == {"grad_bytes": 20, "grad_reduce_bytes": 18, "optimizer_bytes_per_param": 10, "moe_counts_aligned": 12,
+                      "dp_bucket_params": 340, "dp_align_grad_reduce": 90, "pipeline_layout": 6,
                       "pipeline_schedule": 1, "moe_expert_rank_capacity_factor": 31, "overlap_dp": 1, "dp_shard": 2,
-                      "expert_dp_shard": 2, "dp_outer_sharding": 2}
+                      "expert_dp_shard": 2, "dp_outer_sharding": 2, "num_layers_at_end_in_bf16": 15,
+                      "module_recipes": 15}
     assert {r["dp_bucket_params"] for r in rows.values()} == {"", "134217728", "768000000"}
     assert all(r["dp_align_grad_reduce"] == "0" for r in rows.values()
                if rid_is_nemo2(r["run_id"]) or r["run_id"].startswith("dgxc2505_") and "deepseek" in r["model"])
@@ -402,5 +407,7 @@ def test_nemotron_mxfp8_rows_pad_counts_as_their_recipes():
     rows = published_rows()
     nemotron = {rid: r for rid, r in rows.items() if r["model"].startswith(("nemotron-3-", "nemotron-3.5-"))}
     padded = {rid for rid, r in nemotron.items() if r["moe_counts_aligned"] == "1"}
+    # nvfp4c: the 26.08 Super NVFP4 pair too (@4ab94dfa's nvfp4 functions set it: gb300/nemotronh.py line 183)
     assert padded == {"mb2608_gb200_nemotron3_super", "mb2608_gb300_nemotron3_super",
+                      "mb2608_gb200_nemotron3_super_nvfp4", "mb2608_gb300_nemotron3_super_nvfp4",
                       "mb2608_gb200_nemotron3_ultra", "mb2608_gb300_nemotron3_ultra"}

@@ -693,7 +693,7 @@ def _recompute(L: dict, model) -> str:
 FRAMEWORK_OPTIONS = ("cp_comm_type", "fp8_recipe", "fp8_amax_reduction", "tp_only_amax_red", "fp8_scale_inverse_kernel",
                      "fp8_amax_pass",
                      "fp8_param_gather", "num_layers_at_start_in_bf16",
-                     "num_layers_at_end_in_bf16", "mamba_mixer", "cross_entropy", "expert_bias_eager",
+                     "num_layers_at_end_in_bf16", "module_recipes", "mamba_mixer", "cross_entropy", "expert_bias_eager",
                      "expert_clamp_eager", "attention_bias_eager", "rope_kernel", "ep_dispatcher", "ep_flex_backend", "ep_comm_sms",
                      "moe_counts_aligned", "moe_expert_kernels", "moe_grouped_gemm", "moe_capacity_factor",
                      "moe_expert_rank_capacity_factor", "moe_router_fusion", "overlap_ep", "ep_dispatch_bytes",

@@ -67,6 +67,7 @@ from .kernels import (KernelModel, alltoall_preprocess_kernels, attention_rate_f
                       fp8_backward_published, fp8_padding, fp8_recipe_costs, gemm_s, memory_s,
                       permute_backward_bytes, permute_kernels, permute_s, quantize_kernels, quantize_s,
                       recipe_gemm_ratio, recipe_precision, router_kernels, ssd_sm_reference)
+from .module_recipes import mtp_in_bf16, op_recipes
 from .parallel import ParallelLayout, current_scaling
 from .pipeline_layout import layout_chunks
 from .ring_attention import cp_attention_calls, p2p_merge_bytes
@@ -206,6 +207,9 @@ class Op:
     grad_hooks: bool = False
     """A GEMM whose weights' gradients run Megatron-Core DDP's per-parameter backward hook (:func:`block_ops` sets
     it for a layout with ``wgrad_output = "main_grad"`` below ZeRO-3: :func:`.grad_hooks.grad_hook_host_s`)."""
+    recipe: str = ""
+    """A linear GEMM's own recipe (``bf16``, ``mxfp8`` or ``nvfp4``) where the layout's ``module_recipes`` names its
+    module (:func:`block_ops`; :func:`op_precision` reads it); empty: the layout's ``precision`` and ``fp8_recipe``."""
     fp4_cast: bool = False
     """An FP4 linear GEMM (``fp8_recipe = "nvfp4"``; :func:`block_ops` sets it): each quantisation of its input is
     Transformer Engine's NVFP4 cast, three kernels (``quantize_kernels()["nvfp4"]``: :func:`cast_kind`)."""
@@ -989,16 +993,43 @@ def block_ops(model: ModelSpec, lay: ParallelLayout, kind: str) -> list[Op]:
     (``wgrad_output = "fsdp2"``, ZeRO-3) the block's share of its unit's copies comes first (:func:`_fsdp2_ops`)."""
     ops = _fsdp2_ops(model, lay, kind) + _block_ops(model, lay, kind)
     cs = current_scaling(lay)  # every linear layer's casts (the layout's one rule, as the TP amax reduction's)
-    bs = lay.precision == "fp8" and lay.fp8_recipe in ("mxfp8", "blockwise")
-    mx = lay.precision == "fp8" and lay.fp8_recipe == "mxfp8"
-    fp4 = lay.precision == "fp8" and lay.fp8_recipe == "nvfp4"
+    own = op_recipes(lay.module_recipes)  # modules at a recipe of their own (:mod:`.module_recipes`)
     hooks = lay.wgrad_output == "main_grad" and lay.zero_stage < 3  # Megatron-Core DDP (:mod:`.grad_hooks`)
     ub = userbuffers_built(model)  # an MLA model's TP linears have no communicator (:func:`.tp_overlap.userbuffers_built`)
-    return [replace(op, graph=_graph_part(kind, op), current_scaling=cs and _linear_gemm(op),
-                    block_scaled=bs and _linear_gemm(op), mxfp8=mx and _linear_gemm(op),
-                    fp4_cast=fp4 and _linear_gemm(op), grad_hooks=hooks and op.kind == "gemm" and op.weights,
-                    tp_overlap=op.tp_overlap if ub else "")
-            for op in ops]
+    out = []
+    for op in ops:
+        lin = _linear_gemm(op)
+        mine = own.get((op.module, op.name), "") if lin else ""
+        recipe = mine or lay.fp8_recipe
+        q = lin and lay.precision == "fp8" and recipe != "bf16"  # a quantised linear GEMM
+        out.append(replace(op, graph=_graph_part(kind, op), recipe=mine, current_scaling=cs and lin and not mine,
+                           block_scaled=q and recipe in ("mxfp8", "blockwise"), mxfp8=q and recipe == "mxfp8",
+                           fp4_cast=q and recipe == "nvfp4", grad_hooks=hooks and op.kind == "gemm" and op.weights,
+                           tp_overlap=op.tp_overlap if ub else ""))
+    return out
+
+
+def op_precision(op: Op, precision: str, fp8_recipe: str | None) -> tuple[str, str | None]:
+    """The precision and FP8 recipe ``op`` runs at under a layout's ``precision`` and ``fp8_recipe``: its own
+    where the layout's ``module_recipes`` names its module (``op.recipe``: ``bf16`` runs it unquantised), else the
+    layout's; a layer kept in BF16 whole (:func:`bf16_layers`, priced at ``precision = "bf16"``) stays BF16.
+
+    Parameters
+    ----------
+    op : Op
+    precision : str
+        The layout's (or its BF16 layer's) ``precision``.
+    fp8_recipe : str or None
+        The layout's ``fp8_recipe``.
+
+    Returns
+    -------
+    tuple
+        ``(precision, fp8_recipe)`` of the op.
+    """
+    if not op.recipe or precision != "fp8":
+        return precision, fp8_recipe
+    return ("bf16", None) if op.recipe == "bf16" else ("fp8", op.recipe)
 
 
 def _linear_gemm(op: Op) -> bool:
@@ -1128,6 +1159,9 @@ def op_time_s(op: Op, gpu: GpuCompute, precision: str, backward: bool = False, a
     km = gpu.kernels
     if (op.passes != "both" and backward != (op.passes == "backward")) or op.side_stream:
         return 0.0
+    if op.recipe:  # a module at a recipe of its own: per-tensor scaling's amax pass and scale kernel are not its
+        precision, fp8_recipe = op_precision(op, precision, fp8_recipe)
+        amax_pass = scale_kernel = False
     per = km.launch_gpu_graph_s if (graphed and km.launch_gpu_graph_s is not None) else km.launch_gpu_s
     gap = per * kernels_launched(op, precision, backward, amax_pass, scale_kernel)
     if op.kind in ("kernel", "memory", "attention"):
@@ -1263,6 +1297,7 @@ def tp_paired_gemm_s(op: Op, gpu: GpuCompute, precision: str, fp8_recipe: str | 
     its communicator leaves it (``margins``, :func:`.tp_overlap.pass_margins`). Empty for other operators."""
     if op.kind != "gemm" or not op.tp_overlap:
         return {}
+    precision, fp8_recipe = op_precision(op, precision, fp8_recipe)
     prec, km = _gemm_precision(op, precision, fp8_recipe), gpu.kernels
     ratio = recipe_gemm_ratio(km, fp8_recipe, gpu.generation) if prec != "bf16" else 1.0
     passes = ("fprop", "dgrad", "wgrad") if op.tp_overlap == "ag" else ("fprop", "dgrad")
@@ -1301,6 +1336,9 @@ def kernels_launched(op: Op, precision: str, backward: bool = False, amax_pass: 
     and the cast (``quantize_kernels()["delayed_scale_inverse"]``). An MXFP8 weight's GEMM calls add their scale
     swizzles (:func:`.weight_swizzle.weight_swizzles`)."""
     gemms = 2.0 if (backward and op.kind == "gemm") else 1.0
+    if op.recipe:  # a module at a recipe of its own (:func:`op_precision`)
+        precision, _ = op_precision(op, precision, None)
+        amax_pass = scale_kernel = False
     if not (op.kind == "gemm" and op.linear and precision == "fp8"):
         return op.launches * gemms
     own = op.launches * gemms + weight_swizzles(op, precision, backward)
@@ -1948,23 +1986,26 @@ def bf16_layers(model: ModelSpec, lay: ParallelLayout) -> list[list[bool]]:
     model : ModelSpec
         The model.
     lay : ParallelLayout
-        The layout (its ``precision`` and BF16 layer counts).
+        The layout (its ``precision``, BF16 layer counts and ``module_recipes``).
 
     Returns
     -------
     list of list of bool
-        Per stage, per unit of :func:`pipeline_units`: True for a layer kept in BF16 (never an end unit or an
-        MTP layer; all False unless ``precision = "fp8"``). Kept by the placement (:func:`pipeline_key`) and the
+        Per stage, per unit of :func:`pipeline_units`: True for a layer kept in BF16 (never an end unit; an MTP
+        layer only when ``module_recipes`` keeps ``mtp`` in BF16, :mod:`.module_recipes`; all False unless
+        ``precision = "fp8"``). Kept by the placement (:func:`pipeline_key`) and the
         BF16 counts, at most :data:`UNITS_KEPT`; each call given its own lists.
     """
     start, end, n = lay.num_layers_at_start_in_bf16, lay.num_layers_at_end_in_bf16, model.layers
+    mtp = lay.precision == "fp8" and mtp_in_bf16(lay.module_recipes)
     on = bool(lay.precision == "fp8" and (start or end))
-    key = (pipeline_key(model, lay), on, start, end)  # what the flags read: the placement and the BF16 counts
+    key = (pipeline_key(model, lay), on, start, end, mtp)  # what the flags read: the placement and the BF16 counts
     got = _BF16.get(key)
     if got is None:
         if len(_BF16) >= UNITS_KEPT:
             _BF16.clear()
-        got = _BF16[key] = tuple(tuple(on and isinstance(i, int) and (i < start or i >= n - end) for i in units)
+        got = _BF16[key] = tuple(tuple((on and isinstance(i, int) and (i < start or i >= n - end)) or (mtp and i is None)
+                                       for i in units)
                                  for units in layer_numbers(model, lay))
     return [list(s) for s in got]
 

@@ -31,6 +31,7 @@ from ..inputs import is_input_file, loads_toml, read_toml
 from ..resources import data_dir
 from ..units import count_noun, format_count
 from .model import ModelSpec, validation_error
+from .module_recipes import module_recipes_error
 from .pipeline_layout import layout_chunks
 from .remat import RematPolicyError, remat_settings
 from .routing import ROUTINGS
@@ -181,6 +182,13 @@ class ParallelLayout(BaseModel):
     NVFP4BlockScaling (Megatron-Core's ``--fp4-format e2m1 --fp4-recipe nvfp4``, Megatron-Bridge's
     ``bf16_with_nvfp4_mixed``): the linear layers' fprop, dgrad and wgrad in E2M1 at the GPU's FP4 rate with an
     E4M3 scale per 16 elements, attention in BF16; it needs FP4 tensor cores (Blackwell; checked by the step)."""
+    module_recipes: tuple[str, ...] = ()
+    """Modules run at a recipe of their own inside an FP8 / FP4 layout (Megatron-Core's ``quant_recipe``, as
+    Megatron-Bridge's Nemotron 3 Super NVFP4 recipes set it from ``perf_recipes/nemotronh/te_quant.cfg``): entries
+    ``name=recipe``, a Megatron module name (``linear_qkv``, ``linear_proj``, ``mixer.in_proj``, ``mixer.out_proj``,
+    ``fc1_latent_proj``, ``fc2_latent_proj``, ``experts.linear_fc1``, ``shared_experts.linear_fc2``, ``mtp``, ...:
+    :data:`topo.training.module_recipes.MODULE_OPS`) and ``bf16``, ``mxfp8`` or ``nvfp4``; the other linear layers
+    keep ``fp8_recipe``. Needs ``precision = "fp8"`` and ``fp8_recipe``."""
     rank_order: str = DEFAULT_ORDER
     """Dimensions from fastest- to slowest-varying GPU id (Megatron: tp-cp-ep-dp-pp)."""
     tp_across_domains: Flag = False
@@ -939,6 +947,7 @@ def _check_options(model: ModelSpec, lay: ParallelLayout, bad, source: str) -> N
                                   f"only; got fp8_recipe {_shown(lay.fp8_recipe)}, moe_grouped_gemm "
                                   f"{_shown(lay.moe_grouped_gemm)}; allowed with them: multi_stream")
     _check_nvfp4(lay, bad)
+    _check_module_recipes(lay, bad)
     scope = set(lay.cuda_graph_scope)
     if "moe_preprocess" in scope and "moe_router" not in scope:
         bad("cuda_graph_scope", "moe_preprocess needs moe_router captured too (Megatron-Core); allowed: "
@@ -1145,6 +1154,26 @@ def _check_nvfp4(lay: ParallelLayout, bad) -> None:
     if lay.fp8_param_gather:
         bad("fp8_param_gather", "true gathers FP8 weights, which fp8_recipe nvfp4 keeps in BF16 here (an FP4 "
                                 "weight gather is not modelled); allowed with fp8_recipe nvfp4: false")
+
+
+def _check_module_recipes(lay: ParallelLayout, bad) -> None:
+    """``module_recipes``: each entry ``name=recipe`` of a known module and recipe
+    (:func:`.module_recipes.module_recipes_error`), inside a layout with ``precision = "fp8"`` and an
+    ``fp8_recipe`` (Megatron-Core's ``quant_recipe`` overrides modules of an FP8 / FP4 model)."""
+    if not lay.module_recipes:
+        return
+    if lay.precision != "fp8" or lay.fp8_recipe is None:
+        bad("module_recipes", f"{' '.join(lay.module_recipes)} overrides modules of an FP8 / FP4 recipe; got "
+                              f"precision {lay.precision}, fp8_recipe {_shown(lay.fp8_recipe)}; allowed: precision "
+                              f"fp8 with an fp8_recipe, else empty")
+    for entry in lay.module_recipes:
+        why = module_recipes_error(entry)
+        if why:
+            bad("module_recipes", why)
+    nvfp4 = [e for e in lay.module_recipes if e.split("=", 1)[-1].strip() == "nvfp4"]
+    if nvfp4 and lay.overlap_tp and lay.sequence_parallel and lay.tp > 1:  # as _check_nvfp4: TE's userbuffers
+        bad("module_recipes", f"{' '.join(nvfp4)} runs NVFP4 inputs, which Transformer Engine's userbuffers refuse; "
+                              f"allowed with overlap_tp true and tp > 1: bf16 or mxfp8 modules")
 
 
 def _check_delayed(lay: ParallelLayout, key: str, bad) -> None:

@@ -104,6 +104,7 @@ from .mapping import (EXPERT_DP_GROUPS, FLEX_GROUP, default_placement, map_layou
                       refuse_failed_placement)
 from .memory import busiest_stage, bf16_kept_params, memory_per_gpu, stage_params, units_holding
 from .model import BLOCK_KINDS, Block, ModelSpec
+from .module_recipes import parse_module_recipes
 from .nvls_buffers import may_run_nvls, step_nvls_bytes
 from .operators import (END_UNITS, bf16_layers, busiest_rank_load, expert_capacity, optimizer_step_s,
                         pipeline_key, pipeline_units, rank_computes, ring_step_s)
@@ -1183,6 +1184,16 @@ def traffic_stage(lay: ParallelLayout, sc) -> int | None:
     return sc.busiest if lay.pipeline_schedule == "1f1b" and lay.pp > 1 else None
 
 
+def _check_module_recipes_gpu(lay: ParallelLayout, gpu) -> None:
+    """A module the layout's ``module_recipes`` runs in MXFP8 or NVFP4 needs the tensor cores its recipe does, as
+    ``fp8_recipe`` (below): Blackwell's block scaling, FP4 for NVFP4."""
+    for name, recipe in parse_module_recipes(lay.module_recipes).items():
+        if (recipe == "mxfp8" and gpu.generation != "blackwell") or (recipe == "nvfp4" and gpu.peak_fp4_flops is None):
+            raise TopoError(f"{name}={recipe} needs Blackwell's block-scaled{' FP4' if recipe == 'nvfp4' else ''} "
+                            f"tensor cores, {gpu.name} is {gpu.generation}; allowed: {name}=bf16",
+                            source="layout", key="module_recipes")
+
+
 def _placed_layout_and_gpu(fabric: Fabric, model: ModelSpec, lay: ParallelLayout, efficiency: float | None,
                            kernel_overrides: dict | None, check: bool):
     """The layout with its default placement (and the note saying so), checked against the model and the fabric
@@ -1201,6 +1212,8 @@ def _placed_layout_and_gpu(fabric: Fabric, model: ModelSpec, lay: ParallelLayout
         raise TopoError(f"nvfp4 needs FP4 tensor cores (Blackwell), {gpu.name} is {gpu.generation} with none; "
                         f"allowed: delayed, current, blockwise{', mxfp8' if gpu.generation == 'blackwell' else ''}",
                         source="layout", key="fp8_recipe")
+    if check:
+        _check_module_recipes_gpu(lay, gpu)
     if check and lay.attention_fp8 == "mxfp8" and gpu.generation != "blackwell":  # cuDNN's MXFP8 SDPA likewise
         raise TopoError(f"mxfp8 needs Blackwell's block-scaled tensor cores, {gpu.name} is {gpu.generation}; "
                         f"allowed: fp8, or \"\" (BF16 attention)", source="layout", key="attention_fp8")

@@ -1,0 +1,89 @@
+"""Per-module precision inside an FP8 / FP4 layout, as Megatron-Core's ``quant_recipe`` runs it.
+
+Megatron-Bridge's Nemotron 3 Super NVFP4 recipes hand the model a Transformer Engine quantisation recipe whose
+matchers pick modules by their Megatron names and give each a recipe of its own, the rest keeping the layout's
+(NVIDIA-NeMo/Megatron-Bridge@4ab94dfa ``src/megatron/bridge/perf_recipes/nemotronh/te_quant.cfg``: ``*.linear_qkv``,
+``*.linear_proj``, ``*mlp.fc[12]_latent_proj`` and ``mtp.*`` in BF16, ``*mixer.out_proj`` in MXFP8; set as
+``cfg.model.quant_recipe`` by ``perf_recipes/nemotronh/{gb300,gb200,b300,b200}/nemotronh.py``). The layout says
+it as ``module_recipes``, entries ``name=recipe`` with Megatron's module names, which :data:`MODULE_OPS` maps to
+topo's operators (``(module, op name)`` of :func:`.operators.block_ops`) in one place.
+"""
+
+from __future__ import annotations
+
+MODULE_OPS: dict[str, tuple[tuple[str, str], ...]] = {
+    "linear_qkv": (("attention", "qkv"),),
+    "linear_proj": (("attention", "out_proj"),),
+    "mixer.in_proj": (("mamba", "in_proj"),),
+    "mixer.out_proj": (("mamba", "out_proj"),),
+    "mlp.linear_fc1": (("mlp", "fc1"),),
+    "mlp.linear_fc2": (("mlp", "fc2"),),
+    "experts.linear_fc1": (("moe", "fc1"),),
+    "experts.linear_fc2": (("moe", "fc2"),),
+    "shared_experts.linear_fc1": (("shared_experts", "fc1"),),
+    "shared_experts.linear_fc2": (("shared_experts", "fc2"),),
+    "fc1_latent_proj": (("moe", "fc1_latent_proj"),),
+    "fc2_latent_proj": (("moe", "fc2_latent_proj"),),
+    "mtp": (("mtp", "mtp_proj"),),
+}
+"""Megatron-Core module name -> topo's operators it holds. ``mtp`` (``mtp.*``): every multi-token-prediction
+module, its layers whole (:func:`.operators.bf16_layers`) and its projection (``eh_proj``: topo's ``mtp_proj``)."""
+
+MODULE_RECIPES = ("bf16", "mxfp8", "nvfp4")
+"""What a module's recipe may be: BF16 (TE's recipe with no quantisation, ``training_recipe: {}``), MXFP8 or NVFP4."""
+
+WHOLE_LAYER_MODULES = ("mtp",)
+"""Modules that are whole layers: BF16 only (a layer is run in BF16 as :func:`.operators.bf16_layers` runs one)."""
+
+
+def parse_module_recipes(entries: tuple[str, ...]) -> dict[str, str]:
+    """The layout's ``module_recipes`` as ``{module: recipe}``; entries already checked by
+    :func:`module_recipes_error` (malformed ones are skipped here).
+
+    Parameters
+    ----------
+    entries : tuple of str
+        ``name=recipe`` strings.
+
+    Returns
+    -------
+    dict
+        Megatron module name -> recipe.
+    """
+    pairs = (e.split("=", 1) for e in entries if "=" in e)
+    return {name.strip(): recipe.strip() for name, recipe in pairs}
+
+
+def module_recipes_error(entry: str) -> str:
+    """Why ``entry`` of ``module_recipes`` is refused ("" when it is good): the form ``name=recipe``, a name of
+    :data:`MODULE_OPS`, a recipe of :data:`MODULE_RECIPES` (BF16 only for a whole-layer module)."""
+    if "=" not in entry:
+        return f"{entry!r} is not name=recipe; e.g. linear_qkv=bf16"
+    name, recipe = (s.strip() for s in entry.split("=", 1))
+    if name not in MODULE_OPS:
+        return f"module {name!r} is not known; allowed: {', '.join(MODULE_OPS)}"
+    allowed = ("bf16",) if name in WHOLE_LAYER_MODULES else MODULE_RECIPES
+    if recipe not in allowed:
+        return f"recipe {recipe!r} for {name} is not allowed; allowed: {', '.join(allowed)}"
+    return ""
+
+
+def op_recipes(entries: tuple[str, ...]) -> dict[tuple[str, str], str]:
+    """``{(module, op name): recipe}`` of topo's operators that ``module_recipes`` entries name (:data:`MODULE_OPS`).
+
+    Parameters
+    ----------
+    entries : tuple of str
+        The layout's ``module_recipes``.
+
+    Returns
+    -------
+    dict
+        Empty when none is given.
+    """
+    return {op: recipe for name, recipe in parse_module_recipes(entries).items() for op in MODULE_OPS.get(name, ())}
+
+
+def mtp_in_bf16(entries: tuple[str, ...]) -> bool:
+    """Whether ``module_recipes`` keeps the multi-token-prediction modules (their layers whole) in BF16."""
+    return parse_module_recipes(entries).get("mtp") == "bf16"
