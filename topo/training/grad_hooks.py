@@ -12,7 +12,7 @@ from functools import lru_cache
 
 from ..resources import data_dir
 
-__all__ = ["grad_hook_host_s", "hook_python_calls"]
+__all__ = ["ddp_hooks_run", "grad_hook_host_s", "hook_python_calls"]
 
 
 @lru_cache(maxsize=1)
@@ -49,3 +49,27 @@ def grad_hook_host_s(op, launch_py_s: tuple, backward: bool = False) -> float:
     if not (backward and op.grad_hooks and op.kind == "gemm" and op.weights):
         return 0.0
     return op.groups * sum(n * price for n, price in zip(hook_python_calls(), launch_py_s))
+
+
+def ddp_hooks_run(lay) -> bool:
+    """Whether ``lay``'s weight gradients run Megatron-Core DDP's per-parameter backward hook: gradients into
+    ``main_grad`` below ZeRO-3 (Megatron-FSDP, FSDP2 and JAX register none that this module prices).
+
+    Parameters
+    ----------
+    lay : topo.training.parallel.ParallelLayout
+
+    Returns
+    -------
+    bool
+
+    Examples
+    --------
+    >>> from topo.training.parallel import ParallelLayout
+    >>> ddp_hooks_run(ParallelLayout(tp=1, dp=8, global_batch=8, dp_sharding="zero1"))
+    True
+    >>> ddp_hooks_run(ParallelLayout(tp=1, dp=8, global_batch=8, dp_sharding="zero3"))
+    False
+    """
+    return lay.wgrad_output == "main_grad" and lay.zero_stage < 3
+

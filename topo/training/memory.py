@@ -403,7 +403,7 @@ def _in_flight_chunks(lay: ParallelLayout, stage: int) -> int:
 
 
 ACTIVATIONS_READ = ("seq_len", "cp", "micro_batch", "tp", "sequence_parallel", "recompute", "recompute_num_layers",
-                    "activation_offload_layers", "recompute_modules", "precision", "flash_attention")
+                    "activation_offload_layers", "recompute_modules", "precision", "fp8_recipe", "flash_attention")
 """The layout fields :func:`_stage_activations` reads besides its stages (``tests/test_training_block_cache.py``
 records them); with :data:`STAGES_READ` they key ``memory_per_gpu``'s ``activations``."""
 STAGES_READ = ("pp", "vpp", "pipeline_embedding", "pipeline_layout")

@@ -59,7 +59,7 @@ from .cross_entropy import cross_entropy_moves
 from .embedding_grad import embedding_grad_costs
 from .fsdp2_copies import copies_units, fsdp2_copies
 from .gpus import GpuCompute, gpu_compute
-from .grad_hooks import grad_hook_host_s
+from .grad_hooks import ddp_hooks_run, grad_hook_host_s
 from .host_cpu import call_host_on_s, reference_host_cpu
 from .grouped_gemm import (CPP_LOOP_PATHS, GROUP_QUANTIZE_KERNELS, epilogue_cast, expert_host_ops,
                            expert_python_calls, grouped_pass_s, input_cast_kernels)
@@ -994,7 +994,7 @@ def block_ops(model: ModelSpec, lay: ParallelLayout, kind: str) -> list[Op]:
     ops = _fsdp2_ops(model, lay, kind) + _block_ops(model, lay, kind)
     cs = current_scaling(lay)  # every linear layer's casts (the layout's one rule, as the TP amax reduction's)
     own = op_recipes(lay.module_recipes)  # modules at a recipe of their own (:mod:`.module_recipes`)
-    hooks = lay.wgrad_output == "main_grad" and lay.zero_stage < 3  # Megatron-Core DDP (:mod:`.grad_hooks`)
+    hooks = ddp_hooks_run(lay)  # Megatron-Core DDP's per-parameter hooks (:mod:`.grad_hooks`)
     ub = userbuffers_built(model)  # an MLA model's TP linears have no communicator (:func:`.tp_overlap.userbuffers_built`)
     out = []
     for op in ops:
@@ -1735,7 +1735,8 @@ BLOCK_TIME_UNREAD = ("pp", "vpp", "dp", "dp_shard", "dp_sharding", "global_batch
 """Layout fields :func:`block_time` does not read (the pipeline split, the data-parallel size and sharding, the
 recomputation, which :func:`_stage_row` applies, and the placement), but for FSDP2's unit copies
 (:func:`.fsdp2_copies.fsdp2_copies`), which read the sharding as :func:`.fsdp2_copies.copies_units` and ``pp``
-as whether it is 1: those two are in :func:`block_time_key`. ``tests/test_training_block_cache.py`` records the
+as whether it is 1, and Megatron-Core DDP's hooks, which read the sharding as :func:`.grad_hooks.ddp_hooks_run`:
+those are in :func:`block_time_key`. ``tests/test_training_block_cache.py`` records the
 fields it reads."""
 
 
@@ -1760,12 +1761,13 @@ def block_time_key(lay: ParallelLayout, moe: bool = True) -> tuple:
     -------
     tuple
         Hashable: the layout's fields less :data:`BLOCK_TIME_UNREAD` (and :data:`DISPATCHER_FIELDS` unless
-        ``moe``: the key of a block other than an MoE block), whether it copies FSDP2's units, and whether pp is 1.
+        ``moe``: the key of a block other than an MoE block), whether it copies FSDP2's units, whether pp is 1,
+        and whether Megatron-Core DDP's per-parameter hooks run (:func:`.grad_hooks.ddp_hooks_run`).
     """
     skip = _UNREAD_MOE if moe else _UNREAD_OTHER  # the fields as the layout holds them (scalars and tuples): its
     # ``model_dump`` without the copy (a search asks ~16k times)
     return (tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in lay.__dict__.items()
-                         if k not in skip)), copies_units(lay), lay.pp == 1)
+                         if k not in skip)), copies_units(lay), lay.pp == 1, ddp_hooks_run(lay))
 
 
 def pipeline_units(model: ModelSpec, lay: ParallelLayout) -> list[list[str]]:
