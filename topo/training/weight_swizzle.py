@@ -157,8 +157,9 @@ def scale_kernels(op, precision: str, backward: bool = False) -> float:
 
 
 def swizzle_host_s(op, torch_cpp_op_s: float, precision: str, backward: bool = False) -> float:
-    """CPU seconds of the swizzles' and conversions' scale buffers (``allocateSpace``: one tensor ATen makes from C++ a kernel); the
-    kernels' launches are priced with the call's other C++ kernels (:func:`.operators.launch_calls`).
+    """CPU seconds of the swizzles' and block-wise conversions' scale buffers (``allocateSpace``: one tensor ATen
+    makes from C++ a kernel); the kernels' launches are priced with the call's other C++ kernels
+    (:func:`.operators.launch_calls`).
 
     Parameters
     ----------
