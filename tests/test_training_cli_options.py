@@ -230,13 +230,45 @@ def test_current_scaling_is_not_marked():
 
 def test_blockwise_on_blackwell_says_it_runs_as_mxfp8():
     """Transformer Engine emulates block-wise scaling on Blackwell with MXFP8 GEMMs (kernels.toml [fp8_recipe],
-    TransformerEngine PR #2157): the options line says so, and the step is MXFP8's."""
+    TransformerEngine PR #2157): the options line says so, and each linear GEMM is MXFP8's, less MXFP8's weight
+    swizzle (``swizzle_scales_for_gemm`` returns at once for block-wise scales), plus the conversion of both
+    operands' scales every GEMM call (``gemm.cpp`` ``convert_block_scaling_to_mxfp8_tensor(A)`` and ``(B)`` under
+    ``sm_arch() >= 100``, lines 290-295 at TE v2.14 f031cf87): forward 2 kernels, backward 4, a launch gap each
+    and their bytes (FP32 scales read, 4 B a 1x128 block of X / dY, a 128x128 block of W; E8M0 written, 1 B a 1x32
+    block) at HBM rate. So the step is above MXFP8's."""
+    from dataclasses import replace
+    from topo.training.gpus import gpu_compute
+    from topo.training.kernels import memory_s
+    from topo.training.model import load_model
+    from topo.training.operators import block_ops, kernels_launched, op_time_s
+    from topo.training.parallel import make_layout
+    from topo.training.weight_swizzle import weight_swizzles
+
     gb = ["train", "gb200-nvl72-superpod", "--model", "llama3-8b", "--tp", "8", "--dp", "8", "--global-batch", "64",
           "--precision", "fp8"]
     out = run_cli(*gb, "--layout", "fp8_recipe=blockwise", check=True).stdout
     assert _options_line(out) == ["framework options: fp8_recipe blockwise (run as mxfp8: Transformer Engine "
                                   "emulates block-wise scaling on Blackwell with MXFP8 GEMMs) (layout fields)"]
-    assert _step_s(*gb, "--layout", "fp8_recipe=blockwise") == _step_s(*gb, "--layout", "fp8_recipe=mxfp8")
+    assert _step_s(*gb, "--layout", "fp8_recipe=blockwise") > _step_s(*gb, "--layout", "fp8_recipe=mxfp8")
+    g, model = gpu_compute("GB200"), load_model("llama3-8b")
+    km = g.kernels
+
+    def linears(recipe):
+        lay = make_layout(tp=8, dp=8, global_batch=64, precision="fp8", fp8_recipe=recipe)
+        return [op for kind in ("*", "-") for op in block_ops(model, lay, kind, g.generation)
+                if op.kind == "gemm" and op.linear]
+
+    pairs = list(zip(linears("blockwise"), linears("mxfp8")))
+    assert {bw.name for bw, _ in pairs} == {"qkv", "out_proj", "fc1", "fc2"}
+    for bw, mx in pairs:
+        m, n, k = bw.m, bw.n, bw.k
+        w, a = n * k * (4 / 128 ** 2 + 1 / 32), 4 / 128 + 1 / 32  # a weight's bytes; an activation's an element
+        for backward, kernels, nbytes in ((False, 2, w + a * m * k), (True, 4, w + 2 * a * m * n + a * m * k)):
+            swz = weight_swizzles(mx, "fp8", backward)
+            assert kernels_launched(bw, "fp8", backward) == kernels_launched(mx, "fp8", backward) - swz + kernels
+            as_mx = op_time_s(replace(mx, mxfp8=False), g, "fp8", backward, fp8_recipe="mxfp8")
+            assert op_time_s(bw, g, "fp8", backward, fp8_recipe="blockwise") == pytest.approx(
+                as_mx + kernels * km.launch_gpu_s + memory_s(km, nbytes), rel=1e-12)
 
 
 def test_help_names_the_fp8_recipes():

@@ -106,3 +106,59 @@ def test_megatron_ddp_runs_one_hook_a_weight_in_the_backward():
         host_launch_s(replace(fc1, grad_hooks=False), g, True, precision="fp8") + 16 * one, rel=1e-12)
     assert not _ops(wgrad_output="fsdp2", dp_sharding="zero3")["fc1"].grad_hooks
     assert not _ops(dp_sharding="zero3")["fc1"].grad_hooks
+
+
+def _block_ops(kind, generation, **kw):
+    """Qwen3-30B-A3B at EP8 (16 local experts), FP8 block-wise, on a GPU of ``generation``: the block's ops by name."""
+    lay = make_layout(ep=8, dp=8, global_batch=64, seq_len=4096, etp=1, precision="fp8", fp8_recipe="blockwise", **kw)
+    return {op.name: op for op in block_ops(load_model("qwen3-30b-a3b"), lay, kind, generation)}
+
+
+def test_blockwise_conversion_counts_from_source():
+    """TE's gemm() on sm_arch() >= 100 converts A and B of every GEMM (fprop: W, X; dgrad: W, dY; wgrad: X, dY);
+    Float8BlockScaling's defaults put 128x128 blocks on W, 1x128 on X and dY (TE v2.14 f031cf87
+    ``common/recipe/__init__.py`` lines 345-347); one FP32 scale (4 B) read a block, one E8M0 byte written a 1x32
+    block (``swizzle_block_scaling.cu``)."""
+    from topo.training.weight_swizzle import _convert, converts
+    t = _convert()
+    assert t["operands"] == {"fprop": ["weight", "input"], "dgrad": ["weight", "output_grad"],
+                             "wgrad": ["input", "output_grad"]}
+    assert t["block_dims"] == {"weight": 2, "input": 1, "output_grad": 1}
+    assert t["read_bytes_per_element"] == {"1": 4 / 128, "2": 4 / 128 ** 2} and t["write_bytes_per_element"] == 1 / 32
+    assert converts("blackwell") and not converts("hopper") and not converts("")
+
+
+def test_a_grouped_blockwise_pass_on_blackwell_converts_both_operands_of_every_expert():
+    """te_general_grouped_gemm converts each tensor of te_A_wrappers and te_B_wrappers (gemm.cpp lines 564-575 at
+    v2.14): 16 local experts, forward 16 x 2 conversions, backward 16 x 4, all launched by the call's C++ (no MXFP8
+    swizzle: block-wise scales are not swizzled); bytes in closed form; one buffer a conversion. None on Hopper
+    (cuBLASLt runs block scaling natively there), none in BF16."""
+    from dataclasses import replace
+    from topo.training.weight_swizzle import block_conversions, conversion_bytes
+    g = gpu_compute("B200")
+    km = g.kernels
+    q = quantize_kernels()["cast"]
+    bw, hop = _block_ops("E", "blackwell"), _block_ops("E", "hopper")
+    for name in ("fc1", "fc2"):
+        op = bw[name]
+        assert op.block_convert and not op.mxfp8 and op.groups == 16
+        assert weight_swizzles(op, "fp8") == 0
+        assert block_conversions(op, "fp8") == 32 and block_conversions(op, "fp8", True) == 64
+        assert kernels_launched(op, "fp8") == 16 + 16 * q + 32
+        assert kernels_launched(op, "fp8", True) == 32 + 16 * q + 64
+        assert launch_calls(op, "fp8") == (2.0, 15.0, 16 * q - 1 + 32)
+        m, n, k, G = op.m, op.n, op.k, op.groups
+        w, a = n * k * (4 / 128 ** 2 + 1 / 32), 4 / 128 + 1 / 32
+        fwd, bwd = (w + a * m * k) * G, (w + a * m * n + a * m * k + a * m * n) * G
+        assert conversion_bytes(op, "fp8") == pytest.approx(fwd, rel=1e-12)
+        assert conversion_bytes(op, "fp8", True) == pytest.approx(bwd, rel=1e-12)
+        bare = replace(op, block_convert=False)
+        for backward, kernels, nbytes in ((False, 32, fwd), (True, 64, bwd)):
+            assert op_time_s(op, g, "fp8", backward, fp8_recipe="blockwise") == pytest.approx(
+                op_time_s(bare, g, "fp8", backward, fp8_recipe="blockwise") + memory_s(km, nbytes)
+                + kernels * km.launch_gpu_s, rel=1e-12)
+        assert host_launch_s(op, g, precision="fp8") == pytest.approx(
+            host_launch_s(bare, g, precision="fp8") + 32 * (km.launch_cpp_s + km.launch_torch_cpp_op_s), rel=1e-12)
+        assert not hop[name].block_convert and block_conversions(hop[name], "fp8") == 0
+        assert block_conversions(op, "bf16") == 0
+    assert block_conversions(bw["router"], "fp8") == 0  # a BF16 GEMM

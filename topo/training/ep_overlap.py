@@ -97,7 +97,7 @@ def moe_layer_parts(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute) -> L
     layer = next(u for u in model.blocks if Block.MOE in u)
     af = ab = mf = mb = 0.0
     for kind in layer:
-        for op in block_ops(model, lay, kind):
+        for op in block_ops(model, lay, kind, gpu.generation):
             f, b = op_passes_s(op, gpu, lay)
             if kind == Block.MOE and op.name not in ATTN_NODE_OPS and op.module not in ATTN_NODE_MODULES:
                 mf, mb = mf + f, mb + b

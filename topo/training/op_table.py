@@ -42,7 +42,7 @@ def block_op_table(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute) -> di
     """
     kinds = [*dict.fromkeys(k for layer in model.blocks for k in layer),
              *(u for u in END_UNITS if u != "mtp_head" or model.mtp_layers)]
-    return {kind: [_row(op, lay, gpu) for op in block_ops(model, lay, kind)] for kind in kinds}
+    return {kind: [_row(op, lay, gpu) for op in block_ops(model, lay, kind, gpu.generation)] for kind in kinds}
 
 
 def stage_table(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute, ep_cover_s: float = 0.0) -> list[dict]:

@@ -74,7 +74,7 @@ from .ring_attention import cp_attention_calls, p2p_merge_bytes
 from .router_load import uniform_expert_sd, uniform_max_over_mean
 from .routing import rank_destinations
 from .tp_overlap import margin_kernels, pass_margins, userbuffers_built
-from .weight_swizzle import swizzle_bytes, swizzle_host_s, weight_swizzles
+from .weight_swizzle import conversion_bytes, converts, scale_kernels, swizzle_bytes, swizzle_host_s
 from .model import ATTENTION_BLOCKS, Block, ModelSpec
 from .ssd import ssd_flops, ssd_kernels
 
@@ -204,6 +204,10 @@ class Op:
     mxfp8: bool = False
     """An FP8 linear GEMM under MXFP8 (``fp8_recipe = "mxfp8"``; :func:`block_ops` sets it): each fprop and dgrad
     GEMM call swizzles its weight's scales (:func:`.weight_swizzle.weight_swizzles`)."""
+    block_convert: bool = False
+    """An FP8 linear GEMM under block-wise scaling (``fp8_recipe = "blockwise"``) on a GPU whose Transformer Engine
+    GEMM runs it as MXFP8 (Blackwell; :func:`block_ops` sets it from its ``generation``): each GEMM call converts
+    both operands' scales (:func:`.weight_swizzle.block_conversions`)."""
     grad_hooks: bool = False
     """A GEMM whose weights' gradients run Megatron-Core DDP's per-parameter backward hook (:func:`block_ops` sets
     it for a layout with ``wgrad_output = "main_grad"`` below ZeRO-3: :func:`.grad_hooks.grad_hook_host_s`)."""
@@ -987,10 +991,11 @@ def _ssd_ops(model: ModelSpec, lay: ParallelLayout, T: float, nh: float) -> list
                                    seq_len=float(s))]
 
 
-def block_ops(model: ModelSpec, lay: ParallelLayout, kind: str) -> list[Op]:
+def block_ops(model: ModelSpec, lay: ParallelLayout, kind: str, generation: str = "") -> list[Op]:
     """Operators of one block of ``kind`` (``*``, ``W``: local attention, ``-``, ``E``, ``M``, or ``embedding`` /
     ``logits``), one micro-batch, one GPU, forward; each with the CUDA-graph part that captures it. Under FSDP2
-    (``wgrad_output = "fsdp2"``, ZeRO-3) the block's share of its unit's copies comes first (:func:`_fsdp2_ops`)."""
+    (``wgrad_output = "fsdp2"``, ZeRO-3) the block's share of its unit's copies comes first (:func:`_fsdp2_ops`).
+    ``generation``: the GPU's, where block-wise FP8 GEMMs convert their scales (``Op.block_convert``)."""
     ops = _fsdp2_ops(model, lay, kind) + _block_ops(model, lay, kind)
     cs = current_scaling(lay)  # every linear layer's casts (the layout's one rule, as the TP amax reduction's)
     own = op_recipes(lay.module_recipes)  # modules at a recipe of their own (:mod:`.module_recipes`)
@@ -1004,6 +1009,7 @@ def block_ops(model: ModelSpec, lay: ParallelLayout, kind: str) -> list[Op]:
         q = lin and lay.precision == "fp8" and recipe != "bf16"  # a quantised linear GEMM
         out.append(replace(op, graph=_graph_part(kind, op), recipe=mine, current_scaling=cs and lin and not mine,
                            block_scaled=q and recipe in ("mxfp8", "blockwise"), mxfp8=q and recipe == "mxfp8",
+                           block_convert=q and recipe == "blockwise" and converts(generation),
                            fp4_cast=q and recipe == "nvfp4", grad_hooks=hooks and op.kind == "gemm" and op.weights,
                            tp_overlap=op.tp_overlap if ub else ""))
     return out
@@ -1186,7 +1192,8 @@ def op_time_s(op: Op, gpu: GpuCompute, precision: str, backward: bool = False, a
             t += ratio * gemm_s(kp, M, N, K, prec, op.groups, op.packed, out_bytes=out, m_sd=m_sd)
         if accumulated and grad_copy_bytes:
             t += memory_s(km, grad_copy_bytes * M * N * op.groups)
-    t += memory_s(km, swizzle_bytes(op, precision, backward))  # the MXFP8 weight's scales (:mod:`.weight_swizzle`)
+    # the MXFP8 weight's scales, block-wise scales converted to MXFP8 (:mod:`.weight_swizzle`)
+    t += memory_s(km, swizzle_bytes(op, precision, backward) + conversion_bytes(op, precision, backward))
     M, _, K = shapes[0]  # the pass's quantised input: X forward (fprop's M x K), dY backward (dgrad's)
     if fp8 and op.epilogue_cast == ("backward" if backward else "forward"):
         return t + gap  # the kernel before this pass wrote its input quantised (fused grouped MLP)
@@ -1334,14 +1341,15 @@ def kernels_launched(op: Op, precision: str, backward: bool = False, amax_pass: 
     epilogue (``Op.epilogue_cast``: the fused grouped MLP's fc2 forward and fc1 backward). ``scale_kernel``
     (the layout's ``fp8_scale_inverse_kernel``): each cast of delayed scaling is two kernels, its scale inverse
     and the cast (``quantize_kernels()["delayed_scale_inverse"]``). An MXFP8 weight's GEMM calls add their scale
-    swizzles (:func:`.weight_swizzle.weight_swizzles`)."""
+    swizzles (:func:`.weight_swizzle.weight_swizzles`), a block-wise GEMM on Blackwell its scale conversions
+    (:func:`.weight_swizzle.block_conversions`)."""
     gemms = 2.0 if (backward and op.kind == "gemm") else 1.0
     if op.recipe:  # a module at a recipe of its own (:func:`op_precision`)
         precision, _ = op_precision(op, precision, None)
         amax_pass = scale_kernel = False
     if not (op.kind == "gemm" and op.linear and precision == "fp8"):
         return op.launches * gemms
-    own = op.launches * gemms + weight_swizzles(op, precision, backward)
+    own = op.launches * gemms + scale_kernels(op, precision, backward)
     if op.epilogue_cast == ("backward" if backward else "forward"):
         return own  # its input cast in the epilogue of the kernel before it
     q = quantize_kernels()[cast_kind(op, backward, amax_pass, scale_kernel)]
@@ -1395,7 +1403,8 @@ def launch_calls(op: Op, precision: str, backward: bool = False, amax_pass: bool
     FP8 input cast is one call whose other kernels (current scaling's amax, scale and cast; delayed scaling's scale
     inverse) its C++ launches, one for every expert on such a path (``split_quantize``), one per expert for a
     Python loop of experts; a norm's amax cast (``current_norm_amax``) is launched inside the norm's call, so none.
-    An MXFP8 weight's scale swizzles are launched by the GEMM call's C++ (:func:`.weight_swizzle.weight_swizzles`).
+    An MXFP8 weight's scale swizzles and block-wise scale conversions are launched by the GEMM call's C++
+    (:func:`.weight_swizzle.scale_kernels`).
 
     Parameters
     ----------
@@ -1415,7 +1424,7 @@ def launch_calls(op: Op, precision: str, backward: bool = False, amax_pass: bool
     gemms = 2.0 if backward else 1.0
     own = op.launches * gemms
     calls = min(gemms, own) if op.expert_kernels in CPP_LOOP_PATHS else own
-    swizzles = weight_swizzles(op, precision, backward)
+    swizzles = scale_kernels(op, precision, backward)
     casts = total - own - swizzles
     if casts <= 0:
         return calls, own - calls, swizzles
@@ -1635,7 +1644,7 @@ def block_time(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute, kind: str
     seq_mods: list[str] = []
     sync_at = -1
     graphs = lay.cuda_graph_scope
-    for op in block_ops(model, lay, kind):
+    for op in block_ops(model, lay, kind, gpu.generation):
         for key, g in tp_paired_gemm_s(op, gpu, lay.precision, lay.fp8_recipe, pass_margins(op, lay)).items():
             pairs[key] = pairs.get(key, 0.0) + g
         amax, inv = lay.fp8_amax_pass, lay.fp8_scale_inverse_kernel

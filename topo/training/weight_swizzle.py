@@ -7,6 +7,9 @@ one a dense GEMM (``swizzle_scales_for_gemm``); none in wgrad, whose operands ar
 reads the compact scales and writes the swizzled ones: 2 x 1/32 bytes a weight element. Counts, lines and pins:
 ``topo/data/compute/mxfp8_weight_swizzle.toml`` (NVIDIA/TransformerEngine v2.12 5671fd36, v2.14 f031cf87, v2.16
 4220403e: ``pytorch/csrc/extensions/gemm.cpp``, ``swizzle.cpp``).
+
+FP8 block scaling has no cuBLASLt GEMM on Blackwell: TE's GEMM call converts both operands' block-wise scales to
+swizzled MXFP8 ones instead (:func:`block_conversions`; ``[blockwise_to_mxfp8]`` of the same file), in every pass.
 """
 
 from __future__ import annotations
@@ -17,12 +20,25 @@ from functools import lru_cache
 from ..resources import data_dir
 from .grouped_gemm import CPP_LOOP_PATHS
 
-__all__ = ["swizzle_bytes", "swizzle_host_s", "weight_swizzles"]
+__all__ = ["block_conversions", "conversion_bytes", "converts", "scale_kernels", "swizzle_bytes", "swizzle_host_s",
+           "weight_swizzles"]
 
 
 @lru_cache(maxsize=1)
+def _file() -> dict:
+    return tomllib.loads((data_dir("compute") / "mxfp8_weight_swizzle.toml").read_text(encoding="utf-8"))
+
+
 def _table() -> dict:
-    return tomllib.loads((data_dir("compute") / "mxfp8_weight_swizzle.toml").read_text(encoding="utf-8"))["swizzle"]
+    return _file()["swizzle"]
+
+
+def _convert() -> dict:
+    return _file()["blockwise_to_mxfp8"]
+
+
+def _passes(backward: bool) -> tuple[str, ...]:
+    return ("dgrad", "wgrad") if backward else ("fprop",)
 
 
 def weight_swizzles(op, precision: str, backward: bool = False) -> float:
@@ -74,9 +90,76 @@ def swizzle_bytes(op, precision: str, backward: bool = False) -> float:
     return float(t["passes_over_scales"]) * float(t["scale_bytes_per_element"]) * op.n * op.k * op.groups
 
 
+def block_conversions(op, precision: str, backward: bool = False) -> float:
+    """Kernels ``op``'s pass launches converting its operands' FP8 block-wise scales to swizzled MXFP8 ones.
+
+    Transformer Engine runs FP8 block scaling on Blackwell as MXFP8 GEMMs: each GEMM call converts both operands
+    (``convert_block_scaling_to_mxfp8_tensor``), fprop, dgrad and wgrad alike; a grouped call each expert's
+    (``[blockwise_to_mxfp8]`` of ``mxfp8_weight_swizzle.toml``).
+
+    Parameters
+    ----------
+    op : topo.training.operators.Op
+        A GEMM operator (``block_convert``: its layout's recipe is block-wise on a generation that converts).
+    precision : str
+        The layout's precision (only ``fp8`` quantises).
+    backward : bool
+        The backward (dgrad and wgrad), else the forward (fprop).
+
+    Returns
+    -------
+    float
+        The operands of the pass's GEMMs times ``op.launches`` (a GEMM call, or an expert's GEMM of a grouped
+        call); 0 for any other operator, precision or recipe.
+    """
+    if not (op.kind == "gemm" and op.linear and op.block_convert and precision == "fp8"):
+        return 0.0
+    operands = _convert()["operands"]
+    return float(sum(len(operands[p]) for p in _passes(backward))) * op.launches
+
+
+def conversion_bytes(op, precision: str, backward: bool = False) -> float:
+    """HBM bytes of ``op``'s pass's :func:`block_conversions`: each operand's FP32 block scales read (4 bytes a 1x128
+    block of an input or output gradient, a 128x128 block of a weight) and its E8M0 scales written (one byte a 1x32
+    block).
+
+    Parameters
+    ----------
+    op : topo.training.operators.Op
+    precision : str
+    backward : bool
+
+    Returns
+    -------
+    float
+        The sum over the pass's GEMMs' operands of ``(read + write bytes an element) x elements x groups`` (weight
+        ``n k``, input ``m k``, output gradient ``m n``), 0 where nothing converts.
+    """
+    if not block_conversions(op, precision, backward):
+        return 0.0
+    t = _convert()
+    elements = {"weight": op.n * op.k, "input": op.m * op.k, "output_grad": op.m * op.n}
+    per = (lambda name: float(t["read_bytes_per_element"][str(t["block_dims"][name])])
+           + float(t["write_bytes_per_element"]))
+    return sum(per(name) * elements[name] for p in _passes(backward) for name in t["operands"][p]) * op.groups
+
+
+def converts(generation: str) -> bool:
+    """Whether Transformer Engine's GEMM on a GPU of ``generation`` runs FP8 block scaling as MXFP8
+    (``[blockwise_to_mxfp8] generations``: ``sm_arch() >= 100``)."""
+    return generation in _convert()["generations"]
+
+
+def scale_kernels(op, precision: str, backward: bool = False) -> float:
+    """The scale kernels ``op``'s GEMM calls launch from C++ in a pass: :func:`weight_swizzles` (MXFP8) plus
+    :func:`block_conversions` (block-wise on Blackwell)."""
+    return weight_swizzles(op, precision, backward) + block_conversions(op, precision, backward)
+
+
 def swizzle_host_s(op, torch_cpp_op_s: float, precision: str, backward: bool = False) -> float:
-    """CPU seconds of the swizzles' scale buffers (``allocateSpace``: one tensor ATen makes from C++ a kernel); the
-    kernels' launches are priced with the call's other C++ kernels (:func:`.operators.launch_calls`).
+    """CPU seconds of the swizzles' and block-wise conversions' scale buffers (``allocateSpace``: one tensor ATen
+    makes from C++ a kernel); the kernels' launches are priced with the call's other C++ kernels
+    (:func:`.operators.launch_calls`).
 
     Parameters
     ----------
@@ -90,4 +173,5 @@ def swizzle_host_s(op, torch_cpp_op_s: float, precision: str, backward: bool = F
     -------
     float
     """
-    return weight_swizzles(op, precision, backward) * float(_table()["allocations_per_kernel"]) * torch_cpp_op_s
+    return (weight_swizzles(op, precision, backward) * float(_table()["allocations_per_kernel"])
+            + block_conversions(op, precision, backward) * float(_convert()["allocations_per_kernel"])) * torch_cpp_op_s
