@@ -184,3 +184,16 @@ def test_a_bad_module_recipes_column_is_one_line(value, allowed):
     text = str(err.value)
     assert text.startswith(f"runs.csv: run mb2608_gb300_nemotron3_super_nvfp4: module_recipes = {value!r}; allowed: "
                            f"{allowed}") and "\n" not in text
+
+
+def test_a_module_named_twice_is_refused():
+    """``["linear_qkv=bf16", "linear_qkv=mxfp8"]`` ran at the last entry's recipe, silently (walk39, findings
+    section 407): which of two matchers of one module Megatron-Core's ``quant_recipe`` applies is not modelled, so
+    the layout is refused in one line naming both entries; a module named once with another beside it is not."""
+    twice = ("linear_qkv=bf16", "mixer.out_proj=mxfp8", "linear_qkv = mxfp8")
+    with pytest.raises(TopoError) as err:
+        check_layout(load_model(SUPER), _lay(module_recipes=twice))
+    text = str(err.value)
+    assert "module_recipes" in text and "\n" not in text
+    assert "linear_qkv=bf16 and linear_qkv = mxfp8 name one module more than once" in text
+    check_layout(load_model(SUPER), _lay(module_recipes=twice[:2]))
