@@ -184,3 +184,39 @@ def test_a_bad_module_recipes_column_is_one_line(value, allowed):
     text = str(err.value)
     assert text.startswith(f"runs.csv: run mb2608_gb300_nemotron3_super_nvfp4: module_recipes = {value!r}; allowed: "
                            f"{allowed}") and "\n" not in text
+
+
+def test_a_module_named_twice_is_refused():
+    """``["linear_qkv=bf16", "linear_qkv=mxfp8"]`` ran at the last entry's recipe, silently (walk39, findings
+    section 407): which of two matchers of one module Megatron-Core's ``quant_recipe`` applies is not modelled, so
+    the layout is refused in one line naming both entries; a module named once with another beside it is not."""
+    twice = ("linear_qkv=bf16", "mixer.out_proj=mxfp8", "linear_qkv = mxfp8")
+    with pytest.raises(TopoError) as err:
+        check_layout(load_model(SUPER), _lay(module_recipes=twice))
+    text = str(err.value)
+    assert "module_recipes" in text and "\n" not in text
+    assert "linear_qkv=bf16 and linear_qkv = mxfp8 name one module more than once" in text
+    check_layout(load_model(SUPER), _lay(module_recipes=twice[:2]))
+
+
+def test_a_module_the_model_lacks_is_marked_no_effect():
+    """te_quant.cfg's matchers on a dense Llama (no Mamba-2 mixer, no latent MoE, no MTP) match nothing there: the
+    options line said ``module_recipes [...]`` as if it applied (walk39, findings section 407); now the entries
+    that name no operator of the model are said, and on Nemotron 3 Super, which has each module, none is."""
+    from topo.training.op_table import unmatched_module_recipes
+    lay = _lay(module_recipes=TE_QUANT)
+    assert unmatched_module_recipes(load_model(SUPER), lay) == ()
+    llama = make_layout(tp=1, dp=8, global_batch=8, precision="fp8", fp8_recipe="nvfp4", module_recipes=TE_QUANT)
+    assert unmatched_module_recipes(load_model("llama3-8b"), llama) == (
+        "fc1_latent_proj", "fc2_latent_proj", "mtp", "mixer.out_proj")
+    cmd = [sys.executable, "-c", "import sys; from topo.cli.main import main; sys.exit(main())", "train",
+           "gb200-nvl72-superpod", "--model", "llama3-8b", "--tp", "1", "--dp", "8", "--global-batch", "8",
+           "--precision", "fp8", "--layout", 'fp8_recipe="nvfp4",module_recipes=["linear_qkv=bf16","mtp=bf16"]']
+    got = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env={"PYTHONPATH": str(ROOT),
+                                                                               "PATH": "/usr/bin:/bin"})
+    assert got.returncode == 0, got.stderr
+    assert "(no effect on mtp: llama3-8b has no mtp)" in got.stdout
+    whole = subprocess.run(cmd[:-1] + ['fp8_recipe="nvfp4",module_recipes=["mixer.out_proj=mxfp8"]'],
+                           capture_output=True, text=True, cwd=ROOT, env={"PYTHONPATH": str(ROOT),
+                                                                          "PATH": "/usr/bin:/bin"})
+    assert '["mixer.out_proj=mxfp8"] (no effect: llama3-8b has no mixer.out_proj)' in whole.stdout

@@ -58,8 +58,14 @@ def test_fsdp_shards_weights_and_gradients_over_every_site(tmp_path_factory):
         assert hier.memory[key] == pytest.approx(per_param * N / 16, rel=1e-3), key
 
 
-def test_pipeline_across_the_sites_keeps_a_sites_instance(tmp_path_factory):
-    """Pipeline stages across the sites: data parallelism inside each, the share's memory whatever the form."""
-    job = _job(tmp_path_factory, FLAT, across="pp")
+@pytest.mark.parametrize("nccl", [FLAT, ""])
+def test_pipeline_across_the_sites_shards_over_a_stages_replicas(tmp_path_factory, nccl):
+    """Pipeline stages across the sites (pp 2 over two sites): each site holds one stage of all 4 replicas, so that
+    stage's data-parallel group, its optimizer instance, is the job's 4 ranks, all inside one site
+    (:func:`topo.training.multisite.pp_boundary_ranks`: ``tp x cp x dp`` of the job at the boundary stage), whatever
+    the dp form: ``12 N / (tp 8 x pp 2 x 4)``. It was the share's 2 ranks, ``12 N / 32`` (walk39, findings
+    section 407: 0.6 GB for 0.3 GB on Llama 3 70B at tp 8 pp 4 over two-site-h100)."""
+    job = _job(tmp_path_factory, nccl, across="pp")
+    assert job.memory["optimizer_bytes"] == pytest.approx(12 * MODEL.total_params / 64, rel=1e-3)
     assert job.memory == job.one_site["memory"]
-    assert "inside each site: pp across the sites" in job.memory_sharding
+    assert "over 4 data x context ranks (data parallelism inside each site: pp across the sites" in job.memory_sharding

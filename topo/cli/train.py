@@ -24,7 +24,7 @@ from ..training.parallel import (DEFAULT_ORDER, DP_SHARDING, PIPELINE_SCHEDULES,
                                  delayed_scaling, ParallelLayout, layout_fields, load_layout, make_layout)
 from ..training.model import bundled_models, load_model
 from ..training.search import PP_OVERLAP_NOTE, search_layouts
-from ..training.op_table import step_op_table, step_stage_table
+from ..training.op_table import step_op_table, step_stage_table, unmatched_module_recipes
 from ..training.comm import CommEngine
 from ..training.step import estimate_step
 from ..training.tp_overlap import userbuffers_built
@@ -778,6 +778,20 @@ def _ep_sms_idle(L: dict, model) -> str:
     return "the alltoall dispatcher's NCCL send/recv kernels run on NCCL's p2p channels"
 
 
+def _module_recipes_idle(L: dict, model) -> tuple[str, str]:
+    """Why the layout's ``module_recipes`` changes nothing (every module it names is absent from ``model``), or
+    which of its modules are absent when only some are: ``(idle, aside)``, "" where it does not apply."""
+    if not L.get("module_recipes"):
+        return "", ""
+    lay = ParallelLayout.model_construct(**{k: v for k, v in L.items() if k in ParallelLayout.model_fields})
+    absent = unmatched_module_recipes(model, lay)
+    if not absent:
+        return "", ""
+    why = f"{model.name} has no {', '.join(absent)}"
+    return (why, "") if len(absent) == len(set(e.split("=", 1)[0].strip() for e in L["module_recipes"])) \
+        else ("", f"no effect on {', '.join(absent)}: {why}")
+
+
 def _framework_options(L: dict, model, gpu) -> str:
     """The layout's :data:`FRAMEWORK_OPTIONS` that differ from the defaults (``cp_comm_type`` whenever cp > 1), as
     ``key value`` pairs, each marked where ``model``, the layout or ``gpu`` (its :class:`topo.training.gpus.GpuCompute`: its
@@ -819,6 +833,7 @@ def _framework_options(L: dict, model, gpu) -> str:
     aside = {"fp8_recipe": "run as mxfp8: Transformer Engine emulates block-wise scaling on Blackwell with MXFP8 "
              "GEMMs" if L.get("fp8_recipe") == "blockwise" and generation == "blackwell" else ""}
     aside["fp8_amax_reduction"] = _amax_aside(L)
+    idle["module_recipes"], aside["module_recipes"] = _module_recipes_idle(L, model)
     shown = []
     for k in FRAMEWORK_OPTIONS:
         if k == "fp8_amax_reduction" and not aside[k]:

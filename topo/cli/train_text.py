@@ -93,7 +93,8 @@ def _count(n: int, one: str, many: str) -> str:
 
 OUTSIDE_WORDS = {"gpus": lambda v: _count(v, "GPU", "GPUs"), "pp": lambda v: f"pp {v}", "cp": lambda v: f"cp {v}",
                  "ep": lambda v: f"ep {v}", "ep_domains": lambda v: f"EP across {v} NVLink domains",
-                 "generation": lambda v: f"{v.capitalize()} (no run)"}
+                 "generation": lambda v: f"{v.capitalize()} (no run)",
+                 "recipe": lambda v: f"{v.upper()} GEMMs (no scored run: every published {v.upper()} run is held out)"}
 """How the span line words each figure of ``outside`` (:func:`topo.training.uncertainty.outside_span`)."""
 
 

@@ -68,6 +68,31 @@ def module_recipes_error(entry: str) -> str:
     return ""
 
 
+def duplicate_module_entries(entries: tuple[str, ...]) -> tuple[str, ...]:
+    """The well-formed ``module_recipes`` entries whose module an earlier entry names too (each with that first
+    entry), in order; empty when every module is named once.
+
+    Parameters
+    ----------
+    entries : tuple of str
+        ``name=recipe`` strings.
+
+    Returns
+    -------
+    tuple of str
+        The clashing entries, the first naming of each module before its repeats.
+    """
+    first: dict[str, str] = {}
+    out: list[str] = []
+    for entry in (e for e in entries if "=" in e):
+        name = entry.split("=", 1)[0].strip()
+        if name in first:
+            out.extend(e for e in (first[name], entry) if e not in out)
+        else:
+            first[name] = entry
+    return tuple(out)
+
+
 def op_recipes(entries: tuple[str, ...]) -> dict[tuple[str, str], str]:
     """``{(module, op name): recipe}`` of topo's operators that ``module_recipes`` entries name (:data:`MODULE_OPS`).
 

@@ -651,11 +651,12 @@ def _share_memory(out: MultisiteStep, region: Region, fabric, model: ModelSpec, 
                   one: StepResult, forms: dict, across: str, job_dp: int):
     """``out``'s memory per GPU, what its ZeRO state shards over, and whether it fits, as the way chosen runs
     (:mod:`.multisite_memory`): NCCL's flat cross-DC ring shards over the job's ``job_dp`` replicas (one optimizer
-    instance over every site); the hierarchical reduction, pipeline stages and an outer synchronisation across the
-    sites over one site's, as the share's step ``one`` did. Returns that memory (a
+    instance over every site); pipeline stages across the sites over the job's too (each stage's ``job_dp`` replicas
+    sit in one site: :func:`pp_boundary_ranks`); the hierarchical reduction and an outer synchronisation over one
+    site's, as the share's step ``one`` did. Returns that memory (a
     :class:`~topo.training.memory.MemoryBreakdown`)."""
     flat = across == "dp" and over_job(pick_dp_crossing(region, forms).name, placed)
-    if flat:
+    if flat or across == "pp":  # pp: each stage's job_dp replicas sit in one site, one optimizer instance (walk39)
         placed = state_layout(placed, job_dp)
         mem = job_memory(fabric, model, placed, one.memory)
     else:

@@ -15,10 +15,11 @@ from .mapping import default_placement
 from .model import ModelSpec
 from .operators import (END_UNITS, block_ops, captured, host_launch_s, kernels_launched, op_passes_s,
                         pipeline_units, rank_computes)
+from .module_recipes import MODULE_OPS, parse_module_recipes
 from .parallel import ParallelLayout
 from .tp_overlap import pass_margins
 
-__all__ = ["block_op_table", "stage_table", "step_op_table", "step_stage_table"]
+__all__ = ["block_op_table", "stage_table", "step_op_table", "step_stage_table", "unmatched_module_recipes"]
 
 
 def block_op_table(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute) -> dict[str, list[dict]]:
@@ -43,6 +44,28 @@ def block_op_table(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute) -> di
     kinds = [*dict.fromkeys(k for layer in model.blocks for k in layer),
              *(u for u in END_UNITS if u != "mtp_head" or model.mtp_layers)]
     return {kind: [_row(op, lay, gpu) for op in block_ops(model, lay, kind, gpu.generation)] for kind in kinds}
+
+
+def unmatched_module_recipes(model: ModelSpec, lay: ParallelLayout) -> tuple[str, ...]:
+    """The modules ``lay.module_recipes`` names that none of ``model``'s operators belongs to (no Mamba-2 mixer in a
+    dense transformer, no experts' latent projection without a latent MoE): their entries change nothing.
+
+    Parameters
+    ----------
+    model : ModelSpec
+    lay : ParallelLayout
+
+    Returns
+    -------
+    tuple of str
+        Megatron-Core module names (:data:`.module_recipes.MODULE_OPS`), in the layout's order; empty when each
+        names at least one operator.
+    """
+    kinds = [*dict.fromkeys(k for layer in model.blocks for k in layer),
+             *(u for u in END_UNITS if u != "mtp_head" or model.mtp_layers)]
+    present = {(op.module, op.name) for kind in kinds for op in block_ops(model, lay, kind)}
+    return tuple(name for name in parse_module_recipes(lay.module_recipes)
+                 if not present.intersection(MODULE_OPS.get(name, ())))
 
 
 def stage_table(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute, ep_cover_s: float = 0.0) -> list[dict]:

@@ -24,9 +24,10 @@ from functools import lru_cache
 
 from ..resources import data_dir
 from .model import ModelSpec
+from .module_recipes import parse_module_recipes
 
 __all__ = ["COARSE_EXPERTS", "GROUP_LABELS", "SPAN_KEYS", "job_reach", "left_out_measured", "model_group",
-           "outside_span", "step_interval"]
+           "outside_span", "runs_fp4", "step_interval"]
 
 COARSE_EXPERTS = 16
 """An MoE of at most this many experts is coarse (Mixtral's 8, Llama 4 Scout's 16); more is fine-grained."""
@@ -57,7 +58,14 @@ def job_reach(lay, mapping) -> dict:
     dict
     """
     return {"gpus": int(lay.gpus), "pp": int(lay.pp), "cp": int(lay.cp), "ep": int(lay.ep),
-            "ep_domains": int(mapping.domains_spanned("ep"))}
+            "ep_domains": int(mapping.domains_spanned("ep")), "fp4": runs_fp4(lay)}
+
+
+def runs_fp4(lay) -> bool:
+    """Whether ``lay`` runs any GEMM in NVFP4: ``fp8_recipe = "nvfp4"`` or a ``module_recipes`` entry in ``nvfp4``
+    (with ``precision = "fp8"``)."""
+    recipes = {lay.fp8_recipe, *parse_module_recipes(tuple(lay.module_recipes or ())).values()}
+    return lay.precision == "fp8" and "nvfp4" in recipes
 
 
 def outside_span(span: dict, job: dict, generation: str | None) -> dict:
@@ -76,8 +84,9 @@ def outside_span(span: dict, job: dict, generation: str | None) -> dict:
     Returns
     -------
     dict
-        Of ``gpus``, ``pp``, ``cp``, ``ep``, ``ep_domains`` and ``generation``, those outside, with the job's value;
-        empty when the job lies inside.
+        Of ``gpus``, ``pp``, ``cp``, ``ep``, ``ep_domains`` and ``generation``, those outside, with the job's value,
+        and ``recipe`` (``"nvfp4"``) for a job with NVFP4 GEMMs while no scored run has any (step_uncertainty.toml
+        ``fp4_scored_runs``); empty when the job lies inside.
     """
     out = {}
     if not span["gpus_min"] <= job["gpus"] <= span["gpus_max"]:
@@ -87,6 +96,8 @@ def outside_span(span: dict, job: dict, generation: str | None) -> dict:
             out[k] = job[k]
     if generation is not None and generation not in span["generations"]:
         out["generation"] = generation
+    if job.get("fp4") and not int(_table().get("fp4_scored_runs", 0)):  # every NVFP4 run is held out
+        out["recipe"] = "nvfp4"
     return out
 
 
