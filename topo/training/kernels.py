@@ -249,9 +249,10 @@ def recipe_precision(recipe: str | None) -> str:
 
 def recipe_gemm_ratio(km: KernelModel, recipe: str | None, generation: str) -> float:
     """The factor on a linear GEMM's time at :func:`recipe_precision` under ``recipe``: :func:`fp8_recipe_costs`'s
-    ratio, or for ``nvfp4`` (GEMMs at the FP4 peak) the measured NVFP4 over per-tensor FP8 time
-    (``kernels.toml`` ``[fp8_recipe] nvfp4_fp8_time_ratio``) times the GPU's FP4 over FP8 peak, so a large NVFP4
-    GEMM takes that share of an FP8 one on every GPU.
+    ratio, or for ``nvfp4`` (GEMMs on the FP4 tiles at the FP4 peak) the measured NVFP4 over per-tensor FP8 time
+    (``kernels.toml`` ``[fp8_recipe] nvfp4_fp8_time_ratio``) times per-tensor FP8's over FP4's tile-model time of the
+    twelve GEMMs it was measured on (``nvfp4_ratio_fprop_shapes``, each as fprop, dgrad and wgrad), so those take
+    that share of per-tensor FP8's time on every GPU (:func:`_nvfp4_layer_s`).
 
     Parameters
     ----------
@@ -269,7 +270,23 @@ def recipe_gemm_ratio(km: KernelModel, recipe: str | None, generation: str) -> f
     """
     if recipe != "nvfp4":
         return fp8_recipe_costs(recipe, generation)[0]
-    return float(_table()["fp8_recipe"]["nvfp4_fp8_time_ratio"]) * km.peak_flops["fp4"] / km.peak_flops["fp8"]
+    hit = _NVFP4_RATIO.get(id(km))
+    if hit is None or hit[0] is not km:
+        ratio = float(_table()["fp8_recipe"]["nvfp4_fp8_time_ratio"]) * _nvfp4_layer_s(km, "fp8") / _nvfp4_layer_s(km, "fp4")
+        hit = _NVFP4_RATIO[id(km)] = (km, ratio)
+    return hit[1]
+
+
+_NVFP4_RATIO: dict = {}  # id(km) -> (km, its NVFP4 factor): a GPU's kernel model is built once and kept
+
+
+def _nvfp4_layer_s(km: KernelModel, precision: str) -> float:
+    """Seconds of the twelve GEMMs of Transformer Engine's GEMM-profiling layer (``[fp8_recipe]
+    nvfp4_ratio_fprop_shapes``: fprop [M, N, K], dgrad [M, K, N], wgrad [N, K, M]) at ``precision``, no recipe
+    factor."""
+    shapes = _table()["fp8_recipe"]["nvfp4_ratio_fprop_shapes"]
+    return sum(gemm_s(km, *dims, precision=precision)
+               for m, n, k in shapes for dims in ((m, n, k), (m, k, n), (n, k, m)))
 
 
 def cast_extra_bytes(recipe: str | None) -> tuple[float, float]:
