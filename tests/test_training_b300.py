@@ -116,7 +116,12 @@ PRINTED = {"mb260401_b300_deepseekv3": (3456, 256, 8, 8, 2, 4096),
 # SUPER_ARCHIVE_TABLE), not by b30044's one-in-three rule
 SUPER_PRINTED = {"mb2606_b300_nemotron3_super": (7867, 64, 1, 8, 1, 512),
                  "mb260401_b300_nemotron3_super": (7296, 64, 1, 8, 1, 512),
-                 "mb2604_b300_nemotron3_super": (7009, 64, 1, 8, 1, 512)}
+                 "mb2604_b300_nemotron3_super": (7009, 64, 1, 8, 1, 512),
+                 # NVFP4 (nvfp4c, findings 405; held out): the same tables' DGX-B300 NVFP4 rows, Megatron-Bridge@381d0b82
+                 # docs/performance-summary.md lines 117 (26.06: 8131), 237 (26.04.01: 7424), 324 (26.04: 7047)
+                 "mb2606_b300_nemotron3_super_nvfp4": (8131, 64, 1, 8, 1, 512),
+                 "mb260401_b300_nemotron3_super_nvfp4": (7424, 64, 1, 8, 1, 512),
+                 "mb2604_b300_nemotron3_super_nvfp4": (7047, 64, 1, 8, 1, 512)}
 # MLPerf Training v5.1 B300 runs (not the tables': their own test, tests/test_training_runs_data.py)
 MLPERF_B300 = {"mlperf51_dell_b300_llama31_8b_8"}
 
@@ -133,10 +138,13 @@ def test_b300_rows_are_the_tables_and_presets():
         # step time = GBS x sequence / (tokens/s/GPU x GPUs)
         step = int(r["global_batch_seqs"]) * int(r["seq_len"]) / (int(r["value"]) * int(r["num_gpus"]))
         assert float(r["step_time_s"]) == pytest.approx(step, rel=5e-4), rid
-        release, commit = {"mb260401": ("26.04.01", "@21d102f5"), "mb2604": ("26.04", "@74695a06"),
-                           "mb2606": ("26.06", "v0.5.0"), "mb2602": ("26.02", "v0.3.0"),
-                           "mb260201": ("26.02.01", "@7260d621")}[rid.split("_")[0]]
-        assert r["software"] == f"NeMo {release}" and commit in r["note"] and "_B300_" in r["note"], rid
+        # 26.06: the release tag, or (the NVFP4 row) @8f341b04, the commit that published its B300 figures
+        # ("perf summary b300 26.06 (#4435)")
+        release, commits = {"mb260401": ("26.04.01", ("@21d102f5",)), "mb2604": ("26.04", ("@74695a06",)),
+                            "mb2606": ("26.06", ("v0.5.0", "@8f341b04")), "mb2602": ("26.02", ("v0.3.0",)),
+                            "mb260201": ("26.02.01", ("@7260d621",))}[rid.split("_")[0]]
+        assert r["software"] == f"NeMo {release}" and any(c in r["note"] for c in commits), rid
+        assert "_B300_" in r["note"], rid
     # the presets' recipe switches (resolved from the commits' workload_base_configs.py): 26.04's Qwen3 235B
     # B300 preset sets no flex backend (all-to-all), 26.04.01's adds hybridep; DeepSeek-V3's V2 graphs at 26.04.01 only
     assert rows["mb2604_b300_qwen3_235b"][1]["moe_dispatcher"] == "alltoall"

@@ -90,8 +90,9 @@ def test_nemo_26_08_rows_run_te_before_its_fp32_gradient():
     # runs70 added mb2608_gb200_nemotron35_lightning (hold-out), a 26.08 row too; data81 the five GB300 rows (hold-out);
     # super80 the two Nemotron 3 Super rows (GB200 fitted, GB300 held out); ultra85 the two Nemotron 3 Ultra rows, whose
     # recipe calls _benchmark_common(cfg, cross_entropy_impl="native") (NVIDIA-NeMo/Megatron-Bridge@4ab94dfa
-    # perf_recipes/nemotronh/common.py _apply_nemotron_3_ultra_perf_defaults): Megatron-Core's native fused loss
-    assert len(rows) == 14
+    # perf_recipes/nemotronh/common.py _apply_nemotron_3_ultra_perf_defaults): Megatron-Core's native fused loss;
+    # nvfp4c the two Nemotron 3 Super NVFP4 rows (GB300, GB200; hold-out), their MXFP8 twins' recipe function: `te`
+    assert len(rows) == 16
     assert {r["cross_entropy"] for r in rows if "nemotron3_ultra" not in r["run_id"]} == {"te"}
     assert {r["cross_entropy"] for r in rows if "nemotron3_ultra" in r["run_id"]} == {"fused"}
 

@@ -11,6 +11,7 @@ import math
 import pytest
 
 from topo.training.gpus import gpu_compute
+from topo.training.grad_hooks import ddp_hooks_run
 from topo.training.memory import bf16_kept_params
 from topo.training.model import load_model
 from topo.training.fsdp2_copies import copies_units
@@ -126,7 +127,7 @@ def test_block_time_key_is_the_dumped_fields_less_the_unread():
                 for k in BLOCK_TIME_UNREAD + (() if moe else DISPATCHER_FIELDS):
                     d.pop(k, None)
                 dumped = tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in d.items()))
-                assert block_time_key(lay, moe) == (dumped, copies_units(lay), lay.pp == 1)
+                assert block_time_key(lay, moe) == (dumped, copies_units(lay), lay.pp == 1, ddp_hooks_run(lay))
             seen += 1
     assert seen > 60
 
