@@ -32,6 +32,17 @@ module, its layers whole (:func:`.operators.bf16_layers`) and its projection (``
 MODULE_RECIPES = ("bf16", "mxfp8", "nvfp4")
 """What a module's recipe may be: BF16 (TE's recipe with no quantisation, ``training_recipe: {}``), MXFP8 or NVFP4."""
 
+TP_LINEARS: dict[str, tuple[tuple[str, str], tuple[str, str]]] = {
+    "*": (("attention", "qkv"), ("attention", "out_proj")),
+    "-": (("mlp", "fc1"), ("mlp", "fc2")),
+    "M": (("mamba", "in_proj"), ("mamba", "out_proj")),
+    "E": (("shared_experts", "fc1"), ("shared_experts", "fc2")),
+}
+"""A tensor-parallel block (its layer-pattern character; an MoE block's TP linears are its shared experts', its
+routed experts gather over ETP) -> its column-parallel linear (whose input is all-gathered under sequence
+parallelism) and its row-parallel linear (whose output gradient is), as ``(module, op name)`` of
+:func:`.operators.block_ops`."""
+
 WHOLE_LAYER_MODULES = ("mtp",)
 """Modules that are whole layers: BF16 only (a layer is run in BF16 as :func:`.operators.bf16_layers` runs one)."""
 
@@ -107,6 +118,30 @@ def op_recipes(entries: tuple[str, ...]) -> dict[tuple[str, str], str]:
         Empty when none is given.
     """
     return {op: recipe for name, recipe in parse_module_recipes(entries).items() for op in MODULE_OPS.get(name, ())}
+
+
+def module_precision(recipe: str, precision: str, fp8_recipe: str | None) -> tuple[str, str | None]:
+    """The precision and FP8 recipe a linear module runs at: ``recipe`` its own (``module_recipes``; ``bf16``
+    unquantised, as Transformer Engine runs a module its quantisation recipe leaves in high precision), "" the
+    layout's ``precision`` and ``fp8_recipe``; a BF16 layout or layer (``precision`` not ``fp8``) stays BF16.
+
+    Parameters
+    ----------
+    recipe : str
+        The module's own recipe (``bf16``, ``mxfp8``, ``nvfp4``) or "".
+    precision : str
+        The layout's (or its BF16 layer's) ``precision``.
+    fp8_recipe : str or None
+        The layout's ``fp8_recipe``.
+
+    Returns
+    -------
+    tuple
+        ``(precision, fp8_recipe)``.
+    """
+    if not recipe or precision != "fp8":
+        return precision, fp8_recipe
+    return ("bf16", None) if recipe == "bf16" else ("fp8", recipe)
 
 
 def mtp_in_bf16(entries: tuple[str, ...]) -> bool:

@@ -67,7 +67,7 @@ from .kernels import (KernelModel, alltoall_preprocess_kernels, attention_rate_f
                       fp8_backward_published, fp8_padding, fp8_recipe_costs, gemm_s, memory_s,
                       permute_backward_bytes, permute_kernels, permute_s, quantize_kernels, quantize_s,
                       recipe_gemm_ratio, recipe_precision, router_kernels, ssd_sm_reference)
-from .module_recipes import mtp_in_bf16, op_recipes
+from .module_recipes import module_precision, mtp_in_bf16, op_recipes
 from .parallel import ParallelLayout, current_scaling
 from .pipeline_layout import layout_chunks
 from .ring_attention import cp_attention_calls, p2p_merge_bytes
@@ -1033,9 +1033,7 @@ def op_precision(op: Op, precision: str, fp8_recipe: str | None) -> tuple[str, s
     tuple
         ``(precision, fp8_recipe)`` of the op.
     """
-    if not op.recipe or precision != "fp8":
-        return precision, fp8_recipe
-    return ("bf16", None) if op.recipe == "bf16" else ("fp8", op.recipe)
+    return module_precision(op.recipe, precision, fp8_recipe)
 
 
 def _linear_gemm(op: Op) -> bool:

@@ -104,7 +104,7 @@ from .mapping import (EXPERT_DP_GROUPS, FLEX_GROUP, default_placement, map_layou
                       refuse_failed_placement)
 from .memory import busiest_stage, bf16_kept_params, memory_per_gpu, stage_params, units_holding
 from .model import BLOCK_KINDS, Block, ModelSpec
-from .module_recipes import parse_module_recipes
+from .module_recipes import TP_LINEARS, module_precision, op_recipes, parse_module_recipes
 from .nvls_buffers import may_run_nvls, step_nvls_bytes
 from .operators import (END_UNITS, bf16_layers, busiest_rank_load, expert_capacity, optimizer_step_s,
                         pipeline_key, pipeline_units, rank_computes, ring_step_s)
@@ -170,14 +170,16 @@ COUNTS_KEPT = 16384  # (placement, stage) block counts :func:`_stage_counts` kee
 _COUNTS: dict[tuple, dict] = {}
 
 
+def _stage_weight(units: list) -> tuple:
+    """What makes a stage the busiest (:func:`_stage_counts`): its layers, then its MoE layers, then its blocks."""
+    layers = [x for x in units if x not in END_UNITS]
+    return len(layers), sum(x.count(Block.MOE) for x in layers), sum(len(x) for x in layers)
+
+
 def _counted(stages: list, stage: int | None) -> dict:
     """:func:`_stage_counts` of the placed ``stages``, computed."""
 
-    def weight(u):
-        layers = [x for x in u if x not in END_UNITS]
-        return len(layers), sum(x.count(Block.MOE) for x in layers), sum(len(x) for x in layers)
-
-    best = max(stages, key=weight) if stage is None else stages[stage]
+    best = max(stages, key=_stage_weight) if stage is None else stages[stage]
     counts = {k: sum(u.count(k) for u in best if u not in END_UNITS) for k in BLOCK_KINDS}
     counts[Block.ATTENTION] += counts.pop(Block.LOCAL)  # a local window's TP and CP exchanges are a full layer's (CP: all of K, V)
     counts["layers"] = sum(1 for x in best if x not in END_UNITS)
@@ -279,7 +281,7 @@ class _Traffic:
     micro-batch's activation bytes) and the list it adds its collectives to."""
 
     def __init__(self, model: ModelSpec, lay: ParallelLayout, stage: int | None = None, only=None):
-        self.model, self.lay, self.only = model, lay, only
+        self.model, self.lay, self.only, self.stage = model, lay, only, stage
         self.seq = lay.seq_len or model.seq_len
         self.s_cp = self.seq / lay.cp
         self.m = lay.microbatches
@@ -417,29 +419,31 @@ def _tp_traffic(t: _Traffic) -> None:
     up_fwd = mla_fwd if t.full else mla + t.recomputed(Block.ATTENTION, "mla_up_proj")
     rest = blocks - mla  # the blocks whose input side is h wide
     tokens = lay.micro_batch * t.s_cp
-    x_bytes, dy_bytes, x2_bytes = tp_gather_elem_bytes(lay, t.model)
-    ag_bytes = x_bytes
-    ag = t.act * ag_bytes / ACT_BYTES
+    x_bytes, _, x2_bytes = tp_gather_elem_bytes(lay, t.model)  # an MLA block's latents: the layout's recipe
+    groups = tp_gather_groups(t.model, lay, t.stage) if lay.sequence_parallel else []
     if lay.sequence_parallel:
         # the rank's first MLA layer's linear_proj keeps userbuffers (:func:`.tp_overlap.first_proj_userbuffers`):
         # its forwards (a recomputed layer's again) and its backward, overlapped where the rest are not
         ub = mla_fwd / mla if (mla and first_proj_userbuffers(lay, t.model)) else 0.0
         ub_bytes = FP8_BYTES if lay.precision == "fp8" else ACT_BYTES
         # ``what``: what each carries, so that the two backward all-gathers of one size read apart (walk24)
-        t.add("tp", "all_gather", "tp", ag, t.m * (forward - mla_fwd), "microbatch", ag_bytes, pair="ag_fprop",
-              what="input", blocks=rest if mla else None)
+        for b, share in ((b, n) for role, b, n in groups if role == 0):  # each module's own recipe
+            t.add("tp", "all_gather", "tp", t.act * b / ACT_BYTES, t.m * (forward - mla_fwd) * share, "microbatch",
+                  b, pair="ag_fprop", what="input", blocks=rest if mla else None)
         t.add("tp", "reduce_scatter", "tp", t.act, t.m * (forward - ub), "microbatch", pair="rs_fprop",
               what="output")
-        t.add("tp", "all_gather", "tp", t.act * dy_bytes / ACT_BYTES, t.m * (blocks - (1 if ub else 0)), "backward",
-              dy_bytes, pair="rs_dgrad", what="output gradient")
+        for b, share in ((b, n) for role, b, n in groups if role == 1):
+            t.add("tp", "all_gather", "tp", t.act * b / ACT_BYTES, t.m * (blocks - (1 if ub else 0)) * share,
+                  "backward", b, pair="rs_dgrad", what="output gradient")
         if ub:
             t.add("tp", "reduce_scatter", "tp", t.act, t.m * ub, "microbatch", pair="rs_fprop",
                   what="output, the first MLA layer's linear_proj (userbuffers)", userbuffers=True)
             t.add("tp", "all_gather", "tp", t.act * ub_bytes / ACT_BYTES, t.m, "backward", ub_bytes,
                   pair="rs_dgrad", what="output gradient, the first MLA layer's linear_proj (userbuffers)",
                   userbuffers=True)
-        t.add("tp", "all_gather", "tp", t.act * x2_bytes / ACT_BYTES, t.m * rest, "backward", x2_bytes,
-              pair="ag_dgrad", what="input again, for wgrad", blocks=rest if mla else None)
+        for b, share in ((b, n) for role, b, n in groups if role == 2):
+            t.add("tp", "all_gather", "tp", t.act * b / ACT_BYTES, t.m * rest * share, "backward", b,
+                  pair="ag_dgrad", what="input again, for wgrad", blocks=rest if mla else None)
         t.add("tp", "reduce_scatter", "tp", t.act, t.m * rest, "backward", pair="ag_wgrad", what="input gradient",
               blocks=rest if mla else None)
         for name, width, linear in latents:
@@ -478,9 +482,12 @@ def peak_precision(lay: ParallelLayout) -> str:
     return recipe_precision(lay.fp8_recipe) if lay.precision == "fp8" else lay.precision
 
 
-def tp_gather_elem_bytes(lay: ParallelLayout, model: ModelSpec) -> tuple[float, float, float]:
+def tp_gather_elem_bytes(lay: ParallelLayout, model: ModelSpec, recipe: str = "") -> tuple[float, float, float]:
     """Bytes an element of a TP block's three all-gathers moves under sequence parallelism: its column-parallel
-    input forward, its row-parallel output gradient backward, its input again for the weight gradient.
+    input forward, its row-parallel output gradient backward, its input again for the weight gradient, for a
+    linear module at ``recipe`` (its own: ``module_recipes``, ``bf16`` for a layer kept in BF16; "" the layout's:
+    :func:`.module_recipes.module_precision`). Transformer Engine quantises a module's gathered tensors by the
+    module's own recipe, so a BF16 module gathers BF16 (:func:`tp_gather_groups` gives each block its modules').
 
     BF16 (any precision but ``fp8``): 2 each. FP8 through userbuffers: 1 each (quantised before the gather, one
     usage at a time). FP8 through NCCL (no userbuffers; NVFP4 never has them: :func:`.parallel.check_layout`):
@@ -500,18 +507,70 @@ def tp_gather_elem_bytes(lay: ParallelLayout, model: ModelSpec) -> tuple[float, 
     ----------
     lay : ParallelLayout
     model : ModelSpec
+    recipe : str, optional
+        The module's own recipe, or "" (the layout's).
 
     Returns
     -------
     tuple of float
         ``(input, output_gradient, input_again)`` bytes per element.
     """
-    if lay.precision != "fp8":
+    precision, fp8_recipe = module_precision(recipe, lay.precision, lay.fp8_recipe)
+    if precision != "fp8":
         return float(ACT_BYTES), float(ACT_BYTES), float(ACT_BYTES)
     if tp_ring_steps(lay, model) > 1:  # userbuffers: the row-wise FP8 data of one usage
         return float(FP8_BYTES), float(FP8_BYTES), float(FP8_BYTES)
-    q = quantised_copy_bytes(lay.fp8_recipe)
-    return q, q * tp_gather_output_gradient_copies(lay.fp8_recipe), q
+    q = quantised_copy_bytes(fp8_recipe)
+    return q, q * tp_gather_output_gradient_copies(fp8_recipe), q
+
+
+def tp_gather_groups(model: ModelSpec, lay: ParallelLayout, stage: int | None = None) -> list[tuple]:
+    """The TP blocks of pipeline stage ``stage`` (:func:`_stage_counts`'s) grouped by what their all-gathers'
+    elements weigh (:func:`tp_gather_elem_bytes`): a block's input and input-again gathers at its column-parallel
+    linear's recipe, its output gradient's at its row-parallel linear's
+    (:data:`.module_recipes.TP_LINEARS`), each a module's own where ``module_recipes`` names it and BF16 in a layer
+    kept in BF16 (:func:`.operators.bf16_layers`). An MLA block's input side (its latents) is left out of the
+    input groups, as :func:`_tp_traffic` prices it apart, at the layout's recipe.
+
+    Parameters
+    ----------
+    model : ModelSpec
+    lay : ParallelLayout
+    stage : int, optional
+        The pipeline stage (default: the busiest by its blocks).
+
+    Returns
+    -------
+    list of tuple
+        ``(role, elem_bytes, share)``: ``role`` 0 input, 1 output gradient, 2 input again; ``share`` the role's
+        blocks at those bytes over the role's blocks (each role's shares sum to 1). One group a role when no
+        module or layer has a recipe of its own.
+    """
+    one = tp_gather_elem_bytes(lay, model)
+    own = op_recipes(lay.module_recipes) if lay.precision == "fp8" else {}
+    kept = lay.precision == "fp8" and (lay.num_layers_at_start_in_bf16 or lay.num_layers_at_end_in_bf16)
+    if not (own or kept):
+        return [(role, b, 1.0) for role, b in enumerate(one)]
+    stages, flags = pipeline_units(model, lay), bf16_layers(model, lay)
+    i = stage if stage is not None else max(range(len(stages)), key=lambda j: _stage_weight(stages[j]))
+    mla = bool(model.mla_tp_latents)
+    counts: dict[tuple, float] = {}
+    for unit, bf16 in zip(stages[i], flags[i]):
+        if unit in END_UNITS:
+            continue
+        for kind in unit:
+            kind = Block.ATTENTION if kind == Block.LOCAL else kind
+            if kind not in TP_LINEARS or (kind == Block.MOE and not (model.moe and model.moe.shared_experts)):
+                continue
+            col, row = ("bf16", "bf16") if bf16 else (own.get(op, "") for op in TP_LINEARS[kind])
+            for role, r in ((0, col), (1, row), (2, col)):
+                if role != 1 and mla and kind == Block.ATTENTION:
+                    continue
+                key = (role, tp_gather_elem_bytes(lay, model, r)[role])
+                counts[key] = counts.get(key, 0.0) + 1.0
+    totals = {role: sum(n for (r, _), n in counts.items() if r == role) for role in range(3)}
+    got = [(role, b, n / totals[role]) for (role, b), n in counts.items()]
+    return got + [(role, one[role], 1.0) for role in range(3) if not totals[role]]
 
 
 HEAD_PHASES = {"head": "forward", "head_backward": "backward", "head_wgrad": "backward"}
