@@ -427,23 +427,17 @@ def _tp_traffic(t: _Traffic) -> None:
         ub = mla_fwd / mla if (mla and first_proj_userbuffers(lay, t.model)) else 0.0
         ub_bytes = FP8_BYTES if lay.precision == "fp8" else ACT_BYTES
         # ``what``: what each carries, so that the two backward all-gathers of one size read apart (walk24)
-        for b, share in ((b, n) for role, b, n in groups if role == 0):  # each module's own recipe
-            t.add("tp", "all_gather", "tp", t.act * b / ACT_BYTES, t.m * (forward - mla_fwd) * share, "microbatch",
-                  b, pair="ag_fprop", what="input", blocks=rest if mla else None)
+        _gathers(t, groups, 0, t.m * (forward - mla_fwd), "microbatch", "ag_fprop", "input", rest if mla else None)
         t.add("tp", "reduce_scatter", "tp", t.act, t.m * (forward - ub), "microbatch", pair="rs_fprop",
               what="output")
-        for b, share in ((b, n) for role, b, n in groups if role == 1):
-            t.add("tp", "all_gather", "tp", t.act * b / ACT_BYTES, t.m * (blocks - (1 if ub else 0)) * share,
-                  "backward", b, pair="rs_dgrad", what="output gradient")
+        _gathers(t, groups, 1, t.m * (blocks - (1 if ub else 0)), "backward", "rs_dgrad", "output gradient")
         if ub:
             t.add("tp", "reduce_scatter", "tp", t.act, t.m * ub, "microbatch", pair="rs_fprop",
                   what="output, the first MLA layer's linear_proj (userbuffers)", userbuffers=True)
             t.add("tp", "all_gather", "tp", t.act * ub_bytes / ACT_BYTES, t.m, "backward", ub_bytes,
                   pair="rs_dgrad", what="output gradient, the first MLA layer's linear_proj (userbuffers)",
                   userbuffers=True)
-        for b, share in ((b, n) for role, b, n in groups if role == 2):
-            t.add("tp", "all_gather", "tp", t.act * b / ACT_BYTES, t.m * rest * share, "backward", b,
-                  pair="ag_dgrad", what="input again, for wgrad", blocks=rest if mla else None)
+        _gathers(t, groups, 2, t.m * rest, "backward", "ag_dgrad", "input again, for wgrad", rest if mla else None)
         t.add("tp", "reduce_scatter", "tp", t.act, t.m * rest, "backward", pair="ag_wgrad", what="input gradient",
               blocks=rest if mla else None)
         for name, width, linear in latents:
@@ -461,6 +455,16 @@ def _tp_traffic(t: _Traffic) -> None:
             if linear:
                 t.add("tp", "all_reduce", "tp", tokens * width * ACT_BYTES, t.m * mla, phase="backward",
                       what=f"MLA {name} gradient")
+
+
+def _gathers(t: _Traffic, groups: list, role: int, calls: float, phase: str, pair: str, what: str,
+             blocks=None) -> None:
+    """Add a TP block's all-gather of ``role`` (:func:`tp_gather_groups`), its ``calls`` shared over the groups of
+    blocks whose modules' recipes give it the same bytes an element."""
+    for r, b, share in groups:
+        if r == role:
+            t.add("tp", "all_gather", "tp", t.act * b / ACT_BYTES, calls * share, phase, b, pair=pair, what=what,
+                  blocks=blocks)
 
 
 def peak_precision(lay: ParallelLayout) -> str:
