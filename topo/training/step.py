@@ -392,7 +392,8 @@ def sp_quantisations(model: ModelSpec, lay: ParallelLayout, stage: int | None = 
 def _tp_traffic(t: _Traffic) -> None:
     """Tensor parallelism: an MoE block's routed experts gather over ETP instead (:func:`_ep_traffic`); its shared
     experts are a TP block. The forward (and recomputed forward) is on the critical path; backward: Megatron
-    overlaps the input gradient's all-gather / reduce-scatter with the weight-gradient GEMM (phase "backward").
+    overlaps the input gradient's all-gather / reduce-scatter with the weight-gradient GEMM (phase "backward"); the
+    output gradient's all-gather blocks (:data:`GRAD_GATHER_PHASE`).
     With sequence parallelism each block's backward has three: the output gradient gathered for the
     row-parallel layer (output projection, fc2), the column-parallel layer's input gathered again for its weight
     gradient (Transformer Engine saves its shard: ``gather_along_first_dim(ln_out, ...)`` or userbuffers' bulk
@@ -430,7 +431,7 @@ def _tp_traffic(t: _Traffic) -> None:
         _gathers(t, groups, 0, t.m * (forward - mla_fwd), "microbatch", "ag_fprop", "input", rest if mla else None)
         t.add("tp", "reduce_scatter", "tp", t.act, t.m * (forward - ub), "microbatch", pair="rs_fprop",
               what="output")
-        _gathers(t, groups, 1, t.m * (blocks - (1 if ub else 0)), "backward", "rs_dgrad", "output gradient")
+        _gathers(t, groups, 1, t.m * (blocks - (1 if ub else 0)), GRAD_GATHER_PHASE, "rs_dgrad", "output gradient")
         if ub:
             t.add("tp", "reduce_scatter", "tp", t.act, t.m * ub, "microbatch", pair="rs_fprop",
                   what="output, the first MLA layer's linear_proj (userbuffers)", userbuffers=True)
@@ -576,6 +577,15 @@ def tp_gather_groups(model: ModelSpec, lay: ParallelLayout, stage: int | None = 
     got = [(role, b, n / totals[role]) for (role, b), n in counts.items()]
     return got + [(role, one[role], 1.0) for role in range(3) if not totals[role]]
 
+
+GRAD_GATHER_PHASE = "backward_blocking"
+"""Phase of a sequence-parallel row-parallel layer's output-gradient all-gather without userbuffers: Transformer
+Engine gathers it synchronously before the layer's dgrad GEMM, which needs it (``grad_output_preprocess`` calls
+``gather_along_first_dim(grad_output, ctx.tp_group)`` with its default ``async_op=False``,
+NVIDIA/TransformerEngine@d0067d0d transformer_engine/pytorch/module/base.py lines 1702-1709 and
+distributed.py line 1671), so no weight-gradient GEMM hides it; the column-parallel layer's input gathered again
+and its input gradient's reduce-scatter are launched ``async_op=True`` beside its dgrad and wgrad GEMMs
+(layernorm_linear.py lines 787-790, 904-907): phase ``backward``."""
 
 HEAD_PHASES = {"head": "forward", "head_backward": "backward", "head_wgrad": "backward"}
 """Phases of a stage's heads' TP collectives (:func:`_head_traffic`) and the pass each runs in: ``head`` and
@@ -1341,7 +1351,7 @@ def _exposed_comms(model: ModelSpec, lay: ParallelLayout, gpu, sc, engine: CommE
 
 
 _TP_UNRINGED = {ROUTER_PHASE, REPLICATED_GRADS_PHASE, *HEAD_PHASES}  # TP items no userbuffers GEMM hides
-_TP_PASSES = {"microbatch": "forward", "backward": "backward", "pp_gather": "pipeline", ROUTER_PHASE: "forward",
+_TP_PASSES = {"microbatch": "forward", "backward": "backward", GRAD_GATHER_PHASE: "backward", "pp_gather": "pipeline", ROUTER_PHASE: "forward",
               REPLICATED_GRADS_PHASE: "step", **HEAD_PHASES}
 
 
@@ -1871,8 +1881,8 @@ def exposed_comm_s(dim: str, phase: str, total: float, windows: dict, lay: Paral
     TP: exposed, unless ``tp_overlap`` (the layout's ``overlap_tp`` where it takes effect for the model,
     :func:`.tp_overlap.tp_overlap_on`, which the callers give: hidden behind the micro-batches' compute; with sequence parallelism
     :func:`estimate_step` hides each behind its own GEMM first, :func:`tp_ring_exposed_s`); the backward pass's
-    all-gather / reduce-scatter hide behind the weight-gradient GEMMs either way (Megatron's asynchronous
-    TP communication). CP: a ring send behind its step's attention (``overlap_cp``, the ``cp_ring_*`` windows), never
+    all-gather / reduce-scatter hide behind the weight-gradient GEMMs either way (Transformer Engine's asynchronous
+    TP communication), not the row-parallel output gradient's gather (:data:`GRAD_GATHER_PHASE`, blocking). CP: a ring send behind its step's attention (``overlap_cp``, the ``cp_ring_*`` windows), never
     the all-gather's or Mamba's all-to-alls. EP: behind another micro-batch's
     compute (``overlap_ep``), the hidden part costing the compute beside it ``ep_loss`` a hidden second
     (:func:`_ep_loss`; 0 in the search's bound). PP: exposed (its sends are counted on the critical path already)."""
@@ -1884,7 +1894,7 @@ def exposed_comm_s(dim: str, phase: str, total: float, windows: dict, lay: Paral
     if dim == "tp":
         if tp_overlap:
             return _draw(windows, "tp", total)
-        return _draw(windows, "tp_backward", total) if phase == "backward" else total
+        return _draw(windows, "tp_backward", total) if phase == "backward" else total  # GRAD_GATHER_PHASE blocks
     if dim == "cp":  # Mamba's all-to-alls and the K/V all-gather block the attention: nothing hides them
         return _draw(windows, phase, total) if (lay.overlap_cp and phase in windows) else total
     if dim == "ep":
