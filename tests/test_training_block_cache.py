@@ -138,20 +138,24 @@ def test_search_with_the_shared_caches_equals_the_search_without(monkeypatch):
 
 
 def test_stage_activations_read_only_their_key():
-    """memory._stage_activations reads no layout field outside ACTIVATIONS_READ, and pipeline_units (its stages)
-    none outside STAGES_READ: a field read and left out of the key of memory_per_gpu's ``activations``
-    would share one layout's activations with another."""
+    """memory._stage_activations reads no layout field outside ACTIVATIONS_READ and STAGES_READ (its layers kept in
+    BF16 are placed as the stages are: :func:`operators.bf16_layers`), and pipeline_units (its stages) none outside
+    STAGES_READ: a field read and left out of the key of memory_per_gpu's ``activations`` would share one layout's
+    activations with another."""
     seen = 0
+    mixed = {"precision": "fp8", "fp8_recipe": "mxfp8", "num_layers_at_start_in_bf16": 1,
+             "num_layers_at_end_in_bf16": 2, "module_recipes": ("linear_proj=bf16",)}
     for name in ("deepseek-v3-671b", "llama3-70b"):
         m = load_model(name)
-        for fixed in VARIANTS + [{"recompute_modules": ["core_attn", "moe_act"]}, {"recompute_num_layers": 1}]:
+        for fixed in VARIANTS + [{"recompute_modules": ["core_attn", "moe_act"]}, {"recompute_num_layers": 1}, mixed]:
             if fixed.get("pipeline_schedule") and name != "deepseek-v3-671b":
                 continue
             for lay in _layouts(m, 1024, 1024, **fixed):
                 stages = operators.pipeline_units(m, lay)
                 READ.clear()
                 memory._stage_activations(m, _recorded(lay), stages)
-                assert READ <= set(memory.ACTIVATIONS_READ), sorted(READ - set(memory.ACTIVATIONS_READ))
+                key = set(memory.ACTIVATIONS_READ + memory.STAGES_READ)
+                assert READ <= key, sorted(READ - key)
                 READ.clear()
                 operators.pipeline_units(m, _recorded(lay))
                 assert READ <= set(memory.STAGES_READ), sorted(READ - set(memory.STAGES_READ))
@@ -176,6 +180,14 @@ def test_kept_activations_follow_every_field_they_read():
         got = memory.memory_per_gpu(m, lay, cap, activations=kept)
         assert got == memory.memory_per_gpu(m, lay, cap), change
         assert got.activations_bytes != first.activations_bytes, change
+    fp8 = base.model_copy(update={"precision": "fp8", "fp8_recipe": "mxfp8"})
+    at_fp8 = memory.memory_per_gpu(m, fp8, cap, activations=kept).activations_bytes
+    for change in ({"module_recipes": ("linear_proj=bf16",)}, {"num_layers_at_start_in_bf16": 2},
+                   {"num_layers_at_end_in_bf16": 30}):  # what the linears save: their modules' and layers' recipes
+        lay = fp8.model_copy(update=change)
+        got = memory.memory_per_gpu(m, lay, cap, activations=kept)
+        assert got == memory.memory_per_gpu(m, lay, cap), change
+        assert got.activations_bytes != at_fp8, change
     n = len(kept)
     for same in ({"dp_sharding": "zero3"}, {"ep": 16}, {"rank_order": "tp-cp-ep-pp-dp"}):
         lay = base.model_copy(update=same)

@@ -198,12 +198,14 @@ def test_mamba_layouts_megatron_refuses_are_refused():
 
 def test_mamba_block_keeps_in_proj_and_scan_outputs_not_the_convolution():
     """mamba_split_conv1d_scan_combined saves in_proj's output (2 d_inner + 2 G N + heads) and the scan's output
-    (d_inner); the convolution's output is recomputed; the norm's output feeds out_proj (d_inner): bf16, per
-    token, plus the block's input norm (4 bytes per h, the module doc)."""
+    (d_inner) in bf16; the convolution's output is recomputed; the norm's output feeds out_proj (d_inner), the
+    block's input norm saves its input (2 bytes per h) and in_proj its input (h): in_proj and out_proj are
+    Transformer Engine linears (NVIDIA/Megatron-LM@d98e8a64 megatron/core/models/hybrid/hybrid_layer_specs.py lines
+    128-130), which under this FP8 layout (per-tensor) save their inputs' 1-byte copies (docs section 412)."""
     from topo.training.memory import block_activation_bytes
     model, lay = _nemotron_h(tp=1, sequence_parallel=False)
     di, gN, nh, h = 16384, 2 * 8 * 256, 256, 8192
-    per_token = 2 * (2 * di + gN + nh + 2 * di) + 2 * h + 2 * h
+    per_token = 2 * (2 * di + gN + nh + di) + 1 * di + 2 * h + 1 * h
     assert block_activation_bytes(model, lay, "M") == pytest.approx(8192 * per_token)
 
 

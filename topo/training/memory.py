@@ -26,10 +26,13 @@ sequence parallelism the 10 of the 34 held by norms and dropouts are not divided
 taken apart per block so other shapes follow: attention ``2 + 2 + 4 kv d / h + 2 + 1`` (input, Q, K and V, the
 output projection's input, a dropout mask: 11 for MHA), MLP ``2 + 2 k f / h + 1`` (input, ``k`` f-wide
 intermediates, mask: 19 for GeLU at f = 4h), two norms 4 (2 per block); no dropout: no masks, and ``2 a s / h``
-of scores instead of 5; under FP8 a linear layer's saved input is its 1-byte cast. An MoE block stores its MLP part once per routed and shared expert a token visits plus
+of scores instead of 5; under FP8 / FP4 a linear layer's saved input is its module's quantised copy (1 byte per tensor,
+0.5625 NVFP4, 2 for a module ``module_recipes`` keeps in BF16 or in a layer kept in BF16:
+:func:`block_activation_bytes`). An MoE block stores its MLP part once per routed and shared expert a token visits plus
 the permuted copies of its input; a Mamba-2 block its in_proj output, scan output and norm output (the
-convolution's output is recomputed in the backward). Per-module recomputation (``recompute_modules``) keeps only the module's input; full recomputation
-of ``recompute_num_layers`` layers keeps their inputs. Context parallelism divides ``s``.
+convolution's output is recomputed in the backward), its in_proj and out_proj inputs as those linears' copies.
+Per-module recomputation (``recompute_modules``) keeps only the module's input; full recomputation of
+``recompute_num_layers`` layers keeps their inputs. Context parallelism divides ``s``.
 
 In flight: stage ``i`` of ``p`` holds ``p - i`` micro-batches under 1F1B; interleaved with ``v`` chunks per GPU
 it holds ``2 (p - i - 1) + (v - 1) g + 1`` chunk-micro-batches (Megatron-Core's warm-up count plus the one
@@ -75,11 +78,11 @@ from ..resources import data_dir
 from ..units import whole_bytes
 from .parallel import ParallelLayout, divided
 from .fp8_params import fp8_param_bytes, kept_in_fp8
-from .kernels import quantised_copy_bytes
+from .module_recipes import module_copy_bytes, op_recipes
 from .ep_buffers import ep_buffer_bytes
 from .nccl_buffers import nccl_buffer_bytes
 from .model import ATTENTION_BLOCKS, BLOCK_KINDS, Block, ModelSpec
-from .operators import END_UNITS, pipeline_units, rank_stages
+from .operators import END_UNITS, bf16_layers, pipeline_units, rank_stages
 from .unit_params import unit_bf16_params, unit_params
 
 __all__ = ["ACTIVATION_PARTS", "MemoryBreakdown", "memory_per_gpu", "whole_parts", "fragmentation_margin_bytes", "activation_bytes_per_layer", "params_per_gpu",
@@ -312,8 +315,33 @@ def gathered_unit_bytes(model: ModelSpec, lay: ParallelLayout) -> float:
     return max(r[2] for r in stage_params(model, lay)) * lay.weight_gather_bytes
 
 
-def block_activation_bytes(model: ModelSpec, lay: ParallelLayout, kind: str) -> float:
-    """Bytes one block of ``kind`` stores for the backward pass, one micro-batch, one GPU (see the module doc)."""
+def block_activation_bytes(model: ModelSpec, lay: ParallelLayout, kind: str, bf16_layer: bool = False) -> float:
+    """Bytes one block of ``kind`` stores for the backward pass, one micro-batch, one GPU (see the module doc).
+
+    Each linear module's saved input is its own quantised copy (:func:`.module_recipes.module_copy_bytes`): at its
+    ``module_recipes`` recipe where the layout names one, else the layout's, 2 bytes (BF16) for a BF16 module or a
+    layer run outside the FP8 context (``bf16_layer``: :func:`.operators.bf16_layers`). Transformer Engine saves the
+    module's input as its input quantizer made it and keeps only the column-wise usage the weight gradient reads
+    (NVIDIA/TransformerEngine@d0067d0d ``transformer_engine/pytorch/module/linear.py`` lines 616-621 and 1433-1434,
+    ``layernorm_linear.py`` lines 469-485 and 526-536 (``ln_out``), ``layernorm_mlp.py`` lines 807-824 (``ln_out``,
+    ``act_out``), ``grouped_linear.py`` lines 912-914 and 930-936 (each expert's input)); a module with no quantizer
+    (BF16: no recipe of its own, or outside ``fp8_autocast``) saves its BF16 input (``linear.py`` line 439,
+    ``cast_if_needed``).
+
+    Parameters
+    ----------
+    model : ModelSpec
+    lay : ParallelLayout
+    kind : str
+        The block's layer-pattern character.
+    bf16_layer : bool, optional
+        The block is in a layer an FP8 layout keeps in BF16.
+
+    Returns
+    -------
+    float
+        Bytes.
+    """
     s = (lay.seq_len or model.seq_len) / lay.cp
     b, h, t = lay.micro_batch, model.hidden, lay.tp
     sbh = s * b * h
@@ -321,54 +349,72 @@ def block_activation_bytes(model: ModelSpec, lay: ParallelLayout, kind: str) -> 
     mask = 1 if model.dropout else 0
     mods = set(lay.recompute_modules)
     norm = 0.0 if "layernorm" in mods else 2.0
-    # a linear layer's saved input: under FP8 / FP4 Transformer Engine keeps its quantised column-wise copy, scales
-    # included (NVFP4: 0.5 + 1/16 bytes an element; :func:`.kernels.quantised_copy_bytes`)
-    x = quantised_copy_bytes(lay.fp8_recipe) if lay.precision == "fp8" else 2.0
+    # a linear layer's saved input: under FP8 / FP4 Transformer Engine keeps its module's quantised column-wise
+    # copy, scales included (NVFP4: 0.5 + 1/16 bytes an element), BF16 (2) for a BF16 module or layer
+    own = op_recipes(lay.module_recipes) if lay.precision == "fp8" else {}
+    precision = "bf16" if bf16_layer else lay.precision
+
+    def x(module: str, op: str) -> float:
+        return module_copy_bytes(own.get((module, op), ""), precision, lay.fp8_recipe)
+
     if kind in ATTENTION_BLOCKS:  # a local window (W) stores the same tensors (its scores only without a fused kernel)
         kv_frac = model.num_kv_heads * model.head_dim / h
+        # qkv's input (an MLA block's down projections', at the layout's recipe: module_recipes names none) and
+        # the output projection's
+        x_in = module_copy_bytes("", precision, lay.fp8_recipe) if model.attention.kind == "mla" else x("attention", "qkv")
+        x_out = x("attention", "out_proj")
         if model.attention.kind == "mla":
             a = model.attention
             kv_frac = (a.kv_lora_rank + a.qk_rope_head_dim + model.heads * (a.qk_nope_head_dim + a.v_head_dim)) / h
-        lin = x + 2 + 4 * kv_frac + x + mask
+        lin = x_in + 2 + 4 * kv_frac + x_out + mask
         if model.attention.kind == "mla" and "mla_up_proj" in mods:  # Q, K, V recomputed from the latents
             a = model.attention
-            lin = x + 2 * (a.q_lora_rank + a.kv_lora_rank + a.qk_rope_head_dim) / h + x + mask
+            lin = x_in + 2 * (a.q_lora_rank + a.kv_lora_rank + a.qk_rope_head_dim) / h + x_out + mask
         scores = 0.0
         if not (lay.recompute == "selective" or lay.flash_attention or "core_attn" in mods):
             scores = (5 if model.dropout else 2) * model.heads * s / h  # the s x s square, masked or not
         if "core_attn" in mods:
-            lin -= x  # the attention output (the projection's input) is recomputed
+            lin -= x_out  # the attention output (the projection's input) is recomputed
         if "qkv_proj" in mods and model.attention.kind != "mla":
             lin -= 2 + 4 * kv_frac  # Q, K and V recomputed from the norm's output
-        replicated = norm + x + mask  # without SP the norm's output, its input and the mask are on every rank
-        rest = lin - x - mask
+        replicated = norm + x_in + mask  # without SP the norm's output, its input and the mask are on every rank
+        rest = lin - x_in - mask
     elif kind in (Block.MLP, Block.MOE):
         k = model.mlp_matrices
-        per_f = 2 * (k - 1) + x  # k f-wide intermediates; the last is fc2's input
         if kind == Block.MLP:
-            inner = per_f * model.ffn_hidden / h
+            x_in = x("mlp", "fc1")
+            inner = (2 * (k - 1) + x("mlp", "fc2")) * model.ffn_hidden / h  # k f-wide intermediates, the last fc2's input
             mod = "mlp"
         else:
             m = model.moe
-            # the routed copies of fc1's input at the routed width and, under LatentMoE, fc2_latent_proj's input
+            # the norm's output as the block's first linear saves it: fc1_latent_proj's under LatentMoE, else the
+            # shared experts' fc1's, else the routed experts' (the layout's recipe without module_recipes)
+            x_in = x("moe", "fc1_latent_proj") if m.latent_size else x(
+                "shared_experts" if m.shared_experts else "moe", "fc1")
+            # each routed and shared expert's k intermediates (the last its fc2's input), the routed copies of fc1's
+            # input at the routed width and, under LatentMoE, fc2_latent_proj's input
             w = model.moe_width / h
-            inner = ((m.active_experts + m.shared_experts) * per_f * m.expert_ffn_hidden / h + x * m.active_experts * w
-                     + (x * w if m.latent_size else 0.0))
+            inner = ((m.active_experts * (2 * (k - 1) + x("moe", "fc2"))
+                      + m.shared_experts * (2 * (k - 1) + x("shared_experts", "fc2"))) * m.expert_ffn_hidden / h
+                     + x("moe", "fc1") * m.active_experts * w + (x("moe", "fc2_latent_proj") * w if m.latent_size else 0.0))
             mod = "moe"
         if mod in mods or "mlp_wi" in mods:  # the input projection and the activation recomputed: fc2's input too
             inner = 0.0
         elif "moe_act" in mods and kind == Block.MOE or "mlp_act" in mods and kind == Block.MLP:
             inner *= (k - 1) / k
-        replicated = norm + x + mask
+        replicated = norm + x_in + mask
         rest = inner
         scores = 0.0
     else:  # Mamba-2: mamba_ssm's mamba_split_conv1d_scan_combined saves in_proj's output z x B C dt and the
         # scan's output, not the convolution's (recomputed backward: ssd_combined.py@e9594ce1); the norm saves
-        # its input, out_proj its input (the norm's output)
+        # its input, out_proj its input (the norm's output). in_proj and out_proj are Transformer Engine linears
+        # (NVIDIA/Megatron-LM@d98e8a64 megatron/core/models/hybrid/hybrid_layer_specs.py lines 128-130:
+        # TELayerNormColumnParallelLinear, TERowParallelLinear), so each saves its input as its quantised copy
         mb = model.mamba
         di, gN = model.mamba_inner, 2 * mb.groups * mb.d_state
-        inner = 0.0 if "mamba" in mods else 2 * (2 * di + gN + model.mamba_heads + 2 * di) / h
-        replicated, rest, scores = norm + 2, inner, 0.0
+        inner = 0.0 if "mamba" in mods else (2 * (2 * di + gN + model.mamba_heads + di)
+                                            + x("mamba", "out_proj") * di) / h
+        replicated, rest, scores = norm + x("mamba", "in_proj"), inner, 0.0
     if sp:
         return sbh * (replicated + rest + scores) / t
     return sbh * (replicated + (rest + scores) / t)
@@ -403,7 +449,8 @@ def _in_flight_chunks(lay: ParallelLayout, stage: int) -> int:
 
 
 ACTIVATIONS_READ = ("seq_len", "cp", "micro_batch", "tp", "sequence_parallel", "recompute", "recompute_num_layers",
-                    "activation_offload_layers", "recompute_modules", "precision", "fp8_recipe", "flash_attention")
+                    "activation_offload_layers", "recompute_modules", "precision", "fp8_recipe", "flash_attention",
+                    "module_recipes", "num_layers_at_start_in_bf16", "num_layers_at_end_in_bf16")
 """The layout fields :func:`_stage_activations` reads besides its stages (``tests/test_training_block_cache.py``
 records them); with :data:`STAGES_READ` they key ``memory_per_gpu``'s ``activations``."""
 STAGES_READ = ("pp", "vpp", "pipeline_embedding", "pipeline_layout")
@@ -495,28 +542,29 @@ def _stage_activations(model: ModelSpec, lay: ParallelLayout, stages: list[list[
     their input; offloaded layers only the one in transit), and the same by part (:data:`ACTIVATION_PARTS`)."""
     s = (lay.seq_len or model.seq_len) / lay.cp
     full_input = 2 * s * lay.micro_batch * model.hidden / (lay.tp if lay.sequence_parallel else 1)
-    per_kind = {k: block_activation_bytes(model, lay, k) for k in BLOCK_KINDS if model.count(k)}
-    per_unit: dict[str, float] = {}
+    per_kind = {(k, f): block_activation_bytes(model, lay, k, f) for k in BLOCK_KINDS if model.count(k)
+                for f in (False, True)}  # a layer kept in BF16 (f) saves its linears' inputs in BF16
+    per_unit: dict[tuple, float] = {}
     out, parts = [], []
-    for units in stages:
+    for units, flags in zip(stages, bf16_layers(model, lay)):
         act_stage, layer_i, in_transit = 0.0, 0, 0.0
         part: dict[str, float] = {}
-        for u in units:
+        for u, f in zip(units, flags):
             if u in END_UNITS:
                 continue
             if lay.recompute == "full" and (lay.recompute_num_layers is None or layer_i < lay.recompute_num_layers):
                 act_stage += full_input
                 part["recomputed_inputs"] = part.get("recomputed_inputs", 0.0) + full_input
             else:
-                a = per_unit.get(u)
+                a = per_unit.get((u, f))
                 if a is None:
-                    a = per_unit[u] = sum(per_kind[k] for k in u)
+                    a = per_unit[(u, f)] = sum(per_kind[(k, f)] for k in u)
                 if layer_i < lay.activation_offload_layers:  # in host memory but the one being copied
                     in_transit = max(in_transit, a)
                 else:
                     act_stage += a
                     for k in u:
-                        part[_PART_OF_BLOCK[k]] = part.get(_PART_OF_BLOCK[k], 0.0) + per_kind[k]
+                        part[_PART_OF_BLOCK[k]] = part.get(_PART_OF_BLOCK[k], 0.0) + per_kind[(k, f)]
             layer_i += 1
         if in_transit:
             part["offloaded_in_transit"] = in_transit

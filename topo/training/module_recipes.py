@@ -11,6 +11,8 @@ topo's operators (``(module, op name)`` of :func:`.operators.block_ops`) in one 
 
 from __future__ import annotations
 
+from .kernels import quantised_copy_bytes
+
 MODULE_OPS: dict[str, tuple[tuple[str, str], ...]] = {
     "linear_qkv": (("attention", "qkv"),),
     "linear_proj": (("attention", "out_proj"),),
@@ -142,6 +144,35 @@ def module_precision(recipe: str, precision: str, fp8_recipe: str | None) -> tup
     if not recipe or precision != "fp8":
         return precision, fp8_recipe
     return ("bf16", None) if recipe == "bf16" else ("fp8", recipe)
+
+
+def module_copy_bytes(recipe: str, precision: str, fp8_recipe: str | None) -> float:
+    """Bytes an element of a linear module's quantised copy of a tensor takes at the precision it runs at
+    (:func:`module_precision`): the recipe's data and scales (:func:`.kernels.quantised_copy_bytes`: 1 per tensor,
+    1 + 1/32 MXFP8, 1 + 4/128 block-wise, 0.5625 NVFP4), 2 (BF16, unquantised) for a BF16 module or layer. What
+    Transformer Engine saves of the module's input for its weight gradient (:func:`.memory.block_activation_bytes`)
+    and all-gathers of it over TP without userbuffers (:func:`.step.tp_gather_elem_bytes`).
+
+    Parameters
+    ----------
+    recipe : str
+        The module's own recipe (``module_recipes``) or "" (the layout's).
+    precision : str
+        The layout's ``precision``, ``bf16`` for a layer kept in BF16.
+    fp8_recipe : str or None
+        The layout's ``fp8_recipe``.
+
+    Returns
+    -------
+    float
+        Bytes per element.
+    """
+    precision, fp8_recipe = module_precision(recipe, precision, fp8_recipe)
+    return quantised_copy_bytes(fp8_recipe) if precision == "fp8" else BF16_BYTES
+
+
+BF16_BYTES = 2.0
+"""Bytes an element of a tensor a module keeps unquantised (BF16)."""
 
 
 def mtp_in_bf16(entries: tuple[str, ...]) -> bool:

@@ -99,12 +99,12 @@ from .fp8_params import gathers_in_fp8
 from .fp8_amax import AMAX_PHASE, AMAX_SP_GROUP, amax_group, amax_reduced, amax_step, sp_amax_reduced
 from .gpus import gpu_compute
 from .host_cpu import host_time_factor, reference_host_cpu
-from .kernels import memory_s, quantised_copy_bytes, recipe_precision, tp_gather_output_gradient_copies
+from .kernels import memory_s, recipe_precision, tp_gather_output_gradient_copies
 from .mapping import (EXPERT_DP_GROUPS, FLEX_GROUP, default_placement, map_layout, recipe_gpus_used,
                       refuse_failed_placement)
 from .memory import busiest_stage, bf16_kept_params, memory_per_gpu, stage_params, units_holding
 from .model import BLOCK_KINDS, Block, ModelSpec
-from .module_recipes import TP_LINEARS, module_precision, op_recipes, parse_module_recipes
+from .module_recipes import TP_LINEARS, module_copy_bytes, module_precision, op_recipes, parse_module_recipes
 from .nvls_buffers import may_run_nvls, step_nvls_bytes
 from .operators import (END_UNITS, bf16_layers, busiest_rank_load, expert_capacity, optimizer_step_s,
                         pipeline_key, pipeline_units, rank_computes, ring_step_s)
@@ -525,7 +525,7 @@ def tp_gather_elem_bytes(lay: ParallelLayout, model: ModelSpec, recipe: str = ""
         return float(ACT_BYTES), float(ACT_BYTES), float(ACT_BYTES)
     if tp_ring_steps(lay, model) > 1:  # userbuffers: the row-wise FP8 data of one usage
         return float(FP8_BYTES), float(FP8_BYTES), float(FP8_BYTES)
-    q = quantised_copy_bytes(fp8_recipe)
+    q = module_copy_bytes(recipe, lay.precision, lay.fp8_recipe)
     return q, q * tp_gather_output_gradient_copies(fp8_recipe), q
 
 
