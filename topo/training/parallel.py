@@ -188,7 +188,8 @@ class ParallelLayout(BaseModel):
     ``name=recipe``, a Megatron module name (``linear_qkv``, ``linear_proj``, ``mixer.in_proj``, ``mixer.out_proj``,
     ``fc1_latent_proj``, ``fc2_latent_proj``, ``experts.linear_fc1``, ``shared_experts.linear_fc2``, ``mtp``, ...:
     :data:`topo.training.module_recipes.MODULE_OPS`) and ``bf16``, ``mxfp8`` or ``nvfp4``; the other linear layers
-    keep ``fp8_recipe``. Needs ``precision = "fp8"`` and ``fp8_recipe``."""
+    keep ``fp8_recipe`` (unset: delayed, Megatron-Core's default, which holds module recipes as any other). Needs
+    ``precision = "fp8"``."""
     rank_order: str = DEFAULT_ORDER
     """Dimensions from fastest- to slowest-varying GPU id (Megatron: tp-cp-ep-dp-pp)."""
     tp_across_domains: Flag = False
@@ -1158,14 +1159,20 @@ def _check_nvfp4(lay: ParallelLayout, bad) -> None:
 
 def _check_module_recipes(lay: ParallelLayout, bad) -> None:
     """``module_recipes``: each entry ``name=recipe`` of a known module and recipe
-    (:func:`.module_recipes.module_recipes_error`), inside a layout with ``precision = "fp8"`` and an
-    ``fp8_recipe`` (Megatron-Core's ``quant_recipe`` overrides modules of an FP8 / FP4 model)."""
+    (:func:`.module_recipes.module_recipes_error`), inside a layout with ``precision = "fp8"`` (Megatron-Core's
+    ``quant_recipe`` overrides modules of an FP8 / FP4 model). Any ``fp8_recipe`` holds them, unset (delayed, as
+    everywhere: Megatron-Core's default ``fp8_recipe = "delayed"``) too: a module's recipe is its own
+    ``fp8_autocast`` nested in the layer's, and Megatron-Core refuses delayed scaling only as a module's own recipe
+    (NVIDIA/Megatron-LM@d98e8a64 megatron/core/extensions/transformer_engine.py lines 190-191, ``Delayed scaling not
+    in scope of te per-module quantization config``; lines 312-360 the nested autocast; no check of the layer's
+    recipe: transformer_config.py line 594 ``fp8_recipe`` default ``"delayed"``, argument_utils.py lines 365-368
+    ``--te-precision-config-file``)."""
     if not lay.module_recipes:
         return
-    if lay.precision != "fp8" or lay.fp8_recipe is None:
+    if lay.precision != "fp8":
         bad("module_recipes", f"{' '.join(lay.module_recipes)} overrides modules of an FP8 / FP4 recipe; got "
-                              f"precision {lay.precision}, fp8_recipe {_shown(lay.fp8_recipe)}; allowed: precision "
-                              f"fp8 with an fp8_recipe, else empty")
+                              f"precision {lay.precision}; allowed: precision fp8 (any fp8_recipe, unset is "
+                              f"delayed), else empty")
     for entry in lay.module_recipes:
         why = module_recipes_error(entry)
         if why:
