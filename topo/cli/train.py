@@ -39,7 +39,7 @@ from .output import emit, emit_json, mfu_text, note, table
 from .train_ops import print_op_table, print_stage_table
 from .train_text import (bias_text, command_options, dispatcher_cell, dispatcher_searched, gb, given_flags, model_flag,
                          gpu_hours_text, memory_line, tight_memory_note, not_fit_line, recompute_cell, row_flags, runs_on,
-                         span_line, uncertainty_line, activation_table)
+                         span_line, uncertainty_line, activation_table, toml_value as _toml)
 
 
 def register(sub) -> None:
@@ -995,15 +995,6 @@ def _fp8_layout(L: dict) -> ParallelLayout:
         "precision", "fp8_recipe", "fp8_amax_pass", "fp8_amax_reduction", "sequence_parallel", "tp") if k in L})
 
 
-def _toml(v) -> str:
-    """A layout field's value as the layout's TOML spells it (true, "all_gather", ["attn"])."""
-    if isinstance(v, bool):
-        return str(v).lower()
-    if isinstance(v, (tuple, list)):
-        return "[" + ", ".join(_toml(x) for x in v) + "]"
-    return f'"{v}"' if isinstance(v, str) else f"{v:g}" if isinstance(v, float) else str(v)
-
-
 def _print_search(res, args, held: dict, model) -> None:
     """The search's counts, its ranked layouts (``args.top``), and the fields ``--layout`` held fixed in each
     (``held``); a recomputation of nothing in ``model`` (a module it has no block for) under the table; #1 as the
@@ -1055,6 +1046,6 @@ def _print_search(res, args, held: dict, model) -> None:
         pp_off = " --overlap pp=off" * (PP_OVERLAP_NOTE in res.notes and L["pp"] > 1 and not L.get("overlap_pp"))
         emit(f"#1's breakdown: topo train {' '.join(given_flags(args) + [''])}{model_flag(args)} "
              f"--global-batch {res.global_batch} "
-             f"{row_flags(L, bool(extra))}{pp_off}" + (" and the --layout fields held" if held else ""))
+             f"{row_flags(L, bool(extra), held)}{pp_off}")
     for n in res.notes:
         emit(f"note: {note_flags(n)}")

@@ -155,11 +155,26 @@ def dispatcher_cell(L: dict) -> str:
     return L["ep_dispatcher"] if L["ep_dispatcher"] != "deepep" else f"deepep/{L['ep_flex_backend']}"
 
 
-def row_flags(L: dict, dispatcher: bool) -> str:
+def toml_value(v) -> str:
+    """A layout field's value as the layout's TOML spells it (true, "all_gather", ["attn"]).
+
+    >>> toml_value(("linear_qkv=bf16", "mtp=bf16"))
+    '["linear_qkv=bf16", "mtp=bf16"]'
+    """
+    if isinstance(v, bool):
+        return str(v).lower()
+    if isinstance(v, (tuple, list)):
+        return "[" + ", ".join(toml_value(x) for x in v) + "]"
+    return f'"{v}"' if isinstance(v, str) else f"{v:g}" if isinstance(v, float) else str(v)
+
+
+def row_flags(L: dict, dispatcher: bool, held: dict | None = None) -> str:
     """A search row's layout as the ``topo train`` flags that step it again: the sizes, and every field the
     search chose that differs from the flags' default (sharding, recomputation, rank order and, where the table
-    has a ``dispatcher`` column, the flex dispatcher as ``--layout``). walk26: "a row's sizes" rerun without the
-    row's ``deepep/hybridep`` dispatcher stepped DeepSeek-V3 in 3.630 s where the row said 2.716 s."""
+    has a ``dispatcher`` column, the flex dispatcher as ``--layout``), with the fields ``--layout`` ``held`` in
+    every layout tried, all in one ``--layout`` of pairs quoted for a shell. walk26: "a row's sizes" rerun without
+    the row's ``deepep/hybridep`` dispatcher stepped DeepSeek-V3 in 3.630 s where the row said 2.716 s; walk39: a
+    search holding ``fp8_recipe = "nvfp4"`` printed a command that stepped per-tensor FP8."""
     out = [f"--tp {L['tp']}", f"--cp {L['cp']}", f"--pp {L['pp']}"] + [f"--vpp {L['vpp']}"] * (L["vpp"] > 1)
     out += [f"--dp {L['dp']}", f"--ep {L['ep']}"] + [f"--etp {L['etp']}"] * (L.get("etp") not in (None, L["tp"]))
     out += [f"--micro-batch {L['micro_batch']}"] * (L["micro_batch"] != 1)
@@ -168,8 +183,11 @@ def row_flags(L: dict, dispatcher: bool) -> str:
     out += [f"--remat-policy {L['remat_policy']}"] * bool(L.get("remat_policy"))
     out += [f"--dp-sharding {L['dp_sharding']}"] * (L["dp_sharding"] != "zero1")
     out += [f"--rank-order {L['rank_order']}"] * (L["rank_order"] != DEFAULT_ORDER)
+    pairs = [f"{k}={toml_value(v)}" for k, v in (held or {}).items()]
     if dispatcher and L["ep"] * (L["etp"] or L["tp"]) > 1 and L["ep_dispatcher"] == "deepep":
-        out.append(f"--layout ep_dispatcher=deepep,ep_flex_backend={L['ep_flex_backend']}")
+        pairs += [f"ep_dispatcher=deepep,ep_flex_backend={L['ep_flex_backend']}"]
+    if pairs:
+        out.append(f"--layout {shlex.quote(','.join(pairs))}")
     return " ".join(out)
 
 
