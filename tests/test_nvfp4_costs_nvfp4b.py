@@ -17,7 +17,7 @@ from topo.training.kernels import memory_s
 from topo.training.operators import block_ops, kernels_launched, launch_calls, op_time_s, quantize_bytes
 from topo.training.parallel import make_layout
 from topo.training.step import step_traffic
-from topo.training.weight_swizzle import weight_swizzles
+from topo.training.weight_swizzle import gathered_swizzles, weight_swizzles
 
 ROOT = Path(__file__).resolve().parents[1]
 E2M1_BYTES, E4M3_PER_16 = 0.5, 1 / 16  # TE docs features/low_precision_training/nvfp4: 4-bit data, a scale per 16
@@ -44,7 +44,9 @@ def test_nvfp4_cast_is_three_kernels():
         assert kernels_launched(nv, "fp8", backward) == nv.launches * gemms + 3
         # MXFP8: one cast, and the weight-scale swizzle of its fprop (forward) or dgrad (backward) call (section 396)
         assert weight_swizzles(mx, "fp8", backward) == 1 and weight_swizzles(nv, "fp8", backward) == 0
-        assert kernels_launched(mx, "fp8", backward) == mx.launches * gemms + 1 + 1
+        # and, at TP 2 with sequence parallelism, fc1's gathered input's swizzle, fprop and wgrad (section 410)
+        assert gathered_swizzles(mx, "fp8", backward) == 1 and gathered_swizzles(nv, "fp8", backward) == 0
+        assert kernels_launched(mx, "fp8", backward) == mx.launches * gemms + 1 + 1 + 1
         calls, cpp_gemms, cpp_kernels = launch_calls(nv, "fp8", backward)
         assert (calls, cpp_kernels) == (nv.launches * gemms + 1, 2)  # one quantize call, its C++ launches the rest
 

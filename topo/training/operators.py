@@ -74,7 +74,8 @@ from .ring_attention import cp_attention_calls, p2p_merge_bytes
 from .router_load import uniform_expert_sd, uniform_max_over_mean
 from .routing import rank_destinations
 from .tp_overlap import margin_kernels, pass_margins, userbuffers_built
-from .weight_swizzle import conversion_bytes, converts, scale_kernels, swizzle_bytes, swizzle_host_s
+from .weight_swizzle import (conversion_bytes, converts, gathered_swizzle_bytes, scale_kernels, swizzle_bytes,
+                             swizzle_host_s)
 from .model import ATTENTION_BLOCKS, Block, ModelSpec
 from .ssd import ssd_flops, ssd_kernels
 
@@ -204,6 +205,11 @@ class Op:
     mxfp8: bool = False
     """An FP8 linear GEMM under MXFP8 (``fp8_recipe = "mxfp8"``; :func:`block_ops` sets it): each fprop and dgrad
     GEMM call swizzles its weight's scales (:func:`.weight_swizzle.weight_swizzles`)."""
+    sp_gather: str = ""
+    """A tensor-parallel linear whose operand is all-gathered under sequence parallelism (TP > 1; :func:`block_ops`
+    sets it from ``tp_overlap``, with or without userbuffers): ``ag`` its input (column-parallel), ``rs`` its output
+    gradient (row-parallel); under MXFP8 each GEMM call reading it swizzles its scales
+    (:func:`.weight_swizzle.gathered_swizzles`)."""
     block_convert: bool = False
     """An FP8 linear GEMM under block-wise scaling (``fp8_recipe = "blockwise"``) on a GPU whose Transformer Engine
     GEMM runs it as MXFP8 (Blackwell; :func:`block_ops` sets it from its ``generation``): each GEMM call converts
@@ -1001,6 +1007,7 @@ def block_ops(model: ModelSpec, lay: ParallelLayout, kind: str, generation: str 
     own = op_recipes(lay.module_recipes)  # modules at a recipe of their own (:mod:`.module_recipes`)
     hooks = ddp_hooks_run(lay)  # Megatron-Core DDP's per-parameter hooks (:mod:`.grad_hooks`)
     ub = userbuffers_built(model)  # an MLA model's TP linears have no communicator (:func:`.tp_overlap.userbuffers_built`)
+    sp = lay.tp > 1 and bool(lay.sequence_parallel)  # the TP linears gather an operand (:func:`.weight_swizzle.gathered_swizzles`)
     out = []
     for op in ops:
         lin = _linear_gemm(op)
@@ -1009,6 +1016,7 @@ def block_ops(model: ModelSpec, lay: ParallelLayout, kind: str, generation: str 
         q = lin and lay.precision == "fp8" and recipe != "bf16"  # a quantised linear GEMM
         out.append(replace(op, graph=_graph_part(kind, op), recipe=mine, current_scaling=cs and lin and not mine,
                            block_scaled=q and recipe in ("mxfp8", "blockwise"), mxfp8=q and recipe == "mxfp8",
+                           sp_gather=op.tp_overlap if (sp and lin) else "",
                            block_convert=q and recipe == "blockwise" and converts(generation),
                            fp4_cast=q and recipe == "nvfp4", grad_hooks=hooks and op.kind == "gemm" and op.weights,
                            tp_overlap=op.tp_overlap if ub else ""))
@@ -1191,7 +1199,8 @@ def op_time_s(op: Op, gpu: GpuCompute, precision: str, backward: bool = False, a
         if accumulated and grad_copy_bytes:
             t += memory_s(km, grad_copy_bytes * M * N * op.groups)
     # the MXFP8 weight's scales, block-wise scales converted to MXFP8 (:mod:`.weight_swizzle`)
-    t += memory_s(km, swizzle_bytes(op, precision, backward) + conversion_bytes(op, precision, backward))
+    t += memory_s(km, swizzle_bytes(op, precision, backward) + gathered_swizzle_bytes(op, precision, backward)
+                  + conversion_bytes(op, precision, backward))
     M, _, K = shapes[0]  # the pass's quantised input: X forward (fprop's M x K), dY backward (dgrad's)
     if fp8 and op.epilogue_cast == ("backward" if backward else "forward"):
         return t + gap  # the kernel before this pass wrote its input quantised (fused grouped MLP)

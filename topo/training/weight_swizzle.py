@@ -8,6 +8,10 @@ reads the compact scales and writes the swizzled ones: 2 x 1/32 bytes a weight e
 ``topo/data/compute/mxfp8_weight_swizzle.toml`` (NVIDIA/TransformerEngine v2.12 5671fd36, v2.14 f031cf87, v2.16
 4220403e: ``pytorch/csrc/extensions/gemm.cpp``, ``swizzle.cpp``).
 
+Under sequence parallelism (TP > 1) the operand a linear all-gathers is quantised without GEMM-ready scales too
+(``optimize_for_gemm`` off for a column-parallel linear's input and a row-parallel linear's output gradient), so
+its GEMM calls swizzle the gathered operand's scales as well (:func:`gathered_swizzles`; ``[sp_gathered]``).
+
 FP8 block scaling has no cuBLASLt GEMM on Blackwell: TE's GEMM call converts both operands' block-wise scales to
 swizzled MXFP8 ones instead (:func:`block_conversions`; ``[blockwise_to_mxfp8]`` of the same file), in every pass.
 """
@@ -20,8 +24,8 @@ from functools import lru_cache
 from ..resources import data_dir
 from .grouped_gemm import CPP_LOOP_PATHS
 
-__all__ = ["block_conversions", "conversion_bytes", "converts", "scale_kernels", "swizzle_bytes", "swizzle_host_s",
-           "weight_swizzles"]
+__all__ = ["block_conversions", "conversion_bytes", "converts", "gathered_swizzle_bytes", "gathered_swizzles",
+           "scale_kernels", "swizzle_bytes", "swizzle_host_s", "weight_swizzles"]
 
 
 @lru_cache(maxsize=1)
@@ -35,6 +39,10 @@ def _table() -> dict:
 
 def _convert() -> dict:
     return _file()["blockwise_to_mxfp8"]
+
+
+def _gathered() -> dict:
+    return _file()["sp_gathered"]
 
 
 def _passes(backward: bool) -> tuple[str, ...]:
@@ -88,6 +96,66 @@ def swizzle_bytes(op, precision: str, backward: bool = False) -> float:
         return 0.0
     t = _table()
     return float(t["passes_over_scales"]) * float(t["scale_bytes_per_element"]) * op.n * op.k * op.groups
+
+
+def _gathered_kernels(op, precision: str, backward: bool) -> float:
+    """Swizzles a pass of ``op`` launches for its all-gathered operand's scales, per GEMM call (see
+    :func:`gathered_swizzles`)."""
+    if not (op.kind == "gemm" and op.linear and op.mxfp8 and precision == "fp8" and op.sp_gather):
+        return 0.0
+    per = _gathered()["kernels_per_call"][op.sp_gather]
+    return float(sum(per[p] for p in _passes(backward)))
+
+
+def gathered_swizzles(op, precision: str, backward: bool = False) -> float:
+    """Swizzle kernels ``op``'s pass launches for the scales of the operand its sequence-parallel all-gather made.
+
+    Transformer Engine leaves ``optimize_for_gemm`` off for a column-parallel linear's input and a row-parallel
+    linear's output gradient under sequence parallelism (its ``_get_quantizers``), so the all-gathered MXFP8 tensor
+    carries compact scales and every GEMM call that reads it swizzles them into a new buffer
+    (``swizzle_scales_for_gemm`` on both operands): a column linear's fprop (the gathered input, row-wise) and wgrad
+    (the input gathered again, column-wise); a row linear's dgrad and wgrad (the gathered output gradient, row-wise
+    and column-wise). ``[sp_gathered]`` of ``mxfp8_weight_swizzle.toml``.
+
+    Parameters
+    ----------
+    op : topo.training.operators.Op
+        A GEMM operator (``sp_gather``: ``ag`` a column-parallel linear whose input is gathered, ``rs`` a
+        row-parallel one whose output gradient is; empty: no sequence-parallel gather, TP 1 included).
+    precision : str
+        The layout's precision (only ``fp8`` quantises).
+    backward : bool
+        The backward (dgrad and wgrad), else the forward (fprop).
+
+    Returns
+    -------
+    float
+        The pass's ``kernels_per_call`` times ``op.launches``; 0 for any other operator, precision or recipe.
+    """
+    return _gathered_kernels(op, precision, backward) * op.launches
+
+
+def gathered_swizzle_bytes(op, precision: str, backward: bool = False) -> float:
+    """HBM bytes of ``op``'s pass's :func:`gathered_swizzles`: the gathered operand's scales read and written,
+    ``passes_over_scales x scale_bytes_per_element`` an element of it (the input ``m x k``, the output gradient
+    ``m x n``) a kernel.
+
+    Parameters
+    ----------
+    op : topo.training.operators.Op
+    precision : str
+    backward : bool
+
+    Returns
+    -------
+    float
+    """
+    kernels = gathered_swizzles(op, precision, backward)
+    if not kernels:
+        return 0.0
+    t = _table()
+    elements = op.m * (op.k if op.sp_gather == "ag" else op.n)
+    return kernels * float(t["passes_over_scales"]) * float(t["scale_bytes_per_element"]) * elements * op.groups
 
 
 def block_conversions(op, precision: str, backward: bool = False) -> float:
@@ -151,9 +219,10 @@ def converts(generation: str) -> bool:
 
 
 def scale_kernels(op, precision: str, backward: bool = False) -> float:
-    """The scale kernels ``op``'s GEMM calls launch from C++ in a pass: :func:`weight_swizzles` (MXFP8) plus
-    :func:`block_conversions` (block-wise on Blackwell)."""
-    return weight_swizzles(op, precision, backward) + block_conversions(op, precision, backward)
+    """The scale kernels ``op``'s GEMM calls launch from C++ in a pass: :func:`weight_swizzles` and
+    :func:`gathered_swizzles` (MXFP8) plus :func:`block_conversions` (block-wise on Blackwell)."""
+    return (weight_swizzles(op, precision, backward) + gathered_swizzles(op, precision, backward)
+            + block_conversions(op, precision, backward))
 
 
 def swizzle_host_s(op, torch_cpp_op_s: float, precision: str, backward: bool = False) -> float:
@@ -173,5 +242,6 @@ def swizzle_host_s(op, torch_cpp_op_s: float, precision: str, backward: bool = F
     -------
     float
     """
-    return (weight_swizzles(op, precision, backward) * float(_table()["allocations_per_kernel"])
+    return ((weight_swizzles(op, precision, backward) + gathered_swizzles(op, precision, backward))
+            * float(_table()["allocations_per_kernel"])
             + block_conversions(op, precision, backward) * float(_convert()["allocations_per_kernel"])) * torch_cpp_op_s
