@@ -18,6 +18,9 @@ with its own layers' traffic and the slowest is the step's, :func:`_pace_candida
   ``overlap_tp``: Transformer Engine quantises a linear layer's input and output gradient before gathering them).
   Exposed unless ``overlap_tp``; with it and sequence parallelism each collective hides only behind its own
   linear layer's GEMM (userbuffers' ring exchange, :func:`tp_ring_exposed_s`), else behind the micro-batch;
+  without it the column-parallel layer's backward gather and reduce-scatter (Transformer Engine's ``async_op``)
+  still hide behind that layer's own dgrad and wgrad GEMMs (:func:`tp_exposed_s`), their NCCL kernels' SMs charged
+  on those GEMMs as the DP collectives' below;
 - CP per attention block (:mod:`topo.training.ring_attention`): ring attention (``cp_comm_type = p2p``): ``cp - 1``
   sends of the rank's K/V chunk forward, K/V and dK/dV backward, each behind its own step's attention kernel and
   exposed where it outlasts it; or an all-gather of K and V forward, K and V gathered again backward and their
