@@ -24,7 +24,7 @@ def pod():
     return topo.build_fabric(topo.load_spec("dgx-h100-superpod"))
 
 
-def test_the_last_gradient_bucket_stays_exposed_when_the_rest_hides(pod):
+def test_the_last_gradient_bucket_stays_exposed_when_the_rest_hides(pod, monkeypatch):
     # llama3-8b, tp 4 x dp 256: the 4 GB gradient all-reduce (~90 ms) fits inside the last backward; what is left
     # exposed is the all-reduce of the last bucket alone, 40M parameters x 2 bytes on the same 4 groups of 256
     m = load_model("llama3-8b")
@@ -53,13 +53,23 @@ def test_the_last_gradient_bucket_stays_exposed_when_the_rest_hides(pod):
     sc = stage_compute(m, lay, gpu)
     t, t_less = (stage_compute(m, lay, g).microbatch_s for g in (gpu, reduced_gpu(gpu, 16, taken)))
     compute = lay.microbatches * (sc.forward_s + sc.backward_s + sc.recompute_s)
-    share = compute / (compute + r.breakdown_s["tp"])
+    # N: TP's exposed seconds, the GPU waiting on NVLink; not what the hidden TP exchanges' SMs cost their GEMMs
+    # (step._add_sm_losses, tpsm99), compute time: the step without that charge
+    import topo.training.step as st
+    monkeypatch.setattr(st, "_nccl_hidden_tp", lambda *a: {})
+    waits = estimate_step(pod, m, lay, engine=engine).breakdown_s["tp"]
+    monkeypatch.undo()
+    assert 0 < waits < r.breakdown_s["tp"]
+    share = compute / (compute + waits)
     assert 0.5 < share < 1
     want = last + sm_loss_s((dp.time_s - last) * share, t, t_less)
     assert want > last
     assert dp.exposed_s == pytest.approx(want, rel=1e-12) and r.breakdown_s["dp"] == pytest.approx(want, rel=1e-12)
-    assert any(n.startswith(f"hidden DP/CP collectives hold 16 of the 132 SMs (NCCL's channels) and up to "
-                            f"{taken / gpu.hbm_Bps:.0%} of HBM bandwidth") for n in r.notes)
+    # the TP4 exchanges beside their GEMMs are charged too (tpsm99), on the same 16 SMs; the note's HBM share is
+    # the most any hidden collective takes, at least the DP all-reduce's
+    head = "hidden DP/CP/TP collectives hold 16 of the 132 SMs (NCCL's channels) and up to "
+    (note,) = [n for n in r.notes if n.startswith(head)]
+    assert int(note[len(head):].split("%")[0]) >= round(100 * taken / gpu.hbm_Bps)
     # without overlap the whole reduction is exposed
     off = estimate_step(pod, m, make_layout(tp=4, dp=256, global_batch=2048, dp_sharding="none", overlap_dp=False,
                                             grad_bytes=2.0), engine=engine)

@@ -76,8 +76,13 @@ def test_backward_tp_traffic_hides_behind_weight_gradients(fab):
     """With TP overlap off, Transformer Engine still overlaps the column-parallel layer's backward all-gather
     (its input again) and reduce-scatter (its input gradient) with the dgrad / wgrad GEMMs (``async_op=True``,
     NVIDIA/TransformerEngine@d0067d0d layernorm_linear.py lines 787-790, 904-907): the forward's TP traffic is
-    exposed, those two only beyond the wgrad GEMMs. The row-parallel layer's output gradient is gathered
-    synchronously before its dgrad GEMM (base.py ``grad_output_preprocess``, lines 1702-1709): exposed whole."""
+    exposed. The row-parallel layer's output gradient is gathered synchronously before its dgrad GEMM (base.py
+    ``grad_output_preprocess``, lines 1702-1709): exposed whole. The gather is waited before the layer's wgrad GEMM
+    (line 985) and the reduce-scatter after it (line 1128): each hides behind its own layer's GEMM only, block kind
+    by block kind (``sc.tp_pairs``: the gather beside ``ag_dgrad``, the reduce-scatter beside ``ag_wgrad``), not
+    behind the stage's weight-gradient GEMMs pooled (the rule before tpsm99, which hid all of both here), and their
+    NCCL kernels' SMs and HBM traffic slow that GEMM (:func:`topo.training.comm_sms.sm_loss_s` on the reduced GPU).
+    The heads' exchanges draw on the pooled window less the column-parallel layers' wgrad GEMMs."""
     m = load_model("llama3-70b")
     lay = make_layout(tp=8, pp=4, dp=2, global_batch=16, seq_len=4096)
     r = estimate_step(fab, m, lay, contention=False)
@@ -115,8 +120,25 @@ def test_backward_tp_traffic_hides_behind_weight_gradients(fab):
                                        "head: loss over the vocabulary shards"]
     # the replicated gradients' all-reduce, once a step after the backward, blocking (tidy76): exposed whole
     (grads,) = [c.time_s for c in r.comm if c.what == "replicated gradients"]
-    assert r.breakdown_s["tp"] == pytest.approx(forward + output_grad + blocking + grads + max(0.0, backward + beside
-                                                                                 - lay.microbatches * sc.wgrad_s))
+    from topo.training.comm_sms import comm_hbm_Bps, moved_Bps, nccl_sms
+    m_ = lay.microbatches
+    layers = []
+    for c, pair in ((tp[3], "ag_dgrad"), (tp[4], "ag_wgrad")):
+        pairs = sc.tp_pairs[pair]
+        one, blocks = c.time_s / c.calls_per_step, sum(n for _, n in pairs)
+        own = c.calls_per_step * sum(n * max(0.0, one - g) for g, n in pairs) / blocks  # each beside its own GEMM
+        # the NCCL kernels beside it: the profile's 16 channels' SMs, and their HBM traffic (to 1%, as the step)
+        hbm = round(comm_hbm_Bps(moved_Bps(c.collective, c.size_bytes, c.group_size, one)) / gpu.hbm_Bps, 2)
+        slow = stage_compute(m, lay, reduced_gpu(gpu, nccl_sms(16), hbm * gpu.hbm_Bps))
+        g_full, g_slow = (sum(g * n for g, n in x.tp_pairs[pair]) for x in (sc, slow))
+        assert c.exposed_s == pytest.approx(own + sm_loss_s(c.time_s - own, g_full, g_slow), rel=1e-9)
+        layers.append(own)
+    # the attention blocks' QKV dgrad GEMM is shorter than the gather: its excess exposed, which the stage's pooled
+    # weight-gradient GEMMs (the old rule) would have hidden
+    assert layers[0] > 0 and backward < m_ * sc.wgrad_s
+    held = sum(g * n for g, n in sc.tp_pairs["ag_wgrad"])  # the column-parallel wgrad GEMMs the layers hold
+    assert r.breakdown_s["tp"] == pytest.approx(forward + output_grad + blocking + grads + tp[3].exposed_s
+                                                + tp[4].exposed_s + max(0.0, beside - m_ * (sc.wgrad_s - held)))
     on = estimate_step(fab, m, lay.model_copy(update={"overlap_tp": True}), contention=False)
     assert on.breakdown_s["tp"] < r.breakdown_s["tp"]
 

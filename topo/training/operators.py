@@ -1308,7 +1308,9 @@ def tp_paired_gemm_s(op: Op, gpu: GpuCompute, precision: str, fp8_recipe: str | 
     (``ag_dgrad``, bulk) and its input gradient's reduce-scatter with its weight-gradient GEMM (``ag_wgrad``,
     bulk); a row-parallel (``rs``) layer's forward reduce-scatter with its forward GEMM (``rs_fprop``) and its
     output gradient's all-gather with its input-gradient GEMM (``rs_dgrad``, both ring exchange), each on the SMs
-    its communicator leaves it (``margins``, :func:`.tp_overlap.pass_margins`). Empty for other operators."""
+    its communicator leaves it (``margins``, :func:`.tp_overlap.pass_margins`). Without userbuffers the same pairs
+    say what Transformer Engine's asynchronous backward gather and reduce-scatter hide behind
+    (:func:`topo.training.step.tp_exposed_s`). Empty for other operators."""
     if op.kind != "gemm" or not op.tp_overlap:
         return {}
     precision, fp8_recipe = op_precision(op, precision, fp8_recipe)
@@ -1554,7 +1556,7 @@ class BlockTime:
     recompute_s: dict  # module, op tag or (module, tag) -> forward seconds that recomputing it repeats
     forward_flops: float = 0.0
     attention_s: float = 0.0  # the fused attention kernels' forward + backward seconds
-    wgrad_s: float = 0.0  # the weight-gradient GEMMs' seconds (what backward TP traffic hides behind)
+    wgrad_s: float = 0.0  # the weight-gradient GEMMs' seconds (the pooled window of unpaired backward TP traffic)
     host_s: float = 0.0  # CPU seconds launching the forward's kernels (eager, the uncaptured ones)
     host_backward_s: float = 0.0  # ... and the backward's
     recompute_host_s: dict = field(default_factory=dict)  # the same keys -> the forward's host seconds

@@ -86,8 +86,9 @@ from .operators import rank_computes, rank_computes_at, stage_compute
 from .result import SearchResult
 from .mapping import FEWER_GPUS, default_placement, map_layout, refuse_failed_placement
 from .tp_overlap import DEFAULT as TP_OVERLAP_DEFAULT, check_num_sm, tp_overlap_on
-from .step import (dp_floor_s, exposed_comm_s, estimate_step, exposed_routed, failure_notes, group_degree,
-                   least_nvls_bytes, nvls_communicators, routed_ep_cover_s, step_breakdown, step_traffic, traffic_stage)
+from .step import (comm_windows, dp_floor_s, exposed_comm_s, estimate_step, exposed_routed, failure_notes, group_degree,
+                   least_nvls_bytes, nvls_communicators, routed_ep_cover_s, stage_tp_blocks, step_breakdown,
+                   step_traffic, tp_exposed_s, traffic_stage)
 
 __all__ = ["search_layouts", "candidate_layouts", "common_factor_note", "expert_dispatchers"]
 
@@ -243,7 +244,7 @@ def expert_dispatchers(model: ModelSpec, fixed: dict) -> tuple[dict, ...]:
 
 
 def _comm_floor_s(spec, lay: ParallelLayout, traffic: list[dict], sc,
-                  ep_members: float | None = None, *, tp_overlap: bool) -> tuple[float, float]:
+                  ep_members: float | None = None, *, tp_overlap: bool, tp_blocks: int = 0) -> tuple[float, float]:
     """Lower bounds on the exposed TP and on the exposed EP communication of a step (see the module doc),
     seconds: each call's bytes per GPU at its NVLink rate (and, for the all-to-all, the part that must leave an
     NVLink domain at its NICs' rate), exposed by the step's own overlap rules
@@ -255,12 +256,15 @@ def _comm_floor_s(spec, lay: ParallelLayout, traffic: list[dict], sc,
     most any rank order allows, the GPUs of a domain the layout uses. ``tp_overlap``: the layout's TP overlap
     takes effect for the model (:func:`~topo.training.tp_overlap.tp_overlap_on`); an item marked ``userbuffers``
     (an MLA model's first ``linear_proj``, :func:`~topo.training.tp_overlap.first_proj_userbuffers`) overlapped
-    either way."""
+    either way. ``tp_blocks``: the stage's TP blocks a micro-batch (``step._tp_blocks``): a layer's backward
+    exchange without userbuffers hides behind its own GEMM (:func:`~topo.training.step.tp_exposed_s`, at the call's
+    floor: ``max(0, c - g)`` grows with ``c``, so the floor's exposure is at most the step's); 0 pools them all
+    behind the stage's weight-gradient GEMMs (a looser bound)."""
     nvlink = spec.nvlink_Bps
     nic = spec.server.nic_rate_Bps * spec.server.nics / spec.gpus_per_server
     used = lay.gpus_per_domain_used or spec.gpus_per_domain
-    m = lay.microbatches
-    windows = {"tp": m * sc.microbatch_s, "tp_backward": m * sc.wgrad_s, "ep": m * sc.microbatch_s}
+    own = tp_blocks > 0 and not tp_overlap  # the layers' backward exchanges beside their own GEMMs
+    windows = comm_windows(lay, sc, False, not own)
     tp = ep = 0.0
     for it in traffic:
         if it["dim"] not in ("tp", "ep"):
@@ -270,8 +274,11 @@ def _comm_floor_s(spec, lay: ParallelLayout, traffic: list[dict], sc,
         if it["collective"] == "alltoall":
             D = ep_members if ep_members is not None and it["groups"] == "ep" else used
             floor = max(floor, it["calls"] * it["size_bytes"] * max(0.0, 1 - D / n) / nic)
-        got = exposed_comm_s(it["dim"], it["phase"], floor, windows, lay,
-                             tp_overlap=tp_overlap or "userbuffers" in it)
+        if it["dim"] == "tp" and own and it["calls"] > 0:
+            got = tp_exposed_s(it, floor / it["calls"], sc, tp_blocks, windows, lay, ring=False, tp_hidden=False)
+        else:
+            got = exposed_comm_s(it["dim"], it["phase"], floor, windows, lay,
+                                 tp_overlap=tp_overlap or "userbuffers" in it)
         if it["dim"] == "tp":
             tp += got
         else:
@@ -645,8 +652,10 @@ class _Search:
                 sc = least[0]
                 self.waits[(bk, 0.0)] = _rank_of(most, lay, sc)
             wide = self.waited(lay, sc, bk, 0.0)  # the floors hide behind the widest windows the host's waits give
-            tp_f, ep_f = _comm_floor_s(self.spec, lay, step_traffic(self.model, lay, traffic_stage(lay, sc)), wide,
-                                       tp_overlap=tp_overlap_on(lay, self.model))
+            stage = traffic_stage(lay, sc)
+            tp_f, ep_f = _comm_floor_s(self.spec, lay, step_traffic(self.model, lay, stage), wide,
+                                       tp_overlap=tp_overlap_on(lay, self.model),
+                                       tp_blocks=stage_tp_blocks(self.model, lay, stage))
             amax_f = amax_kernels_s(lay, self.gpu.kernels.launch_gpu_s)  # the step's gaps (estimate_step)
             got = self.bound_cache[bk] = (_bound(lay, sc, tp_f, ep_f, amax_s=amax_f), sc, tp_f, ep_f, amax_f)
         return got[0], mem

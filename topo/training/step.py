@@ -18,6 +18,9 @@ with its own layers' traffic and the slowest is the step's, :func:`_pace_candida
   ``overlap_tp``: Transformer Engine quantises a linear layer's input and output gradient before gathering them).
   Exposed unless ``overlap_tp``; with it and sequence parallelism each collective hides only behind its own
   linear layer's GEMM (userbuffers' ring exchange, :func:`tp_ring_exposed_s`), else behind the micro-batch;
+  without it the column-parallel layer's backward gather and reduce-scatter (Transformer Engine's ``async_op``)
+  still hide behind that layer's own dgrad and wgrad GEMMs (:func:`tp_exposed_s`), their NCCL kernels' SMs charged
+  on those GEMMs as the DP collectives' below;
 - CP per attention block (:mod:`topo.training.ring_attention`): ring attention (``cp_comm_type = p2p``): ``cp - 1``
   sends of the rank's K/V chunk forward, K/V and dK/dV backward, each behind its own step's attention kernel and
   exposed where it outlasts it; or an all-gather of K and V forward, K and V gathered again backward and their
@@ -121,7 +124,7 @@ from .uncertainty import job_reach, left_out_measured, step_interval
 
 __all__ = ["estimate_step", "step_traffic", "traffic_stage",
            "mamba_cp_alltoalls", "step_breakdown", "bubble_s", "exposed_comm_s", "ep_copies",
-           "exposed_routed", "ep_overlap_cost_s", "ep_held_sms", "tp_ring_exposed_s", "tp_ring_steps",
+           "exposed_routed", "ep_overlap_cost_s", "ep_held_sms", "tp_ring_exposed_s", "tp_ring_steps", "tp_exposed_s", "comm_windows", "stage_tp_blocks",
            "gather_bytes_per_param", "stage_block_counts", "sp_quantisations", "dp_floor_s",
            "routed_ep_cover_s", "behind_window_s", "forward_gather_share", "optimizer_params", "not_fit_note",
            "group_degree"]
@@ -358,6 +361,23 @@ def _tp_blocks(model: ModelSpec, counts: dict) -> int:
     return counts[Block.ATTENTION] + counts[Block.MLP] + counts[Block.MAMBA] + shared
 
 
+def stage_tp_blocks(model: ModelSpec, lay: ParallelLayout, stage: int | None = None) -> int:
+    """TP blocks a micro-batch on pipeline stage ``stage`` (:func:`step_traffic`'s; default the busiest), what
+    :func:`tp_exposed_s` shares an item's calls over.
+
+    Parameters
+    ----------
+    model : ModelSpec
+    lay : ParallelLayout
+    stage : int, optional
+
+    Returns
+    -------
+    int
+    """
+    return _tp_blocks(model, _stage_counts(model, lay, stage))
+
+
 def _tp_passes(t: _Traffic) -> tuple[float, int]:
     """A stage's TP blocks run forward (full recomputation's layers again) and backward, per micro-batch."""
     blocks = _tp_blocks(t.model, t.c)
@@ -391,9 +411,10 @@ def sp_quantisations(model: ModelSpec, lay: ParallelLayout, stage: int | None = 
 
 def _tp_traffic(t: _Traffic) -> None:
     """Tensor parallelism: an MoE block's routed experts gather over ETP instead (:func:`_ep_traffic`); its shared
-    experts are a TP block. The forward (and recomputed forward) is on the critical path; backward: Megatron
-    overlaps the input gradient's all-gather / reduce-scatter with the weight-gradient GEMM (phase "backward"); the
-    output gradient's all-gather blocks (:data:`GRAD_GATHER_PHASE`).
+    experts are a TP block. The forward (and recomputed forward) is on the critical path; backward: Transformer
+    Engine overlaps the column-parallel input's second all-gather with its layer's dgrad GEMM and the input
+    gradient's reduce-scatter (all-reduce without sequence parallelism) with its wgrad GEMM (phase "backward",
+    :func:`beside_own_gemm`); the output gradient's all-gather blocks (:data:`GRAD_GATHER_PHASE`).
     With sequence parallelism each block's backward has three: the output gradient gathered for the
     row-parallel layer (output projection, fc2), the column-parallel layer's input gathered again for its weight
     gradient (Transformer Engine saves its shard: ``gather_along_first_dim(ln_out, ...)`` or userbuffers' bulk
@@ -451,7 +472,8 @@ def _tp_traffic(t: _Traffic) -> None:
             t.add("tp", "reduce_scatter", "tp", size, t.m * mla, "backward", what=f"MLA {name} gradient")
     else:
         t.add("tp", "all_reduce", "tp", t.act, t.m * forward, phase="microbatch")
-        t.add("tp", "all_reduce", "tp", t.act, t.m * rest, phase="backward")
+        t.add("tp", "all_reduce", "tp", t.act, t.m * rest, phase="backward", pair="ag_wgrad",
+              blocks=rest if mla else None)  # the input gradient's, beside its layer's wgrad GEMM
         for name, width, linear in latents:
             if linear:
                 t.add("tp", "all_reduce", "tp", tokens * width * ACT_BYTES, t.m * mla, phase="backward",
@@ -1096,7 +1118,7 @@ def estimate_step(fabric: Fabric, model: ModelSpec, lay: ParallelLayout, *, engi
                                               gpu.kernels.launch_gpu_s, sp_quantisations(model, lay, stage))
         if amax is not None:
             comms.append(amax)
-        note = _add_sm_losses(model, lay, gpu, sc, cover, engine, comms, exposed, reduced)
+        note = _add_sm_losses(model, lay, gpu, sc, cover, engine, comms, exposed, reduced, [it for it, _ in tm])
         paced_s = sum(step_breakdown(lay, sc, exposed, 0.0).values())
         if paced is None or paced_s > paced[0]:
             paced = (paced_s, sc, comms, exposed, note)
@@ -1371,11 +1393,9 @@ def _stream_exposed(model: ModelSpec, lay: ParallelLayout, gpu, sc, traffic: lis
     seconds as among all (what the search's :func:`exposed_routed` relies on). ``ep_loss``: what the hidden expert
     all-to-alls cost the compute beside them a hidden second (:func:`_ep_loss`; 0 in the search's bound, which
     keeps only the published floor, :func:`ep_overlap_cost_s`)."""
-    m = lay.microbatches
-    tp_blocks = _tp_blocks(model, _stage_counts(model, lay, stage))
+    tp_blocks = stage_tp_blocks(model, lay, stage)
     ring, tp_hidden = tp_ring_steps(lay, model) > 1, tp_overlap_on(lay, model)
-    windows = {"tp": m * sc.microbatch_s, "tp_backward": m * sc.wgrad_s, "ep": m * sc.microbatch_s,
-               **_ring_windows(traffic, ring_step_s(model, lay, gpu))}
+    windows = {**comm_windows(lay, sc, ring, tp_hidden), **_ring_windows(traffic, ring_step_s(model, lay, gpu))}
     paired = _paired_ep_exposed(model, lay, gpu, sc, windows,
                                 [(it, one.time_s * slow.get("ep", 1.0)) for it, one in timed if it["dim"] == "ep"],
                                 ep_loss)
@@ -1388,16 +1408,101 @@ def _stream_exposed(model: ModelSpec, lay: ParallelLayout, gpu, sc, traffic: lis
         total = one_s * item["calls"]
         if paired is not None and dim == "ep":  # the combined 1F1B's node holds it (:func:`_ep_node`)
             ex = paired * total if _ep_node(item, lay) == EP_COMM_NODE else total
-        elif dim == "tp" and ring and item["phase"] not in _TP_UNRINGED:
-            pairs = sc.tp_pairs.get(item.get("pair"), [])
-            ex, rest = tp_ring_exposed_s(one_s, item["calls"], pairs, item.get("tp_blocks", tp_blocks), lay.tp,
-                                         item.get("pair") in BULK)
-            ex += exposed_comm_s(dim, item["phase"], rest, windows, lay, ep_loss, tp_overlap=tp_hidden)
+        elif dim == "tp":
+            ex = tp_exposed_s(item, one_s, sc, tp_blocks, windows, lay, ring=ring, tp_hidden=tp_hidden,
+                              ep_loss=ep_loss)
         else:
             ex = exposed_comm_s(dim, item["phase"], total, windows, lay, ep_loss,
                                 tp_overlap=tp_hidden or "userbuffers" in item)
         done[i] = ex
     return done
+
+
+def comm_windows(lay: ParallelLayout, sc, ring: bool, tp_hidden: bool) -> dict:
+    """The step's pooled windows (:func:`exposed_comm_s`): ``tp``, the micro-batches' compute (TP overlap), ``ep``
+    the same (``overlap_ep``), and ``tp_backward``, the weight-gradient GEMMs the TP items not priced against their
+    own GEMM draw on (the heads' backward exchanges, an MLA model's): less, where the layers' backward exchanges
+    hide behind their own (:func:`beside_own_gemm`: no userbuffers, no TP overlap), the column-parallel layers'
+    wgrad GEMMs their input gradients' exchanges hold (``sc.tp_pairs["ag_wgrad"]``), never below 0.
+
+    Parameters
+    ----------
+    lay : ParallelLayout
+    sc : StageCompute
+    ring, tp_hidden : bool
+        As :func:`tp_exposed_s`'s.
+
+    Returns
+    -------
+    dict
+    """
+    m = lay.microbatches
+    held = 0.0 if (ring or tp_hidden) else sum(g * n for g, n in sc.tp_pairs.get("ag_wgrad", []))
+    return {"tp": m * sc.microbatch_s, "tp_backward": m * max(0.0, sc.wgrad_s - held), "ep": m * sc.microbatch_s}
+
+
+def beside_own_gemm(item: dict, ring: bool, tp_hidden: bool) -> bool:
+    """Whether TP traffic item ``item`` hides behind its own layer's GEMM (the one its ``pair`` names,
+    :func:`topo.training.operators.tp_paired_gemm_s`), not behind a window pooled over the step: every paired
+    exchange through userbuffers (``ring``, :func:`tp_ring_steps`), and without them a column-parallel layer's
+    backward exchanges (phase ``backward``), which Transformer Engine launches ``async_op=True`` and waits for
+    inside that layer's backward (NVIDIA/TransformerEngine@d0067d0d transformer_engine/pytorch/module/
+    layernorm_linear.py: the input's all-gather ``ln_out_total_work`` launched at line 787 before the dgrad GEMM
+    (851-876) and waited at 985-987 before the wgrad GEMM (1050-1083); the input gradient's reduce-scatter
+    ``dgrad_work`` (an all-reduce without sequence parallelism) launched at 904-910 after the dgrad GEMM and
+    waited at 1128-1130 after the wgrad GEMM; linear.py alike, lines 993-996, 1086, 1126-1132, 1172-1174, 1285,
+    1347-1352). So the input's gather hides behind that layer's dgrad GEMM only (``ag_dgrad``) and its input
+    gradient's exchange behind its wgrad GEMM only (``ag_wgrad``): on one communicator the reduce-scatter starts
+    when the gather and the dgrad GEMM are both done, as the wgrad GEMM does. Megatron-Core builds a block's
+    column- and row-parallel linears as modules of their own (``TELayerNormColumnParallelLinear`` /
+    ``TEColumnParallelLinear`` and ``TERowParallelLinear``; NVIDIA/Megatron-LM@d98e8a64
+    megatron/core/models/gpt/gpt_layer_specs.py lines 531-551, Transformer Engine's fused ``LayerNormMLP`` only
+    through the opt-in op fuser), so no GEMM of another layer lies between a launch and its wait. Not under
+    ``tp_hidden`` without userbuffers, nor for the heads' and the router's items (:data:`_TP_UNRINGED`)."""
+    if item["phase"] in _TP_UNRINGED:
+        return False
+    return ring or (item["phase"] == "backward" and not tp_hidden and "userbuffers" not in item)
+
+
+def tp_exposed_s(item: dict, one_s: float, sc, tp_blocks: int, windows: dict, lay: ParallelLayout, *,
+                 ring: bool, tp_hidden: bool, ep_loss: float = 0.0) -> float:
+    """The exposed seconds of TP traffic item ``item``'s calls of ``one_s`` each: those :func:`beside_own_gemm`
+    prices against their own layer's GEMM, block kind by block kind (:func:`tp_ring_exposed_s` of
+    ``sc.tp_pairs``; ``bulk`` for :data:`BULK`: beside the whole GEMM), the calls no GEMM pairs (an MLA model's,
+    whose linears carry no pair: :func:`.tp_overlap.userbuffers_built`) and every other item by
+    :func:`exposed_comm_s`, drawing on ``windows``. One rule for the step (:func:`_stream_exposed`) and the
+    search's bound (``topo.training.search._comm_floor_s``, at each call's floor seconds).
+
+    Parameters
+    ----------
+    item : dict
+        A TP item of :func:`step_traffic`.
+    one_s : float
+        Seconds of one of its calls.
+    sc : StageCompute
+        The stage's compute (its ``tp_pairs``).
+    tp_blocks : int
+        TP blocks a micro-batch on the stage (:func:`_tp_blocks`), unless the item names its own.
+    windows : dict
+        The step's windows (:func:`exposed_comm_s`), drawn down.
+    lay : ParallelLayout
+    ring, tp_hidden : bool
+        Userbuffers run the model's TP exchanges (:func:`tp_ring_steps` > 1); the layout's TP overlap takes
+        effect (:func:`.tp_overlap.tp_overlap_on`).
+    ep_loss : float
+        As :func:`exposed_comm_s`'s.
+
+    Returns
+    -------
+    float
+    """
+    overlap = tp_hidden or "userbuffers" in item
+    if not beside_own_gemm(item, ring, tp_hidden):
+        return exposed_comm_s("tp", item["phase"], one_s * item["calls"], windows, lay, ep_loss, tp_overlap=overlap)
+    pairs = sc.tp_pairs.get(item.get("pair"), [])
+    ex, rest = tp_ring_exposed_s(one_s, item["calls"], pairs, item.get("tp_blocks", tp_blocks), lay.tp,
+                                 item.get("pair") in BULK)
+    return ex + exposed_comm_s("tp", item["phase"], rest, windows, lay, ep_loss, tp_overlap=overlap)
 
 
 def _dp_windows(t_f: float, t_b: float, m: int, dp_span: int, nvlink_s: float):
@@ -1438,24 +1543,31 @@ def _nvlink_exposed_s(items: list[tuple[str, int, float | None]]) -> float:
 
 
 def _add_sm_losses(model: ModelSpec, lay: ParallelLayout, gpu, sc, cover: float, engine: CommEngine,
-                   comms: list[DimensionComm], exposed: dict, cache: dict | None = None) -> str | None:
-    """Add to ``exposed`` (and each collective's ``exposed_s``) what the hidden DP and CP ring collectives cost the
-    compute beside them: their NCCL kernels hold :func:`.comm_sms.nccl_sms` SMs and move HBM bytes
-    (:func:`.comm_sms.comm_hbm_Bps` of their bus bytes a second) while they run, so the forward and backward they
-    hide behind (a ring send: its attention kernels) run on what is left (:func:`.comm_sms.reduced_gpu`,
-    :func:`.comm_sms.sm_loss_s`). The expert all-to-alls pay theirs already (:func:`_ep_loss`); the TP GEMMs
-    theirs in the operators (the userbuffers configuration's ``set_sm_margin``, :mod:`.tp_overlap`: each GEMM
-    launched, whole, on the SMs its communicator leaves); the PP sends are not counted. A DP collective whose windows the compute stream's
+                   comms: list[DimensionComm], exposed: dict, cache: dict | None = None,
+                   items: list[dict] | None = None) -> str | None:
+    """Add to ``exposed`` (and each collective's ``exposed_s``) what the hidden DP, CP ring and TP collectives cost
+    the compute beside them: their NCCL kernels hold :func:`.comm_sms.nccl_sms` SMs and move HBM bytes
+    (:func:`.comm_sms.comm_hbm_Bps` of their bus bytes a second) while they run, so the compute they hide behind
+    (a ring send: its attention kernels; a layer's backward TP exchange: its own layer's GEMM) runs on what is left
+    (:func:`.comm_sms.reduced_gpu`, :func:`.comm_sms.sm_loss_s`). ``items``: the traffic items of ``comms`` (same
+    order), which say which TP collectives are a layer's backward exchange hidden through NCCL
+    (:func:`_nccl_hidden_tp`; Transformer Engine's ``async_op=True`` gathers and reduce-scatters run as NCCL kernels
+    beside the GEMM, as the DP collectives do); None charges no TP. The expert all-to-alls pay theirs already
+    (:func:`_ep_loss`); the userbuffers TP GEMMs theirs in the operators (the configuration's ``set_sm_margin``,
+    :mod:`.tp_overlap`: each GEMM launched, whole, on the SMs its communicator leaves); the PP sends are not
+    counted. A DP collective whose windows the compute stream's
     NVLink-only exposed time widens (:func:`_dp_windows`) is charged only on its share beside compute
     (:func:`_beside_compute`): while the GPU waits on exposed communication no GEMM runs, so the SMs held cost
     nothing there. The DP collectives' hidden seconds beside compute together are capped at the step's compute
     (they queue on one stream). Returns the note saying what they cost, or None."""
+    tp_pairs = _nccl_hidden_tp(model, lay, comms, items)
     hidden = [(i, c.time_s - c.exposed_s) for i, c in enumerate(comms)
-              if c.dim in ("dp", "dp_experts", "cp") and c.time_s > c.exposed_s]
+              if (c.dim in ("dp", "dp_experts", "cp") or i in tp_pairs) and c.time_s > c.exposed_s]
     if not hidden or not gpu.sms:
         return None
     share = _beside_compute(lay, sc, comms)
-    hidden = [(i, h if comms[i].dim == "cp" or comms[i].domains_per_group <= 1 else h * share) for i, h in hidden]
+    dp = {i for i, _ in hidden if comms[i].dim in ("dp", "dp_experts")}
+    hidden = [(i, h * share if i in dp and comms[i].domains_per_group > 1 else h) for i, h in hidden]
     prof = engine.profile
     helds = {i: nccl_sms(_group_channels(prof, comms[i]), lay.nccl_min_ctas, lay.nccl_max_ctas) for i, _ in hidden}
     keys = {i: (helds[i], _hbm_taken(gpu, _moved(comms[i]))) for i, _ in hidden}
@@ -1463,26 +1575,48 @@ def _add_sm_losses(model: ModelSpec, lay: ParallelLayout, gpu, sc, cover: float,
     slows = {k: _reduced_stage(model, lay, gpu, sc, cover, *k, cache) for k in set(keys.values())}
     # one DP stream: its collectives run one after another, so no more of them than the step's compute overlaps
     window = lay.microbatches * sc.microbatch_s
-    dp_hidden = sum(h for i, h in hidden if comms[i].dim != "cp")
+    dp_hidden = sum(h for i, h in hidden if i in dp)
     cap = min(1.0, window / dp_hidden) if dp_hidden > 0 else 1.0
     total = 0.0
     for i, h in hidden:
-        h = h if comms[i].dim == "cp" else h * cap
         c, slow = comms[i], slows[keys[i]]
         if c.dim == "cp":
             loss = sm_loss_s(h, sc.attention_s, slow.attention_s)
+        elif i in tp_pairs:  # beside its own layer's GEMM (:func:`beside_own_gemm`), else the weight gradients
+            loss = sm_loss_s(h, _tp_gemm_s(sc, tp_pairs[i]), _tp_gemm_s(slow, tp_pairs[i]))
         else:
-            loss = sm_loss_s(h, sc.microbatch_s, slow.microbatch_s)
-        exposed["cp" if c.dim == "cp" else "dp"] += loss
+            loss = sm_loss_s(h * cap, sc.microbatch_s, slow.microbatch_s)
+        key = "dp" if i in dp else c.dim
+        exposed[key] += loss
         comms[i] = replace(c, exposed_s=c.exposed_s + loss)
         total += loss
     counts = sorted(set(helds.values()), reverse=True)
     held = str(counts[0]) if len(counts) == 1 else ", ".join(map(str, counts[:-1])) + f" or {counts[-1]}"
     by = "" if len(counts) == 1 else ", by collective"
     hbm = max(k[1] for k in keys.values()) / gpu.hbm_Bps
-    return (f"hidden DP/CP collectives hold {held} of the {gpu.sms} SMs (NCCL's channels{by}) and up to {hbm:.0%} of "
-            f"HBM bandwidth while they run: the compute beside them loses {format_time(total)} per step, counted "
+    kinds = "DP/CP/TP" if tp_pairs else "DP/CP"
+    return (f"hidden {kinds} collectives hold {held} of the {gpu.sms} SMs (NCCL's channels{by}) and up to {hbm:.0%} "
+            f"of HBM bandwidth while they run: the compute beside them loses {format_time(total)} per step, counted "
             f"in their exposed time")
+
+
+def _nccl_hidden_tp(model: ModelSpec, lay: ParallelLayout, comms: list[DimensionComm],
+                    items: list[dict] | None) -> dict[int, str]:
+    """The TP collectives of ``comms`` (index -> their traffic item's ``pair``, "" for none) that NCCL runs hidden
+    beside a layer's backward GEMM: phase ``backward`` without userbuffers or TP overlap (:func:`beside_own_gemm`
+    without ``ring`` and ``tp_hidden``; an MLA model's unpaired exchanges too, which draw on the pooled
+    weight-gradient window). None without ``items``."""
+    if items is None or tp_overlap_on(lay, model) or tp_ring_steps(lay, model) > 1:
+        return {}
+    return {i: items[i].get("pair", "") for i, c in enumerate(comms[:len(items)])
+            if c.dim == "tp" and beside_own_gemm(items[i], False, False)}
+
+
+def _tp_gemm_s(sc, pair: str) -> float:
+    """Seconds a micro-batch of the GEMMs a backward TP exchange of ``pair`` hides behind on stage compute ``sc``:
+    its layers' own (``sc.tp_pairs``, :func:`.operators.tp_paired_gemm_s`), or, for an unpaired one, the stage's
+    weight-gradient GEMMs (the pooled window it draws on)."""
+    return sum(g * n for g, n in sc.tp_pairs.get(pair, [])) or sc.wgrad_s
 
 
 def _beside_compute(lay: ParallelLayout, sc, comms: list[DimensionComm]) -> float:
@@ -1882,7 +2016,8 @@ def exposed_comm_s(dim: str, phase: str, total: float, windows: dict, lay: Paral
     :func:`.tp_overlap.tp_overlap_on`, which the callers give: hidden behind the micro-batches' compute; with sequence parallelism
     :func:`estimate_step` hides each behind its own GEMM first, :func:`tp_ring_exposed_s`); the backward pass's
     all-gather / reduce-scatter hide behind the weight-gradient GEMMs either way (Transformer Engine's asynchronous
-    TP communication), not the row-parallel output gradient's gather (:data:`GRAD_GATHER_PHASE`, blocking). CP: a ring send behind its step's attention (``overlap_cp``, the ``cp_ring_*`` windows), never
+    TP communication; what pairs with a GEMM hides behind its own layer's alone, :func:`tp_exposed_s`; the window
+    ``tp_backward`` pools the rest), not the row-parallel output gradient's gather (:data:`GRAD_GATHER_PHASE`, blocking). CP: a ring send behind its step's attention (``overlap_cp``, the ``cp_ring_*`` windows), never
     the all-gather's or Mamba's all-to-alls. EP: behind another micro-batch's
     compute (``overlap_ep``), the hidden part costing the compute beside it ``ep_loss`` a hidden second
     (:func:`_ep_loss`; 0 in the search's bound). PP: exposed (its sends are counted on the critical path already)."""
