@@ -107,3 +107,16 @@ def test_every_gathered_operand_is_tokens_by_hidden():
                 assert gathered_swizzle_bytes(op, "fp8", bw) == pytest.approx(n * per_kernel)
                 seen += n
     assert seen == 3 * 4  # three blocks' column and row linears, two kernels each
+
+
+def test_held_fields_and_the_flex_dispatcher_share_one_layout_flag():
+    """A MoE search row on DeepEP with a held field: ``topo train`` takes ``--layout`` once (a second is refused,
+    ``GivenOnce``), so the held fields and the row's dispatcher are one quoted ``--layout`` of pairs."""
+    import shlex
+
+    from topo.cli.train_text import row_flags
+    L = make_layout(tp=2, dp=4, ep=8, etp=1, global_batch=64, ep_dispatcher="deepep", ep_flex_backend="hybridep").model_dump()
+    flags = shlex.split(row_flags(L, True, {"fp8_recipe": "mxfp8", "overlap_tp": True}))
+    assert flags.count("--layout") == 1
+    assert flags[flags.index("--layout") + 1].split(",") == [
+        'fp8_recipe="mxfp8"', "overlap_tp=true", "ep_dispatcher=deepep", "ep_flex_backend=hybridep"]
