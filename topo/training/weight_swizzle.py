@@ -94,8 +94,14 @@ def swizzle_bytes(op, precision: str, backward: bool = False) -> float:
     """
     if not weight_swizzles(op, precision, backward):
         return 0.0
+    return _scale_bytes(op.n * op.k * op.groups)
+
+
+def _scale_bytes(elements: float) -> float:
+    """HBM bytes one swizzle kernel moves for a tensor of ``elements`` elements: its scales read and written
+    (``[swizzle]``'s ``passes_over_scales x scale_bytes_per_element`` an element)."""
     t = _table()
-    return float(t["passes_over_scales"]) * float(t["scale_bytes_per_element"]) * op.n * op.k * op.groups
+    return float(t["passes_over_scales"]) * float(t["scale_bytes_per_element"]) * elements
 
 
 def _gathered_kernels(op, precision: str, backward: bool) -> float:
@@ -153,9 +159,7 @@ def gathered_swizzle_bytes(op, precision: str, backward: bool = False) -> float:
     kernels = gathered_swizzles(op, precision, backward)
     if not kernels:
         return 0.0
-    t = _table()
-    elements = op.m * (op.k if op.sp_gather == "ag" else op.n)
-    return kernels * float(t["passes_over_scales"]) * float(t["scale_bytes_per_element"]) * elements * op.groups
+    return kernels * _scale_bytes(op.m * (op.k if op.sp_gather == "ag" else op.n) * op.groups)
 
 
 def block_conversions(op, precision: str, backward: bool = False) -> float:
