@@ -358,53 +358,12 @@ def block_activation_bytes(model: ModelSpec, lay: ParallelLayout, kind: str, bf1
         return module_copy_bytes(own.get((module, op), ""), precision, lay.fp8_recipe)
 
     if kind in ATTENTION_BLOCKS:  # a local window (W) stores the same tensors (its scores only without a fused kernel)
-        kv_frac = model.num_kv_heads * model.head_dim / h
-        # qkv's input (an MLA block's down projections', at the layout's recipe: module_recipes names none) and
-        # the output projection's
         x_in = module_copy_bytes("", precision, lay.fp8_recipe) if model.attention.kind == "mla" else x("attention", "qkv")
-        x_out = x("attention", "out_proj")
-        if model.attention.kind == "mla":
-            a = model.attention
-            kv_frac = (a.kv_lora_rank + a.qk_rope_head_dim + model.heads * (a.qk_nope_head_dim + a.v_head_dim)) / h
-        lin = x_in + 2 + 4 * kv_frac + x_out + mask
-        if model.attention.kind == "mla" and "mla_up_proj" in mods:  # Q, K, V recomputed from the latents
-            a = model.attention
-            lin = x_in + 2 * (a.q_lora_rank + a.kv_lora_rank + a.qk_rope_head_dim) / h + x_out + mask
-        scores = 0.0
-        if not (lay.recompute == "selective" or lay.flash_attention or "core_attn" in mods):
-            scores = (5 if model.dropout else 2) * model.heads * s / h  # the s x s square, masked or not
-        if "core_attn" in mods:
-            lin -= x_out  # the attention output (the projection's input) is recomputed
-        if "qkv_proj" in mods and model.attention.kind != "mla":
-            lin -= 2 + 4 * kv_frac  # Q, K and V recomputed from the norm's output
-        replicated = norm + x_in + mask  # without SP the norm's output, its input and the mask are on every rank
-        rest = lin - x_in - mask
+        replicated, rest, scores = _attention_parts(model, lay, s, x_in, x("attention", "out_proj"), mask, mods)
+        replicated += norm
     elif kind in (Block.MLP, Block.MOE):
-        k = model.mlp_matrices
-        if kind == Block.MLP:
-            x_in = x("mlp", "fc1")
-            inner = (2 * (k - 1) + x("mlp", "fc2")) * model.ffn_hidden / h  # k f-wide intermediates, the last fc2's input
-            mod = "mlp"
-        else:
-            m = model.moe
-            # the norm's output as the block's first linear saves it: fc1_latent_proj's under LatentMoE, else the
-            # shared experts' fc1's, else the routed experts' (the layout's recipe without module_recipes)
-            x_in = x("moe", "fc1_latent_proj") if m.latent_size else x(
-                "shared_experts" if m.shared_experts else "moe", "fc1")
-            # each routed and shared expert's k intermediates (the last its fc2's input), the routed copies of fc1's
-            # input at the routed width and, under LatentMoE, fc2_latent_proj's input
-            w = model.moe_width / h
-            inner = ((m.active_experts * (2 * (k - 1) + x("moe", "fc2"))
-                      + m.shared_experts * (2 * (k - 1) + x("shared_experts", "fc2"))) * m.expert_ffn_hidden / h
-                     + x("moe", "fc1") * m.active_experts * w + (x("moe", "fc2_latent_proj") * w if m.latent_size else 0.0))
-            mod = "moe"
-        if mod in mods or "mlp_wi" in mods:  # the input projection and the activation recomputed: fc2's input too
-            inner = 0.0
-        elif "moe_act" in mods and kind == Block.MOE or "mlp_act" in mods and kind == Block.MLP:
-            inner *= (k - 1) / k
-        replicated = norm + x_in + mask
-        rest = inner
-        scores = 0.0
+        x_in, rest = _mlp_parts(model, kind, x, mods)
+        replicated, scores = norm + x_in + mask, 0.0
     else:  # Mamba-2: mamba_ssm's mamba_split_conv1d_scan_combined saves in_proj's output z x B C dt and the
         # scan's output, not the convolution's (recomputed backward: ssd_combined.py@e9594ce1); the norm saves
         # its input, out_proj its input (the norm's output). in_proj and out_proj are Transformer Engine linears
@@ -418,6 +377,61 @@ def block_activation_bytes(model: ModelSpec, lay: ParallelLayout, kind: str, bf1
     if sp:
         return sbh * (replicated + rest + scores) / t
     return sbh * (replicated + (rest + scores) / t)
+
+
+def _attention_parts(model: ModelSpec, lay: ParallelLayout, s: float, x_in: float, x_out: float, mask: int,
+                     mods: set) -> tuple[float, float, float]:
+    """An attention block's saved bytes per ``s b h`` element as :func:`block_activation_bytes` splits them:
+    ``(replicated, rest, scores)`` without the norm's output; ``x_in`` / ``x_out`` are the saved copies' bytes an
+    element of qkv's input (an MLA block's down projections', at the layout's recipe: module_recipes names none)
+    and of the output projection's."""
+    h = model.hidden
+    kv_frac = model.num_kv_heads * model.head_dim / h
+    if model.attention.kind == "mla":
+        a = model.attention
+        kv_frac = (a.kv_lora_rank + a.qk_rope_head_dim + model.heads * (a.qk_nope_head_dim + a.v_head_dim)) / h
+    lin = x_in + 2 + 4 * kv_frac + x_out + mask
+    if model.attention.kind == "mla" and "mla_up_proj" in mods:  # Q, K, V recomputed from the latents
+        a = model.attention
+        lin = x_in + 2 * (a.q_lora_rank + a.kv_lora_rank + a.qk_rope_head_dim) / h + x_out + mask
+    scores = 0.0
+    if not (lay.recompute == "selective" or lay.flash_attention or "core_attn" in mods):
+        scores = (5 if model.dropout else 2) * model.heads * s / h  # the s x s square, masked or not
+    if "core_attn" in mods:
+        lin -= x_out  # the attention output (the projection's input) is recomputed
+    if "qkv_proj" in mods and model.attention.kind != "mla":
+        lin -= 2 + 4 * kv_frac  # Q, K and V recomputed from the norm's output
+    # without SP the norm's output, its input and the mask are on every rank
+    return x_in + mask, lin - x_in - mask, scores
+
+
+def _mlp_parts(model: ModelSpec, kind: str, x, mods: set) -> tuple[float, float]:
+    """A dense MLP or MoE block's ``(x_in, inner)`` per ``s b h`` element for :func:`block_activation_bytes`: the
+    bytes an element of the norm's output as the block's first linear saves it, and the intermediates; ``x(module,
+    op)`` gives a linear's saved copy's bytes an element."""
+    h, k = model.hidden, model.mlp_matrices
+    if kind == Block.MLP:
+        x_in = x("mlp", "fc1")
+        inner = (2 * (k - 1) + x("mlp", "fc2")) * model.ffn_hidden / h  # k f-wide intermediates, the last fc2's input
+        mod = "mlp"
+    else:
+        m = model.moe
+        # the norm's output as the block's first linear saves it: fc1_latent_proj's under LatentMoE, else the
+        # shared experts' fc1's, else the routed experts' (the layout's recipe without module_recipes)
+        x_in = x("moe", "fc1_latent_proj") if m.latent_size else x(
+            "shared_experts" if m.shared_experts else "moe", "fc1")
+        # each routed and shared expert's k intermediates (the last its fc2's input), the routed copies of fc1's
+        # input at the routed width and, under LatentMoE, fc2_latent_proj's input
+        w = model.moe_width / h
+        inner = ((m.active_experts * (2 * (k - 1) + x("moe", "fc2"))
+                  + m.shared_experts * (2 * (k - 1) + x("shared_experts", "fc2"))) * m.expert_ffn_hidden / h
+                 + x("moe", "fc1") * m.active_experts * w + (x("moe", "fc2_latent_proj") * w if m.latent_size else 0.0))
+        mod = "moe"
+    if mod in mods or "mlp_wi" in mods:  # the input projection and the activation recomputed: fc2's input too
+        inner = 0.0
+    elif "moe_act" in mods and kind == Block.MOE or "mlp_act" in mods and kind == Block.MLP:
+        inner *= (k - 1) / k
+    return x_in, inner
 
 
 def activation_bytes_per_layer(model: ModelSpec, lay: ParallelLayout) -> float:
