@@ -473,6 +473,8 @@ def _given_as_flag(args, key: str | None) -> bool:
     name = (key or "").split(".")[0]
     if args.jax_mesh is not None and name in _MESH_FIELDS:
         return True
+    if name.startswith("overlap_"):  # walk40: --overlap tp=on with fp8_recipe=nvfp4 was blamed on --layout: overlap_tp
+        return name in _overlaps(getattr(args, "overlap", None) or [])
     return name not in ("", "layout") and getattr(args, name, None) not in (None, False)
 
 

@@ -16,8 +16,9 @@ with its own layers' traffic and the slowest is the step's, :func:`_pace_candida
   gradient; the input again, for the weight gradient) and a reduce-scatter, else two all-reduces each way;
   message = the block's activations ``b s/cp h`` x 2 bytes (an FP8 layout's all-gathers 1 byte with
   ``overlap_tp``: Transformer Engine quantises a linear layer's input and output gradient before gathering them).
-  Exposed unless ``overlap_tp``; with it and sequence parallelism each collective hides only behind its own
-  linear layer's GEMM (userbuffers' ring exchange, :func:`tp_ring_exposed_s`), else behind the micro-batch;
+  Exposed unless ``overlap_tp`` (which needs sequence parallelism, :func:`.tp_overlap.tp_overlap_on`); with it
+  each collective hides only behind its own linear layer's GEMM (userbuffers' ring exchange,
+  :func:`tp_ring_exposed_s`), one no GEMM pairs behind the micro-batch;
   without it the column-parallel layer's backward gather and reduce-scatter (Transformer Engine's ``async_op``)
   still hide behind that layer's own dgrad and wgrad GEMMs (:func:`tp_exposed_s`), their NCCL kernels' SMs charged
   on those GEMMs as the DP collectives' below;
@@ -118,8 +119,8 @@ from .ring_attention import a2a_exchanges, ring_sends
 from .routing import consecutive_destinations, rank_destinations, spread_destinations
 from .timeline import step_timeline
 from .unit_params import tp_replicated_params
-from .tp_overlap import (check_num_sm, first_proj_userbuffers, margins_note, tp_overlap_on, userbuffers_off_note,
-                         userbuffers_on)
+from .tp_overlap import (check_num_sm, first_proj_userbuffers, margins_note, tp_exposed_note, tp_overlap_on,
+                         userbuffers_off_note, userbuffers_on)
 from .uncertainty import job_reach, left_out_measured, step_interval
 
 __all__ = ["estimate_step", "step_traffic", "traffic_stage",
@@ -2012,9 +2013,9 @@ def exposed_comm_s(dim: str, phase: str, total: float, windows: dict, lay: Paral
     """The exposed seconds of ``total`` seconds of a TP, CP, PP or EP collective's calls (the step's overlap
     rules, one place); ``windows`` holds the compute each can hide behind and is drawn down as it is used.
 
-    TP: exposed, unless ``tp_overlap`` (the layout's ``overlap_tp`` where it takes effect for the model,
-    :func:`.tp_overlap.tp_overlap_on`, which the callers give: hidden behind the micro-batches' compute; with sequence parallelism
-    :func:`estimate_step` hides each behind its own GEMM first, :func:`tp_ring_exposed_s`); the backward pass's
+    TP: exposed, unless ``tp_overlap`` (the layout's ``overlap_tp`` where it takes effect for the model, with
+    sequence parallelism, :func:`.tp_overlap.tp_overlap_on`, which the callers give: hidden behind the
+    micro-batches' compute; :func:`estimate_step` hides each behind its own GEMM first, :func:`tp_ring_exposed_s`); the backward pass's
     all-gather / reduce-scatter hide behind the weight-gradient GEMMs either way (Transformer Engine's asynchronous
     TP communication; what pairs with a GEMM hides behind its own layer's alone, :func:`tp_exposed_s`; the window
     ``tp_backward`` pools the rest), not the row-parallel output gradient's gather (:data:`GRAD_GATHER_PHASE`, blocking). CP: a ring send behind its step's attention (``overlap_cp``, the ``cp_ring_*`` windows), never
@@ -2203,7 +2204,8 @@ def _notes(model, lay, gpu, mem, mapping) -> list[str]:
                      "them here: priced exposed whole")
     if model.moe is not None and lay.ep > 1 and lay.overlap_ep and lay.pipeline_schedule == "1f1b":
         notes += [n for n in [unpaired_note(lay)] if n]
-    notes += [n for n in (userbuffers_off_note(lay, model), margins_note(lay, model, gpu.sms)) if n]
+    notes += [n for n in (userbuffers_off_note(lay, model), tp_exposed_note(lay, model),
+                          margins_note(lay, model, gpu.sms)) if n]
     notes += _straddle_notes(lay, mapping)
     return notes + left_out_notes(model, lay, gpu.generation)
 

@@ -35,7 +35,7 @@ from ..resources import data_dir
 from .comm_sms import reduced_gpu
 
 __all__ = ["configs", "config_names", "recipe_configs", "check_num_sm", "userbuffers_built", "tp_overlap_on",
-           "first_proj_userbuffers", "userbuffers_on", "userbuffers_off_note", "buffer_name", "margin_sms",
+           "first_proj_userbuffers", "userbuffers_on", "userbuffers_off_note", "tp_exposed_note", "buffer_name", "margin_sms",
            "pass_margins", "margin_kernels", "margins_note", "DEFAULT"]
 
 DEFAULT = "te_default"
@@ -204,9 +204,15 @@ def userbuffers_built(model) -> bool:
 
 
 def tp_overlap_on(lay, model) -> bool:
-    """Whether the layout's TP overlap (``overlap_tp``) takes effect for ``model``: asked for, and the model's
-    linear layers built with userbuffers (:func:`userbuffers_built`). What the step's exposed-TP rule
-    (:func:`topo.training.step.exposed_comm_s`) reads; False prices the TP collectives as without it.
+    """Whether the layout's TP overlap (``overlap_tp``) takes effect for ``model``: asked for with sequence
+    parallelism and ``tp > 1``, and the model's linear layers built with userbuffers (:func:`userbuffers_built`).
+    What the step's exposed-TP rule (:func:`topo.training.step.exposed_comm_s`) reads; False prices the TP
+    collectives as without it. Without sequence parallelism no framework runs it: Megatron-LM refuses
+    ``--tp-comm-overlap`` ("Tensor parallel communication/GEMM overlap can happen only when sequence parallelism
+    is enabled", NVIDIA/Megatron-LM@d98e8a64 ``megatron/training/arguments.py`` line 1442) and Megatron-Bridge
+    turns it off with a warning, as at TP 1 (NVIDIA-NeMo/Megatron-Bridge@067f987d
+    ``src/megatron/bridge/training/comm_overlap.py`` lines 442-448); walk40: the TP all-reduces were hidden
+    behind the micro-batch instead (:func:`userbuffers_off_note` says so).
 
     Parameters
     ----------
@@ -217,7 +223,7 @@ def tp_overlap_on(lay, model) -> bool:
     -------
     bool
     """
-    return bool(lay.overlap_tp) and userbuffers_built(model)
+    return userbuffers_on(lay, model)
 
 
 def first_proj_userbuffers(lay, model) -> bool:
@@ -269,14 +275,48 @@ def userbuffers_on(lay, model) -> bool:
 
 
 def userbuffers_off_note(lay, model) -> str | None:
-    """The step's one-line note when the layout asks for TP overlap and the model's linear layers have no
-    userbuffers (:func:`userbuffers_built`); None otherwise."""
-    if not (lay.overlap_tp and lay.tp > 1) or userbuffers_built(model):
+    """The step's one-line note when the layout asks for TP overlap at ``tp > 1`` and gets none: without sequence
+    parallelism (:func:`tp_overlap_on`), or for a model whose linear layers have no userbuffers
+    (:func:`userbuffers_built`); None otherwise."""
+    if not (lay.overlap_tp and lay.tp > 1):
+        return None
+    if not lay.sequence_parallel:
+        return ("TP overlap off: userbuffers need sequence parallelism (Megatron-LM refuses --tp-comm-overlap "
+                "without it, Megatron-Bridge turns it off); the TP all-reduces priced as without overlap_tp")
+    if userbuffers_built(model):
         return None
     return ("TP overlap off: Megatron-Core builds an MLA model without userbuffers (the first MLA down projection's "
             "buffer name sets the shared config's tp_comm_overlap False, Megatron-LM 4e6ae3a2 on); "
             "its TP collectives priced as without overlap_tp, but the first MLA layer's linear_proj a pipeline rank, "
             "built before it")
+
+
+def tp_exposed_note(lay, model) -> str | None:
+    """The step's one-line note on why its TP collectives are exposed where no userbuffers run them (walk40: the
+    table showed what is exposed, nothing said why): ``tp > 1`` without :func:`userbuffers_on`; None otherwise.
+    With sequence parallelism, Transformer Engine's forward all-gather / reduce-scatter and the row-parallel
+    layer's output-gradient gather are synchronous, the column-parallel layer's input gathered again and its input
+    gradient's reduce-scatter ``async_op`` beside its own dgrad / wgrad GEMM (NVIDIA/TransformerEngine@d0067d0d
+    ``transformer_engine/pytorch/module/base.py`` lines 1702-1709, ``layernorm_linear.py`` lines 787-790,
+    904-907; findings sections 409, 411); without it, each forward all-reduce blocks and the backward's hides
+    behind its layer's wgrad GEMM (line 910). The last clause names the remedy where one exists: not for NVFP4
+    (``topo.training.parallel`` refuses userbuffers with it) nor an MLA model
+    (:func:`userbuffers_built`), nor where the layout asked for it (:func:`userbuffers_off_note` says why not)."""
+    if lay.tp <= 1 or userbuffers_on(lay, model):
+        return None
+    if lay.sequence_parallel:
+        text = ("TP without userbuffers: each forward all-gather / reduce-scatter and each row-parallel layer's "
+                "output-gradient gather block the compute stream (exposed whole); the input gathered again and the "
+                "input gradient's reduce-scatter hide behind their own layer's dgrad / wgrad GEMM, what outlasts it "
+                "exposed")
+    else:
+        text = ("TP without sequence parallelism: each forward all-reduce blocks the compute stream (exposed "
+                "whole); the backward's hides behind its own layer's wgrad GEMM, what outlasts it exposed")
+    nvfp4 = lay.fp8_recipe == "nvfp4" or any(e.split("=", 1)[-1].strip() == "nvfp4" for e in lay.module_recipes)
+    if lay.overlap_tp or nvfp4 or not userbuffers_built(model):
+        return text
+    return text + ("; overlap_tp=true runs them through userbuffers beside their GEMMs" if lay.sequence_parallel
+                   else "; overlap_tp=true needs sequence parallelism")
 
 
 def buffer_name(module: str, tp_overlap: str, gemm_pass: str) -> str | None:
