@@ -171,7 +171,7 @@ def test_the_tp_overlapped_gemms_pay_the_recipe_too():
     from topo.training.operators import tp_paired_gemm_s
     gpu = gpu_compute("H100")
     M, N, K = 8192.0, 4096.0, 2048.0
-    g = replace(Op("qkv", "attention", "gemm", 2 * M * N * K, 0.0, M, N, K, 1.0, True), tp_overlap="ag")
+    g = replace(Op("qkv", "attention", "gemm", 2 * M * N * K, 0.0, M, N, K, 1.0, True), tp_role="ag")
     cur, blk = (tp_paired_gemm_s(g, gpu, "fp8", r) for r in ("current", "blockwise"))
     assert set(cur) == {"ag_fprop", "ag_dgrad", "ag_wgrad"} and cur.keys() == blk.keys()
     ratio = fp8_recipe_costs("blockwise", "hopper")[0]

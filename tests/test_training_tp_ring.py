@@ -96,11 +96,18 @@ def test_step_exposes_each_tp_collective_beyond_its_own_gemm(gb200):
         one = c.time_s / c.calls_per_step
         expected += c.calls_per_step * sum(max(0.0, one - gemm[n] * hidden) for n in names) / 2
     # the paced stage's heads (step._head_traffic): no userbuffers GEMM; the blocking ones exposed whole, those
-    # beside their own GEMM hidden in the weight-gradient window (the ring's unpaired rest draws on another)
+    # beside the output layer's own GEMM (NCCL, async: tpmla103) expose what outlasts it (bulk) plus what their
+    # NCCL kernels' SMs cost that GEMM (tests/test_tp_mla_heads_tpmla103.py checks both in closed form)
     heads = [c for c in r.comm if c.dim == "tp" and c.what.startswith("head")]
-    blocking = sum(c.time_s for c in heads if not c.what.endswith(("for wgrad", "input gradient")))
+    own = [c for c in heads if c.what.endswith(("for wgrad", "input gradient"))]
+    blocking = sum(c.time_s for c in heads if c not in own)
+    (logits,) = [o for o in block_ops(m, lay, "logits") if o.name == "logits"]
+    beyond = sum(c.calls_per_step * max(0.0, c.time_s / c.calls_per_step - gemm_s(km, *shape, "bf16"))
+                 for c, shape in zip(own, ((logits.m, logits.k, logits.n), (logits.k, logits.n, logits.m))))
+    assert len(own) == 2 and sum(c.exposed_s for c in own) >= beyond
     (grads,) = [c.time_s for c in r.comm if c.what == "replicated gradients"]  # once a step, blocking (tidy76)
-    assert heads and expected > 0 and r.breakdown_s["tp"] == pytest.approx(expected + blocking + grads, rel=1e-9)
+    assert heads and expected > 0 and r.breakdown_s["tp"] == pytest.approx(
+        expected + blocking + grads + sum(c.exposed_s for c in own), rel=1e-9)
     assert fwd["out_proj"] < tp[1].time_s / tp[1].calls_per_step  # the collective longer than its GEMM
     sc = stage_compute(m, lay, gpu)
     assert sum(c.time_s for c in tp) < lay.microbatches * sc.microbatch_s  # what the micro-batch would hide
@@ -168,8 +175,10 @@ def test_every_tp_block_of_a_hybrid_pairs_its_collectives():
     m = load_model("nemotron-nano-9b-v2")
     lay = make_layout(tp=2, dp=4, global_batch=8, overlap_tp=True)
     sc = stage_compute(m, lay, gpu_compute("H100"))
-    assert set(sc.tp_pairs) == {"ag_fprop", "rs_fprop", "rs_dgrad", "ag_dgrad", "ag_wgrad"}
-    assert all(sum(n for _, n in pairs) == 27 + 4 + 25 for pairs in sc.tp_pairs.values())
+    # (and the output layer's backward pairs, its NCCL exchanges beside its own GEMMs: tpmla103)
+    assert set(sc.tp_pairs) == {"ag_fprop", "rs_fprop", "rs_dgrad", "ag_dgrad", "ag_wgrad", "head_dgrad", "head_wgrad"}
+    assert all(sum(n for _, n in pairs) == 27 + 4 + 25 for k, pairs in sc.tp_pairs.items() if k.startswith(("ag", "rs")))
+    assert sc.tp_pairs["head_wgrad"][0][1] == 1  # the one output layer
     # the traffic counts the same blocks (8 sequences over DP 4: 2 micro-batches), so every call has its GEMM
     ag = [t for t in step_traffic(m, lay) if t["dim"] == "tp" and t.get("pair") == "ag_fprop"]
     assert len(ag) == 1 and ag[0]["calls"] == 2 * (27 + 4 + 25)

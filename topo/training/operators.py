@@ -207,7 +207,7 @@ class Op:
     GEMM call swizzles its weight's scales (:func:`.weight_swizzle.weight_swizzles`)."""
     sp_gather: str = ""
     """A tensor-parallel linear whose operand is all-gathered under sequence parallelism (TP > 1; :func:`block_ops`
-    sets it from ``tp_overlap``, with or without userbuffers): ``ag`` its input (column-parallel), ``rs`` its output
+    sets it from ``tp_role``, with or without userbuffers): ``ag`` its input (column-parallel), ``rs`` its output
     gradient (row-parallel); under MXFP8 each GEMM call reading it swizzles its scales
     (:func:`.weight_swizzle.gathered_swizzles`)."""
     block_convert: bool = False
@@ -229,10 +229,21 @@ class Op:
     scaling the norm kernel computes the amax (TE 2.7+), so the cast is the scale and the cast kernels, no extra
     read (``quantize_kernels()["current_norm_amax"]``)."""
     tp_overlap: str = ""
-    """A tensor-parallel linear layer's TP collective: ``ag`` (its input is all-gathered: QKV, fc1) or ``rs``
-    (its output is reduce-scattered: the output projection, fc2) that a userbuffers communicator runs beside its
-    GEMM; empty: none, or built without a communicator (every one of an MLA model's: :func:`block_ops`,
-    :func:`.tp_overlap.userbuffers_built`) (:func:`tp_paired_gemm_s`)."""
+    """A tensor-parallel linear layer's TP collective (its ``tp_role``) that a userbuffers communicator runs beside
+    its GEMM (:func:`.tp_overlap.pass_margins`); empty: none, or built without a communicator (every one of an MLA
+    model's, :func:`.tp_overlap.userbuffers_built`; a linear with a ``tp_pair`` of its own: :func:`block_ops`)."""
+    tp_role: str = ""
+    """A tensor-parallel linear layer's role, whatever runs its collectives: ``ag`` column-parallel (its input is
+    all-gathered under sequence parallelism: QKV, fc1, Mamba's in_proj, MLA's up projections, the output layer,
+    MTP's ``eh_proj``) or ``rs`` row-parallel (its output is reduce-scattered: the output projection, fc2); empty:
+    not a TP linear. Its GEMMs are what its TP exchanges hide behind (:func:`tp_paired_gemm_s`)."""
+    tp_pair: str = ""
+    """The prefix of the pair keys a TP linear's GEMMs name (:func:`tp_paired_gemm_s`) where its exchanges are not
+    the block's ``h``-wide ones (:func:`topo.training.step._tp_traffic`): ``q_up`` / ``kv_up`` (MLA's up
+    projections, one latent each), ``head`` (the output layer) and ``eh_proj`` (MTP's), none of them a
+    userbuffers buffer (Megatron-Core's ``TELinear`` turns userbuffers off for a buffer name other than ``qkv``,
+    ``proj``, ``fc1``, ``fc2``: NVIDIA/Megatron-LM@d98e8a64 megatron/core/extensions/transformer_engine.py lines
+    1176-1187; the output layer is Megatron's own ``ColumnParallelLinear``); empty: the role's (``ag`` / ``rs``)."""
     in_call: bool = False
     """A kernel launched from C++ inside a call whose host time is priced as the call's (HybridEP's permute and
     un-permute, inside ``dispatch_with_permute`` / ``combine_with_unpermute``: :func:`ep_calls_host`): its GPU gap
@@ -252,10 +263,11 @@ class Op:
 
 
 def _gemm(name, module, m, n, k, groups=1.0, linear=True, grouped=False, tag="", launches=1.0,
-          packed=True, weights=True, tp_overlap="", m_sd=0.0, expert_kernels="", norm_amax=False) -> Op:
+          packed=True, weights=True, tp_role="", m_sd=0.0, expert_kernels="", norm_amax=False, tp_pair="") -> Op:
     flops = 2.0 * m * n * k * groups
     return Op(name, module, "gemm", flops, ACT * (m * k + k * n + m * n) * groups, m, n, k, groups, linear,
-              grouped, tag, launches=launches, packed=packed, weights=weights, tp_overlap=tp_overlap, m_sd=m_sd,
+              grouped, tag, launches=launches, packed=packed, weights=weights, tp_role=tp_role, tp_pair=tp_pair,
+              m_sd=m_sd,
               expert_kernels=expert_kernels, norm_amax=norm_amax, epilogue_cast=epilogue_cast(expert_kernels, name))
 
 
@@ -286,15 +298,18 @@ def _attention_ops(model: ModelSpec, lay: ParallelLayout, kind: str = Block.ATTE
                 _gemm("kv_down", "attention", T_sp, a.kv_lora_rank + a.qk_rope_head_dim, h, tag="qkv_proj"),
                 *([_mem("qk_norm", "attention", 4 * T_sp * (a.q_lora_rank + a.kv_lora_rank), launches=2.0)]
                   if a.qk_norm else []),  # RMSNorm of each latent, one kernel each (read, write)
+                # the up projections: Transformer Engine column-parallel linears (``TEColumnParallelLinear``, or
+                # ``TELayerNormColumnParallelLinear`` with ``qk_layernorm``: gpt_layer_specs.py lines 246-255),
+                # whose backward exchanges hide behind their own GEMMs, one latent each (``tp_pair``)
                 _gemm("q_up", "attention", T, heads * (a.qk_nope_head_dim + a.qk_rope_head_dim), a.q_lora_rank,
-                      tag="mla_up_proj"),
+                      tag="mla_up_proj", tp_role="ag", tp_pair="q_up"),
                 _gemm("kv_up", "attention", T, heads * (a.qk_nope_head_dim + a.v_head_dim), a.kv_lora_rank,
-                      tag="mla_up_proj"),
+                      tag="mla_up_proj", tp_role="ag", tp_pair="kv_up"),
                 _mem("rope", "attention", 4 * T * heads * a.qk_rope_head_dim, tag="mla_up_proj")]
     else:
         kv = max(1.0, model.num_kv_heads / tp)
         d = model.head_dim
-        ops += [_gemm("qkv", "attention", T, (heads + 2 * kv) * d, h, tag="qkv_proj", tp_overlap="ag",
+        ops += [_gemm("qkv", "attention", T, (heads + 2 * kv) * d, h, tag="qkv_proj", tp_role="ag",
                       norm_amax=True)]
         if a.qk_norm:  # RMSNorm of each Q and K head, one kernel each, priced as every norm (read, write)
             ops.append(_mem("qk_norm", "attention", 4 * T * (heads + kv) * d, launches=2.0))
@@ -330,7 +345,7 @@ def _attention_ops(model: ModelSpec, lay: ParallelLayout, kind: str = Block.ATTE
         ops += [_gemm("scores", "core_attn", T, s, dqk, groups=heads, linear=False, weights=False),
                 _gemm("weighted_sum", "core_attn", T, dv, s, groups=heads, linear=False, weights=False),
                 _mem("softmax_dropout", "core_attn", sq * (4 + (5 if model.dropout else 0)))]
-    ops += [_gemm("out_proj", "attention", T, h, heads * dv, tag="out_proj", tp_overlap="rs"),
+    ops += [_gemm("out_proj", "attention", T, h, heads * dv, tag="out_proj", tp_role="rs"),
             *_attention_bias_ops(model, lay, T_sp * h),
             _mem("residual", "layernorm", (6 + (1 if model.dropout else 0)) * T_sp * h, tag=RESIDUAL_TAG)]
     return ops
@@ -476,12 +491,12 @@ def _mlp_ops(model: ModelSpec, lay: ParallelLayout, ffn: float, module: str, T: 
     # routed experts gather over ETP in the token dispatcher, no userbuffers overlap
     tpo = module in ("mlp", "shared_experts")
     ops += [_gemm("fc1", module, T, up, h, groups, grouped=grouped, launches=per, packed=packed, tag="mlp_wi",
-                  tp_overlap="ag" if tpo else "", m_sd=m_sd, expert_kernels=path, norm_amax=norm and module == "mlp")]
+                  tp_role="ag" if tpo else "", m_sd=m_sd, expert_kernels=path, norm_amax=norm and module == "mlp")]
     if path != "fused_mlp":  # the fused grouped MLP runs the activation (a GLU or the squared ReLU) in fc1's
         # epilogue and its backward in fc2's dgrad kernel (:mod:`.grouped_gemm`)
         ops.append(_mem("activation", module + "_act", act_bytes))
     ops.append(_gemm("fc2", module, T, h, f, groups, grouped=grouped, launches=per, packed=packed,
-                     tp_overlap="rs" if tpo else "", m_sd=m_sd, expert_kernels=path))
+                     tp_role="rs" if tpo else "", m_sd=m_sd, expert_kernels=path))
     if norm:
         ops.append(_mem("residual", "layernorm", (6 + (1 if model.dropout else 0)) * T_sp * h, tag=RESIDUAL_TAG))
     return ops
@@ -970,12 +985,12 @@ def _mamba_ops(model: ModelSpec, lay: ParallelLayout) -> list[Op]:
     copies = 2 * ACT * T * (zxbcdt + di) if lay.micro_batch > 1 and megatron else 0.0
     norm_moves = (2, 3) if megatron else (3, 6)  # per element of d_inner, forward and backward (above)
     ops = [_mem("norm", "layernorm", 4 * T_sp * h),
-           _gemm("in_proj", "mamba", T, zxbcdt, h, tp_overlap="ag", norm_amax=True),  # Megatron: "fc1" buffer
+           _gemm("in_proj", "mamba", T, zxbcdt, h, tp_role="ag", norm_amax=True),  # Megatron: "fc1" buffer
            _kernel("copies", "forward", copies, launches=2),
            _kernel("conv1d", "forward", 2 * ACT * T * conv_ch, flops=conv_flops),
            *_ssd_ops(model, lay, T, nh),
            _kernel("norm_out", "forward", norm_moves[0] * ACT * T * di),
-           _gemm("out_proj", "mamba", T, h, di, tp_overlap="rs"),
+           _gemm("out_proj", "mamba", T, h, di, tp_role="rs"),
            _kernel("norm_out_bwd", "backward", norm_moves[1] * ACT * T * di),  # Megatron: reads x, dy; writes dx
            _kernel("copies_bwd", "backward", copies, launches=2),
            _kernel("conv1d_recompute", "backward", 2 * ACT * T * conv_ch, flops=conv_flops),
@@ -1016,10 +1031,10 @@ def block_ops(model: ModelSpec, lay: ParallelLayout, kind: str, generation: str 
         q = lin and lay.precision == "fp8" and recipe != "bf16"  # a quantised linear GEMM
         out.append(replace(op, graph=_graph_part(kind, op), recipe=mine, current_scaling=cs and lin and not mine,
                            block_scaled=q and recipe in ("mxfp8", "blockwise"), mxfp8=q and recipe == "mxfp8",
-                           sp_gather=op.tp_overlap if (sp and lin) else "",
+                           sp_gather=op.tp_role if (sp and lin) else "",
                            block_convert=q and recipe == "blockwise" and converts(generation),
                            fp4_cast=q and recipe == "nvfp4", grad_hooks=hooks and op.kind == "gemm" and op.weights,
-                           tp_overlap=op.tp_overlap if ub else ""))
+                           tp_overlap=op.tp_role if (ub and not op.tp_pair) else ""))
     return out
 
 
@@ -1105,7 +1120,7 @@ def _block_ops(model: ModelSpec, lay: ParallelLayout, kind: str) -> list[Op]:
         return _embedding_ops(model, lay)
     if kind == "logits":
         head = [_mem("final_norm", "layernorm", 4 * T_sp * h),
-                _gemm("logits", "logits", T, V / lay.tp, h, linear=False)]
+                _gemm("logits", "logits", T, V / lay.tp, h, linear=False, tp_role="ag", tp_pair="head")]
         (fwd, k_f), (bwd, k_b) = cross_entropy_moves(lay.cross_entropy)  # bytes a BF16 logit, by implementation
         logits = T * V / lay.tp
         return head + [Op("cross_entropy", "logits", "kernel", 0.0, fwd * logits, launches=k_f, passes="forward"),
@@ -1118,7 +1133,8 @@ def _block_ops(model: ModelSpec, lay: ParallelLayout, kind: str) -> list[Op]:
         # MultiTokenPredictionBlock and MultiTokenPredictionLayer)
         return [*_embedding_ops(model, lay), _mem("mtp_norms", "mtp", 2 * 4 * T_sp * h),
                 Op("mtp_concat", "mtp", "kernel", 0.0, 4 * ACT * T_sp * h, passes="forward"),
-                _gemm("mtp_proj", "mtp", T, h / lay.tp, 2 * h), *_block_ops(model, lay, "logits")]
+                _gemm("mtp_proj", "mtp", T, h / lay.tp, 2 * h, tp_role="ag", tp_pair="eh_proj"),
+                *_block_ops(model, lay, "logits")]
     raise ValueError(f"unknown block kind {kind!r}")
 
 
@@ -1310,16 +1326,19 @@ def tp_paired_gemm_s(op: Op, gpu: GpuCompute, precision: str, fp8_recipe: str | 
     output gradient's all-gather with its input-gradient GEMM (``rs_dgrad``, both ring exchange), each on the SMs
     its communicator leaves it (``margins``, :func:`.tp_overlap.pass_margins`). Without userbuffers the same pairs
     say what Transformer Engine's asynchronous backward gather and reduce-scatter hide behind
-    (:func:`topo.training.step.tp_exposed_s`). Empty for other operators."""
-    if op.kind != "gemm" or not op.tp_overlap:
+    (:func:`topo.training.step.tp_exposed_s`). The pairs are named by the op's ``tp_role``, or by its ``tp_pair``
+    where it has one (``q_up_dgrad``, ``head_wgrad``, ...). Empty for other operators."""
+    if op.kind != "gemm" or not op.tp_role:
         return {}
     precision, fp8_recipe = op_precision(op, precision, fp8_recipe)
     prec, km = _gemm_precision(op, precision, fp8_recipe), gpu.kernels
     ratio = recipe_gemm_ratio(km, fp8_recipe, gpu.generation) if prec != "bf16" else 1.0
-    passes = ("fprop", "dgrad", "wgrad") if op.tp_overlap == "ag" else ("fprop", "dgrad")
+    passes = ("fprop", "dgrad", "wgrad") if op.tp_role == "ag" else ("fprop", "dgrad")
+    if op.tp_pair:  # never userbuffers: its forward exchanges block, only the backward's pair (``beside_own_gemm``)
+        passes = passes[1:]
     margins = margins or {}
-    return {f"{op.tp_overlap}_{p}": ratio * gemm_s(margin_kernels(gpu, margins[p]) if p in margins else km, *shape,
-                                                   prec, op.groups, op.packed)
+    return {f"{op.tp_pair or op.tp_role}_{p}": ratio * gemm_s(margin_kernels(gpu, margins[p]) if p in margins
+                                                              else km, *shape, prec, op.groups, op.packed)
             for p, shape in _gemm_shapes(op).items() if p in passes}
 
 

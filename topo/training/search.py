@@ -259,7 +259,8 @@ def _comm_floor_s(spec, lay: ParallelLayout, traffic: list[dict], sc,
     either way. ``tp_blocks``: the stage's TP blocks a micro-batch (``step._tp_blocks``): a layer's backward
     exchange without userbuffers hides behind its own GEMM (:func:`~topo.training.step.tp_exposed_s`, at the call's
     floor: ``max(0, c - g)`` grows with ``c``, so the floor's exposure is at most the step's); 0 pools them all
-    behind the stage's weight-gradient GEMMs (a looser bound)."""
+    behind the stage's weight-gradient GEMMs (a looser bound). The heads' ``head_wgrad`` exchanges, never through
+    userbuffers, hide behind their own GEMMs either way, as in the step."""
     nvlink = spec.nvlink_Bps
     nic = spec.server.nic_rate_Bps * spec.server.nics / spec.gpus_per_server
     used = lay.gpus_per_domain_used or spec.gpus_per_domain
@@ -274,7 +275,7 @@ def _comm_floor_s(spec, lay: ParallelLayout, traffic: list[dict], sc,
         if it["collective"] == "alltoall":
             D = ep_members if ep_members is not None and it["groups"] == "ep" else used
             floor = max(floor, it["calls"] * it["size_bytes"] * max(0.0, 1 - D / n) / nic)
-        if it["dim"] == "tp" and own and it["calls"] > 0:
+        if it["dim"] == "tp" and (own or it["phase"] == "head_wgrad") and it["calls"] > 0:
             got = tp_exposed_s(it, floor / it["calls"], sc, tp_blocks, windows, lay, ring=False, tp_hidden=False)
         else:
             got = exposed_comm_s(it["dim"], it["phase"], floor, windows, lay,

@@ -133,11 +133,19 @@ __all__ = ["estimate_step", "step_traffic", "traffic_stage",
 ACT_BYTES = 2  # activations and their gradients travel in 16 bits
 FP8_BYTES = 1
 FP32_BYTES = 4  # the loss's maxima and sums (Megatron-LM's and TE's cross-entropy keep them in FP32)
-BULK = ("ag_dgrad", "ag_wgrad")
-"""TP collectives userbuffers overlaps in bulk (beside a whole GEMM; NeMo's ``qkv_dgrad``/``fc1_dgrad``,
-``qkv_wgrad``/``fc1_wgrad`` ``bulk`` configurations): the column-parallel layer's input gathered during its
-input-gradient GEMM and its input gradient reduce-scattered during its weight-gradient GEMM; the others are ring
-exchanges (:func:`tp_ring_exposed_s`)."""
+MLA_UP_PAIRS = {"query latent": "q_up", "key-value latent": "kv_up"}
+"""The up projection (its operator's ``tp_pair``, :func:`topo.training.operators.tp_paired_gemm_s`) whose GEMMs an
+MLA latent's backward exchanges (:attr:`.model.ModelSpec.mla_tp_latents`) hide behind."""
+HEAD_PAIRS = {"output layer": "head", "MTP eh_proj": "eh_proj"}
+"""The same for the heads' column-parallel linears (:func:`_head_traffic`)."""
+COLUMN_PAIRS = ("ag", *MLA_UP_PAIRS.values(), *HEAD_PAIRS.values())
+BULK = tuple(f"{c}_{p}" for c in COLUMN_PAIRS for p in ("dgrad", "wgrad"))
+"""TP collectives overlapped in bulk (beside a whole GEMM): a column-parallel layer's input gathered during its
+input-gradient GEMM and its input gradient reduce-scattered during its weight-gradient GEMM, through userbuffers
+(NeMo's ``qkv_dgrad``/``fc1_dgrad``, ``qkv_wgrad``/``fc1_wgrad`` ``bulk`` configurations) or NCCL's asynchronous
+calls (:func:`beside_own_gemm`), the MLA up projections' and the heads' too (:data:`COLUMN_PAIRS`); the others are
+ring exchanges (:func:`tp_ring_exposed_s`)."""
+WGRAD_PAIRS = tuple(f"{c}_wgrad" for c in COLUMN_PAIRS)
 
 
 def stage_block_counts(model: ModelSpec, lay: ParallelLayout) -> dict:
@@ -425,13 +433,20 @@ def _tp_traffic(t: _Traffic) -> None:
     (:func:`topo.training.operators.tp_paired_gemm_s`).
 
     An MLA block's input side is its latents instead (:attr:`.model.ModelSpec.mla_tp_latents`), one collective
-    each at its own width, none paired: the up projections' buffer names (``q_up_proj``, ``kv_up_proj``,
-    ``q_proj``) are not Transformer Engine's, so Megatron-Core builds them without userbuffers
-    (NVIDIA/Megatron-LM@d98e8a64 ``megatron/core/extensions/transformer_engine.py`` lines 1176-1187), and
-    ``k_pos_emb``'s gather is an autograd function's (BF16; the up projections' gathers, TE linears', at
-    :func:`tp_gather_elem_bytes`). Megatron's ``mla_up_proj`` recomputation runs the up
+    each at its own width: the up projections' buffer names (``q_up_proj``, ``kv_up_proj``, ``q_proj``) are not
+    Transformer Engine's, so Megatron-Core builds them without userbuffers (NVIDIA/Megatron-LM@d98e8a64
+    ``megatron/core/extensions/transformer_engine.py`` lines 1176-1187), but they are Transformer Engine
+    column-parallel linears all the same (``TEColumnParallelLinear``, ``TELayerNormColumnParallelLinear`` with
+    ``qk_layernorm``: ``megatron/core/models/gpt/gpt_layer_specs.py`` lines 246-255), so each latent's backward
+    gather and input-gradient reduce-scatter hide behind its own up projection's dgrad and wgrad GEMMs
+    (:data:`MLA_UP_PAIRS`, :func:`beside_own_gemm`). ``k_pos_emb``'s gather is an autograd function's (BF16; the
+    up projections' gathers, TE linears', at :func:`tp_gather_elem_bytes`), whose backward reduce-scatter is
+    synchronous (``_GatherFromSequenceParallelRegion.backward`` -> ``_reduce_scatter_along_first_dim``, no
+    ``async_op``: ``megatron/core/tensor_parallel/mappings.py`` lines 159-186, 331-345): blocking
+    (:data:`GRAD_GATHER_PHASE`). Megatron's ``mla_up_proj`` recomputation runs the up
     projections' gathers again (not ``k_pos_emb``'s, an input of the checkpointed function: lines 787-797).
-    Without sequence parallelism the up projections' input gradients are all-reduced, ``k_pos_emb`` moves none."""
+    Without sequence parallelism the up projections' input gradients are all-reduced beside their wgrad GEMMs,
+    ``k_pos_emb`` moves none."""
     lay = t.lay
     if lay.tp <= 1:
         return
@@ -465,12 +480,16 @@ def _tp_traffic(t: _Traffic) -> None:
               blocks=rest if mla else None)
         for name, width, linear in latents:
             size, lb = tokens * width * ACT_BYTES, (x_bytes if linear else ACT_BYTES)
+            up = MLA_UP_PAIRS.get(name, "")
             t.add("tp", "all_gather", "tp", size * lb / ACT_BYTES, t.m * (up_fwd if linear else mla_fwd),
                   "microbatch", lb, what=f"MLA {name}")
             if linear:
                 t.add("tp", "all_gather", "tp", size * x2_bytes / ACT_BYTES, t.m * mla, "backward", x2_bytes,
-                      what=f"MLA {name} again, for wgrad")
-            t.add("tp", "reduce_scatter", "tp", size, t.m * mla, "backward", what=f"MLA {name} gradient")
+                      pair=f"{up}_dgrad", what=f"MLA {name} again, for wgrad", blocks=mla)
+                t.add("tp", "reduce_scatter", "tp", size, t.m * mla, "backward", pair=f"{up}_wgrad",
+                      what=f"MLA {name} gradient", blocks=mla)
+            else:
+                t.add("tp", "reduce_scatter", "tp", size, t.m * mla, GRAD_GATHER_PHASE, what=f"MLA {name} gradient")
     else:
         t.add("tp", "all_reduce", "tp", t.act, t.m * forward, phase="microbatch")
         t.add("tp", "all_reduce", "tp", t.act, t.m * rest, phase="backward", pair="ag_wgrad",
@@ -478,7 +497,7 @@ def _tp_traffic(t: _Traffic) -> None:
         for name, width, linear in latents:
             if linear:
                 t.add("tp", "all_reduce", "tp", tokens * width * ACT_BYTES, t.m * mla, phase="backward",
-                      what=f"MLA {name} gradient")
+                      pair=f"{MLA_UP_PAIRS[name]}_wgrad", what=f"MLA {name} gradient", blocks=mla)
 
 
 def _gathers(t: _Traffic, groups: list, role: int, calls: float, phase: str, pair: str, what: str,
@@ -613,7 +632,14 @@ and its input gradient's reduce-scatter are launched ``async_op=True`` beside it
 HEAD_PHASES = {"head": "forward", "head_backward": "backward", "head_wgrad": "backward"}
 """Phases of a stage's heads' TP collectives (:func:`_head_traffic`) and the pass each runs in: ``head`` and
 ``head_backward`` block the compute stream (autograd functions' collectives); ``head_wgrad`` is launched
-asynchronously beside the layer's weight-gradient (or input-gradient) GEMM, as the layers' backward exchanges.
+asynchronously beside the layer's own input-gradient GEMM (the input gathered again) or weight-gradient GEMM (the
+input gradient's reduce-scatter or all-reduce), as the layers' backward exchanges (:func:`beside_own_gemm`, the
+items' ``pair`` :data:`HEAD_PAIRS`): the output layer's ``LinearWithGradAccumulationAndAsyncCommunication.backward``
+(NVIDIA/Megatron-LM@d98e8a64 megatron/core/tensor_parallel/layers.py: the gather ``async_op=True`` at lines
+674-676, the dgrad GEMM ``grad_output.matmul(weight)`` at 683, ``handle.wait()`` at 687 before the wgrad GEMM; the
+reduce-scatter ``async_op=True`` at 707-709, or the all-reduce at 696, beside the wgrad GEMM at 713-731, waited at
+789), MTP's ``eh_proj`` a ``TEColumnParallelLinear`` (multi_token_prediction.py lines 780, 1174-1187; buffer name
+``mtp_eh_proj``, so never userbuffers) the same order (:func:`beside_own_gemm`'s Transformer Engine lines).
 Each item's ``what`` starts ``head:``."""
 
 
@@ -646,14 +672,19 @@ def _head_traffic(t: _Traffic) -> None:
         t.add("tp", "reduce_scatter", "tp", act, m * looks, "head", what="head: embedding output")
         t.add("tp", "all_gather", "tp", act, m * looks, "head_backward", what="head: embedding output gradient")
         for width, n, name in ((1, heads, "output layer"), (2, mtp, "MTP eh_proj")):
+            pair = HEAD_PAIRS[name]
             t.add("tp", "all_gather", "tp", width * act, m * n, "head", what=f"head: {name} input")
-            t.add("tp", "all_gather", "tp", width * act, m * n, "head_wgrad", what=f"head: {name} input again, for wgrad")
-            t.add("tp", "reduce_scatter", "tp", width * act, m * n, "head_wgrad", what=f"head: {name} input gradient")
+            t.add("tp", "all_gather", "tp", width * act, m * n, "head_wgrad", pair=f"{pair}_dgrad",
+                  what=f"head: {name} input again, for wgrad", blocks=n)
+            t.add("tp", "reduce_scatter", "tp", width * act, m * n, "head_wgrad", pair=f"{pair}_wgrad",
+                  what=f"head: {name} input gradient", blocks=n)
         t.add("tp", "all_gather", "tp", act, m * mtp, "head_backward", what="head: MTP eh_proj output gradient, sequence")
     else:
         t.add("tp", "all_reduce", "tp", act, m * looks, "head", what="head: embedding output")
-        t.add("tp", "all_reduce", "tp", act, m * heads, "head_wgrad", what="head: output layer input gradient")
-        t.add("tp", "all_reduce", "tp", 2 * act, m * mtp, "head_wgrad", what="head: MTP eh_proj input gradient")
+        t.add("tp", "all_reduce", "tp", act, m * heads, "head_wgrad", pair="head_wgrad",
+              what="head: output layer input gradient", blocks=heads)
+        t.add("tp", "all_reduce", "tp", 2 * act, m * mtp, "head_wgrad", pair="eh_proj_wgrad",
+              what="head: MTP eh_proj input gradient", blocks=mtp)
     t.add("tp", "all_gather", "tp", act, m * mtp, "head", what="head: MTP eh_proj output, hidden")
     t.add("tp", "reduce_scatter", "tp", act, m * mtp, "head_backward", what="head: MTP eh_proj output gradient, hidden")
     coll, values = cross_entropy_tp(lay.cross_entropy)
@@ -1422,9 +1453,9 @@ def _stream_exposed(model: ModelSpec, lay: ParallelLayout, gpu, sc, traffic: lis
 def comm_windows(lay: ParallelLayout, sc, ring: bool, tp_hidden: bool) -> dict:
     """The step's pooled windows (:func:`exposed_comm_s`): ``tp``, the micro-batches' compute (TP overlap), ``ep``
     the same (``overlap_ep``), and ``tp_backward``, the weight-gradient GEMMs the TP items not priced against their
-    own GEMM draw on (the heads' backward exchanges, an MLA model's): less, where the layers' backward exchanges
-    hide behind their own (:func:`beside_own_gemm`: no userbuffers, no TP overlap), the column-parallel layers'
-    wgrad GEMMs their input gradients' exchanges hold (``sc.tp_pairs["ag_wgrad"]``), never below 0.
+    own GEMM draw on (what no pair covers): less the column-parallel wgrad GEMMs their own input gradients'
+    exchanges hold (``sc.tp_pairs`` of :data:`WGRAD_PAIRS`): the layers' and MLA up projections' where those hide
+    behind their own (:func:`beside_own_gemm`: no userbuffers, no TP overlap), the heads' always; never below 0.
 
     Parameters
     ----------
@@ -1438,7 +1469,8 @@ def comm_windows(lay: ParallelLayout, sc, ring: bool, tp_hidden: bool) -> dict:
     dict
     """
     m = lay.microbatches
-    held = 0.0 if (ring or tp_hidden) else sum(g * n for g, n in sc.tp_pairs.get("ag_wgrad", []))
+    own = [f"{c}_wgrad" for c in HEAD_PAIRS.values()] if (ring or tp_hidden) else WGRAD_PAIRS
+    held = sum(g * n for key in own for g, n in sc.tp_pairs.get(key, []))
     return {"tp": m * sc.microbatch_s, "tp_backward": m * max(0.0, sc.wgrad_s - held), "ep": m * sc.microbatch_s}
 
 
@@ -1459,7 +1491,13 @@ def beside_own_gemm(item: dict, ring: bool, tp_hidden: bool) -> bool:
     ``TEColumnParallelLinear`` and ``TERowParallelLinear``; NVIDIA/Megatron-LM@d98e8a64
     megatron/core/models/gpt/gpt_layer_specs.py lines 531-551, Transformer Engine's fused ``LayerNormMLP`` only
     through the opt-in op fuser), so no GEMM of another layer lies between a launch and its wait. Not under
-    ``tp_hidden`` without userbuffers, nor for the heads' and the router's items (:data:`_TP_UNRINGED`)."""
+    ``tp_hidden`` without userbuffers, nor for the router's items and the heads' blocking ones
+    (:data:`_TP_UNRINGED`). An MLA model's up projections (no userbuffers, ``ring`` and ``tp_hidden`` never set)
+    are column-parallel linears like any (their items' ``pair`` :data:`MLA_UP_PAIRS`); the heads' ``head_wgrad``
+    exchanges, never through userbuffers (:data:`HEAD_PHASES`), hide behind the output layer's or ``eh_proj``'s own
+    GEMMs whatever the layers run (``ring``, ``tp_hidden``)."""
+    if item["phase"] == "head_wgrad":
+        return bool(item.get("pair"))
     if item["phase"] in _TP_UNRINGED:
         return False
     return ring or (item["phase"] == "backward" and not tp_hidden and "userbuffers" not in item)
@@ -1605,12 +1643,13 @@ def _nccl_hidden_tp(model: ModelSpec, lay: ParallelLayout, comms: list[Dimension
                     items: list[dict] | None) -> dict[int, str]:
     """The TP collectives of ``comms`` (index -> their traffic item's ``pair``, "" for none) that NCCL runs hidden
     beside a layer's backward GEMM: phase ``backward`` without userbuffers or TP overlap (:func:`beside_own_gemm`
-    without ``ring`` and ``tp_hidden``; an MLA model's unpaired exchanges too, which draw on the pooled
-    weight-gradient window). None without ``items``."""
-    if items is None or tp_overlap_on(lay, model) or tp_ring_steps(lay, model) > 1:
+    without ``ring`` and ``tp_hidden``; an MLA model's up projections' too), and the heads' ``head_wgrad``
+    exchanges whatever the layers run (never userbuffers: :data:`HEAD_PHASES`). None without ``items``."""
+    if items is None:
         return {}
+    nccl = not (tp_overlap_on(lay, model) or tp_ring_steps(lay, model) > 1)
     return {i: items[i].get("pair", "") for i, c in enumerate(comms[:len(items)])
-            if c.dim == "tp" and beside_own_gemm(items[i], False, False)}
+            if c.dim == "tp" and (items[i]["phase"] == "head_wgrad" or nccl) and beside_own_gemm(items[i], False, False)}
 
 
 def _tp_gemm_s(sc, pair: str) -> float:
