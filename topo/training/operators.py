@@ -23,7 +23,8 @@ many small experts per GPU leave the GPU waiting for the CPU. Only the linear la
 run in FP8 when the layout's precision is ``fp8``; the attention core, norms, activations, router, logits and the
 optimizer stay in BF16/FP32, and FP8 adds a quantisation of each linear layer's input (forward) and output gradient
 (backward) in one kernel: 2 bytes read and each FP8 copy the pass's GEMMs need written with its scales
-(:func:`quantize_bytes`); the FP8 GEMMs of a block-scaled recipe run at their measured time ratio to per-tensor
+(:func:`quantize_bytes`; an operand all-gathered over TP is cast on the rank's shard before the gather, and per-tensor
+FP8 on Hopper transposes the gathered tensor for wgrad: :attr:`Op.gather_transpose`); the FP8 GEMMs of a block-scaled recipe run at their measured time ratio to per-tensor
 scaling (:func:`.kernels.fp8_recipe_costs`); a grouped expert GEMM quantises each expert's rows once a pass,
 in four kernels reading them once more under per-tensor current scaling (``fp8_recipe = "current"``, as every
 linear layer's input but a TE norm's output, and every output gradient: :func:`cast_kind`), and
