@@ -55,7 +55,7 @@ from .router_load import expected_row_tiles
 __all__ = ["KernelModel", "kernel_model", "gemm_s", "tile_set", "attention_rate_flops", "cudnn_factor", "memory_s",
            "router_kernels", "alltoall_preprocess_kernels", "permute_kernels", "permute_s", "permute_efficiency",
            "quantize_kernels", "fp8_padding", "epilogue_extra_s",
-           "fp8_recipe_costs", "recipe_precision", "recipe_gemm_ratio", "cast_extra_bytes", "quantised_copy_bytes", "tp_gather_output_gradient_copies", "OPERAND_BYTES", "ssd_sm_reference", "quantize_s", "fp8_backward_head_dims", "fp8_backward_published",
+           "fp8_recipe_costs", "block_scaled_recipe", "gather_transpose_bytes", "recipe_precision", "recipe_gemm_ratio", "cast_extra_bytes", "quantised_copy_bytes", "tp_gather_output_gradient_copies", "OPERAND_BYTES", "ssd_sm_reference", "quantize_s", "fp8_backward_head_dims", "fp8_backward_published",
            "FITTED", "host_launch_price", "PYTHON_CALL_KEYS"]
 
 PYTHON_CALL_KEYS = ("py_call_s", "pybind_call_s", "py_object_s")
@@ -233,11 +233,41 @@ def fp8_recipe_costs(recipe: str | None, generation: str) -> tuple[float, float,
         ``(gemm_time_ratio, scale_bytes_per_element, copies)``.
     """
     t = _table()["fp8_recipe"]
-    block = recipe in ("blockwise", "mxfp8", "nvfp4")
+    block = block_scaled_recipe(recipe)
     ratio = float(t["gemm_time_ratio"].get(f"{generation}_{recipe}", 1.0)) if block else 1.0
     scale = float(t["scale_bytes_per_element"][recipe if block else "per_tensor"])
     copies = 2 if (block or generation != "blackwell") else 1
     return ratio, scale, copies
+
+
+def block_scaled_recipe(recipe: str | None) -> bool:
+    """Whether FP8 scaling ``recipe`` scales blocks (``blockwise``, ``mxfp8``, ``nvfp4``), not whole tensors
+    (``delayed``, ``current``, None)."""
+    return recipe in ("blockwise", "mxfp8", "nvfp4")
+
+
+def gather_transpose_bytes(recipe: str | None, generation: str) -> float:
+    """Bytes per element of the transpose Transformer Engine makes of a sequence-parallel all-gathered FP8 tensor
+    (``kernels.toml`` ``[fp8_recipe]`` ``gather_transpose_*``): per-tensor scaling on a GPU whose FP8 GEMMs are TN
+    only (two copies a tensor: :func:`fp8_recipe_costs`) gathers the row-wise data alone and transposes the whole
+    gathered tensor for the weight-gradient GEMM, reading and writing it (2); 0 where no transpose is made
+    (block-scaled recipes, which cast both copies on the shard; per-tensor from compute capability 10.0).
+
+    Parameters
+    ----------
+    recipe : str or None
+        The FP8 recipe the linear layer runs (None, ``delayed``, ``current``: per-tensor).
+    generation : str
+        The GPU's generation.
+
+    Returns
+    -------
+    float
+        Bytes read and written per element of the gathered tensor.
+    """
+    if block_scaled_recipe(recipe) or fp8_recipe_costs(recipe, generation)[2] < 2:
+        return 0.0
+    return float(_table()["fp8_recipe"]["gather_transpose_bytes_per_element"])
 
 
 def recipe_precision(recipe: str | None) -> str:

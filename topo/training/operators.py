@@ -23,7 +23,8 @@ many small experts per GPU leave the GPU waiting for the CPU. Only the linear la
 run in FP8 when the layout's precision is ``fp8``; the attention core, norms, activations, router, logits and the
 optimizer stay in BF16/FP32, and FP8 adds a quantisation of each linear layer's input (forward) and output gradient
 (backward) in one kernel: 2 bytes read and each FP8 copy the pass's GEMMs need written with its scales
-(:func:`quantize_bytes`); the FP8 GEMMs of a block-scaled recipe run at their measured time ratio to per-tensor
+(:func:`quantize_bytes`; an operand all-gathered over TP is cast on the rank's shard before the gather, and per-tensor
+FP8 on Hopper transposes the gathered tensor for wgrad: :attr:`Op.gather_transpose`); the FP8 GEMMs of a block-scaled recipe run at their measured time ratio to per-tensor
 scaling (:func:`.kernels.fp8_recipe_costs`); a grouped expert GEMM quantises each expert's rows once a pass,
 in four kernels reading them once more under per-tensor current scaling (``fp8_recipe = "current"``, as every
 linear layer's input but a TE norm's output, and every output gradient: :func:`cast_kind`), and
@@ -64,7 +65,7 @@ from .host_cpu import call_host_on_s, reference_host_cpu
 from .grouped_gemm import (CPP_LOOP_PATHS, GROUP_QUANTIZE_KERNELS, epilogue_cast, expert_host_ops,
                            expert_python_calls, grouped_pass_s, input_cast_kernels)
 from .kernels import (KernelModel, alltoall_preprocess_kernels, attention_rate_flops, cast_extra_bytes,
-                      fp8_backward_published, fp8_padding, fp8_recipe_costs, gemm_s, memory_s,
+                      fp8_backward_published, fp8_padding, fp8_recipe_costs, gather_transpose_bytes, gemm_s, memory_s,
                       permute_backward_bytes, permute_kernels, permute_s, quantize_kernels, quantize_s,
                       recipe_gemm_ratio, recipe_precision, router_kernels, ssd_sm_reference)
 from .module_recipes import module_precision, mtp_in_bf16, op_recipes
@@ -80,7 +81,7 @@ from .model import ATTENTION_BLOCKS, Block, ModelSpec
 from .ssd import ssd_flops, ssd_kernels
 
 __all__ = ["END_UNITS", "Op", "block_ops", "busiest_rank_load", "expert_rows_sd", "op_time_s", "op_passes_s", "wgrad_kw",
-           "quantize_bytes", "cast_kind", "BlockTime", "block_time", "ep_calls", "EpCallsHost", "EP_CALL_PARTS", "ep_calls_host", "block_time_key", "DISPATCHER_FIELDS", "StageCompute", "stage_compute", "rank_computes", "rank_computes_at",
+           "quantize_bytes", "gathered_elements", "gather_transposes", "cast_kind", "BlockTime", "block_time", "ep_calls", "EpCallsHost", "EP_CALL_PARTS", "ep_calls_host", "block_time_key", "DISPATCHER_FIELDS", "StageCompute", "stage_compute", "rank_computes", "rank_computes_at",
            "pipeline_units", "rank_stages", "layer_numbers", "bf16_layers", "optimizer_step_s",
            "OPTIMIZER_STEP_BYTES", "MOE_ROUTER_OPS", "ALLTOALL_PREPROCESS_OPS", "SHARED_EXPERT_MODULES", "SCOPE_PARTS",
            "host_syncs", "CAPACITY_MASK_BYTES", "RESIDUAL_TAG", "early_stopped_s", "launch_calls", "expert_host_s",
@@ -209,7 +210,15 @@ class Op:
     """A tensor-parallel linear whose operand is all-gathered under sequence parallelism (TP > 1; :func:`block_ops`
     sets it from ``tp_role``, with or without userbuffers): ``ag`` its input (column-parallel), ``rs`` its output
     gradient (row-parallel); under MXFP8 each GEMM call reading it swizzles its scales
-    (:func:`.weight_swizzle.gathered_swizzles`)."""
+    (:func:`.weight_swizzle.gathered_swizzles`). Transformer Engine quantises that operand on the rank's shard,
+    ``1 / sp_ranks`` of the GEMM's rows, before the gather (:func:`op_time_s`)."""
+    sp_ranks: int = 1
+    """The TP ranks an ``sp_gather`` operand is gathered from (the layout's ``tp``; 1: none)."""
+    gather_transpose: float = 0.0
+    """Bytes per element of the transpose Transformer Engine makes of each all-gathered operand of this FP8 linear
+    GEMM for its weight gradient (:func:`.kernels.gather_transpose_bytes`: per-tensor scaling on a TN-only GPU, 2;
+    :func:`block_ops` sets it with ``sp_gather``): backward, one kernel over the whole gathered tensor (the input
+    regathered, ``ag``; the output gradient, ``rs``), its shard cast writing the row-wise copy only."""
     block_convert: bool = False
     """An FP8 linear GEMM under block-wise scaling (``fp8_recipe = "blockwise"``) on a GPU whose Transformer Engine
     GEMM runs it as MXFP8 (Blackwell; :func:`block_ops` sets it from its ``generation``): each GEMM call converts
@@ -1029,9 +1038,15 @@ def block_ops(model: ModelSpec, lay: ParallelLayout, kind: str, generation: str 
         mine = own.get((op.module, op.name), "") if lin else ""
         recipe = mine or lay.fp8_recipe
         q = lin and lay.precision == "fp8" and recipe != "bf16"  # a quantised linear GEMM
+        gathered = op.tp_overlap if (sp and lin) else ""
         out.append(replace(op, graph=_graph_part(kind, op), recipe=mine, current_scaling=cs and lin and not mine,
                            block_scaled=q and recipe in ("mxfp8", "blockwise"), mxfp8=q and recipe == "mxfp8",
+<<<<<<< HEAD
                            sp_gather=op.tp_role if (sp and lin) else "",
+=======
+                           sp_gather=gathered, sp_ranks=lay.tp if gathered else 1,
+                           gather_transpose=gather_transpose_bytes(recipe, generation) if (q and gathered) else 0.0,
+>>>>>>> fp8tr102
                            block_convert=q and recipe == "blockwise" and converts(generation),
                            fp4_cast=q and recipe == "nvfp4", grad_hooks=hooks and op.kind == "gemm" and op.weights,
                            tp_overlap=op.tp_role if (ub and not op.tp_pair) else ""))
@@ -1220,14 +1235,37 @@ def op_time_s(op: Op, gpu: GpuCompute, precision: str, backward: bool = False, a
     M, _, K = shapes[0]  # the pass's quantised input: X forward (fprop's M x K), dY backward (dgrad's)
     if fp8 and op.epilogue_cast == ("backward" if backward else "forward"):
         return t + gap  # the kernel before this pass wrote its input quantised (fused grouped MLP)
+    gathered = op.sp_gather == ("rs" if backward else "ag")  # this pass's input is all-gathered over TP: cast on
+    rows = M / op.sp_ranks if gathered else M  # the rank's shard before the gather (:attr:`Op.sp_gather`)
     if fp8 and M > 0 and K > 0:
-        t += quantize_s(km, quantize_bytes(gpu.generation, fp8_recipe, amax_pass) * M * K * op.groups, fp8_recipe,
-                        gpu.generation)
+        qb = quantize_bytes(gpu.generation, fp8_recipe, amax_pass, rowwise_only=gathered and op.gather_transpose > 0)
+        t += quantize_s(km, qb * rows * K * op.groups, fp8_recipe, gpu.generation)
     if fp8 and op.current_scaling and not amax_pass and cast_kind(op, backward) == "current":
         # current scaling's amax kernel reads the input once more (X forward, dY backward; each expert's rows of a
         # grouped GEMM); with amax_pass quantize_bytes counts it, after a norm that computed the amax none
-        t += memory_s(km, ACT * M * K * op.groups)
+        t += memory_s(km, ACT * rows * K * op.groups)
+    if fp8 and gather_transposes(op, precision, backward):
+        t += memory_s(km, op.gather_transpose * gathered_elements(op))
     return t + gap
+
+
+def gathered_elements(op: Op) -> float:
+    """Elements of GEMM ``op``'s operand all-gathered over TP under sequence parallelism (``op.sp_gather``): the
+    input (``ag``, ``m x k``) or the output gradient (``rs``, ``m x n``), the whole gathered tensor; 0 for none."""
+    if not op.sp_gather:
+        return 0.0
+    return op.m * (op.k if op.sp_gather == "ag" else op.n) * op.groups
+
+
+def gather_transposes(op: Op, precision: str, backward: bool) -> float:
+    """Transpose kernels Transformer Engine runs in ``op``'s pass on its all-gathered FP8 operand
+    (:attr:`Op.gather_transpose`): one backward, before the weight-gradient GEMM, for a quantised linear GEMM whose
+    recipe and GPU make it (per-tensor on Hopper); 0 otherwise (forward, BF16, a module at a recipe of its own)."""
+    if not (backward and op.gather_transpose and op.kind == "gemm" and op.linear):
+        return 0.0
+    if op.recipe:
+        precision, _ = op_precision(op, precision, None)
+    return 1.0 if precision == "fp8" else 0.0
 
 
 def _plain_op_s(op: Op, gpu: GpuCompute, backward: bool, cudnn: str) -> float:
@@ -1289,7 +1327,8 @@ def sm_bound_floor_s(op: Op, km: KernelModel) -> float:
     return _reference_body_s(tuple(op.dots), float(op.bytes), km.overrides) * ref.sms / km.sms
 
 
-def quantize_bytes(generation: str, fp8_recipe: str | None = None, amax_pass: bool = False) -> float:
+def quantize_bytes(generation: str, fp8_recipe: str | None = None, amax_pass: bool = False,
+                   rowwise_only: bool = False) -> float:
     """Bytes per element of one FP8 quantisation of a GEMM input in Transformer Engine (``kernels.toml``
     ``[fp8_recipe]``): the BF16 read, each FP8 copy the pass's GEMMs need with its scales (a column-wise copy
     beside the row-wise one for every recipe on Hopper and for block-scaled recipes on Blackwell; half a byte an
@@ -1305,6 +1344,9 @@ def quantize_bytes(generation: str, fp8_recipe: str | None = None, amax_pass: bo
         The layout's ``fp8_recipe``.
     amax_pass : bool
         The layout's ``fp8_amax_pass``.
+    rowwise_only : bool
+        The row-wise copy alone: a per-tensor FP8 shard cast before its TP all-gather on a TN-only GPU, whose
+        column-wise copy a transpose after the gather makes (:attr:`Op.gather_transpose`).
 
     Returns
     -------
@@ -1312,6 +1354,7 @@ def quantize_bytes(generation: str, fp8_recipe: str | None = None, amax_pass: bo
         Bytes read and written per element quantised.
     """
     _, scale, copies = fp8_recipe_costs(fp8_recipe, generation)
+    copies = 1 if rowwise_only else copies
     element, amax_read = cast_extra_bytes(fp8_recipe)
     return ACT + copies * (element + scale) + (ACT if amax_pass else amax_read)
 
@@ -1377,7 +1420,7 @@ def kernels_launched(op: Op, precision: str, backward: bool = False, amax_pass: 
         amax_pass = scale_kernel = False
     if not (op.kind == "gemm" and op.linear and precision == "fp8"):
         return op.launches * gemms
-    own = op.launches * gemms + scale_kernels(op, precision, backward)
+    own = op.launches * gemms + scale_kernels(op, precision, backward) + gather_transposes(op, precision, backward)
     if op.epilogue_cast == ("backward" if backward else "forward"):
         return own  # its input cast in the epilogue of the kernel before it
     q = quantize_kernels()[cast_kind(op, backward, amax_pass, scale_kernel)]
@@ -1432,7 +1475,8 @@ def launch_calls(op: Op, precision: str, backward: bool = False, amax_pass: bool
     inverse) its C++ launches, one for every expert on such a path (``split_quantize``), one per expert for a
     Python loop of experts; a norm's amax cast (``current_norm_amax``) is launched inside the norm's call, so none.
     An MXFP8 weight's scale swizzles and block-wise scale conversions are launched by the GEMM call's C++
-    (:func:`.weight_swizzle.scale_kernels`).
+    (:func:`.weight_swizzle.scale_kernels`); a gathered operand's transpose (:func:`gather_transposes`) is a call of
+    its own (``Float8TensorStorage._create_transpose``: ``tex.fp8_transpose``).
 
     Parameters
     ----------
@@ -1453,16 +1497,17 @@ def launch_calls(op: Op, precision: str, backward: bool = False, amax_pass: bool
     own = op.launches * gemms
     calls = min(gemms, own) if op.expert_kernels in CPP_LOOP_PATHS else own
     swizzles = scale_kernels(op, precision, backward)
-    casts = total - own - swizzles
+    transposes = gather_transposes(op, precision, backward)  # ``_create_transpose``: a call each, one kernel
+    casts = total - own - swizzles - transposes
     if casts <= 0:
-        return calls, own - calls, swizzles
+        return calls + transposes, own - calls, swizzles
     if cast_kind(op, backward, amax_pass, scale_kernel) == "current_norm_amax":
         cast_calls = 0.0
     elif op.grouped and not (op.expert_kernels in CPP_LOOP_PATHS or op.expert_kernels in GROUP_QUANTIZE_KERNELS):
         cast_calls = min(op.groups, casts)
     else:
         cast_calls = 1.0
-    return calls + cast_calls, own - calls, casts - cast_calls + swizzles
+    return calls + cast_calls + transposes, own - calls, casts - cast_calls + swizzles
 
 
 def host_launch_s(op: Op, gpu: GpuCompute, backward: bool = False, graphs: tuple = (),
