@@ -1038,15 +1038,11 @@ def block_ops(model: ModelSpec, lay: ParallelLayout, kind: str, generation: str 
         mine = own.get((op.module, op.name), "") if lin else ""
         recipe = mine or lay.fp8_recipe
         q = lin and lay.precision == "fp8" and recipe != "bf16"  # a quantised linear GEMM
-        gathered = op.tp_overlap if (sp and lin) else ""
+        gathered = op.tp_role if (sp and lin) else ""
         out.append(replace(op, graph=_graph_part(kind, op), recipe=mine, current_scaling=cs and lin and not mine,
                            block_scaled=q and recipe in ("mxfp8", "blockwise"), mxfp8=q and recipe == "mxfp8",
-<<<<<<< HEAD
-                           sp_gather=op.tp_role if (sp and lin) else "",
-=======
                            sp_gather=gathered, sp_ranks=lay.tp if gathered else 1,
                            gather_transpose=gather_transpose_bytes(recipe, generation) if (q and gathered) else 0.0,
->>>>>>> fp8tr102
                            block_convert=q and recipe == "blockwise" and converts(generation),
                            fp4_cast=q and recipe == "nvfp4", grad_hooks=hooks and op.kind == "gemm" and op.weights,
                            tp_overlap=op.tp_role if (ub and not op.tp_pair) else ""))
