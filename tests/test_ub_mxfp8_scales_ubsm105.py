@@ -2,7 +2,7 @@
 
 Transformer Engine's ``fill_userbuffers_buffer_for_all_gather`` copies one usage's MXFP8 data into the userbuffers
 buffer and gathers its compact scale-inverses with a synchronous ``torch.distributed.all_gather_into_tensor`` on the
-compute stream (NVIDIA/TransformerEngine@d0067d0d transformer_engine/pytorch/module/base.py lines 700-730): for the
+compute stream (NVIDIA/TransformerEngine@d0067d0d transformer_engine/pytorch/module/base.py lines 679-749, the gather at 727): for the
 column-parallel input's forward ring exchange, the input gathered again by the bulk ``*_dgrad`` exchange and the
 row-parallel output gradient's ring exchange (base.py lines 1725-1744), three a TP block. Each is 1/32 byte an
 element of the gathered tensor (one E8M0 scale a 32 elements, kernels.toml ``scale_bytes_per_element``), and

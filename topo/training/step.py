@@ -596,7 +596,7 @@ def ub_scale_gather_bytes(lay: ParallelLayout, model: ModelSpec, recipe: str = "
     ``fill_userbuffers_buffer_for_all_gather`` copies the MXFP8 data of one usage into the userbuffers buffer and
     gathers its compact scale-inverses with ``torch.distributed.all_gather_into_tensor(global_scale_inv,
     local_scale_inv, group=process_group)`` (NVIDIA/TransformerEngine@d0067d0d
-    ``transformer_engine/pytorch/module/base.py`` lines 700-730; v2.5 line 532, v2.8 611, v2.10 573, v2.12 577), no
+    ``transformer_engine/pytorch/module/base.py`` lines 679-749, the gather at 727; v2.5 line 532, v2.8 611, v2.10 573, v2.12 577), no
     ``async_op``, on the current (compute) stream. It runs for the column-parallel input's forward ring exchange
     (``linear.py`` lines 413-418, ``layernorm_linear.py`` 301-306), the input gathered again for the weight gradient
     by the bulk ``*_dgrad`` exchange (``layernorm_linear.py`` 778-784, ``linear.py`` 984-990) and the row-parallel
