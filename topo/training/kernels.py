@@ -55,7 +55,7 @@ from .router_load import expected_row_tiles
 __all__ = ["KernelModel", "kernel_model", "gemm_s", "tile_set", "attention_rate_flops", "cudnn_factor", "memory_s",
            "router_kernels", "alltoall_preprocess_kernels", "permute_kernels", "permute_s", "permute_efficiency",
            "quantize_kernels", "fp8_padding", "epilogue_extra_s",
-           "fp8_recipe_costs", "block_scaled_recipe", "gather_transpose_bytes", "recipe_precision", "recipe_gemm_ratio", "cast_extra_bytes", "quantised_copy_bytes", "tp_gather_output_gradient_copies", "OPERAND_BYTES", "ssd_sm_reference", "quantize_s", "fp8_backward_head_dims", "fp8_backward_published",
+           "fp8_recipe_costs", "block_scaled_recipe", "gather_transpose_bytes", "recipe_precision", "recipe_gemm_ratio", "cast_extra_bytes", "quantised_copy_bytes", "scale_bytes", "tp_gather_output_gradient_copies", "OPERAND_BYTES", "ssd_sm_reference", "quantize_s", "fp8_backward_head_dims", "fp8_backward_published",
            "FITTED", "host_launch_price", "PYTHON_CALL_KEYS"]
 
 PYTHON_CALL_KEYS = ("py_call_s", "pybind_call_s", "py_object_s")
@@ -347,9 +347,27 @@ def quantised_copy_bytes(recipe: str | None) -> float:
     float
         Bytes per element.
     """
-    t = _table()["fp8_recipe"]
-    scale = t["scale_bytes_per_element"].get(recipe, t["scale_bytes_per_element"]["per_tensor"])
-    return cast_extra_bytes(recipe)[0] + float(scale)
+    return cast_extra_bytes(recipe)[0] + scale_bytes(recipe)
+
+
+def scale_bytes(recipe: str | None) -> float:
+    """Bytes an element of a quantised copy's block scales (scale-inverses) take under FP8 scaling ``recipe``
+    (``kernels.toml`` ``[fp8_recipe]`` ``scale_bytes_per_element``): 1/32 for MXFP8's E8M0 per 32 elements, 4/128
+    block-wise, 1/16 NVFP4, 0 per tensor (one scale a tensor). The scales' part of :func:`quantised_copy_bytes`, and
+    what userbuffers' MXFP8 all-gather sends apart through NCCL (:func:`.step.ub_scale_gather_bytes`).
+
+    Parameters
+    ----------
+    recipe : str or None
+        The layout's ``fp8_recipe`` (None: per-tensor).
+
+    Returns
+    -------
+    float
+        Bytes per element.
+    """
+    t = _table()["fp8_recipe"]["scale_bytes_per_element"]
+    return float(t.get(recipe, t["per_tensor"]))
 
 
 def tp_gather_output_gradient_copies(recipe: str | None) -> int:

@@ -103,7 +103,7 @@ from .fp8_params import gathers_in_fp8
 from .fp8_amax import AMAX_PHASE, AMAX_SP_GROUP, amax_group, amax_reduced, amax_step, sp_amax_reduced
 from .gpus import gpu_compute
 from .host_cpu import host_time_factor, reference_host_cpu
-from .kernels import memory_s, recipe_precision, tp_gather_output_gradient_copies
+from .kernels import memory_s, recipe_precision, scale_bytes, tp_gather_output_gradient_copies
 from .mapping import (EXPERT_DP_GROUPS, FLEX_GROUP, default_placement, map_layout, recipe_gpus_used,
                       refuse_failed_placement)
 from .memory import busiest_stage, bf16_kept_params, memory_per_gpu, stage_params, units_holding
@@ -128,7 +128,7 @@ __all__ = ["estimate_step", "step_traffic", "traffic_stage",
            "exposed_routed", "ep_overlap_cost_s", "ep_held_sms", "tp_ring_exposed_s", "tp_ring_steps", "tp_exposed_s", "comm_windows", "stage_tp_blocks",
            "gather_bytes_per_param", "stage_block_counts", "sp_quantisations", "dp_floor_s",
            "routed_ep_cover_s", "behind_window_s", "forward_gather_share", "optimizer_params", "not_fit_note",
-           "group_degree"]
+           "group_degree", "ub_scale_gather_bytes", "UB_SCALE_PHASES"]
 
 ACT_BYTES = 2  # activations and their gradients travel in 16 bits
 FP8_BYTES = 1
@@ -478,6 +478,18 @@ def _tp_traffic(t: _Traffic) -> None:
         _gathers(t, groups, 2, t.m * rest, "backward", "ag_dgrad", "input again, for wgrad", rest if mla else None)
         t.add("tp", "reduce_scatter", "tp", t.act, t.m * rest, "backward", pair="ag_wgrad", what="input gradient",
               blocks=rest if mla else None)
+        # userbuffers' MXFP8 gathers: the scale-inverses apart, by a synchronous NCCL all-gather (UB_SCALE_PHASES)
+        scales = tp_gather_groups(t.model, lay, t.stage, ub_scale_gather_bytes)
+        for role, calls, phase, what in ((0, t.m * (forward - mla_fwd), "ub_scales", "input"),
+                                         (1, t.m * (blocks - (1 if ub else 0)), "ub_scales_backward",
+                                          "output gradient"),
+                                         (2, t.m * rest, "ub_scales_backward", "input again, for wgrad")):
+            _gathers(t, scales, role, calls, phase, "", f"MXFP8 scale-inverses of the {what} (userbuffers)",
+                     elem=FP8_BYTES)
+        if ub and lay.precision == "fp8" and lay.fp8_recipe == "mxfp8":
+            t.add("tp", "all_gather", "tp", t.act * scale_bytes("mxfp8") / ACT_BYTES, t.m, "ub_scales_backward",
+                  FP8_BYTES, what="MXFP8 scale-inverses of the output gradient, the first MLA layer's linear_proj "
+                  "(userbuffers)")
         for name, width, linear in latents:
             size, lb = tokens * width * ACT_BYTES, (x_bytes if linear else ACT_BYTES)
             up = MLA_UP_PAIRS.get(name, "")
@@ -501,13 +513,14 @@ def _tp_traffic(t: _Traffic) -> None:
 
 
 def _gathers(t: _Traffic, groups: list, role: int, calls: float, phase: str, pair: str, what: str,
-             blocks=None) -> None:
+             blocks=None, elem: float | None = None) -> None:
     """Add a TP block's all-gather of ``role`` (:func:`tp_gather_groups`), its ``calls`` shared over the groups of
-    blocks whose modules' recipes give it the same bytes an element."""
+    blocks whose modules' recipes give it the same bytes an element (``elem``: the gathered tensor's element size
+    where it is not those bytes, as for the scale-inverses' uint8)."""
     for r, b, share in groups:
         if r == role:
-            t.add("tp", "all_gather", "tp", t.act * b / ACT_BYTES, calls * share, phase, b, pair=pair, what=what,
-                  blocks=blocks)
+            t.add("tp", "all_gather", "tp", t.act * b / ACT_BYTES, calls * share, phase, b if elem is None else elem,
+                  pair=pair, what=what, blocks=blocks)
 
 
 def peak_precision(lay: ParallelLayout) -> str:
@@ -571,7 +584,48 @@ def tp_gather_elem_bytes(lay: ParallelLayout, model: ModelSpec, recipe: str = ""
     return q, q * tp_gather_output_gradient_copies(fp8_recipe), q
 
 
-def tp_gather_groups(model: ModelSpec, lay: ParallelLayout, stage: int | None = None) -> list[tuple]:
+def ub_scale_gather_bytes(lay: ParallelLayout, model: ModelSpec, recipe: str = "") -> tuple[float, float, float]:
+    """Bytes an element of a TP block's three gathered tensors (as :func:`tp_gather_elem_bytes`: input, output
+    gradient, input again) that userbuffers' MXFP8 all-gather sends apart from the data: the scale-inverses, by a
+    synchronous NCCL all-gather on the compute stream before the GEMM (:data:`UB_SCALE_PHASES`). 1/32 each
+    (:func:`.kernels.scale_bytes`) for a linear module at MXFP8 (``recipe``: its own, "" the layout's) whose TP
+    collectives run through userbuffers (:func:`tp_ring_steps` > 1), 0 otherwise: per-tensor FP8 gathers no scale
+    (its one scale-inverse stays local), BF16 none, and without userbuffers the scales travel in the NCCL gather of
+    the quantised copy (:func:`tp_gather_elem_bytes`).
+
+    ``fill_userbuffers_buffer_for_all_gather`` copies the MXFP8 data of one usage into the userbuffers buffer and
+    gathers its compact scale-inverses with ``torch.distributed.all_gather_into_tensor(global_scale_inv,
+    local_scale_inv, group=process_group)`` (NVIDIA/TransformerEngine@d0067d0d
+    ``transformer_engine/pytorch/module/base.py`` lines 679-749, the gather at 727; v2.5 line 532, v2.8 611, v2.10 573, v2.12 577), no
+    ``async_op``, on the current (compute) stream. It runs for the column-parallel input's forward ring exchange
+    (``linear.py`` lines 413-418, ``layernorm_linear.py`` 301-306), the input gathered again for the weight gradient
+    by the bulk ``*_dgrad`` exchange (``layernorm_linear.py`` 778-784, ``linear.py`` 984-990) and the row-parallel
+    output gradient's ring exchange before its dgrad GEMM (``base.py`` ``grad_output_preprocess`` lines
+    1725-1744): three a TP block. A fourth, the output gradient's column-wise copy for the row-parallel weight
+    gradient (``linear.py`` lines 1185-1213: ``proj_wgrad`` / ``fc2_wgrad``), is filled on the dgrad GEMM's send
+    stream (``torch.cuda.stream(dgrad_send_stream)``), beside that GEMM: not on the compute stream, not counted.
+
+    Parameters
+    ----------
+    lay : ParallelLayout
+    model : ModelSpec
+    recipe : str, optional
+        The module's own recipe, or "" (the layout's).
+
+    Returns
+    -------
+    tuple of float
+        ``(input, output_gradient, input_again)`` scale bytes per element gathered.
+    """
+    precision, fp8_recipe = module_precision(recipe, lay.precision, lay.fp8_recipe)
+    if precision != "fp8" or fp8_recipe != "mxfp8" or tp_ring_steps(lay, model) <= 1:
+        return 0.0, 0.0, 0.0
+    s = scale_bytes(fp8_recipe)
+    return s, s, s
+
+
+def tp_gather_groups(model: ModelSpec, lay: ParallelLayout, stage: int | None = None,
+                     bytes_of=tp_gather_elem_bytes) -> list[tuple]:
     """The TP blocks of pipeline stage ``stage`` (:func:`_stage_counts`'s) grouped by what their all-gathers'
     elements weigh (:func:`tp_gather_elem_bytes`): a block's input and input-again gathers at its column-parallel
     linear's recipe, its output gradient's at its row-parallel linear's
@@ -585,6 +639,9 @@ def tp_gather_groups(model: ModelSpec, lay: ParallelLayout, stage: int | None = 
     lay : ParallelLayout
     stage : int, optional
         The pipeline stage (default: the busiest by its blocks).
+    bytes_of : callable, optional
+        ``(lay, model, recipe) -> (input, output_gradient, input_again)`` bytes an element: the gathers' own
+        (:func:`tp_gather_elem_bytes`, the default) or the userbuffers' scale-inverses (:func:`ub_scale_gather_bytes`).
 
     Returns
     -------
@@ -593,7 +650,7 @@ def tp_gather_groups(model: ModelSpec, lay: ParallelLayout, stage: int | None = 
         blocks at those bytes over the role's blocks (each role's shares sum to 1). One group a role when no
         module or layer has a recipe of its own.
     """
-    one = tp_gather_elem_bytes(lay, model)
+    one = bytes_of(lay, model)
     own = op_recipes(lay.module_recipes) if lay.precision == "fp8" else {}
     kept = lay.precision == "fp8" and (lay.num_layers_at_start_in_bf16 or lay.num_layers_at_end_in_bf16)
     if not (own or kept):
@@ -613,7 +670,7 @@ def tp_gather_groups(model: ModelSpec, lay: ParallelLayout, stage: int | None = 
             for role, r in ((0, col), (1, row), (2, col)):
                 if role != 1 and mla and kind == Block.ATTENTION:
                     continue
-                key = (role, tp_gather_elem_bytes(lay, model, r)[role])
+                key = (role, bytes_of(lay, model, r)[role])
                 counts[key] = counts.get(key, 0.0) + 1.0
     totals = {role: sum(n for (r, _), n in counts.items() if r == role) for role in range(3)}
     got = [(role, b, n / totals[role]) for (role, b), n in counts.items()]
@@ -628,6 +685,11 @@ NVIDIA/TransformerEngine@d0067d0d transformer_engine/pytorch/module/base.py line
 distributed.py line 1671), so no weight-gradient GEMM hides it; the column-parallel layer's input gathered again
 and its input gradient's reduce-scatter are launched ``async_op=True`` beside its dgrad and wgrad GEMMs
 (layernorm_linear.py lines 787-790, 904-907): phase ``backward``."""
+
+UB_SCALE_PHASES = {"ub_scales": "forward", "ub_scales_backward": "backward"}
+"""Phases of the scale-inverses' all-gathers userbuffers' MXFP8 gathers send apart (:func:`ub_scale_gather_bytes`)
+and the pass each runs in: a synchronous NCCL ``all_gather_into_tensor`` on the compute stream before the GEMM that
+reads them, so nothing hides them, with or without TP overlap (blocking, as :data:`ROUTER_PHASE`)."""
 
 HEAD_PHASES = {"head": "forward", "head_backward": "backward", "head_wgrad": "backward"}
 """Phases of a stage's heads' TP collectives (:func:`_head_traffic`) and the pass each runs in: ``head`` and
@@ -1404,9 +1466,9 @@ def _exposed_comms(model: ModelSpec, lay: ParallelLayout, gpu, sc, engine: CommE
     return comms, exposed
 
 
-_TP_UNRINGED = {ROUTER_PHASE, REPLICATED_GRADS_PHASE, *HEAD_PHASES}  # TP items no userbuffers GEMM hides
+_TP_UNRINGED = {ROUTER_PHASE, REPLICATED_GRADS_PHASE, *HEAD_PHASES, *UB_SCALE_PHASES}  # TP items no userbuffers GEMM hides
 _TP_PASSES = {"microbatch": "forward", "backward": "backward", GRAD_GATHER_PHASE: "backward", "pp_gather": "pipeline", ROUTER_PHASE: "forward",
-              REPLICATED_GRADS_PHASE: "step", **HEAD_PHASES}
+              REPLICATED_GRADS_PHASE: "step", **HEAD_PHASES, **UB_SCALE_PHASES}
 
 
 def _tp_pass(item: dict) -> str:
@@ -2061,8 +2123,9 @@ def exposed_comm_s(dim: str, phase: str, total: float, windows: dict, lay: Paral
     the all-gather's or Mamba's all-to-alls. EP: behind another micro-batch's
     compute (``overlap_ep``), the hidden part costing the compute beside it ``ep_loss`` a hidden second
     (:func:`_ep_loss`; 0 in the search's bound). PP: exposed (its sends are counted on the critical path already)."""
-    if phase in (ROUTER_PHASE, REPLICATED_GRADS_PHASE):  # blocking: the router's counts (:func:`_router_traffic`),
-        # the replicated gradients' all-reduce (:func:`_replicated_grads_traffic`)
+    if phase in (ROUTER_PHASE, REPLICATED_GRADS_PHASE, *UB_SCALE_PHASES):  # blocking: the router's counts
+        # (:func:`_router_traffic`), the replicated gradients' all-reduce (:func:`_replicated_grads_traffic`),
+        # userbuffers' MXFP8 scale-inverses (:data:`UB_SCALE_PHASES`)
         return total
     if dim == "tp" and phase in HEAD_PHASES:  # no userbuffers GEMM: blocking, or beside its own layer's GEMM
         return _draw(windows, "tp_backward", total) if phase == "head_wgrad" else total
