@@ -331,7 +331,8 @@ def test_the_tp_rows_say_which_pass_they_run_in():
     # FP32 values (32 and 64 KiB, fused_cross_entropy.py lines 42, 94, 112)
     assert rows == [["all_reduce", "forward", "64", "MiB", "256"], ["all_reduce", "backward", "64", "MiB", "256"],
                     ["all_reduce", "backward", "(head:", "output", "layer"],
-                    ["all_reduce", "forward", "(head:", "loss", "over"], ["all_reduce", "forward", "(head:", "loss", "over"],
+                    ["all_reduce", "forward", "(head:", "loss,", "max"],  # ux107: each says what it reduces
+                    ["all_reduce", "forward", "(head:", "loss,", "target"],
                     ["all_gather", "pipeline", "8", "MiB", "18"]], rows
     sizes = [ln.split(")")[1].split()[:3] for ln in _comm_rows(run_cli(*args, "--no-sequence-parallel",
                                                                         check=True).stdout) if "(head:" in ln]

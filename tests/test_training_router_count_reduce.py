@@ -14,7 +14,7 @@ import topo.training.step as step_mod
 from topo.training.mapping import map_layout
 from topo.training.model import Block, load_model
 from topo.training.parallel import make_layout
-from topo.training.step import AUX_LOSS_ROUTERS, ROUTER_PHASE, estimate_step, step_traffic
+from topo.training.step import AUX_LOSS_ROUTERS, ROUTER_PHASE, ROUTER_WHAT, estimate_step, step_traffic
 
 COUNT_BYTES = 8  # routing_map.sum(dim=0) of a bool map is int64
 
@@ -80,8 +80,8 @@ def test_the_reduction_is_exposed_whole_even_with_tp_overlap(monkeypatch):
     fabric, q = topo.build_fabric(topo.load_spec("dgx-h100-superpod")), load_model("qwen3-235b-a22b")
     lay = _qwen3_235b()
     r = estimate_step(fabric, q, lay, check=False)
-    (c,) = [c for c in r.comm if c.dim == "tp" and c.collective == "all_reduce"
-            and c.size_bytes == q.moe.experts * COUNT_BYTES]
+    (c,) = [c for c in r.comm if c.what == ROUTER_WHAT]  # ux107: labelled (it printed bare before)
+    assert (c.dim, c.collective, c.size_bytes) == ("tp", "all_reduce", q.moe.experts * COUNT_BYTES)
     assert c.calls_per_step == lay.microbatches * _moe_blocks(q, lay)
     assert c.time_s > 0 and c.exposed_s == pytest.approx(c.time_s)
     # latency-bound over two NVLink ranks: microseconds a call, not the bandwidth of 1 KiB

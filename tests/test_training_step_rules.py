@@ -117,8 +117,8 @@ def test_backward_tp_traffic_hides_behind_weight_gradients(fab):
     beside = [c for c in heads if c.what.endswith(("for wgrad", "input gradient"))]
     blocking = sum(c.time_s for c in heads) - sum(c.time_s for c in beside)
     assert [c.what for c in heads] == ["head: output layer input", "head: output layer input again, for wgrad",
-                                       "head: output layer input gradient", "head: loss over the vocabulary shards",
-                                       "head: loss over the vocabulary shards"]
+                                       "head: output layer input gradient", "head: loss, max logit",
+                                       "head: loss, target logit and sum of exponentials"]
     # the replicated gradients' all-reduce, once a step after the backward, blocking (tidy76): exposed whole
     (grads,) = [c.time_s for c in r.comm if c.what == "replicated gradients"]
     from topo.training.comm_sms import comm_hbm_Bps, moved_Bps, nccl_sms

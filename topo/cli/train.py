@@ -27,6 +27,7 @@ from ..training.search import PP_OVERLAP_NOTE, search_layouts
 from ..training.op_table import step_op_table, step_stage_table, unmatched_module_recipes
 from ..training.comm import CommEngine
 from ..training.step import estimate_step
+from ..training.tp_overlap_trade import tp_overlap_trade
 from ..training.tp_overlap import userbuffers_built
 from .across import add_across_arguments
 from .common import GivenOnce, add_spec_arguments, fabric_from_args
@@ -163,8 +164,8 @@ def _placement_arguments(p) -> None:
                    "a region: indices within a site (0 to its domains - 1), the same in every site's share, since "
                    "every site runs the same share (--fail SITE:nvswitchN names the failed one); topo plan and topo "
                    "report take it as --layout ...,skip_domains=[5,17]")
-    p.add_argument("--overlap", action="append", default=[], metavar="DIM=on|off",
-                   help="overlap rule per dimension, e.g. --overlap tp=on --overlap dp=off "
+    p.add_argument("--overlap", action="append", default=[], metavar="DIM=on|off[,...]",
+                   help="overlap rule per dimension, e.g. --overlap tp=on,dp=off or --overlap tp=on --overlap dp=off "
                         "(defaults: dp on, cp on, tp off, ep off, pp on with --vpp above 1 and off at vpp 1, as "
                         "Megatron-LM and NeMo set it)")
 
@@ -207,14 +208,19 @@ _OVERLAP_DIMS = ("tp", "cp", "pp", "dp", "ep")  # what --overlap DIM=on|off sets
 
 
 def _overlaps(items) -> dict:
+    """``{overlap_DIM: bool}`` of the ``--overlap`` values: each a comma-separated list of ``DIM=on|off`` (as
+    ``--layout`` takes a list), the flag repeatable; a later item wins. A bad item raises naming it (and the value
+    it came in, when that held more)."""
     out = {}
-    for it in items:
-        k, _, v = it.partition("=")
-        k = k.strip().lower()
-        if k not in _OVERLAP_DIMS or v.strip().lower() not in ("on", "off"):
-            raise TopoError(f"cannot read {it!r}; write DIM=on or DIM=off with DIM one of {', '.join(_OVERLAP_DIMS)}",
-                            key="--overlap")
-        out[f"overlap_{k}"] = v.strip().lower() == "on"
+    for given in items:
+        for it in given.split(","):
+            k, _, v = it.partition("=")
+            k, v = k.strip().lower(), v.strip().lower()
+            if k not in _OVERLAP_DIMS or v not in ("on", "off"):
+                where = f" in {given!r}" if it != given else ""
+                raise TopoError(f"cannot read {it.strip()!r}{where}; write DIM=on or DIM=off (a comma-separated "
+                                f"list for several) with DIM one of {', '.join(_OVERLAP_DIMS)}", key="--overlap")
+            out[f"overlap_{k}"] = v == "on"
     return out
 
 
@@ -367,7 +373,7 @@ def _run(args) -> int:
         check_layout(model, lay, gpus=args.gpus, gpus_per_domain=fabric.spec.gpus_per_domain)
     except TopoError as exc:
         raise _as_flags(args, exc) from None
-    return _finish(args, _flags_step(args, fabric, model, lay, engine, filled), model, fabric, lay)
+    return _finish(args, _flags_step(args, fabric, model, lay, engine, filled), model, fabric, lay, engine)
 
 
 def _flags_step(args, fabric, model, lay, engine: CommEngine, filled: bool):
@@ -413,7 +419,7 @@ def _run_layout(args, fabric, model, common: dict, engine: CommEngine) -> int:
             pairs = not (args.layout.endswith(".toml") or is_input_file(args.layout))
             raise TopoError(exc.message, source="--layout" if pairs else args.layout, key=exc.key) from None
         raise
-    return _finish(args, result, model, fabric, lay)
+    return _finish(args, result, model, fabric, lay, engine)
 
 
 def _run_search(args, fabric, model, common: dict, held: dict, engine: CommEngine) -> int:
@@ -594,16 +600,22 @@ def stop_notes(fabric, r) -> list[str]:
     return out
 
 
-def _finish(args, r, model, fabric, lay) -> int:
+def _finish(args, r, model, fabric, lay, engine: CommEngine) -> int:
     stops = stop_notes(fabric, r)  # said as written: its command's --layout pairs are no flags (note_flags)
     if args.json:
         r.notes += stops
+    # ux107 (walk40 Left 4): with userbuffers, the same step without them, and a note where they cost more than hide
+    trade = tp_overlap_trade(fabric, model, lay, r, convention=args.flops, efficiency=args.efficiency,
+                             contention=not args.no_contention, engine=engine)
+    if trade is not None and trade.note():
+        r.notes.append(trade.note())
     if getattr(args, "mesh_amax", False):
         r.chosen_by["fp8_amax_reduction"] = "jax_mesh"
     ops = step_op_table(fabric, model, lay, args.efficiency) if args.ops else None
     stages = step_stage_table(fabric, model, lay, args.efficiency, r.ep_cover_s) if args.ops else None
     if args.json:
         emit_json({**r.to_dict(train_tokens=args.tokens), **_model_size(model),
+                   **({"tp_overlap_trade": trade.to_dict()} if trade is not None else {}),
                    **({"block_ops": ops, "stage_compute": stages} if ops else {})})
     else:
         _print_step(r, args.tokens, model, args.memory)

@@ -53,10 +53,10 @@ def cross_entropy_moves(impl: str) -> tuple[tuple[float, int], tuple[float, int]
             (float(entry["backward_bytes"]), int(entry["backward_kernels"])))
 
 
-def cross_entropy_tp(impl: str) -> tuple[str, tuple[int, ...]]:
+def cross_entropy_tp(impl: str) -> tuple[str, tuple[int, ...], tuple[str, ...]]:
     """The TP collectives of one forward of ``impl`` over vocabulary shards: the collective (``all_reduce``,
-    ``all_gather`` or ``none``) and, one entry per call, the FP32 values a token each carries
-    (``cross_entropy.toml`` ``tp_collective``, ``tp_values_per_token``).
+    ``all_gather`` or ``none``) and, one entry per call, the FP32 values a token each carries and what they are
+    (``cross_entropy.toml`` ``tp_collective``, ``tp_values_per_token``, ``tp_carries``).
 
     Parameters
     ----------
@@ -66,7 +66,8 @@ def cross_entropy_tp(impl: str) -> tuple[str, tuple[int, ...]]:
     Returns
     -------
     tuple
-        ``(collective, values per token of each call)``.
+        ``(collective, values per token of each call, what each call carries)``: e.g. Megatron-Core's fused
+        loss ``("all_reduce", (1, 2), ("max logit", "target logit and sum of exponentials"))``.
 
     Raises
     ------
@@ -75,4 +76,8 @@ def cross_entropy_tp(impl: str) -> tuple[str, tuple[int, ...]]:
     """
     cross_entropy_moves(impl)  # refuses an unknown implementation
     entry = _table()[impl]
-    return str(entry["tp_collective"]), tuple(int(v) for v in entry["tp_values_per_token"])
+    values, carries = entry["tp_values_per_token"], entry["tp_carries"]
+    if len(carries) != len(values):  # the data file's own consistency, not the user's input
+        raise ValueError(f"cross_entropy.toml [impl.{impl}]: tp_carries has {len(carries)} entries, "
+                         f"tp_values_per_token {len(values)}; one each per call")
+    return str(entry["tp_collective"]), tuple(int(v) for v in values), tuple(str(w) for w in carries)

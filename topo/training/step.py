@@ -723,7 +723,7 @@ def _head_traffic(t: _Traffic) -> None:
       dimension (``_AllGatherFromTensorParallelRegion``; backward a reduce-scatter) and, with sequence parallelism,
       split to the sequence shards (backward an all-gather).
     - The vocabulary-parallel loss of each head: the layout's ``cross_entropy`` implementation's collectives of a
-      few FP32 values a token (:func:`.cross_entropy.cross_entropy_tp`).
+      few FP32 values a token, each labelled with what it carries (:func:`.cross_entropy.cross_entropy_tp`).
     """
     lay, c = t.lay, t.c
     looks, heads, mtp = c["embedding"] + c["mtp_head"], c["logits"] + c["mtp_head"], c["mtp_head"]
@@ -749,11 +749,11 @@ def _head_traffic(t: _Traffic) -> None:
               what="head: MTP eh_proj input gradient", blocks=mtp)
     t.add("tp", "all_gather", "tp", act, m * mtp, "head", what="head: MTP eh_proj output, hidden")
     t.add("tp", "reduce_scatter", "tp", act, m * mtp, "head_backward", what="head: MTP eh_proj output gradient, hidden")
-    coll, values = cross_entropy_tp(lay.cross_entropy)
+    coll, values, carries = cross_entropy_tp(lay.cross_entropy)
     tokens = lay.micro_batch * t.s_cp
-    for v in (values if coll != "none" else ()):
+    for v, what in (zip(values, carries) if coll != "none" else ()):
         size = tokens * v * FP32_BYTES * (lay.tp if coll == "all_gather" else 1)
-        t.add("tp", coll, "tp", size, m * heads, "head", FP32_BYTES, what="head: loss over the vocabulary shards")
+        t.add("tp", coll, "tp", size, m * heads, "head", FP32_BYTES, what=f"head: loss, {what}")
 
 
 def _embedding_group_traffic(t: _Traffic) -> None:
@@ -986,6 +986,9 @@ and ``softmax_aux_loss``'s switch aux loss (Megatron-Bridge's DeepSeek-V3 and Qw
 ``models/qwen/qwen3_moe_bridge.py``); ``sigmoid_topk`` and ``softmax_topk`` have none."""
 ROUTER_PHASE = "router"
 """The ``phase`` of the router's token-count reduction (:func:`_router_traffic`): always exposed."""
+ROUTER_WHAT = "router: tokens per expert"
+"""The ``what`` of the router's token-count reduction (:func:`_router_traffic`): Megatron-Core's
+``get_tokens_per_expert_and_token_count`` reduces ``routing_map.sum(dim=0)``, the tokens routed to each expert."""
 
 
 def _router_traffic(t: _Traffic) -> None:
@@ -1012,7 +1015,7 @@ def _router_traffic(t: _Traffic) -> None:
     calls = t.m * (c[Block.MOE] + t.recomputed(Block.MOE, "moe"))
     counts = moe.experts * (lay.micro_batch if moe.router == "deepseek" else 1)  # one row a sequence: seq aux loss
     t.add("tp" if lay.tp > 1 else "cp", "all_reduce", "tpcp", counts * COUNT_BYTES, calls, phase=ROUTER_PHASE,
-          elem_bytes=COUNT_BYTES)
+          elem_bytes=COUNT_BYTES, what=ROUTER_WHAT)
 
 
 _PARTS = {"all": ("_tp_traffic", "_head_traffic", "_cp_traffic", "_pp_traffic", "_embedding_group_traffic",
