@@ -55,7 +55,7 @@ from .router_load import expected_row_tiles
 __all__ = ["KernelModel", "kernel_model", "gemm_s", "tile_set", "attention_rate_flops", "cudnn_factor", "memory_s",
            "router_kernels", "alltoall_preprocess_kernels", "permute_kernels", "permute_s", "permute_efficiency",
            "quantize_kernels", "fp8_padding", "epilogue_extra_s",
-           "fp8_recipe_costs", "block_scaled_recipe", "gather_transpose_bytes", "recipe_precision", "recipe_gemm_ratio", "cast_extra_bytes", "quantised_copy_bytes", "scale_bytes", "tp_gather_output_gradient_copies", "OPERAND_BYTES", "ssd_sm_reference", "quantize_s", "fp8_backward_head_dims", "fp8_backward_published",
+           "fp8_recipe_costs", "block_scaled_recipe", "gather_transpose_bytes", "norm_writes_quantised", "recipe_precision", "recipe_gemm_ratio", "cast_extra_bytes", "quantised_copy_bytes", "scale_bytes", "tp_gather_output_gradient_copies", "OPERAND_BYTES", "ssd_sm_reference", "quantize_s", "fp8_backward_head_dims", "fp8_backward_published",
            "FITTED", "host_launch_price", "PYTHON_CALL_KEYS"]
 
 PYTHON_CALL_KEYS = ("py_call_s", "pybind_call_s", "py_object_s")
@@ -268,6 +268,24 @@ def gather_transpose_bytes(recipe: str | None, generation: str) -> float:
     if block_scaled_recipe(recipe) or fp8_recipe_costs(recipe, generation)[2] < 2:
         return 0.0
     return float(_table()["fp8_recipe"]["gather_transpose_bytes_per_element"])
+
+
+def norm_writes_quantised(recipe: str) -> bool:
+    """Whether Transformer Engine's norm before a column-parallel linear (``LayerNormLinear``) writes its output
+    quantised under FP8 ``recipe``, its cast fused into the norm kernel (``kernels.toml`` ``[fp8_recipe]``
+    ``norm_writes_quantised``): per-tensor delayed scaling only; every other recipe's norm writes BF16 and a cast
+    kernel follows (MXFP8's cuDNN fused norm only with ``NVTE_NORM_FWD_USE_CUDNN=1``, which no MXFP8 row sets).
+
+    Parameters
+    ----------
+    recipe : str
+        ``delayed``, ``current``, ``blockwise``, ``mxfp8`` or ``nvfp4`` (per-tensor scaling named by what it is).
+
+    Returns
+    -------
+    bool
+    """
+    return bool(_table()["fp8_recipe"]["norm_writes_quantised"].get(recipe, False))
 
 
 def recipe_precision(recipe: str | None) -> str:

@@ -66,10 +66,11 @@ from .grouped_gemm import (CPP_LOOP_PATHS, GROUP_QUANTIZE_KERNELS, epilogue_cast
                            expert_python_calls, grouped_pass_s, input_cast_kernels)
 from .kernels import (KernelModel, alltoall_preprocess_kernels, attention_rate_flops, cast_extra_bytes,
                       fp8_backward_published, fp8_padding, fp8_recipe_costs, gather_transpose_bytes, gemm_s, memory_s,
+                      norm_writes_quantised,
                       permute_backward_bytes, permute_kernels, permute_s, quantize_kernels, quantize_s,
                       recipe_gemm_ratio, recipe_precision, router_kernels, ssd_sm_reference)
 from .module_recipes import module_precision, mtp_in_bf16, op_recipes
-from .parallel import ParallelLayout, current_scaling
+from .parallel import ParallelLayout, current_scaling, delayed_scaling
 from .pipeline_layout import layout_chunks
 from .ring_attention import cp_attention_calls, p2p_merge_bytes
 from .router_load import uniform_expert_sd, uniform_max_over_mean
@@ -81,7 +82,7 @@ from .model import ATTENTION_BLOCKS, Block, ModelSpec
 from .ssd import ssd_flops, ssd_kernels
 
 __all__ = ["END_UNITS", "Op", "block_ops", "busiest_rank_load", "expert_rows_sd", "op_time_s", "op_passes_s", "wgrad_kw",
-           "quantize_bytes", "gathered_elements", "gather_transposes", "cast_kind", "BlockTime", "block_time", "ep_calls", "EpCallsHost", "EP_CALL_PARTS", "ep_calls_host", "block_time_key", "DISPATCHER_FIELDS", "StageCompute", "stage_compute", "rank_computes", "rank_computes_at",
+           "quantize_bytes", "norm_cast_bytes", "gathered_elements", "gather_transposes", "cast_kind", "BlockTime", "block_time", "ep_calls", "EpCallsHost", "EP_CALL_PARTS", "ep_calls_host", "block_time_key", "DISPATCHER_FIELDS", "StageCompute", "stage_compute", "rank_computes", "rank_computes_at",
            "pipeline_units", "rank_stages", "layer_numbers", "bf16_layers", "optimizer_step_s",
            "OPTIMIZER_STEP_BYTES", "MOE_ROUTER_OPS", "ALLTOALL_PREPROCESS_OPS", "SHARED_EXPERT_MODULES", "SCOPE_PARTS",
            "host_syncs", "CAPACITY_MASK_BYTES", "RESIDUAL_TAG", "early_stopped_s", "launch_calls", "expert_host_s",
@@ -237,6 +238,17 @@ class Op:
     (Megatron-Core's ``TELayerNormColumnParallelLinear``: QKV, a dense MLP's fc1, Mamba's in_proj): under current
     scaling the norm kernel computes the amax (TE 2.7+), so the cast is the scale and the cast kernels, no extra
     read (``quantize_kernels()["current_norm_amax"]``)."""
+    norm_cast: bool = False
+    """A ``norm_amax`` linear under per-tensor delayed scaling (:func:`block_ops`): Transformer Engine's norm kernel
+    writes its output in FP8 (``normalization.cpp`` FULLY_FUSED for a ``Float8Quantizer``; v1.x
+    ``layernorm_fwd_fp8``), so the forward has no cast kernel and the norm writes 1 byte an element in place of its
+    BF16 2 (:func:`norm_cast_bytes`); every other recipe's norm writes BF16 and a cast follows (:func:`cast_kind`)."""
+    norm_transpose: float = 0.0
+    """Bytes per element of the transposed copy a ``norm_cast`` forward makes of the norm's FP8 output where the
+    weight gradient needs it column-wise and no TP gather stands between (:func:`.kernels.gather_transpose_bytes`:
+    2 on a TN-only GPU, 0 from Blackwell or under sequence parallelism, where the gathered tensor is transposed
+    backward: :attr:`gather_transpose`); one kernel the norm's call launches (``ln_api.cpp`` / ``rmsnorm_api.cpp``
+    ``nvte_transpose`` after the norm)."""
     tp_overlap: str = ""
     """A tensor-parallel linear layer's TP collective (its ``tp_role``) that a userbuffers communicator runs beside
     its GEMM (:func:`.tp_overlap.pass_margins`); empty: none, or built without a communicator (every one of an MLA
@@ -1028,6 +1040,7 @@ def block_ops(model: ModelSpec, lay: ParallelLayout, kind: str, generation: str 
     ``generation``: the GPU's, where block-wise FP8 GEMMs convert their scales (``Op.block_convert``)."""
     ops = _fsdp2_ops(model, lay, kind) + _block_ops(model, lay, kind)
     cs = current_scaling(lay)  # every linear layer's casts (the layout's one rule, as the TP amax reduction's)
+    named = "delayed" if delayed_scaling(lay) else ("current" if cs else lay.fp8_recipe)  # per tensor by its kind
     own = op_recipes(lay.module_recipes)  # modules at a recipe of their own (:mod:`.module_recipes`)
     hooks = ddp_hooks_run(lay)  # Megatron-Core DDP's per-parameter hooks (:mod:`.grad_hooks`)
     ub = userbuffers_built(model)  # an MLA model's TP linears have no communicator (:func:`.tp_overlap.userbuffers_built`)
@@ -1039,7 +1052,10 @@ def block_ops(model: ModelSpec, lay: ParallelLayout, kind: str, generation: str 
         recipe = mine or lay.fp8_recipe
         q = lin and lay.precision == "fp8" and recipe != "bf16"  # a quantised linear GEMM
         gathered = op.tp_role if (sp and lin) else ""
+        fused = q and op.norm_amax and norm_writes_quantised(mine or named)  # the norm writes it quantised
         out.append(replace(op, graph=_graph_part(kind, op), recipe=mine, current_scaling=cs and lin and not mine,
+                           norm_cast=fused, norm_transpose=gather_transpose_bytes(recipe, generation)
+                           if (fused and not gathered) else 0.0,
                            block_scaled=q and recipe in ("mxfp8", "blockwise"), mxfp8=q and recipe == "mxfp8",
                            sp_gather=gathered, sp_ranks=lay.tp if gathered else 1,
                            gather_transpose=gather_transpose_bytes(recipe, generation) if (q and gathered) else 0.0,
@@ -1233,7 +1249,9 @@ def op_time_s(op: Op, gpu: GpuCompute, precision: str, backward: bool = False, a
         return t + gap  # the kernel before this pass wrote its input quantised (fused grouped MLP)
     gathered = op.sp_gather == ("rs" if backward else "ag")  # this pass's input is all-gathered over TP: cast on
     rows = M / op.sp_ranks if gathered else M  # the rank's shard before the gather (:attr:`Op.sp_gather`)
-    if fp8 and M > 0 and K > 0:
+    if fp8 and M > 0 and K > 0 and op.norm_cast and not backward:  # the norm wrote it quantised: no cast kernel
+        t += memory_s(km, norm_cast_bytes(op, gpu.generation, fp8_recipe) * rows * K * op.groups)
+    elif fp8 and M > 0 and K > 0:
         qb = quantize_bytes(gpu.generation, fp8_recipe, amax_pass, rowwise_only=gathered and op.gather_transpose > 0)
         t += quantize_s(km, qb * rows * K * op.groups, fp8_recipe, gpu.generation)
     if fp8 and op.current_scaling and not amax_pass and cast_kind(op, backward) == "current":
@@ -1355,6 +1373,33 @@ def quantize_bytes(generation: str, fp8_recipe: str | None = None, amax_pass: bo
     return ACT + copies * (element + scale) + (ACT if amax_pass else amax_read)
 
 
+def norm_cast_bytes(op: Op, generation: str, fp8_recipe: str | None = None) -> float:
+    """Bytes per element a ``norm_cast`` linear's forward input adds to its norm (:attr:`Op.norm_cast`): the norm
+    kernel writes the quantised element and its scale in place of the BF16 element its ``norm`` op prices (so
+    ``element + scale - 2``, -1 for FP8), plus the transposed copy the norm's call makes of it
+    (:attr:`Op.norm_transpose`: read and written, 2 on a TN-only GPU without a TP gather). Against
+    :func:`quantize_bytes` (the BF16 read and every copy written, 4 on Hopper, 3 on Blackwell), the cast kernel's
+    read and the BF16 write go.
+
+    Parameters
+    ----------
+    op : Op
+        A linear GEMM whose norm writes its input quantised.
+    generation : str
+        The GPU's generation.
+    fp8_recipe : str or None
+        The recipe it runs (per tensor: None or ``delayed``).
+
+    Returns
+    -------
+    float
+        Bytes per element of the norm's output; negative where the norm moves fewer than in BF16.
+    """
+    _, scale, _ = fp8_recipe_costs(fp8_recipe, generation)
+    element, _ = cast_extra_bytes(fp8_recipe)
+    return element + scale - ACT + op.norm_transpose
+
+
 def tp_paired_gemm_s(op: Op, gpu: GpuCompute, precision: str, fp8_recipe: str | None = None,
                      margins: dict | None = None) -> dict:
     """The GEMM seconds each of ``op``'s TP collectives overlaps with, by the traffic item's ``pair``
@@ -1419,7 +1464,12 @@ def kernels_launched(op: Op, precision: str, backward: bool = False, amax_pass: 
     own = op.launches * gemms + scale_kernels(op, precision, backward) + gather_transposes(op, precision, backward)
     if op.epilogue_cast == ("backward" if backward else "forward"):
         return own  # its input cast in the epilogue of the kernel before it
-    q = quantize_kernels()[cast_kind(op, backward, amax_pass, scale_kernel)]
+    kind = cast_kind(op, backward, amax_pass, scale_kernel)
+    if kind == "norm":  # the norm kernel wrote it: its transpose, and TE 2.0-2.6's scale inverse (create_tensor)
+        kq = quantize_kernels()
+        return own + (1.0 if op.norm_transpose else 0.0) + (kq["delayed_scale_inverse"] - kq["cast"]
+                                                             if scale_kernel else 0.0)
+    q = quantize_kernels()[kind]
     if op.grouped:
         return own + input_cast_kernels(op.expert_kernels, op.groups, q)
     return own + q
@@ -1431,7 +1481,9 @@ def cast_kind(op: Op, backward: bool = False, amax_pass: bool = False, scale_ker
     ``amax_pass``: TE before 2.7), its amax computed in kernels of its own; ``current_norm_amax`` for a
     ``norm_amax`` forward from TE 2.7 (the norm computed the amax); ``nvfp4`` under NVFP4 (``op.fp4_cast``: its
     amax kernels and the fused cast, every input alike: with the random Hadamard transform TE runs the norm
-    unfused); else ``delayed_scale_inverse`` with ``scale_kernel``, else ``cast``.
+    unfused); ``norm`` for a ``norm_cast`` forward (per-tensor delayed scaling: the norm kernel wrote it quantised,
+    no cast kernel, :attr:`Op.norm_cast`; not a key of ``quantize_kernels``, :func:`kernels_launched` counts its
+    transpose); else ``delayed_scale_inverse`` with ``scale_kernel``, else ``cast``.
 
     The TE version is read from ``amax_pass``: no layout or run carries TE's version (a run names its container,
     whose TE the runs file's ``fp8_amax_pass`` column records). NVIDIA/TransformerEngine v2.7 (fedd9ddc)
@@ -1453,6 +1505,8 @@ def cast_kind(op: Op, backward: bool = False, amax_pass: bool = False, scale_ker
     -------
     str
     """
+    if op.norm_cast and not backward:
+        return "norm"
     if op.fp4_cast:
         return "nvfp4"
     if op.current_scaling or amax_pass:
@@ -1497,7 +1551,7 @@ def launch_calls(op: Op, precision: str, backward: bool = False, amax_pass: bool
     casts = total - own - swizzles - transposes
     if casts <= 0:
         return calls + transposes, own - calls, swizzles
-    if cast_kind(op, backward, amax_pass, scale_kernel) == "current_norm_amax":
+    if cast_kind(op, backward, amax_pass, scale_kernel) in ("current_norm_amax", "norm"):
         cast_calls = 0.0
     elif op.grouped and not (op.expert_kernels in CPP_LOOP_PATHS or op.expert_kernels in GROUP_QUANTIZE_KERNELS):
         cast_calls = min(op.groups, casts)
