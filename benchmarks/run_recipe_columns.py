@@ -340,6 +340,44 @@ def layout_column_kw(row) -> dict:
     return {col: read(row[col]) for col, read in LAYOUT_COLUMNS.items() if row.get(col)}
 
 
+PAPER_FLAGS = ("sequence_parallel", "async_tp_grad_allreduce")
+"""``data/reference/training_runs.csv``'s layout switches (sc21sp108, findings 420): ``1`` / ``0`` where the run's
+framework ran it so (``ParallelLayout``'s fields of those names; the SC21 Megatron-LM rows: ``0`` and ``0``, 2021's
+Megatron-LM had no sequence parallelism and all-reduced the TP input gradient synchronously, the source in each
+row's note), empty: the layout's default (on)."""
+
+
+def paper_column_kw(row, file: str) -> dict:
+    """The layout settings of a ``training_runs.csv`` row's :data:`PAPER_FLAGS` columns, where the row names them.
+
+    Parameters
+    ----------
+    row : dict
+        A runs CSV row (``run_id`` and the columns read; a column the file lacks counts as empty).
+    file : str
+        The file's name, for the message.
+
+    Returns
+    -------
+    dict
+        ``ParallelLayout`` keyword arguments.
+
+    Raises
+    ------
+    RunColumnError
+        One line: ``FILE: run RUN: COLUMN = 'VALUE'; allowed: one of 0, 1, or empty``.
+    """
+    kw = {}
+    for col in PAPER_FLAGS:
+        value = row.get(col) or ""
+        fault = _one_of(("0", "1"))(value) if value else None
+        if fault:
+            raise RunColumnError(f"{file}: run {row['run_id']}: {col} = {value!r}; allowed: {fault}, or empty")
+        if value:
+            kw[col] = value == "1"
+    return kw
+
+
 def hybridep_sms_table(path) -> dict[str, tuple[int, tuple[str, ...]]]:
     """Megatron-Bridge's ``moe_hybridep_num_sms`` per NeMo release (``data/reference/
     megatron_bridge_hybridep_sms.csv``: one row per release whose scripts were read, with its source).

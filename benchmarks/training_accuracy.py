@@ -98,7 +98,7 @@ from _results import ROOT, arguments, update_section
 
 sys.path.insert(0, str(ROOT))
 from run_recipe_columns import (RunColumnError, check_published_dates, check_recipe_columns,  # noqa: E402
-                                fp8_recipe_of, hybridep_sms_table, layout_column_kw,
+                                fp8_recipe_of, hybridep_sms_table, layout_column_kw, paper_column_kw,
                                 recipe_column_kw)  # (topo from ROOT, as above)
 from topo.training.nvls_buffers import NO_NVLS, release_nvls_enabled  # noqa: E402
 from row_command import command_text  # noqa: E402
@@ -295,6 +295,7 @@ def _paper_setups():
         cudnn = run_cudnn("", row["published_date"])
         if cudnn is not None:
             extra["cudnn_version"] = cudnn
+        extra.update(paper_column_kw(row, "training_runs.csv"))  # sequence parallelism, the async TP all-reduce
         lay = make_layout(tp=int(row["tp"]), cp=int(row["cp"]), pp=int(row["pp"]), dp=int(row["dp"]),
                           global_batch=int(row["global_batch_seqs"]), seq_len=int(row["seq_len"]),
                           **{k: v for k, v in extra.items() if not (k == "vpp" and int(row["pp"]) == 1)})

@@ -96,6 +96,17 @@ class ParallelLayout(BaseModel):
     """Tokens per sequence (default: the model's)."""
     sequence_parallel: Flag = True
     """TP with sequence parallelism (Korthikanti et al. 2022): reduce-scatter + all-gather instead of all-reduce."""
+    async_tp_grad_allreduce: Flag = True
+    """Without sequence parallelism: a column-parallel linear's input-gradient all-reduce over TP is launched
+    asynchronously and hidden beside its own weight-gradient GEMM (Megatron-LM's
+    ``async_tensor_model_parallel_allreduce``, on unless ``--no-async-tensor-model-parallel-allreduce``: added
+    2021-09-02, NVIDIA/Megatron-LM@6e1bde1e ``megatron/mpu/layers.py`` ``ColumnParallelLinearWithAsyncAllreduce``,
+    ``all_reduce(..., async_op=True)`` before the weight-gradient GEMM). False: the all-reduce blocks, as Megatron-LM
+    before it ran it (``copy_to_tensor_model_parallel_region``'s backward ``_reduce``, a synchronous
+    ``torch.distributed.all_reduce``: NVIDIA/Megatron-LM@a8d172b3, April 2021, ``megatron/mpu/mappings.py`` lines
+    22-32 and 76-89, ``megatron/mpu/layers.py`` line 280, ``megatron/model/language_model.py`` line 33), exposed
+    whole (:func:`topo.training.step.tp_grad_allreduce_phase`). Read only with ``tp > 1`` and without sequence
+    parallelism."""
     recompute: Literal["none", "selective", "full"] = "none"
     recompute_modules: tuple[Literal["core_attn", "mlp", "moe", "moe_act", "layernorm", "mamba", "mla_up_proj",
                                      "mlp_act", "mlp_wi", "qkv_proj", "out_proj"], ...] = ()

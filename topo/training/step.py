@@ -503,13 +503,16 @@ def _tp_traffic(t: _Traffic) -> None:
             else:
                 t.add("tp", "reduce_scatter", "tp", size, t.m * mla, GRAD_GATHER_PHASE, what=f"MLA {name} gradient")
     else:
+        # the input gradients' all-reduces: beside their layers' wgrad GEMMs, or blocking (tp_grad_allreduce_phase)
+        phase = tp_grad_allreduce_phase(lay, "backward")
+        hidden = phase == "backward"
         t.add("tp", "all_reduce", "tp", t.act, t.m * forward, phase="microbatch")
-        t.add("tp", "all_reduce", "tp", t.act, t.m * rest, phase="backward", pair="ag_wgrad",
-              blocks=rest if mla else None)  # the input gradient's, beside its layer's wgrad GEMM
+        t.add("tp", "all_reduce", "tp", t.act, t.m * rest, phase=phase, pair="ag_wgrad" if hidden else "",
+              blocks=rest if mla else None)
         for name, width, linear in latents:
             if linear:
-                t.add("tp", "all_reduce", "tp", tokens * width * ACT_BYTES, t.m * mla, phase="backward",
-                      pair=f"{MLA_UP_PAIRS[name]}_wgrad", what=f"MLA {name} gradient", blocks=mla)
+                t.add("tp", "all_reduce", "tp", tokens * width * ACT_BYTES, t.m * mla, phase=phase,
+                      pair=f"{MLA_UP_PAIRS[name]}_wgrad" if hidden else "", what=f"MLA {name} gradient", blocks=mla)
 
 
 def _gathers(t: _Traffic, groups: list, role: int, calls: float, phase: str, pair: str, what: str,
@@ -686,6 +689,32 @@ distributed.py line 1671), so no weight-gradient GEMM hides it; the column-paral
 and its input gradient's reduce-scatter are launched ``async_op=True`` beside its dgrad and wgrad GEMMs
 (layernorm_linear.py lines 787-790, 904-907): phase ``backward``."""
 
+_BLOCKING_GRAD_ALLREDUCE = {"backward": GRAD_GATHER_PHASE, "head_wgrad": "head_backward"}
+
+
+def tp_grad_allreduce_phase(lay: ParallelLayout, phase: str) -> str:
+    """The phase of a column-parallel linear's input-gradient all-reduce over TP (no sequence parallelism), launched
+    in ``phase`` (``backward`` for a block's linears, ``head_wgrad`` for a head's) when it hides beside the
+    layer's own weight-gradient GEMM: that phase with ``lay.async_tp_grad_allreduce`` (Megatron-LM's asynchronous
+    all-reduce, Transformer Engine's ``async_op=True``), else the pass's blocking phase (:data:`GRAD_GATHER_PHASE`,
+    ``head_backward``): Megatron-LM before September 2021 all-reduced it synchronously in
+    ``_CopyToModelParallelRegion.backward`` (:attr:`.parallel.ParallelLayout.async_tp_grad_allreduce`), so no GEMM
+    hides it.
+
+    Parameters
+    ----------
+    lay : ParallelLayout
+        The layout.
+    phase : str
+        ``"backward"`` or ``"head_wgrad"``.
+
+    Returns
+    -------
+    str
+        The phase the all-reduce's traffic item takes."""
+    return phase if lay.async_tp_grad_allreduce else _BLOCKING_GRAD_ALLREDUCE[phase]
+
+
 UB_SCALE_PHASES = {"ub_scales": "forward", "ub_scales_backward": "backward"}
 """Phases of the scale-inverses' all-gathers userbuffers' MXFP8 gathers send apart (:func:`ub_scale_gather_bytes`)
 and the pass each runs in: a synchronous NCCL ``all_gather_into_tensor`` on the compute stream before the GEMM that
@@ -743,9 +772,11 @@ def _head_traffic(t: _Traffic) -> None:
         t.add("tp", "all_gather", "tp", act, m * mtp, "head_backward", what="head: MTP eh_proj output gradient, sequence")
     else:
         t.add("tp", "all_reduce", "tp", act, m * looks, "head", what="head: embedding output")
-        t.add("tp", "all_reduce", "tp", act, m * heads, "head_wgrad", pair="head_wgrad",
+        phase = tp_grad_allreduce_phase(lay, "head_wgrad")
+        hidden = phase == "head_wgrad"
+        t.add("tp", "all_reduce", "tp", act, m * heads, phase, pair="head_wgrad" if hidden else "",
               what="head: output layer input gradient", blocks=heads)
-        t.add("tp", "all_reduce", "tp", 2 * act, m * mtp, "head_wgrad", pair="eh_proj_wgrad",
+        t.add("tp", "all_reduce", "tp", 2 * act, m * mtp, phase, pair="eh_proj_wgrad" if hidden else "",
               what="head: MTP eh_proj input gradient", blocks=mtp)
     t.add("tp", "all_gather", "tp", act, m * mtp, "head", what="head: MTP eh_proj output, hidden")
     t.add("tp", "reduce_scatter", "tp", act, m * mtp, "head_backward", what="head: MTP eh_proj output gradient, hidden")
