@@ -1247,20 +1247,32 @@ def op_time_s(op: Op, gpu: GpuCompute, precision: str, backward: bool = False, a
     M, _, K = shapes[0]  # the pass's quantised input: X forward (fprop's M x K), dY backward (dgrad's)
     if fp8 and op.epilogue_cast == ("backward" if backward else "forward"):
         return t + gap  # the kernel before this pass wrote its input quantised (fused grouped MLP)
+    if fp8:
+        t += _input_cast_s(op, gpu, M, K, precision, fp8_recipe, amax_pass, backward)
+    return t + gap
+
+
+def _input_cast_s(op: Op, gpu: GpuCompute, M: float, K: float, precision: str, fp8_recipe: str | None,
+                  amax_pass: bool, backward: bool) -> float:
+    """Seconds of a quantised GEMM pass's input cast (:func:`op_time_s`): ``M x K`` elements (X forward, dY
+    backward), on the rank's shard before a TP all-gather (:attr:`Op.sp_gather`), or the norm's quantised write
+    where the norm before it casts (:attr:`Op.norm_cast`); current scaling's amax read and a gathered tensor's
+    transpose (:attr:`Op.gather_transpose`) where they run."""
+    km, t = gpu.kernels, 0.0
     gathered = op.sp_gather == ("rs" if backward else "ag")  # this pass's input is all-gathered over TP: cast on
     rows = M / op.sp_ranks if gathered else M  # the rank's shard before the gather (:attr:`Op.sp_gather`)
-    if fp8 and M > 0 and K > 0 and op.norm_cast and not backward:  # the norm wrote it quantised: no cast kernel
+    if M > 0 and K > 0 and op.norm_cast and not backward:  # the norm wrote it quantised: no cast kernel
         t += memory_s(km, norm_cast_bytes(op, gpu.generation, fp8_recipe) * rows * K * op.groups)
-    elif fp8 and M > 0 and K > 0:
+    elif M > 0 and K > 0:
         qb = quantize_bytes(gpu.generation, fp8_recipe, amax_pass, rowwise_only=gathered and op.gather_transpose > 0)
         t += quantize_s(km, qb * rows * K * op.groups, fp8_recipe, gpu.generation)
-    if fp8 and op.current_scaling and not amax_pass and cast_kind(op, backward) == "current":
+    if op.current_scaling and not amax_pass and cast_kind(op, backward) == "current":
         # current scaling's amax kernel reads the input once more (X forward, dY backward; each expert's rows of a
         # grouped GEMM); with amax_pass quantize_bytes counts it, after a norm that computed the amax none
         t += memory_s(km, ACT * rows * K * op.groups)
-    if fp8 and gather_transposes(op, precision, backward):
+    if gather_transposes(op, precision, backward):
         t += memory_s(km, op.gather_transpose * gathered_elements(op))
-    return t + gap
+    return t
 
 
 def gathered_elements(op: Op) -> float:

@@ -478,41 +478,63 @@ def _tp_traffic(t: _Traffic) -> None:
         _gathers(t, groups, 2, t.m * rest, "backward", "ag_dgrad", "input again, for wgrad", rest if mla else None)
         t.add("tp", "reduce_scatter", "tp", t.act, t.m * rest, "backward", pair="ag_wgrad", what="input gradient",
               blocks=rest if mla else None)
-        # userbuffers' MXFP8 gathers: the scale-inverses apart, by a synchronous NCCL all-gather (UB_SCALE_PHASES)
-        scales = tp_gather_groups(t.model, lay, t.stage, ub_scale_gather_bytes)
-        for role, calls, phase, what in ((0, t.m * (forward - mla_fwd), "ub_scales", "input"),
-                                         (1, t.m * (blocks - (1 if ub else 0)), "ub_scales_backward",
-                                          "output gradient"),
-                                         (2, t.m * rest, "ub_scales_backward", "input again, for wgrad")):
-            _gathers(t, scales, role, calls, phase, "", f"MXFP8 scale-inverses of the {what} (userbuffers)",
-                     elem=FP8_BYTES)
-        if ub and lay.precision == "fp8" and lay.fp8_recipe == "mxfp8":
-            t.add("tp", "all_gather", "tp", t.act * scale_bytes("mxfp8") / ACT_BYTES, t.m, "ub_scales_backward",
-                  FP8_BYTES, what="MXFP8 scale-inverses of the output gradient, the first MLA layer's linear_proj "
-                  "(userbuffers)")
-        for name, width, linear in latents:
-            size, lb = tokens * width * ACT_BYTES, (x_bytes if linear else ACT_BYTES)
-            up = MLA_UP_PAIRS.get(name, "")
-            t.add("tp", "all_gather", "tp", size * lb / ACT_BYTES, t.m * (up_fwd if linear else mla_fwd),
-                  "microbatch", lb, what=f"MLA {name}")
-            if linear:
-                t.add("tp", "all_gather", "tp", size * x2_bytes / ACT_BYTES, t.m * mla, "backward", x2_bytes,
-                      pair=f"{up}_dgrad", what=f"MLA {name} again, for wgrad", blocks=mla)
-                t.add("tp", "reduce_scatter", "tp", size, t.m * mla, "backward", pair=f"{up}_wgrad",
-                      what=f"MLA {name} gradient", blocks=mla)
-            else:
-                t.add("tp", "reduce_scatter", "tp", size, t.m * mla, GRAD_GATHER_PHASE, what=f"MLA {name} gradient")
+        _ub_scale_traffic(t, forward - mla_fwd, blocks - (1 if ub else 0), rest, bool(ub))
+        _mla_latent_traffic(t, latents, (tokens, up_fwd, mla_fwd, mla), x_bytes, x2_bytes)
     else:
-        # the input gradients' all-reduces: beside their layers' wgrad GEMMs, or blocking (tp_grad_allreduce_phase)
-        phase = tp_grad_allreduce_phase(lay, "backward")
-        hidden = phase == "backward"
-        t.add("tp", "all_reduce", "tp", t.act, t.m * forward, phase="microbatch")
-        t.add("tp", "all_reduce", "tp", t.act, t.m * rest, phase=phase, pair="ag_wgrad" if hidden else "",
-              blocks=rest if mla else None)
-        for name, width, linear in latents:
-            if linear:
-                t.add("tp", "all_reduce", "tp", tokens * width * ACT_BYTES, t.m * mla, phase=phase,
-                      pair=f"{MLA_UP_PAIRS[name]}_wgrad" if hidden else "", what=f"MLA {name} gradient", blocks=mla)
+        _tp_allreduce_traffic(t, forward, rest, mla, latents, tokens)
+
+
+def _ub_scale_traffic(t: _Traffic, fwd_blocks: float, out_blocks: float, rest: float, first_proj: bool) -> None:
+    """Userbuffers' MXFP8 gathers send the scale-inverses apart, by a synchronous NCCL all-gather
+    (:data:`UB_SCALE_PHASES`, :func:`ub_scale_gather_bytes`): the forward input's (``fwd_blocks`` a micro-batch),
+    the output gradient's (``out_blocks``) and the input's again for wgrad (``rest``); the rank's first MLA layer's
+    ``linear_proj`` (``first_proj``) its output gradient's."""
+    lay = t.lay
+    scales = tp_gather_groups(t.model, lay, t.stage, ub_scale_gather_bytes)
+    for role, calls, phase, what in ((0, t.m * fwd_blocks, "ub_scales", "input"),
+                                     (1, t.m * out_blocks, "ub_scales_backward", "output gradient"),
+                                     (2, t.m * rest, "ub_scales_backward", "input again, for wgrad")):
+        _gathers(t, scales, role, calls, phase, "", f"MXFP8 scale-inverses of the {what} (userbuffers)",
+                 elem=FP8_BYTES)
+    if first_proj and lay.precision == "fp8" and lay.fp8_recipe == "mxfp8":
+        t.add("tp", "all_gather", "tp", t.act * scale_bytes("mxfp8") / ACT_BYTES, t.m, "ub_scales_backward",
+              FP8_BYTES, what="MXFP8 scale-inverses of the output gradient, the first MLA layer's linear_proj "
+              "(userbuffers)")
+
+
+def _mla_latent_traffic(t: _Traffic, latents, counts: tuple, x_bytes: float, x2_bytes: float) -> None:
+    """An MLA block's latents' TP collectives with sequence parallelism (:func:`_tp_traffic`): ``counts`` is
+    ``(tokens, up_fwd, mla_fwd, mla)``, the micro-batch's tokens, the up projections' forwards (recomputed ones
+    included), every MLA block's forwards, and the MLA blocks; ``x_bytes`` / ``x2_bytes`` an element of a linear's
+    gathered input forward and again for wgrad."""
+    tokens, up_fwd, mla_fwd, mla = counts
+    for name, width, linear in latents:
+        size, lb = tokens * width * ACT_BYTES, (x_bytes if linear else ACT_BYTES)
+        up = MLA_UP_PAIRS.get(name, "")
+        t.add("tp", "all_gather", "tp", size * lb / ACT_BYTES, t.m * (up_fwd if linear else mla_fwd),
+              "microbatch", lb, what=f"MLA {name}")
+        if linear:
+            t.add("tp", "all_gather", "tp", size * x2_bytes / ACT_BYTES, t.m * mla, "backward", x2_bytes,
+                  pair=f"{up}_dgrad", what=f"MLA {name} again, for wgrad", blocks=mla)
+            t.add("tp", "reduce_scatter", "tp", size, t.m * mla, "backward", pair=f"{up}_wgrad",
+                  what=f"MLA {name} gradient", blocks=mla)
+        else:
+            t.add("tp", "reduce_scatter", "tp", size, t.m * mla, GRAD_GATHER_PHASE, what=f"MLA {name} gradient")
+
+
+def _tp_allreduce_traffic(t: _Traffic, forward: float, rest: float, mla: float, latents, tokens: float) -> None:
+    """TP without sequence parallelism (:func:`_tp_traffic`): the forward's all-reduces (``forward`` blocks a
+    micro-batch) and the input gradients' (``rest`` blocks and the MLA latents'), beside their layers' wgrad GEMMs
+    or blocking (:func:`tp_grad_allreduce_phase`)."""
+    phase = tp_grad_allreduce_phase(t.lay, "backward")
+    hidden = phase == "backward"
+    t.add("tp", "all_reduce", "tp", t.act, t.m * forward, phase="microbatch")
+    t.add("tp", "all_reduce", "tp", t.act, t.m * rest, phase=phase, pair="ag_wgrad" if hidden else "",
+          blocks=rest if mla else None)
+    for name, width, linear in latents:
+        if linear:
+            t.add("tp", "all_reduce", "tp", tokens * width * ACT_BYTES, t.m * mla, phase=phase,
+                  pair=f"{MLA_UP_PAIRS[name]}_wgrad" if hidden else "", what=f"MLA {name} gradient", blocks=mla)
 
 
 def _gathers(t: _Traffic, groups: list, role: int, calls: float, phase: str, pair: str, what: str,
