@@ -26,7 +26,7 @@ CASES = [
     ("topo train dgx-h100-superpod --set cluster.num_units=8 --model deepseek-v3-671b --gpus 2048 --pp 16 --dp 128 "
      "--ep 64 --etp 1 --global-batch 15360 --precision fp8 --pipeline-schedule dualpipe --overlap ep=on "
      "--recompute selective --recompute-modules layernorm,mla_up_proj,moe_act --tokens 14.8e12",
-     [("gives 64.7 days, 3.18M GPU-hours", "tokens: 64.7 days, 3.18M GPU-hours on 2,048 GPUs"),
+     [("gives 65.0 days, 3.2M GPU-hours", "tokens: 65.0 days, 3.2M GPU-hours on 2,048 GPUs"),
       ("without it the layout does not fit", "GB of 85.5 GB: fits")]),
     ("topo plan two-site-h100 --no-collectives --one-site",
      [("$1.714 per GPU-hour against the two sites' $1.700", "$1.714 per GPU-hour (the region: $1.700)"),
