@@ -63,7 +63,8 @@ def test_a_bf16_kept_layer_launches_no_gather_transpose():
     lay = make_layout(tp=8, pp=1, dp=1, global_batch=1, micro_batch=1, seq_len=8192, precision="fp8",
                       fp8_recipe="delayed")
     qkv = _linears(lay, "hopper")["qkv"]
-    assert qkv.sp_gather == "ag" and qkv.gather_transpose == 2.0  # per-tensor FP8 on Hopper: transposed (sec. 414)
+    # per-tensor FP8 on Hopper: the gathered input transposed (section 414)
+    assert qkv.sp_gather == "ag" and qkv.gather_transpose_elem_bytes == 2.0
     # FP8: dgrad and wgrad GEMMs, the output gradient's cast and the gathered input's transpose, a call each
     assert launch_calls(qkv, "fp8", backward=True) == (4.0, 0.0, 0.0)
     assert launch_calls(qkv, "bf16", backward=True) == (2.0, 0.0, 0.0)  # the two GEMMs alone
