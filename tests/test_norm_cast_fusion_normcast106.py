@@ -43,9 +43,9 @@ def test_hopper_delayed_norm_fed_linears_have_no_cast_kernel():
     ops = _ops(g)
     for name in ("qkv", "fc1"):
         op = ops[name]
-        assert op.norm_cast and op.norm_transpose == 2.0 and cast_kind(op) == "norm"
+        assert op.norm_cast and op.norm_transpose_elem_bytes == 2.0 and cast_kind(op) == "norm"
         assert norm_cast_bytes(op, "hopper", "delayed") == FP8 - BF16 + 2 * FP8
-        bare = replace(op, norm_cast=False, norm_transpose=0.0)  # priced as a cast kernel of its own
+        bare = replace(op, norm_cast=False, norm_transpose_elem_bytes=0.0)  # priced as a cast kernel of its own
         diff = op_time_s(bare, g, "fp8", fp8_recipe="delayed") - op_time_s(op, g, "fp8", fp8_recipe="delayed")
         assert diff == pytest.approx(quantize_s(km, (BF16 + 2 * FP8) * SEQ * op.k, "delayed", "hopper")
                                      - memory_s(km, (FP8 - BF16 + 2 * FP8) * SEQ * op.k))
@@ -73,12 +73,12 @@ def test_blackwell_and_sp_fused_norm_writes_one_byte_less():
     414): the norm's FP8 write saves 1 byte an element of its rows (the shard under SP), no kernel."""
     b = gpu_compute("b200")
     op = _ops(b)["qkv"]
-    assert op.norm_cast and op.norm_transpose == 0.0
+    assert op.norm_cast and op.norm_transpose_elem_bytes == 0.0
     assert norm_cast_bytes(op, "blackwell", "delayed") == FP8 - BF16
     assert kernels_launched(op, "fp8") == 1
     h = gpu_compute("h100")
     sp = _ops(h, tp=8, sp=True)["fc1"]
-    assert sp.norm_cast and sp.norm_transpose == 0.0 and sp.gather_transpose == 2.0
+    assert sp.norm_cast and sp.norm_transpose_elem_bytes == 0.0 and sp.gather_transpose_elem_bytes == 2.0
     assert kernels_launched(sp, "fp8") == 1
     bare = replace(sp, norm_cast=False)
     diff = op_time_s(bare, h, "fp8", fp8_recipe="delayed") - op_time_s(sp, h, "fp8", fp8_recipe="delayed")

@@ -228,19 +228,24 @@ def test_the_amax_pass_needs_fp8():
 
 
 def test_the_amax_pass_slows_an_fp8_step():
-    """The same FP8 layout with the amax pass: every linear layer's quantisations (its input forward, its output
-    gradient backward) read their inputs once more, so the step's compute grows by those bytes at HBM rate and three
-    launch gaps per quantisation (the amax zeroed, the amax, the scale), and nothing else changes."""
+    """The same current-scaling FP8 layout with the amax pass (TE before 2.7, fedd9ddc): a norm-fed linear's input
+    cast (fc1 after the MLP's norm) reads its input once more, since the norm no longer computes the amax
+    (``current_norm_amax``: the scale and the cast kernels) and the amax pass runs its own (``current``: the amax
+    zeroed, the amax, the scale, the cast); every other quantisation reads its input twice either way (current
+    scaling's amax kernel, or the amax pass) and launches as many kernels, so nothing else changes. The amax pass is
+    current scaling's (TE PR #1471); a delayed-scaling layout with it is refused (below), and since section 418 its
+    norm writes fc1's input in FP8, no cast to slow."""
+    from topo.training.kernels import quantize_kernels
     m = load_model("llama3-8b")
     gpu = gpu_compute("B200")
-    lay, amax = (make_layout(tp=1, dp=8, global_batch=8, precision="fp8", fp8_amax_pass=a) for a in (False, True))
-    k = gpu.kernels
+    lay, amax = (make_layout(tp=1, dp=8, global_batch=8, precision="fp8", fp8_recipe="current", fp8_amax_pass=a)
+                 for a in (False, True))
+    k, q = gpu.kernels, quantize_kernels()
     extra = 0.0
     for op in block_ops(m, lay, "-"):
-        if op.kind == "gemm" and op.linear and not op.grouped:
-            elems = op.m * op.k + op.m * op.n  # forward input, backward output gradient
-            # two quantisations (one a pass), each with three more kernels (amax zeroed, amax, scale)
-            extra += 2 * elems * op.groups / (k.hbm_Bps * k.memory_efficiency) + 2 * 3 * k.launch_gpu_s
+        if op.kind == "gemm" and op.linear and op.norm_amax:  # the forward input's BF16 read and its two kernels
+            extra += 2 * op.m * op.k * op.groups / (k.hbm_Bps * k.memory_efficiency)
+            extra += (q["current"] - q["current_norm_amax"]) * k.launch_gpu_s
     t0 = sum(op_time_s(o, gpu, "fp8") + op_time_s(o, gpu, "fp8", backward=True) for o in block_ops(m, lay, "-"))
     t1 = sum(op_time_s(o, gpu, "fp8", amax_pass=True) + op_time_s(o, gpu, "fp8", backward=True, amax_pass=True)
              for o in block_ops(m, amax, "-"))

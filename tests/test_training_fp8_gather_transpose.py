@@ -40,8 +40,8 @@ def test_hopper_tp8_delayed_casts_the_shard_and_transposes_the_gathered_tensor()
     km = g.kernels
     ops = _ops(g)
     qkv, out = ops["qkv"], ops["out_proj"]
-    assert (qkv.sp_gather, qkv.sp_ranks, qkv.gather_transpose) == ("ag", TP, 2.0)
-    assert (out.sp_gather, out.sp_ranks, out.gather_transpose) == ("rs", TP, 2.0)
+    assert (qkv.sp_gather, qkv.sp_ranks, qkv.gather_transpose_elem_bytes) == ("ag", TP, 2.0)
+    assert (out.sp_gather, out.sp_ranks, out.gather_transpose_elem_bytes) == ("rs", TP, 2.0)
     whole = {n: _ops(g, sp=False)[n] for n in ("qkv", "out_proj")}  # TP8 without SP: nothing gathered
     T, h = SEQ, 4096
     # QKV forward: delayed scaling's norm writes X (T x h) in FP8 (section 418): on the shard row-wise only (1 byte
@@ -91,14 +91,14 @@ def test_no_transpose_at_tp1_under_bf16_or_on_blackwell():
     kernel is added; MXFP8 casts both copies on the shard (no transpose either)."""
     h100, b200 = gpu_compute("h100"), gpu_compute("b200")
     for op in _ops(h100, tp=1, sp=False).values():
-        assert (op.sp_gather, op.sp_ranks, op.gather_transpose) == ("", 1, 0.0)
+        assert (op.sp_gather, op.sp_ranks, op.gather_transpose_elem_bytes) == ("", 1, 0.0)
     for op in _ops(h100, precision="bf16").values():
-        assert op.gather_transpose == 0.0
+        assert op.gather_transpose_elem_bytes == 0.0
         assert kernels_launched(op, "bf16", True) == 2.0
     T, h = SEQ, 4096
     for recipe, copies in (("delayed", 1), ("mxfp8", 2)):
         out = _ops(b200, recipe=recipe)["out_proj"]
-        assert out.gather_transpose == 0.0 and out.sp_ranks == TP
+        assert out.gather_transpose_elem_bytes == 0.0 and out.sp_ranks == TP
         cast_whole = replace(out, sp_ranks=1)  # the same op with its cast over the whole gathered tensor
         assert kernels_launched(out, "fp8", True) == kernels_launched(cast_whole, "fp8", True)
         per = BF16 + copies * (FP8 + (1 / 32 if recipe == "mxfp8" else 0.0))
@@ -113,5 +113,5 @@ def test_userbuffers_transpose_the_gathered_buffer_too():
     g = gpu_compute("h100")
     ub, nccl = _ops(g, overlap_tp=True), _ops(g)
     for name in ("qkv", "out_proj"):
-        assert ub[name].gather_transpose == nccl[name].gather_transpose == 2.0
+        assert ub[name].gather_transpose_elem_bytes == nccl[name].gather_transpose_elem_bytes == 2.0
         assert ub[name].sp_ranks == TP

@@ -235,7 +235,7 @@ def fp8_recipe_costs(recipe: str | None, generation: str) -> tuple[float, float,
     t = _table()["fp8_recipe"]
     block = block_scaled_recipe(recipe)
     ratio = float(t["gemm_time_ratio"].get(f"{generation}_{recipe}", 1.0)) if block else 1.0
-    scale = float(t["scale_bytes_per_element"][recipe if block else "per_tensor"])
+    scale = scale_bytes(recipe if block else None)
     copies = 2 if (block or generation != "blackwell") else 1
     return ratio, scale, copies
 

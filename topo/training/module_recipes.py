@@ -67,6 +67,24 @@ def parse_module_recipes(entries: tuple[str, ...]) -> dict[str, str]:
     return {name.strip(): recipe.strip() for name, recipe in pairs}
 
 
+def entries_at(entries: tuple[str, ...], recipe: str) -> tuple[str, ...]:
+    """The ``module_recipes`` entries (``name=recipe``) that run ``recipe``, as written.
+
+    Parameters
+    ----------
+    entries : tuple of str
+        ``name=recipe`` strings.
+    recipe : str
+        A recipe of :data:`MODULE_RECIPES`.
+
+    Returns
+    -------
+    tuple of str
+        The entries at ``recipe``, in order.
+    """
+    return tuple(e for e in entries if e.split("=", 1)[-1].strip() == recipe)
+
+
 def module_recipes_error(entry: str) -> str:
     """Why ``entry`` of ``module_recipes`` is refused ("" when it is good): the form ``name=recipe``, a name of
     :data:`MODULE_OPS`, a recipe of :data:`MODULE_RECIPES` (BF16 only for a whole-layer module)."""

@@ -24,7 +24,7 @@ run in FP8 when the layout's precision is ``fp8``; the attention core, norms, ac
 optimizer stay in BF16/FP32, and FP8 adds a quantisation of each linear layer's input (forward) and output gradient
 (backward) in one kernel: 2 bytes read and each FP8 copy the pass's GEMMs need written with its scales
 (:func:`quantize_bytes`; an operand all-gathered over TP is cast on the rank's shard before the gather, and per-tensor
-FP8 on Hopper transposes the gathered tensor for wgrad: :attr:`Op.gather_transpose`); the FP8 GEMMs of a block-scaled recipe run at their measured time ratio to per-tensor
+FP8 on Hopper transposes the gathered tensor for wgrad: :attr:`Op.gather_transpose_elem_bytes`); the FP8 GEMMs of a block-scaled recipe run at their measured time ratio to per-tensor
 scaling (:func:`.kernels.fp8_recipe_costs`); a grouped expert GEMM quantises each expert's rows once a pass,
 in four kernels reading them once more under per-tensor current scaling (``fp8_recipe = "current"``, as every
 linear layer's input but a TE norm's output, and every output gradient: :func:`cast_kind`), and
@@ -215,7 +215,7 @@ class Op:
     ``1 / sp_ranks`` of the GEMM's rows, before the gather (:func:`op_time_s`)."""
     sp_ranks: int = 1
     """The TP ranks an ``sp_gather`` operand is gathered from (the layout's ``tp``; 1: none)."""
-    gather_transpose: float = 0.0
+    gather_transpose_elem_bytes: float = 0.0
     """Bytes per element of the transpose Transformer Engine makes of each all-gathered operand of this FP8 linear
     GEMM for its weight gradient (:func:`.kernels.gather_transpose_bytes`: per-tensor scaling on a TN-only GPU, 2;
     :func:`block_ops` sets it with ``sp_gather``): backward, one kernel over the whole gathered tensor (the input
@@ -243,12 +243,12 @@ class Op:
     writes its output in FP8 (``normalization.cpp`` FULLY_FUSED for a ``Float8Quantizer``; v1.x
     ``layernorm_fwd_fp8``), so the forward has no cast kernel and the norm writes 1 byte an element in place of its
     BF16 2 (:func:`norm_cast_bytes`); every other recipe's norm writes BF16 and a cast follows (:func:`cast_kind`)."""
-    norm_transpose: float = 0.0
+    norm_transpose_elem_bytes: float = 0.0
     """Bytes per element of the transposed copy a ``norm_cast`` forward makes of the norm's FP8 output where the
     weight gradient needs it column-wise and no TP gather stands between (:func:`.kernels.gather_transpose_bytes`:
     2 on a TN-only GPU, 0 from Blackwell or under sequence parallelism, where the gathered tensor is transposed
-    backward: :attr:`gather_transpose`); one kernel the norm's call launches (``ln_api.cpp`` / ``rmsnorm_api.cpp``
-    ``nvte_transpose`` after the norm)."""
+    backward: :attr:`gather_transpose_elem_bytes`); one kernel the norm's call launches (``ln_api.cpp`` /
+    ``rmsnorm_api.cpp`` ``nvte_transpose`` after the norm)."""
     tp_overlap: str = ""
     """A tensor-parallel linear layer's TP collective (its ``tp_role``) that a userbuffers communicator runs beside
     its GEMM (:func:`.tp_overlap.pass_margins`); empty: none, or built without a communicator (every one of an MLA
@@ -1054,11 +1054,12 @@ def block_ops(model: ModelSpec, lay: ParallelLayout, kind: str, generation: str 
         gathered = op.tp_role if (sp and lin) else ""
         fused = q and op.norm_amax and norm_writes_quantised(mine or named)  # the norm writes it quantised
         out.append(replace(op, graph=_graph_part(kind, op), recipe=mine, current_scaling=cs and lin and not mine,
-                           norm_cast=fused, norm_transpose=gather_transpose_bytes(recipe, generation)
+                           norm_cast=fused, norm_transpose_elem_bytes=gather_transpose_bytes(recipe, generation)
                            if (fused and not gathered) else 0.0,
                            block_scaled=q and recipe in ("mxfp8", "blockwise"), mxfp8=q and recipe == "mxfp8",
                            sp_gather=gathered, sp_ranks=lay.tp if gathered else 1,
-                           gather_transpose=gather_transpose_bytes(recipe, generation) if (q and gathered) else 0.0,
+                           gather_transpose_elem_bytes=gather_transpose_bytes(recipe, generation)
+                           if (q and gathered) else 0.0,
                            block_convert=q and recipe == "blockwise" and converts(generation),
                            fp4_cast=q and recipe == "nvfp4", grad_hooks=hooks and op.kind == "gemm" and op.weights,
                            tp_overlap=op.tp_role if (ub and not op.tp_pair) else ""))
@@ -1257,21 +1258,22 @@ def _input_cast_s(op: Op, gpu: GpuCompute, M: float, K: float, precision: str, f
     """Seconds of a quantised GEMM pass's input cast (:func:`op_time_s`): ``M x K`` elements (X forward, dY
     backward), on the rank's shard before a TP all-gather (:attr:`Op.sp_gather`), or the norm's quantised write
     where the norm before it casts (:attr:`Op.norm_cast`); current scaling's amax read and a gathered tensor's
-    transpose (:attr:`Op.gather_transpose`) where they run."""
+    transpose (:attr:`Op.gather_transpose_elem_bytes`) where they run."""
     km, t = gpu.kernels, 0.0
     gathered = op.sp_gather == ("rs" if backward else "ag")  # this pass's input is all-gathered over TP: cast on
     rows = M / op.sp_ranks if gathered else M  # the rank's shard before the gather (:attr:`Op.sp_gather`)
     if M > 0 and K > 0 and op.norm_cast and not backward:  # the norm wrote it quantised: no cast kernel
         t += memory_s(km, norm_cast_bytes(op, gpu.generation, fp8_recipe) * rows * K * op.groups)
     elif M > 0 and K > 0:
-        qb = quantize_bytes(gpu.generation, fp8_recipe, amax_pass, rowwise_only=gathered and op.gather_transpose > 0)
+        qb = quantize_bytes(gpu.generation, fp8_recipe, amax_pass,
+                            rowwise_only=gathered and op.gather_transpose_elem_bytes > 0)
         t += quantize_s(km, qb * rows * K * op.groups, fp8_recipe, gpu.generation)
     if op.current_scaling and not amax_pass and cast_kind(op, backward) == "current":
         # current scaling's amax kernel reads the input once more (X forward, dY backward; each expert's rows of a
         # grouped GEMM); with amax_pass quantize_bytes counts it, after a norm that computed the amax none
         t += memory_s(km, ACT * rows * K * op.groups)
     if gather_transposes(op, precision, backward):
-        t += memory_s(km, op.gather_transpose * gathered_elements(op))
+        t += memory_s(km, op.gather_transpose_elem_bytes * gathered_elements(op))
     return t
 
 
@@ -1285,9 +1287,10 @@ def gathered_elements(op: Op) -> float:
 
 def gather_transposes(op: Op, precision: str, backward: bool) -> float:
     """Transpose kernels Transformer Engine runs in ``op``'s pass on its all-gathered FP8 operand
-    (:attr:`Op.gather_transpose`): one backward, before the weight-gradient GEMM, for a quantised linear GEMM whose
-    recipe and GPU make it (per-tensor on Hopper); 0 otherwise (forward, BF16, a module at a recipe of its own)."""
-    if not (backward and op.gather_transpose and op.kind == "gemm" and op.linear):
+    (:attr:`Op.gather_transpose_elem_bytes`): one backward, before the weight-gradient GEMM, for a quantised linear
+    GEMM whose recipe and GPU make it (per-tensor on Hopper); 0 otherwise (forward, BF16, a module at a recipe of its
+    own)."""
+    if not (backward and op.gather_transpose_elem_bytes and op.kind == "gemm" and op.linear):
         return 0.0
     if op.recipe:
         precision, _ = op_precision(op, precision, None)
@@ -1372,7 +1375,7 @@ def quantize_bytes(generation: str, fp8_recipe: str | None = None, amax_pass: bo
         The layout's ``fp8_amax_pass``.
     rowwise_only : bool
         The row-wise copy alone: a per-tensor FP8 shard cast before its TP all-gather on a TN-only GPU, whose
-        column-wise copy a transpose after the gather makes (:attr:`Op.gather_transpose`).
+        column-wise copy a transpose after the gather makes (:attr:`Op.gather_transpose_elem_bytes`).
 
     Returns
     -------
@@ -1389,7 +1392,7 @@ def norm_cast_bytes(op: Op, generation: str, fp8_recipe: str | None = None) -> f
     """Bytes per element a ``norm_cast`` linear's forward input adds to its norm (:attr:`Op.norm_cast`): the norm
     kernel writes the quantised element and its scale in place of the BF16 element its ``norm`` op prices (so
     ``element + scale - 2``, -1 for FP8), plus the transposed copy the norm's call makes of it
-    (:attr:`Op.norm_transpose`: read and written, 2 on a TN-only GPU without a TP gather). Against
+    (:attr:`Op.norm_transpose_elem_bytes`: read and written, 2 on a TN-only GPU without a TP gather). Against
     :func:`quantize_bytes` (the BF16 read and every copy written, 4 on Hopper, 3 on Blackwell), the cast kernel's
     read and the BF16 write go.
 
@@ -1409,7 +1412,7 @@ def norm_cast_bytes(op: Op, generation: str, fp8_recipe: str | None = None) -> f
     """
     _, scale, _ = fp8_recipe_costs(fp8_recipe, generation)
     element, _ = cast_extra_bytes(fp8_recipe)
-    return element + scale - ACT + op.norm_transpose
+    return element + scale - ACT + op.norm_transpose_elem_bytes
 
 
 def tp_paired_gemm_s(op: Op, gpu: GpuCompute, precision: str, fp8_recipe: str | None = None,
@@ -1479,7 +1482,7 @@ def kernels_launched(op: Op, precision: str, backward: bool = False, amax_pass: 
     kind = cast_kind(op, backward, amax_pass, scale_kernel)
     if kind == "norm":  # the norm kernel wrote it: its transpose, and TE 2.0-2.6's scale inverse (create_tensor)
         kq = quantize_kernels()
-        return own + (1.0 if op.norm_transpose else 0.0) + (kq["delayed_scale_inverse"] - kq["cast"]
+        return own + (1.0 if op.norm_transpose_elem_bytes else 0.0) + (kq["delayed_scale_inverse"] - kq["cast"]
                                                              if scale_kernel else 0.0)
     q = quantize_kernels()[kind]
     if op.grouped:

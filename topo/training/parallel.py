@@ -31,7 +31,7 @@ from ..inputs import is_input_file, loads_toml, read_toml
 from ..resources import data_dir
 from ..units import count_noun, format_count
 from .model import ModelSpec, validation_error
-from .module_recipes import duplicate_module_entries, module_recipes_error
+from .module_recipes import duplicate_module_entries, entries_at, module_recipes_error
 from .pipeline_layout import layout_chunks
 from .remat import RematPolicyError, remat_settings
 from .routing import ROUTINGS
@@ -1191,7 +1191,7 @@ def _check_module_recipes(lay: ParallelLayout, bad) -> None:
     twice = duplicate_module_entries(lay.module_recipes)
     if twice:  # dict(...) would keep the last silently; which matcher Megatron-Core applies is not modelled
         bad("module_recipes", f"{' and '.join(twice)} name one module more than once; allowed: each module once")
-    nvfp4 = [e for e in lay.module_recipes if e.split("=", 1)[-1].strip() == "nvfp4"]
+    nvfp4 = entries_at(lay.module_recipes, "nvfp4")
     if nvfp4 and lay.overlap_tp and lay.sequence_parallel and lay.tp > 1:  # as _check_nvfp4: TE's userbuffers
         bad("module_recipes", f"{' '.join(nvfp4)} runs NVFP4 inputs, which Transformer Engine's userbuffers refuse; "
                               f"allowed with overlap_tp true and tp > 1: bf16 or mxfp8 modules")

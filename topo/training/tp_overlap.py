@@ -33,6 +33,7 @@ from functools import lru_cache
 from ..errors import TopoError
 from ..resources import data_dir
 from .comm_sms import reduced_gpu
+from .module_recipes import entries_at
 
 __all__ = ["configs", "config_names", "recipe_configs", "check_num_sm", "userbuffers_built", "tp_overlap_on",
            "first_proj_userbuffers", "userbuffers_on", "userbuffers_off_note", "tp_exposed_note", "buffer_name", "margin_sms",
@@ -312,7 +313,7 @@ def tp_exposed_note(lay, model) -> str | None:
     else:
         text = ("TP without sequence parallelism: each forward all-reduce blocks the compute stream (exposed "
                 "whole); the backward's hides behind its own layer's wgrad GEMM, what outlasts it exposed")
-    nvfp4 = lay.fp8_recipe == "nvfp4" or any(e.split("=", 1)[-1].strip() == "nvfp4" for e in lay.module_recipes)
+    nvfp4 = lay.fp8_recipe == "nvfp4" or bool(entries_at(lay.module_recipes, "nvfp4"))
     if lay.overlap_tp or nvfp4 or not userbuffers_built(model):
         return text
     return text + ("; overlap_tp=true runs them through userbuffers beside their GEMMs" if lay.sequence_parallel
