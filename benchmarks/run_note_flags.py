@@ -30,6 +30,12 @@ NOTE_FLAGS = {
     "--fp8_recipe": "columns precision and fp8_recipe (NeMo's launcher spelling)",
     "--fp8-format": "not modelled: one FP8 GEMM rate per generation (kernels.toml), whatever the format",
     "--bf16": "column precision",
+    # 2021 Megatron-LM (the SC21 artifact, NVIDIA/Megatron-LM@de7dc40f88 examples/sc21/: training_runs.csv)
+    "--fp16": "not a setting: topo prices fp16 GEMMs at the bf16 rate (equal on A100); its fp16 gradients: column "
+              "grad_bytes (training_runs.csv)",
+    "--num-layers-per-virtual-pipeline-stage": "column vpp (layers a stage / this)",
+    "--checkpoint-activations": "rule: _paper_setups' recompute = full (the row's column recompute says full)",
+    "--checkpoint-num-layers": "rule: _paper_setups' recompute = full (its default 1: a checkpoint a layer)",
     "--xla_gpu_enable_latency_hiding_scheduler": "column dp_overlap_policy (xla_lhs where true)",
     "--xla_gpu_all_reduce_combine_threshold_bytes": "column dp_all_reduce_combine_bytes (where the layers are not "
                                                     "scanned: the combiner sees many layers' gradients)",

@@ -346,9 +346,27 @@ framework ran it so (``ParallelLayout``'s fields of those names; the SC21 Megatr
 Megatron-LM had no sequence parallelism and all-reduced the TP input gradient synchronously, the source in each
 row's note), empty: the layout's default (on)."""
 
+PAPER_COLUMNS = ("micro_batch", "vpp", "grad_bytes", "overlap_dp")
+"""``data/reference/training_runs.csv``'s per-run settings where a run's own scripts give them (sc21art109, findings
+423; the names of ``training_runs_published.csv`` and :data:`LAYOUT_COLUMNS`): ``micro_batch`` and ``vpp`` (whole
+numbers >= 1), ``grad_bytes`` (bytes per parameter of the gradient kept and, unless the layout says otherwise,
+reduced), ``overlap_dp`` (``1`` / ``0``: the DP reduction overlapped with the backward or after it). The SC21
+Megatron-LM rows: the paper's artifact, NVIDIA/Megatron-LM@de7dc40f88 ``examples/sc21/run_table_1.sh`` (MBS, the
+virtual stages, ``--DDP-impl``) and ``CONFIG.sh`` (``--fp16``), cited in each row's note. Empty: the source's rule
+in ``training_accuracy._paper_setups`` and the layout's defaults."""
+
+
+def _paper_checks() -> dict:
+    """Each :data:`PAPER_FLAGS` and :data:`PAPER_COLUMNS` column's check: the value -> None, or what is allowed."""
+    checks = _checks()
+    return {**{col: _one_of(("0", "1")) for col in PAPER_FLAGS}, "micro_batch": _whole_fault("sequences"),
+            "vpp": _whole_fault("virtual stages"), "grad_bytes": checks["grad_bytes"],
+            "overlap_dp": checks["overlap_dp"]}
+
 
 def paper_column_kw(row, file: str) -> dict:
-    """The layout settings of a ``training_runs.csv`` row's :data:`PAPER_FLAGS` columns, where the row names them.
+    """The layout settings of a ``training_runs.csv`` row's :data:`PAPER_FLAGS` and :data:`PAPER_COLUMNS` columns,
+    where the row names them.
 
     Parameters
     ----------
@@ -365,16 +383,18 @@ def paper_column_kw(row, file: str) -> dict:
     Raises
     ------
     RunColumnError
-        One line: ``FILE: run RUN: COLUMN = 'VALUE'; allowed: one of 0, 1, or empty``.
+        One line: ``FILE: run RUN: COLUMN = 'VALUE'; allowed: ..., or empty``.
     """
+    read = {**{col: (lambda v: v == "1") for col in PAPER_FLAGS}, "micro_batch": int, "vpp": int,
+            "grad_bytes": LAYOUT_COLUMNS["grad_bytes"], "overlap_dp": LAYOUT_COLUMNS["overlap_dp"]}
     kw = {}
-    for col in PAPER_FLAGS:
+    for col, fault_of in _paper_checks().items():
         value = row.get(col) or ""
-        fault = _one_of(("0", "1"))(value) if value else None
+        fault = fault_of(value) if value else None
         if fault:
             raise RunColumnError(f"{file}: run {row['run_id']}: {col} = {value!r}; allowed: {fault}, or empty")
         if value:
-            kw[col] = value == "1"
+            kw[col] = read[col](value)
     return kw
 
 

@@ -31,8 +31,13 @@ Runs measured under a software regression their publisher filed (``REGRESSED``, 
 ``data/reference/training_runs_regressed.csv``, each with its issue) are scored in-sample and out of family like
 every other run, but no fit reads them.
 
-Per-source settings (not fitted; from each source's description of the run): Megatron SC21 2021: no fused attention,
-full recomputation, plain data parallelism with an fp32 all-reduce not overlapped, micro-batch 1; Llama 3: fused
+Per-source settings (not fitted; from each source's description of the run): Megatron SC21 2021, as the paper's
+artifact ran it (NVIDIA/Megatron-LM@de7dc40f88 ``examples/sc21/``: ``training_runs.csv``'s ``micro_batch``, ``vpp``,
+``grad_bytes``, ``overlap_dp`` columns, :data:`run_recipe_columns.PAPER_COLUMNS`): no fused attention, full
+recomputation, micro-batch 16 / 16 / 16 / 8 / 4 / 2 / 2 / 1 / 1 / 1, interleaving on the 76B-530B rows with blocking
+pipeline sends, plain data parallelism with fp16 gradients reduced in fp16 (``--fp16``, priced at the bf16 rate, equal
+on A100), PyTorch DDP's all-reduce overlapped with the backward (1.7B-18B) and Megatron's local DDP's after it (39B
+up); Llama 3: fused
 attention, FSDP SHARD_GRAD_OP with fp32 reduce-scatter, 4 interleaved stages, context parallelism by an all-gather of K
 and V, exposed (sec. 3.3.2), the embedding and the loss counted as pipeline layers (the paper: "first and last stage one
 layer fewer"); NeMo / Megatron-Bridge recipes: fused attention, ring attention under CP (Megatron-Core's default
@@ -277,7 +282,11 @@ def _paper_setups():
         if rid.startswith("megatron_"):
             model = load_model("megatron-gpt-" + rid.removeprefix("megatron_").replace("p", "."))
             spec, conv = ("dgx-a100-superpod", ()), "megatron"
-            extra = dict(flash_attention=False, dp_sharding="none", recompute="full", overlap_dp=False)
+            # the paper's artifact (NVIDIA/Megatron-LM@de7dc40f88 examples/sc21/run_table_1.sh; each row's note):
+            # --checkpoint-activations (full, a checkpoint a layer), plain DDP, and 2021's interleaved schedule's
+            # blocking sends (megatron/p2p_communication.py _communicate: req.wait(), torch.cuda.synchronize());
+            # micro-batch, virtual stages, fp16 gradients and the DDP overlap: the row's columns (paper_column_kw)
+            extra = dict(flash_attention=False, dp_sharding="none", recompute="full", overlap_pp=False)
         else:
             model, spec, conv = load_model("llama3-405b"), ("meta-llama3-24k", ()), "6n"
             # CP: K and V all-gathered, their gradients reduce-scattered, exposed (arXiv 2407.21783 sec. 3.3.2).
@@ -295,7 +304,8 @@ def _paper_setups():
         cudnn = run_cudnn("", row["published_date"])
         if cudnn is not None:
             extra["cudnn_version"] = cudnn
-        extra.update(paper_column_kw(row, "training_runs.csv"))  # sequence parallelism, the async TP all-reduce
+        # sequence parallelism, the async TP all-reduce, micro-batch, vpp, gradient bytes, DP overlap
+        extra.update(paper_column_kw(row, "training_runs.csv"))
         lay = make_layout(tp=int(row["tp"]), cp=int(row["cp"]), pp=int(row["pp"]), dp=int(row["dp"]),
                           global_batch=int(row["global_batch_seqs"]), seq_len=int(row["seq_len"]),
                           **{k: v for k, v in extra.items() if not (k == "vpp" and int(row["pp"]) == 1)})
