@@ -303,11 +303,6 @@ def test_pure_mamba2_speedup_gb200_over_h200_matches_issue_904():
     assert h200 / gb200 == pytest.approx(360.4 / 239.2, rel=0.05)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "known deviation (docs/calibration-findings.md section 420): the Ampere GEMM fraction sits at its ceiling, 1.0, "
-    "since the SC21 A100 rows run as 2021's Megatron-LM ran them and are still 8-24% slow at TP 4-8; at it the model "
-    "gives A100 / H200 2.16 against the user's 2.33 (it gave 2.30 at the fraction 0.940). Strict: when the A100 side "
-    "is found and the ratio is met again, this test fails and the mark is removed"))
 def test_pure_mamba2_speedup_h200_over_a100_matches_issue_904():
     """state-spaces/mamba #904 (a user's measurement, secondary): 102.5 / 239.2 TFLOP/s on A100 / H200, so the
     step is 2.334x faster on H200 than A100; the model must give it within 5% (not fitted)."""
