@@ -879,9 +879,11 @@ def _print_step(r, tokens, model, memory: bool = False) -> None:
         emit(_time_to_train_line(r, tokens))
     emit("")
     emit(table([[k, format_time(v), f"{v / r.step_time_s:.1%}"] for k, v in r.breakdown_s.items()
-                if v or k != "fp8_amax"],  # the amax line only where delayed scaling reduces (fp8_amax.amax_step)
+                if v or k not in ("fp8_amax", "fp8_weight_cast")],  # only where they run (fp8_amax.amax_step,
+               # fp8_weight_cast.weight_cast_s)
                ["component", "time", "share"], right=[False, True, True]))
-    emit(_components_legend(L, r.compute_by_module_s.get("host", 0.0) > 0, r.breakdown_s.get("fp8_amax", 0.0) > 0))
+    emit(_components_legend(L, r.compute_by_module_s.get("host", 0.0) > 0, r.breakdown_s.get("fp8_amax", 0.0) > 0,
+                            r.breakdown_s.get("fp8_weight_cast", 0.0) > 0))
     if r.contention:
         emit("one step as one traffic mix: " + ", ".join(f"{k} x{v:.2f}" for k, v in r.contention.items())
              + " (slowdown of each dimension's collectives from sharing links with the others)")
@@ -966,7 +968,7 @@ def _time_to_train_line(r, tokens: float) -> str:
             "time with the plan's goodput)")
 
 
-def _components_legend(L: dict, host_wait: bool, amax: bool = False) -> str:
+def _components_legend(L: dict, host_wait: bool, amax: bool = False, weight_cast: bool = False) -> str:
     """What the step's components are (they add up to the step) and what shrinks each, for the text output."""
     mb = L["microbatches"]
     return (f"components add up to the step: compute = the busiest pipeline stage's kernels for its {mb} "
@@ -974,7 +976,9 @@ def _components_legend(L: dict, host_wait: bool, amax: bool = False) -> str:
             f"drain (more micro-batches per step or vpp shrink it); optimizer = the Adam step on this GPU's shard; "
             f"tp, cp, pp, dp, ep = each dimension's communication not hidden behind compute (the collectives' "
             f"exposed column; --overlap hides more)"
-            + (_amax_legend(L) if amax else "") + _pp_overlap_legend(L))
+            + (_amax_legend(L) if amax else "")
+            + ("; fp8_weight_cast = Transformer Engine's FP8 cast of the BF16 linear weights, once a step (the first "
+               "micro-batch's; fp8_param_gather keeps them in FP8)" if weight_cast else "") + _pp_overlap_legend(L))
 
 
 def _pp_overlap_legend(L: dict) -> str:

@@ -31,7 +31,8 @@ __all__ = ["step_breakdown_figure", "memory_figure", "tier_loads_figure", "timel
 _COLORS = {"compute": "#009E73", "bubble": "#BBBBBB", "tp": "#0072B2", "cp": "#56B4E9", "pp": "#E69F00",
            "dp": "#D55E00", "ep": "#CC79A7", "weights": "#0072B2", "gradients": "#E69F00", "optimizer": "#CC79A7",
            "activations": "#009E73", "buffers": "#999933", "reserved": "#882255",
-           "nccl": "#44AA99", "ep_buffers": "#332288", "nvls": "#AA4499", "fp8_amax": "#F0E442"}
+           "nccl": "#44AA99", "ep_buffers": "#332288", "nvls": "#AA4499", "fp8_amax": "#F0E442",
+           "fp8_weight_cast": "#661100"}
 
 
 def _label(r: StepResult) -> str:

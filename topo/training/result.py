@@ -10,7 +10,7 @@ from .memory import MemoryBreakdown
 
 __all__ = ["DimensionComm", "StepResult", "SearchResult", "BREAKDOWN_KEYS"]
 
-BREAKDOWN_KEYS = ("compute", "bubble", "optimizer", "tp", "cp", "pp", "dp", "ep", "fp8_amax")
+BREAKDOWN_KEYS = ("compute", "bubble", "optimizer", "tp", "cp", "pp", "dp", "ep", "fp8_amax", "fp8_weight_cast")
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ with its own layers' traffic and the slowest is the step's, :func:`_pace_candida
   interleaved stages (Narayanan et al. 2021, sec. 2.2); DualPipe (``pipeline_schedule``): ``(p/2 - 1)`` forwards
   of a micro-batch (DeepSeek-V3 Table 2); paid once per schedule run (``pipeline_flushes``);
 - optimizer: a fused Adam step over the GPU's shard (:func:`topo.training.operators.optimizer_step_s`);
+- fp8_weight_cast: Transformer Engine's FP8 cast of the BF16 linear weights, once a step (:mod:`.fp8_weight_cast`);
 - TP per block (attention, MLP, Mamba) and micro-batch: with sequence parallelism an all-gather and a
   reduce-scatter forward (and forward again for recomputed blocks), backward two all-gathers (the output
   gradient; the input again, for the weight gradient) and a reduce-scatter, else two all-reduces each way;
@@ -100,6 +101,7 @@ from .ep_overlap import LayerParts, layer_exposed_s, moe_layer_parts, published_
 from .flops import model_flop_per_step
 from .flops_megatron_lm import padded_vocab
 from .fp8_params import gathers_in_fp8
+from .fp8_weight_cast import weight_cast_s
 from .fp8_amax import AMAX_PHASE, AMAX_SP_GROUP, amax_group, amax_reduced, amax_step, sp_amax_reduced
 from .gpus import gpu_compute
 from .host_cpu import host_time_factor, reference_host_cpu
@@ -1893,7 +1895,7 @@ def _step_result(fabric: Fabric, model: ModelSpec, lay: ParallelLayout, gpu, sc,
     spec = fabric.spec
     m = lay.microbatches
     optimizer = optimizer_step_s(optimizer_params(model, lay), gpu)
-    breakdown = step_breakdown(lay, sc, exposed, optimizer)
+    breakdown = step_breakdown(lay, sc, exposed, optimizer, weight_cast_s(model, lay, gpu))
     step = sum(breakdown.values())
     seq = lay.seq_len or model.seq_len
     mem = memory_per_gpu(model, lay, gpu.memory_bytes, generation=gpu.generation, gpus_per_domain=spec.gpus_per_domain)
@@ -2135,7 +2137,7 @@ def bubble_s(lay: ParallelLayout, forward_s: float, microbatch_s: float) -> floa
     return (lay.pp - 1) / lay.vpp * microbatch_s * lay.pipeline_flushes
 
 
-def step_breakdown(lay: ParallelLayout, sc, exposed: dict, optimizer_s: float) -> dict:
+def step_breakdown(lay: ParallelLayout, sc, exposed: dict, optimizer_s: float, weight_cast_s: float = 0.0) -> dict:
     """One step's seconds by component (the step-time formula, one place; the search's bound calls it with its
     floors): ``m`` micro-batches of the busiest stage's compute, the bubble, the optimizer and each dimension's
     exposed communication.
@@ -2150,19 +2152,21 @@ def step_breakdown(lay: ParallelLayout, sc, exposed: dict, optimizer_s: float) -
         reductions (``fp8_amax``, :mod:`.fp8_amax`); missing ones count 0.
     optimizer_s : float
         The optimizer step.
+    weight_cast_s : float, optional
+        The FP8 cast of the BF16 linear weights, once a step (:mod:`.fp8_weight_cast`); 0 where none runs.
 
     Returns
     -------
     dict
-        ``compute``, ``bubble``, ``optimizer``, ``tp``, ``cp``, ``pp``, ``dp``, ``ep``, ``fp8_amax`` (their sum is
-        the step). The amax reductions run inside each micro-batch's forward and backward, as TP's, CP's and EP's
+        ``compute``, ``bubble``, ``optimizer``, ``tp``, ``cp``, ``pp``, ``dp``, ``ep``, ``fp8_amax``,
+        ``fp8_weight_cast`` (their sum is the step). The amax reductions run inside each micro-batch's forward and backward, as TP's, CP's and EP's
         exposed traffic does, so they lengthen the bubble's micro-batch too.
     """
     m = lay.microbatches
     ex = {k: exposed.get(k, 0.0) for k in ("tp", "cp", "pp", "dp", "ep", AMAX_PHASE)}
     per_mb = sc.microbatch_s + (ex["tp"] + ex["cp"] + ex["ep"] + ex[AMAX_PHASE]) / m
     return {"compute": m * sc.microbatch_s, "bubble": bubble_s(lay, sc.forward_s, per_mb), "optimizer": optimizer_s,
-            **ex}
+            **ex, "fp8_weight_cast": weight_cast_s}
 
 
 def exposed_comm_s(dim: str, phase: str, total: float, windows: dict, lay: ParallelLayout,

@@ -1,7 +1,7 @@
 """The timeline of one pipeline stage over one step, for the report: what runs when, in lanes.
 
 Built from a :class:`~topo.training.result.StepResult`'s breakdown and collectives (it computes no time of its
-own): the warm-up half of the bubble, then each micro-batch's forward and backward on the ``compute`` lane with
+own): the warm-up half of the bubble, the FP8 weight cast of the step's first micro-batch, then each micro-batch's forward and backward on the ``compute`` lane with
 its exposed TP, CP and EP communication after it, the pipeline sends, the cool-down half of the bubble, the
 data-parallel reduction's exposed tail and the optimizer step. Communication that hides behind compute is drawn
 on its own lane over the compute it overlaps (``exposed = False``). At most ``MAX_MICROBATCHES`` micro-batches are
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 __all__ = ["step_timeline", "LANES", "MAX_MICROBATCHES"]
 
-LANES = ("compute", "tp", "cp", "ep", "fp8_amax", "pp", "dp", "optimizer", "bubble")
+LANES = ("compute", "fp8_weight_cast", "tp", "cp", "ep", "fp8_amax", "pp", "dp", "optimizer", "bubble")
 MAX_MICROBATCHES = 32
 
 
@@ -35,6 +35,9 @@ def step_timeline(result, forward_s: float, backward_s: float) -> list[dict]:
 
     seg("bubble", t, t + b["bubble"] / 2, "pipeline warm-up (bubble)")
     t += b["bubble"] / 2
+    cast = b.get("fp8_weight_cast", 0.0)  # the first micro-batch's forward casts the BF16 weights to FP8
+    seg("fp8_weight_cast", t, t + cast, "FP8 weight cast (first micro-batch)")
+    t += cast
     dp_gather = sum(c.time_s for c in result.comm if c.dim.startswith("dp") and c.collective == "all_gather")
     seg("dp", t, t + min(dp_gather, forward_s * per), "weights all-gather (hidden)", exposed=False)
     mb_exposed = {d: b.get(d, 0.0) / groups for d in ("tp", "cp", "ep", "fp8_amax")}
