@@ -76,8 +76,8 @@ from .ring_attention import cp_attention_calls, p2p_merge_bytes
 from .router_load import uniform_expert_sd, uniform_max_over_mean
 from .routing import rank_destinations
 from .tp_overlap import margin_kernels, pass_margins, userbuffers_built
-from .weight_swizzle import (conversion_bytes, converts, gathered_swizzle_bytes, scale_kernels, swizzle_bytes,
-                             swizzle_host_s)
+from .weight_swizzle import (cast_memsets, conversion_bytes, converts, gathered_swizzle_bytes, scale_kernels,
+                             swizzle_bytes, swizzle_host_s)
 from .model import ATTENTION_BLOCKS, Block, ModelSpec
 from .ssd import ssd_flops, ssd_kernels
 
@@ -1467,7 +1467,9 @@ def kernels_launched(op: Op, precision: str, backward: bool = False, amax_pass: 
     (:func:`.grouped_gemm.input_cast_kernels`); none in a pass whose input the kernel before it cast in its
     epilogue (``Op.epilogue_cast``: the fused grouped MLP's fc2 forward and fc1 backward). ``scale_kernel``
     (the layout's ``fp8_scale_inverse_kernel``): each cast of delayed scaling is two kernels, its scale inverse
-    and the cast (``quantize_kernels()["delayed_scale_inverse"]``). An MXFP8 weight's GEMM calls add their scale
+    and the cast (``quantize_kernels()["delayed_scale_inverse"]``). An MXFP8 cast writing GEMM-ready scales adds
+    its scale buffers' memsets where the tensor does not fill whole 128 x 128 tiles (every dropless expert's:
+    :func:`.weight_swizzle.cast_memsets`). An MXFP8 weight's GEMM calls add their scale
     swizzles (:func:`.weight_swizzle.weight_swizzles`), a block-wise GEMM on Blackwell its scale conversions
     (:func:`.weight_swizzle.block_conversions`)."""
     gemms = 2.0 if (backward and op.kind == "gemm") else 1.0
@@ -1484,7 +1486,7 @@ def kernels_launched(op: Op, precision: str, backward: bool = False, amax_pass: 
         kq = quantize_kernels()
         return own + (1.0 if op.norm_transpose_elem_bytes else 0.0) + (kq["delayed_scale_inverse"] - kq["cast"]
                                                              if scale_kernel else 0.0)
-    q = quantize_kernels()[kind]
+    q = quantize_kernels()[kind] + cast_memsets(op, precision, backward)  # an MXFP8 cast's scale memsets
     if op.grouped:
         return own + input_cast_kernels(op.expert_kernels, op.groups, q)
     return own + q

@@ -24,8 +24,8 @@ from functools import lru_cache
 from ..resources import data_dir
 from .grouped_gemm import CPP_LOOP_PATHS
 
-__all__ = ["block_conversions", "conversion_bytes", "converts", "gathered_swizzle_bytes", "gathered_swizzles",
-           "scale_kernels", "swizzle_bytes", "swizzle_host_s", "weight_swizzles"]
+__all__ = ["block_conversions", "cast_memsets", "conversion_bytes", "converts", "gathered_swizzle_bytes",
+           "gathered_swizzles", "scale_kernels", "swizzle_bytes", "swizzle_host_s", "weight_swizzles"]
 
 
 @lru_cache(maxsize=1)
@@ -43,6 +43,41 @@ def _convert() -> dict:
 
 def _gathered() -> dict:
     return _file()["sp_gathered"]
+
+
+def cast_memsets(op, precision: str, backward: bool = False) -> float:
+    """Scale-buffer memsets one MXFP8 cast of ``op``'s pass input issues before its kernel (each expert's cast of
+    a grouped GEMM alike): ``[cast_memset]`` of ``mxfp8_weight_swizzle.toml``.
+
+    A cast that writes GEMM-ready (swizzled) scales, ``optimize_for_gemm``, zeroes its row-wise and column-wise
+    scale buffers with a ``cudaMemsetAsync`` each when the tensor does not fill whole 128 x 128 tiles
+    (Transformer Engine ``common/cast/mxfp8/quantize_mxfp8.cuh``). Rows of the cast: ``op.m`` (a grouped
+    expert's token count: dropless, ``m_sd`` > 0, a multiple of the tile only by chance, so taken as not one);
+    columns: ``op.k`` forward (X), ``op.n`` backward (dY). None for an operand a sequence-parallel all-gather
+    makes (its quantizer keeps compact scales: :func:`gathered_swizzles`).
+
+    Parameters
+    ----------
+    op : topo.training.operators.Op
+        A GEMM operator (``mxfp8``: its recipe is MXFP8).
+    precision : str
+        The precision it runs at (only ``fp8`` quantises).
+    backward : bool
+        The backward's cast (dY), else the forward's (X).
+
+    Returns
+    -------
+    float
+        ``memsets_per_cast`` (0 where the tiles are whole, or for any other operator, precision or recipe).
+    """
+    if not (op.kind == "gemm" and op.linear and op.mxfp8 and precision == "fp8"):
+        return 0.0
+    if op.sp_gather == ("rs" if backward else "ag"):
+        return 0.0
+    t = _file()["cast_memset"]
+    cols = op.n if backward else op.k
+    whole = (op.m_sd == 0 and op.m % t["tile_rows"] == 0) and cols % t["tile_cols"] == 0
+    return 0.0 if whole else float(t["memsets_per_cast"])
 
 
 def _passes(backward: bool) -> tuple[str, ...]:
