@@ -44,7 +44,11 @@ that needs the most.
 Activation offloading (``activation_offload_layers`` = N, Megatron-Core's ``cpu_offloading_num_layers``, pp = 1
 only): the first N layers' saved activations go to host memory as the next layer computes and come back one layer
 ahead of their backward, so of those N layers only one (the largest) counts, the layer in transit (Transformer
-Engine's double-buffered offload handler). Gradients: Megatron-Core allocates its gradient buffer in fp32 only
+Engine's double-buffered offload handler). Per-module offloading (``offload_modules``, Megatron-Core's
+``fine_grained_activation_offloading``): each offloaded module's saved tensors leave every block
+(:func:`block_offload_bytes`), but one block's, the group of each module Megatron keeps on the GPU so the first
+reload does not stall (``post_warmup_callback``'s offload margin), counted once per micro-batch as the part in
+transit. Gradients: Megatron-Core allocates its gradient buffer in fp32 only
 with ``grad_reduce_in_fp32``, otherwise in the parameters' dtype (``DistributedDataParallel``:
 ``grad_dtype = torch.float if grad_reduce_in_fp32 else param.dtype``): ``grad_bytes`` 2 for NeMo's and
 Megatron-Bridge's recipes, which turn it off.
@@ -86,7 +90,8 @@ from .operators import END_UNITS, bf16_layers, pipeline_units, rank_stages
 from .unit_params import unit_bf16_params, unit_params
 
 __all__ = ["ACTIVATION_PARTS", "MemoryBreakdown", "memory_per_gpu", "whole_parts", "fragmentation_margin_bytes", "activation_bytes_per_layer", "params_per_gpu",
-           "stage_params", "units_holding", "gathered_unit_bytes", "block_activation_bytes", "bf16_kept_params",
+           "stage_params", "units_holding", "gathered_unit_bytes", "block_activation_bytes", "block_offload_bytes",
+           "bf16_kept_params",
            "state_convention", "process_reserve_bytes"]
 
 
@@ -316,7 +321,8 @@ def gathered_unit_bytes(model: ModelSpec, lay: ParallelLayout) -> float:
 
 
 def block_activation_bytes(model: ModelSpec, lay: ParallelLayout, kind: str, bf16_layer: bool = False) -> float:
-    """Bytes one block of ``kind`` stores for the backward pass, one micro-batch, one GPU (see the module doc).
+    """Bytes one block of ``kind`` stores for the backward pass, one micro-batch, one GPU (see the module doc),
+    less what ``offload_modules`` copies to host memory (:func:`block_offload_bytes`).
 
     Each linear module's saved input is its own quantised copy (:func:`.module_recipes.module_copy_bytes`): at its
     ``module_recipes`` recipe where the layout names one, else the layout's, 2 bytes (BF16) for a BF16 module or a
@@ -342,6 +348,49 @@ def block_activation_bytes(model: ModelSpec, lay: ParallelLayout, kind: str, bf1
     float
         Bytes.
     """
+    return _block_bytes(model, lay, kind, bf16_layer)[0]
+
+
+def block_offload_bytes(model: ModelSpec, lay: ParallelLayout, kind: str, bf16_layer: bool = False) -> tuple[float,
+                                                                                                               float]:
+    """Bytes one block of ``kind`` copies to host memory and back per micro-batch on one GPU under the layout's
+    ``offload_modules`` (Megatron-Core's fine-grained activation offloading), and the bytes that frees on the GPU.
+
+    Each module offloads the tensors autograd saves inside it (NVIDIA/Megatron-LM@2a75ac12
+    ``megatron/core/pipeline_parallel/fine_grained_activation_offload.py``: ``group_start`` hooks
+    ``saved_tensors_hooks``, ``bulk_offload_group`` copies each saved tensor of at least
+    ``min_offloaded_tensor_size`` elements; module boundaries: ``moe/experts.py`` lines 813-923,
+    ``attention.py`` lines 1543-1619), the same terms :func:`block_activation_bytes` counts:
+
+    - ``expert_fc1``: the routed copies of the experts' fc1 input; below MXFP8 / NVFP4 Megatron makes fc1 save its
+      BF16 input (``set_save_original_input``, ``experts.py`` lines 278-283), so 2 bytes an element move;
+    - ``moe_act``: fc1's output, the activation's input (``2 (k - 1) f`` per routed expert);
+    - ``fused_group_mlp``: the whole routed grouped MLP's (fc1's input, its output, fc2's input);
+    - ``core_attn``: Q, K, V and the attention's output (which ``attn_proj`` also saves: moved, not freed, by
+      ``core_attn`` alone); ``attn_proj``: the output projection's saved input.
+
+    Parameters
+    ----------
+    model : ModelSpec
+    lay : ParallelLayout
+    kind : str
+        The block's layer-pattern character.
+    bf16_layer : bool, optional
+        The block is in a layer an FP8 layout keeps in BF16.
+
+    Returns
+    -------
+    tuple of float
+        ``(moved_bytes, freed_bytes)``, one way; 0 and 0 without ``offload_modules``. Megatron-Core's
+        ``min_offloaded_tensor_size`` (1 Mi elements) is not applied: every tensor counted moves.
+    """
+    _, moved, freed = _block_bytes(model, lay, kind, bf16_layer)
+    return moved, freed
+
+
+def _block_bytes(model: ModelSpec, lay: ParallelLayout, kind: str, bf16_layer: bool) -> tuple[float, float, float]:
+    """:func:`block_activation_bytes` and :func:`block_offload_bytes`'s two: one accounting of a block's saved
+    tensors."""
     s = (lay.seq_len or model.seq_len) / lay.cp
     b, h, t = lay.micro_batch, model.hidden, lay.tp
     sbh = s * b * h
@@ -357,13 +406,19 @@ def block_activation_bytes(model: ModelSpec, lay: ParallelLayout, kind: str, bf1
     def x(module: str, op: str) -> float:
         return module_copy_bytes(own.get((module, op), ""), precision, lay.fp8_recipe)
 
+    offload = set(lay.offload_modules)
+    moved = freed = 0.0  # per s b h element, in the part divided by t
     if kind in ATTENTION_BLOCKS:  # a local window (W) stores the same tensors (its scores only without a fused kernel)
         x_in = module_copy_bytes("", precision, lay.fp8_recipe) if model.attention.kind == "mla" else x("attention", "qkv")
         replicated, rest, scores = _attention_parts(model, lay, s, x_in, x("attention", "out_proj"), mask, mods)
         replicated += norm
+        if offload:
+            moved, freed = _attention_offload(model, x("attention", "out_proj"), mods, offload)
     elif kind in (Block.MLP, Block.MOE):
-        x_in, rest = _mlp_parts(model, kind, x, mods)
+        x_in, rest, terms = _mlp_parts(model, kind, x, mods)
         replicated, scores = norm + x_in + mask, 0.0
+        if offload and kind == Block.MOE:
+            moved, freed = _moe_offload(lay, precision, terms, mods, offload)
     else:  # Mamba-2: mamba_ssm's mamba_split_conv1d_scan_combined saves in_proj's output z x B C dt and the
         # scan's output, not the convolution's (recomputed backward: ssd_combined.py@e9594ce1); the norm saves
         # its input, out_proj its input (the norm's output). in_proj and out_proj are Transformer Engine linears
@@ -374,9 +429,53 @@ def block_activation_bytes(model: ModelSpec, lay: ParallelLayout, kind: str, bf1
         inner = 0.0 if "mamba" in mods else (2 * (2 * di + gN + model.mamba_heads + di)
                                             + x("mamba", "out_proj") * di) / h
         replicated, rest, scores = norm + x("mamba", "in_proj"), inner, 0.0
+    freed = min(freed, rest)
+    rest -= freed
     if sp:
-        return sbh * (replicated + rest + scores) / t
-    return sbh * (replicated + (rest + scores) / t)
+        return sbh * (replicated + rest + scores) / t, sbh * moved / t, sbh * freed / t
+    return sbh * (replicated + (rest + scores) / t), sbh * moved / t, sbh * freed / t
+
+
+def _kv_frac(model: ModelSpec) -> float:
+    """K and V's elements per hidden element (MLA: its latents and per-head K and V)."""
+    h = model.hidden
+    if model.attention.kind == "mla":
+        a = model.attention
+        return (a.kv_lora_rank + a.qk_rope_head_dim + model.heads * (a.qk_nope_head_dim + a.v_head_dim)) / h
+    return model.num_kv_heads * model.head_dim / h
+
+
+def _attention_offload(model: ModelSpec, x_out: float, mods: set, offload: set) -> tuple[float, float]:
+    """``(moved, freed)`` bytes per ``s b h`` element of an attention block's offloaded modules
+    (:func:`block_offload_bytes`): ``core_attn`` Q, K, V (none saved when ``qkv_proj`` is recomputed) and the
+    output, ``attn_proj`` its saved input (none when ``core_attn`` is recomputed)."""
+    kv_frac = _kv_frac(model)
+    qkv = 0.0 if "qkv_proj" in mods and model.attention.kind != "mla" else 2 + 4 * kv_frac
+    proj = 0.0 if "core_attn" in mods else x_out
+    moved = freed = 0.0
+    if "core_attn" in offload:
+        moved, freed = qkv + 2, qkv
+    if "attn_proj" in offload:
+        moved, freed = moved + proj, freed + proj
+    return moved, freed
+
+
+def _moe_offload(lay: ParallelLayout, precision: str, terms: dict, mods: set, offload: set) -> tuple[float, float]:
+    """``(moved, freed)`` bytes per ``s b h`` element of an MoE block's offloaded expert modules
+    (:func:`block_offload_bytes`) from :func:`_mlp_parts`' routed ``terms``; fc2's input is not saved when the
+    activation is recomputed (``moe_act`` in ``recompute_modules``)."""
+    fc1_in, act_in, fc2_in, fc1_elems = terms["fc1_in"], terms["act_in"], terms["fc2_in"], terms["fc1_elems"]
+    if "moe_act" in mods:
+        fc2_in = 0.0
+    moved = freed = 0.0
+    if "expert_fc1" in offload:  # below MXFP8 / NVFP4 fc1 saves its BF16 input to offload it
+        block_scaled = precision == "fp8" and lay.fp8_recipe in ("mxfp8", "nvfp4")
+        moved, freed = (fc1_in if block_scaled or precision != "fp8" else 2 * fc1_elems), fc1_in
+    if "moe_act" in offload:
+        moved, freed = moved + act_in, freed + act_in
+    if "fused_group_mlp" in offload:
+        moved, freed = fc1_in + act_in + fc2_in, fc1_in + act_in + fc2_in
+    return moved, freed
 
 
 def _attention_parts(model: ModelSpec, lay: ParallelLayout, s: float, x_in: float, x_out: float, mask: int,
@@ -385,11 +484,7 @@ def _attention_parts(model: ModelSpec, lay: ParallelLayout, s: float, x_in: floa
     ``(replicated, rest, scores)`` without the norm's output; ``x_in`` / ``x_out`` are the saved copies' bytes an
     element of qkv's input (an MLA block's down projections', at the layout's recipe: module_recipes names none)
     and of the output projection's."""
-    h = model.hidden
-    kv_frac = model.num_kv_heads * model.head_dim / h
-    if model.attention.kind == "mla":
-        a = model.attention
-        kv_frac = (a.kv_lora_rank + a.qk_rope_head_dim + model.heads * (a.qk_nope_head_dim + a.v_head_dim)) / h
+    kv_frac = _kv_frac(model)
     lin = x_in + 2 + 4 * kv_frac + x_out + mask
     if model.attention.kind == "mla" and "mla_up_proj" in mods:  # Q, K, V recomputed from the latents
         a = model.attention
@@ -405,15 +500,17 @@ def _attention_parts(model: ModelSpec, lay: ParallelLayout, s: float, x_in: floa
     return x_in + mask, lin - x_in - mask, scores
 
 
-def _mlp_parts(model: ModelSpec, kind: str, x, mods: set) -> tuple[float, float]:
-    """A dense MLP or MoE block's ``(x_in, inner)`` per ``s b h`` element for :func:`block_activation_bytes`: the
-    bytes an element of the norm's output as the block's first linear saves it, and the intermediates; ``x(module,
-    op)`` gives a linear's saved copy's bytes an element."""
+def _mlp_parts(model: ModelSpec, kind: str, x, mods: set) -> tuple[float, float, dict]:
+    """A dense MLP or MoE block's ``(x_in, inner, terms)`` per ``s b h`` element for :func:`block_activation_bytes`:
+    the bytes an element of the norm's output as the block's first linear saves it, the intermediates, and an MoE
+    block's routed experts' share of them as its offloadable modules save them (``fc1_in``, ``act_in``, ``fc2_in``,
+    and ``fc1_elems``, fc1's input in elements; empty for an MLP); ``x(module, op)`` gives a linear's saved copy's
+    bytes an element."""
     h, k = model.hidden, model.mlp_matrices
     if kind == Block.MLP:
         x_in = x("mlp", "fc1")
         inner = (2 * (k - 1) + x("mlp", "fc2")) * model.ffn_hidden / h  # k f-wide intermediates, the last fc2's input
-        mod = "mlp"
+        mod, terms = "mlp", {}
     else:
         m = model.moe
         # the norm's output as the block's first linear saves it: fc1_latent_proj's under LatentMoE, else the
@@ -422,16 +519,18 @@ def _mlp_parts(model: ModelSpec, kind: str, x, mods: set) -> tuple[float, float]
             "shared_experts" if m.shared_experts else "moe", "fc1")
         # each routed and shared expert's k intermediates (the last its fc2's input), the routed copies of fc1's
         # input at the routed width and, under LatentMoE, fc2_latent_proj's input
-        w = model.moe_width / h
+        w, fh = model.moe_width / h, m.expert_ffn_hidden / h
         inner = ((m.active_experts * (2 * (k - 1) + x("moe", "fc2"))
                   + m.shared_experts * (2 * (k - 1) + x("shared_experts", "fc2"))) * m.expert_ffn_hidden / h
                  + x("moe", "fc1") * m.active_experts * w + (x("moe", "fc2_latent_proj") * w if m.latent_size else 0.0))
         mod = "moe"
+        terms = {"fc1_in": x("moe", "fc1") * m.active_experts * w, "fc1_elems": m.active_experts * w,
+                 "act_in": m.active_experts * 2 * (k - 1) * fh, "fc2_in": m.active_experts * x("moe", "fc2") * fh}
     if mod in mods or "mlp_wi" in mods:  # the input projection and the activation recomputed: fc2's input too
-        inner = 0.0
+        inner, terms = 0.0, {k_: 0.0 for k_ in terms}
     elif "moe_act" in mods and kind == Block.MOE or "mlp_act" in mods and kind == Block.MLP:
         inner *= (k - 1) / k
-    return x_in, inner
+    return x_in, inner, terms
 
 
 def activation_bytes_per_layer(model: ModelSpec, lay: ParallelLayout) -> float:
@@ -463,7 +562,7 @@ def _in_flight_chunks(lay: ParallelLayout, stage: int) -> int:
 
 
 ACTIVATIONS_READ = ("seq_len", "cp", "micro_batch", "tp", "sequence_parallel", "recompute", "recompute_num_layers",
-                    "activation_offload_layers", "recompute_modules", "precision", "fp8_recipe", "flash_attention",
+                    "activation_offload_layers", "offload_modules", "recompute_modules", "precision", "fp8_recipe", "flash_attention",
                     "module_recipes", "num_layers_at_start_in_bf16", "num_layers_at_end_in_bf16")
 """The layout fields :func:`_stage_activations` reads besides its stages (``tests/test_training_block_cache.py``
 records them); with :data:`STAGES_READ` they key ``memory_per_gpu``'s ``activations``."""
@@ -573,6 +672,8 @@ def _stage_activations(model: ModelSpec, lay: ParallelLayout, stages: list[list[
                 a = per_unit.get((u, f))
                 if a is None:
                     a = per_unit[(u, f)] = sum(per_kind[(k, f)] for k in u)
+                if lay.offload_modules:  # Megatron-Core keeps one group of each module on the GPU (the margin)
+                    in_transit = max(in_transit, sum(block_offload_bytes(model, lay, k, f)[1] for k in u))
                 if layer_i < lay.activation_offload_layers:  # in host memory but the one being copied
                     in_transit = max(in_transit, a)
                 else:

@@ -2240,12 +2240,28 @@ def rank_computes_at(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute, cov
         if key not in seen:
             shared = None if blocks is None else (*layout_key, key)
             base = _shared_base(lay, units, flags, bt, shared, blocks)
-            seen[key] = [_shared_waited(base, lay, units, flags, bt, c, t, shared, blocks)
-                         for c, t in zip(covers_s, terms)]
+            seen[key] = [_offloaded_row(_shared_waited(base, lay, units, flags, bt, c, t, shared, blocks),
+                                        model, lay, gpu, units, flags) for c, t in zip(covers_s, terms)]
         for j in range(len(covers_s)):
             rows[j].append(seen[key][j])  # shared rows, read only: each rank's own copy is made below
     return [_busiest_first([_row_copy(_rank_mean([one[i] for i in ranks])) for ranks in rank_stages(lay)])
             for one in rows]
+
+
+def _offloaded_row(row: tuple, model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute, units: list,
+                   flags: list) -> tuple:
+    """A stage's row with its activation offloading's exposed copies (:mod:`.activation_offload`: out beside the
+    forward, back beside the backward and its recomputation) in its forward, backward and ``offload`` module; the
+    row itself where the layout offloads nothing or every copy hides (a new row otherwise: rows are shared)."""
+    if not (lay.offload_modules or lay.activation_offload_layers):
+        return row
+    from .activation_offload import host_link_Bps, offload_exposed_s, stage_offload_bytes
+    moved = stage_offload_bytes(model, lay, units, flags)
+    f, b, r, att, wg, mods, n_layers, kinds, fl, pairs = row
+    ex_f, ex_b = offload_exposed_s(moved, host_link_Bps(gpu.name), f, b + r)
+    if not (ex_f or ex_b):
+        return row
+    return f + ex_f, b + ex_b, r, att, wg, {**mods, "offload": ex_f + ex_b}, n_layers, kinds, fl, pairs
 
 
 def _shared_base(lay: ParallelLayout, units: list, flags: list, bt, key: tuple | None, blocks: dict | None) -> tuple:

@@ -132,6 +132,14 @@ class ParallelLayout(BaseModel):
     ``cpu_offloading_weights`` off, as Megatron-Bridge's performance recipes set it; GB200's Grace memory). The
     first N layers are offloaded; one of them is on the GPU at a time (double buffering). Megatron-Core allows it
     only without pipeline parallelism and without recomputation, and for fewer layers than the model has."""
+    offload_modules: tuple[Literal["core_attn", "attn_proj", "expert_fc1", "moe_act", "fused_group_mlp"], ...] = ()
+    """Modules whose saved inputs are copied to host memory after their forward and back before their backward
+    (Megatron-Core's ``fine_grained_activation_offloading`` with ``offload_modules``, as Megatron-Bridge's
+    Nemotron 3.5 Lightning H100 recipe sets ``["expert_fc1"]``; :mod:`topo.training.activation_offload`).
+    Megatron's ``attn_norm``, ``mlp_norm`` and ``qkv_linear`` are not modelled. Its rules: not beside
+    ``activation_offload_layers``; ``attn_proj`` only with ``core_attn``; no MoE module when the whole MoE block
+    is recomputed (``moe`` in ``recompute_modules``); ``fused_group_mlp`` only with the fused grouped MLP
+    (``moe_expert_kernels = "fused_mlp"``), ``expert_fc1`` and ``moe_act`` only without it."""
     pipeline_embedding: Flag = False
     """Count the embedding and the loss as one pipeline layer each when splitting layers over ``pp x vpp``
     (Megatron-LM's ``account_for_embedding_in_pipeline_split`` and ``..._loss_...``; 126 layers on PP16 x VP8)."""
@@ -910,6 +918,37 @@ def _check_vp_group(lay: ParallelLayout, m: int, bad) -> None:
                  f"{m} mod g = 0 or >= {lay.pp}")
 
 
+def _check_offload_modules(model: ModelSpec, lay: ParallelLayout, bad) -> None:
+    """Megatron-Core's rules for ``offload_modules`` (NVIDIA/Megatron-LM@2a75ac12, the submodule
+    NVIDIA-NeMo/Megatron-Bridge@067f987d pins: ``megatron/core/transformer/transformer_config.py`` lines 1905-1959;
+    ``megatron/core/transformer/moe/experts.py`` lines 349-350: ``expert_fc1`` / ``moe_act`` only unfused)."""
+    mods, key = set(lay.offload_modules), "offload_modules"
+    if not mods:
+        return
+    shown = ",".join(lay.offload_modules)
+    if lay.activation_offload_layers:
+        bad(key, f"{shown} beside activation_offload_layers {lay.activation_offload_layers}: Megatron-Core offloads "
+                 f"whole layers or modules, not both; allowed with it: none")
+    if "attn_proj" in mods and "core_attn" not in mods:
+        bad(key, f"{shown}: attn_proj needs core_attn (its input is core_attn's output, which core_attn's backward "
+                 f"reads); allowed: core_attn,attn_proj")
+    moe_mods = mods & {"expert_fc1", "moe_act", "fused_group_mlp"}
+    if moe_mods and model.moe is None:
+        bad(key, f"{shown}: {','.join(sorted(moe_mods))} are MoE modules and {model.name} has no MoE block; "
+                 f"allowed: core_attn, attn_proj")
+    if moe_mods and "moe" in lay.recompute_modules:
+        bad(key, f"{shown}: the whole MoE block is recomputed (moe in recompute_modules), so nothing inside it is "
+                 f"saved to offload; allowed with it: core_attn, attn_proj")
+    if "fused_group_mlp" in mods and lay.moe_expert_kernels != "fused_mlp":
+        bad(key, f"{shown}: fused_group_mlp offloads the fused grouped MLP, which moe_expert_kernels "
+                 f"{lay.moe_expert_kernels} does not run; allowed with it: expert_fc1, moe_act")
+    if "fused_group_mlp" in mods and mods & {"expert_fc1", "moe_act"}:
+        bad(key, f"{shown}: fused_group_mlp offloads the whole grouped MLP; allowed with it: not expert_fc1 or moe_act")
+    if mods & {"expert_fc1", "moe_act"} and lay.moe_expert_kernels == "fused_mlp":
+        bad(key, f"{shown}: expert_fc1 and moe_act are offloaded only from the unfused experts; moe_expert_kernels "
+                 f"fused_mlp allows fused_group_mlp")
+
+
 def _check_options(model: ModelSpec, lay: ParallelLayout, bad, source: str) -> None:
     """:func:`check_layout`'s rules for the options beside the sizes: activation offloading, hybrid sharding, CUDA
     graph scopes, the FP8 recipe and a recipe's pipeline layout (``bad(key, message)`` raises)."""
@@ -924,6 +963,7 @@ def _check_options(model: ModelSpec, lay: ParallelLayout, bad, source: str) -> N
         if lay.recompute != "none" or lay.recompute_modules:
             bad("activation_offload_layers", f"{n} needs no recomputation (Megatron-Core offloads activations only "
                                              f"without it); allowed with recompute: 0")
+    _check_offload_modules(model, lay, bad)
     if not lay.fsdp_reshard_after_forward and lay.zero_stage < 3:
         bad("fsdp_reshard_after_forward", f"false keeps gathered weights, which only ZeRO-3 / FSDP gathers per "
                                           f"unit; dp_sharding is {lay.dp_sharding}; allowed with it: true")
