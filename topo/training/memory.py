@@ -484,7 +484,7 @@ def _attention_parts(model: ModelSpec, lay: ParallelLayout, s: float, x_in: floa
     ``(replicated, rest, scores)`` without the norm's output; ``x_in`` / ``x_out`` are the saved copies' bytes an
     element of qkv's input (an MLA block's down projections', at the layout's recipe: module_recipes names none)
     and of the output projection's."""
-    kv_frac = _kv_frac(model)
+    h, kv_frac = model.hidden, _kv_frac(model)
     lin = x_in + 2 + 4 * kv_frac + x_out + mask
     if model.attention.kind == "mla" and "mla_up_proj" in mods:  # Q, K, V recomputed from the latents
         a = model.attention
