@@ -115,3 +115,22 @@ def test_unknown_module_names_the_allowed_ones():
     with pytest.raises(Exception) as e:
         _lay(offload_modules=("qkv_linear",))
     assert "expert_fc1" in str(e.value)
+
+
+def test_the_cli_names_the_offloaded_modules_on_its_options_line():
+    """`topo train` prints a non-default layout field on its `framework options:` line (README: "How the framework
+    runs a step is set by layout fields ... printed on the output's `framework options:` line when not the
+    default"), and `--json` carries it under `layout`; a newcomer's bad module name is one line, exit 2."""
+    import json
+    import subprocess
+    import sys
+
+    base = [sys.executable, "-m", "topo", "train", "dgx-h100-superpod", "--model", "llama3-8b", "--gpus", "8",
+            "--global-batch", "64", "--layout"]
+    text = subprocess.run(base + ['offload_modules=["core_attn"]'], capture_output=True, text=True)
+    assert text.returncode == 0, text.stderr
+    assert 'framework options: offload_modules ["core_attn"]' in text.stdout
+    js = subprocess.run(base + ['offload_modules=["core_attn"]', "--json"], capture_output=True, text=True)
+    assert json.loads(js.stdout)["layout"]["offload_modules"] == ["core_attn"]
+    bad = subprocess.run(base + ['offload_modules=["qkv"]'], capture_output=True, text=True)
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and "core_attn" in bad.stderr

@@ -713,7 +713,7 @@ FRAMEWORK_OPTIONS = ("cp_comm_type", "fp8_recipe", "fp8_amax_reduction", "tp_onl
                      "moe_expert_rank_capacity_factor", "moe_router_fusion", "overlap_ep", "ep_dispatch_bytes",
                      "cuda_graph_scope", "wgrad_output", "dp_bucket_params", "dp_align_grad_reduce", "tp_overlap_config",
                      "cudnn_version", "attention_fp8", "dp_all_reduce_combine_bytes", "dp_overlap_policy",
-                     "recompute_early_stop")
+                     "recompute_early_stop", "offload_modules")
 
 
 def _dp_idle(L: dict) -> str:
