@@ -37,7 +37,8 @@ artifact ran it (NVIDIA/Megatron-LM@de7dc40f88 ``examples/sc21/``: ``training_ru
 recomputation, micro-batch 16 / 16 / 16 / 8 / 4 / 2 / 2 / 1 / 1 / 1, interleaving on the 76B-530B rows with blocking
 pipeline sends, plain data parallelism with fp16 gradients reduced in fp16 (``--fp16``, priced at the bf16 rate, equal
 on A100), PyTorch DDP's all-reduce overlapped with the backward (1.7B-18B) and Megatron's local DDP's after it (39B
-up); Llama 3: fused
+up), the gradients accumulated by PyTorch into ``param.grad`` and copied, unscaled and checked by 2021's fp16
+optimizer (``wgrad_output = "autograd"``, ``loss_scaling``); Llama 3: fused
 attention, FSDP SHARD_GRAD_OP with fp32 reduce-scatter, 4 interleaved stages, context parallelism by an all-gather of K
 and V, exposed (sec. 3.3.2), the embedding and the loss counted as pipeline layers (the paper: "first and last stage one
 layer fewer"); NeMo / Megatron-Bridge recipes: fused attention, ring attention under CP (Megatron-Core's default
@@ -285,8 +286,11 @@ def _paper_setups():
             # the paper's artifact (NVIDIA/Megatron-LM@de7dc40f88 examples/sc21/run_table_1.sh; each row's note):
             # --checkpoint-activations (full, a checkpoint a layer), plain DDP, and 2021's interleaved schedule's
             # blocking sends (megatron/p2p_communication.py _communicate: req.wait(), torch.cuda.synchronize());
-            # micro-batch, virtual stages, fp16 gradients and the DDP overlap: the row's columns (paper_column_kw)
-            extra = dict(flash_attention=False, dp_sharding="none", recompute="full", overlap_pp=False)
+            # micro-batch, virtual stages, fp16 gradients and the DDP overlap: the row's columns (paper_column_kw);
+            # --fp16 without main_grad: PyTorch accumulates param.grad, the optimizer copies it to fp32 and unscales
+            # it (CONFIG.sh line 54 --fp16, 55 --loss-scale; @a8d172b3 megatron/optimizer/optimizer.py 283-339)
+            extra = dict(flash_attention=False, dp_sharding="none", recompute="full", overlap_pp=False,
+                         wgrad_output="autograd", loss_scaling=True)
         else:
             model, spec, conv = load_model("llama3-405b"), ("meta-llama3-24k", ()), "6n"
             # CP: K and V all-gathered, their gradients reduce-scattered, exposed (arXiv 2407.21783 sec. 3.3.2).

@@ -80,7 +80,7 @@ def _job_arguments(p) -> None:
                         "HSDP outer_dp_sharding_strategy: the optimizer state sharded across the replica groups too, "
                         "their gradients reduce-scattered and weights gathered once a step; default no_shard), "
                         "moe_expert_kernels=multi_stream|fused_mlp (fused_mlp: MXFP8 experts), "
-                        "wgrad_output=main_grad|fsdp2|copied|param_dtype, cudnn_version=\"9.13.1\" (the container's cuDNN: "
+                        "wgrad_output=main_grad|fsdp2|copied|param_dtype|autograd, loss_scaling=true (FP16's gradient scaler), cudnn_version=\"9.13.1\" (the container's cuDNN: "
                         "Blackwell attention at that version's published rates; default the newest, 9.22); "
                         "attention_fp8=fp8|mxfp8 with --precision fp8 (TE's fp8_dpa; mxfp8 on Blackwell: the backward computes "
                         "the whole causal square, a sliding window's too, at cuDNN's FP8 rate, on GB200 / GB300 at "
@@ -711,7 +711,7 @@ FRAMEWORK_OPTIONS = ("cp_comm_type", "fp8_recipe", "fp8_amax_reduction", "tp_onl
                      "expert_clamp_eager", "attention_bias_eager", "rope_kernel", "ep_dispatcher", "ep_flex_backend", "ep_comm_sms",
                      "moe_counts_aligned", "moe_expert_kernels", "moe_grouped_gemm", "moe_capacity_factor",
                      "moe_expert_rank_capacity_factor", "moe_router_fusion", "overlap_ep", "ep_dispatch_bytes",
-                     "cuda_graph_scope", "wgrad_output", "dp_bucket_params", "dp_align_grad_reduce", "tp_overlap_config",
+                     "cuda_graph_scope", "wgrad_output", "loss_scaling", "dp_bucket_params", "dp_align_grad_reduce", "tp_overlap_config",
                      "cudnn_version", "attention_fp8", "dp_all_reduce_combine_bytes", "dp_overlap_policy",
                      "recompute_early_stop", "offload_modules")
 

@@ -84,7 +84,7 @@ from .ssd import ssd_flops, ssd_kernels
 __all__ = ["END_UNITS", "Op", "block_ops", "busiest_rank_load", "expert_rows_sd", "op_time_s", "op_passes_s", "wgrad_kw",
            "quantize_bytes", "norm_cast_bytes", "gathered_elements", "gather_transposes", "cast_kind", "BlockTime", "block_time", "ep_calls", "EpCallsHost", "EP_CALL_PARTS", "ep_calls_host", "block_time_key", "DISPATCHER_FIELDS", "StageCompute", "stage_compute", "rank_computes", "rank_computes_at",
            "pipeline_units", "rank_stages", "layer_numbers", "bf16_layers", "optimizer_step_s",
-           "OPTIMIZER_STEP_BYTES", "MOE_ROUTER_OPS", "ALLTOALL_PREPROCESS_OPS", "SHARED_EXPERT_MODULES", "SCOPE_PARTS",
+           "OPTIMIZER_STEP_BYTES", "optimizer_step_bytes", "autograd_add_bytes", "UNSCALE_BYTES", "MOE_ROUTER_OPS", "ALLTOALL_PREPROCESS_OPS", "SHARED_EXPERT_MODULES", "SCOPE_PARTS",
            "host_syncs", "CAPACITY_MASK_BYTES", "RESIDUAL_TAG", "early_stopped_s", "launch_calls", "expert_host_s",
            "fp8_padding_ops", "fp8_padding_copies", "FP8_PADDING_MOVES", "sm_bound_floor_s"]
 
@@ -1753,6 +1753,9 @@ def wgrad_kw(lay: ParallelLayout, op: Op) -> dict:
       ``weight_dtype: float32``, AI-Hypercomputer/maxtext@000e9355 ``MaxText/configs/base.yml``), written once
       at ``grad_bytes``, the bf16 product's cast to it fused into the GEMM's output (an assumption: XLA may write
       bf16 and cast in a fusion of its own).
+    - ``autograd`` (Megatron-LM of 2021 with ``--fp16``: no ``main_grad``): a new gradient in the parameter's
+      dtype (2 bytes) each micro-batch, which PyTorch's ``AccumulateGrad`` keeps as ``param.grad`` on the first
+      micro-batch and adds in place into ``param.grad`` on the others (:func:`autograd_add_bytes`).
 
     Parameters
     ----------
@@ -1768,6 +1771,8 @@ def wgrad_kw(lay: ParallelLayout, op: Op) -> dict:
         return dict(grad_bytes=lay.grad_bytes)
     if lay.wgrad_output == "param_dtype":
         return dict(grad_bytes=lay.grad_bytes, grad_once=True)
+    if lay.wgrad_output == "autograd":
+        return dict(grad_bytes=float(ACT), grad_once=True, grad_copy_bytes=autograd_add_bytes(lay))
     reduce = lay.expert_reduce_bytes if op.module == "moe" else lay.reduce_bytes
     return dict(grad_bytes=float(ACT), grad_once=True, grad_copy_bytes=ACT + reduce)
 
@@ -1911,12 +1916,14 @@ def block_time_key(lay: ParallelLayout, moe: bool = True) -> tuple:
     tuple
         Hashable: the layout's fields less :data:`BLOCK_TIME_UNREAD` (and :data:`DISPATCHER_FIELDS` unless
         ``moe``: the key of a block other than an MoE block), whether it copies FSDP2's units, whether pp is 1,
-        and whether Megatron-Core DDP's per-parameter hooks run (:func:`.grad_hooks.ddp_hooks_run`).
+        whether Megatron-Core DDP's per-parameter hooks run (:func:`.grad_hooks.ddp_hooks_run`), and the
+        micro-batches under ``wgrad_output = "autograd"`` (:func:`autograd_add_bytes`).
     """
     skip = _UNREAD_MOE if moe else _UNREAD_OTHER  # the fields as the layout holds them (scalars and tuples): its
     # ``model_dump`` without the copy (a search asks ~16k times)
     return (tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in lay.__dict__.items()
-                         if k not in skip)), copies_units(lay), lay.pp == 1, ddp_hooks_run(lay))
+                         if k not in skip)), copies_units(lay), lay.pp == 1, ddp_hooks_run(lay),
+            lay.microbatches if lay.wgrad_output == "autograd" else None)  # autograd_add_bytes reads m
 
 
 def pipeline_units(model: ModelSpec, lay: ParallelLayout) -> list[list[str]]:
@@ -2736,6 +2743,66 @@ def _moe_recompute_wait_s(lay: ParallelLayout, t: BlockTime, ep_cover_s: float =
     return _stretch_wait_s([*synced, *before])
 
 
-def optimizer_step_s(local_params: float, gpu: GpuCompute) -> float:
-    """Seconds of a fused Adam step over ``local_params`` (the GPU's shard), bandwidth-bound."""
-    return memory_s(gpu.kernels, local_params * OPTIMIZER_STEP_BYTES)
+def autograd_add_bytes(lay: ParallelLayout) -> float:
+    """Bytes per weight-gradient element a micro-batch's in-place add moves under PyTorch's own accumulation
+    (``wgrad_output = "autograd"``), as a mean over the step's ``m`` micro-batches.
+
+    ``AccumulateGrad`` steals the first micro-batch's new gradient as ``param.grad`` (no copy) and adds each later
+    one in place, ``variable_grad += new_grad`` (pytorch/pytorch v1.8.0, the release of the paper's NGC 20.12
+    container, ``torch/csrc/autograd/functions/accumulate_grad.h`` ``accumulateGrad``: "AccumulateGrad steals
+    new_grad if it's stealable", "AccumulateGrad performs variable_grad += new_grad in-place"): the new gradient
+    read (2 bytes), ``param.grad`` read and written (``grad_bytes`` each), on ``m - 1`` of the ``m``
+    micro-batches. Megatron-LM@a8d172b3 ``megatron/schedules.py`` runs the micro-batches' backwards into the same
+    ``param.grad`` (torch DDP under ``no_sync`` but the last; local DDP without contiguous buffers registers no
+    hook, ``megatron/model/distributed.py`` lines 123-165). The add kernel's launch is not priced (eager launches
+    run ahead of the GPU).
+
+    Parameters
+    ----------
+    lay : ParallelLayout
+        The layout (``grad_bytes``, ``microbatches``).
+
+    Returns
+    -------
+    float
+        ``(2 + 2 grad_bytes) (m - 1) / m``.
+    """
+    m = lay.microbatches
+    return (ACT + 2.0 * lay.grad_bytes) * (m - 1) / m
+
+
+UNSCALE_BYTES = 8.0
+"""Bytes per parameter of the gradient scaler's unscale and inf / NaN check (``loss_scaling``): every fp32 main
+gradient read and written in place by ``torch._amp_foreach_non_finite_check_and_unscale_``
+(NVIDIA/Megatron-LM@a8d172b3 ``megatron/optimizer/optimizer.py`` lines 315-339, each step, whatever the scaler)."""
+
+
+def optimizer_step_bytes(lay: ParallelLayout) -> float:
+    """Bytes per local parameter the optimizer step moves through HBM: :data:`OPTIMIZER_STEP_BYTES` (fused Adam with
+    its gradient buffer zeroed), and
+
+    - ``wgrad_output = "autograd"`` (2021's ``Float16OptimizerWithFloat16Params`` on ``param.grad``,
+      NVIDIA/Megatron-LM@a8d172b3 ``megatron/optimizer/optimizer.py`` lines 283-312): no buffer zeroed
+      (``zero_grad(set_to_none=True)`` frees the gradients, -4) but each ``param.grad`` copied into a new fp32 main
+      gradient (``model_param.grad.float()``: ``grad_bytes`` read, 4 written);
+    - ``loss_scaling``: :data:`UNSCALE_BYTES`.
+
+    Parameters
+    ----------
+    lay : ParallelLayout
+        The layout (``wgrad_output``, ``grad_bytes``, ``loss_scaling``).
+
+    Returns
+    -------
+    float
+        Bytes per parameter.
+    """
+    copy = lay.grad_bytes if lay.wgrad_output == "autograd" else 0.0  # - 4 zeroed + grad_bytes read + 4 written
+    return OPTIMIZER_STEP_BYTES + copy + (UNSCALE_BYTES if lay.loss_scaling else 0.0)
+
+
+def optimizer_step_s(local_params: float, gpu: GpuCompute, lay: ParallelLayout | None = None) -> float:
+    """Seconds of a fused Adam step over ``local_params`` (the GPU's shard), bandwidth-bound: the layout's
+    :func:`optimizer_step_bytes` a parameter (None: :data:`OPTIMIZER_STEP_BYTES`)."""
+    per = OPTIMIZER_STEP_BYTES if lay is None else optimizer_step_bytes(lay)
+    return memory_s(gpu.kernels, local_params * per)

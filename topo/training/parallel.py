@@ -244,7 +244,7 @@ class ParallelLayout(BaseModel):
     (:func:`topo.training.fp8_params.gathers_in_fp8`)."""
     grad_bytes: ElementBytes = 4.0
     """Bytes per parameter of the gradients kept (Megatron-LM's fp32 ``main_grad`` for bf16 training)."""
-    wgrad_output: Literal["main_grad", "fsdp2", "copied", "param_dtype"] = "main_grad"
+    wgrad_output: Literal["main_grad", "fsdp2", "copied", "param_dtype", "autograd"] = "main_grad"
     """How the framework's weight-gradient GEMM writes the gradient (:func:`topo.training.operators.wgrad_kw`):
     ``main_grad``, Megatron-LM's ``--gradient-accumulation-fusion`` (its default; NeMo, Megatron-Bridge): added
     into the kept gradient at ``grad_bytes``, each element read and written; ``fsdp2``, PyTorch FSDP2 (NeMo
@@ -253,7 +253,17 @@ class ParallelLayout(BaseModel):
     does (:mod:`topo.training.fsdp2_copies`); ``copied``, Megatron-FSDP with ``gradient_accumulation_fusion`` off
     (Megatron-Bridge's FSDP Llama recipes from v0.2.0): a new bf16 gradient, then copied into the gradient buffer at
     the reduction's bytes on the compute stream (FSDP2's bytes, without FSDP2's unit copies); ``param_dtype``, JAX
-    (MaxText): a new gradient in the parameter's dtype (``grad_bytes``), written once."""
+    (MaxText): a new gradient in the parameter's dtype (``grad_bytes``), written once; ``autograd``, PyTorch's own
+    accumulation into ``param.grad`` (Megatron-LM of 2021 with ``--fp16``, torch DDP or local DDP without contiguous
+    buffers, NVIDIA/Megatron-LM@a8d172b3: no ``main_grad`` hook): each micro-batch's GEMM writes a new gradient,
+    which from the second micro-batch on an add kernel sums into ``param.grad`` at ``grad_bytes``, and the
+    optimizer copies ``param.grad`` into its fp32 main gradient (:func:`topo.training.operators.wgrad_kw`,
+    :func:`topo.training.operators.optimizer_step_bytes`)."""
+    loss_scaling: Flag = False
+    """FP16 training's gradient scaler (Megatron-LM ``--fp16``, a constant ``--loss-scale`` or the dynamic one):
+    each step the optimizer unscales every fp32 main gradient and checks it for inf / NaN in one pass
+    (``Float16OptimizerWithFloat16Params._unscale_main_grads_and_check_for_nan``,
+    :func:`topo.training.operators.optimizer_step_bytes`). Default off: BF16 runs have no scaler."""
     grad_reduce_bytes: ElementBytes | None = None
     """Bytes per parameter of the data-parallel reduction (default ``grad_bytes``: Megatron-LM reduces in fp32
     for bf16; NeMo's performance recipes set ``grad_reduce_in_fp32 = False``: 2)."""

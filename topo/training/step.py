@@ -1894,7 +1894,7 @@ def _step_result(fabric: Fabric, model: ModelSpec, lay: ParallelLayout, gpu, sc,
     interval as one :class:`StepResult`; ``profile``: the one that priced the collectives."""
     spec = fabric.spec
     m = lay.microbatches
-    optimizer = optimizer_step_s(optimizer_params(model, lay), gpu)
+    optimizer = optimizer_step_s(optimizer_params(model, lay), gpu, lay)
     breakdown = step_breakdown(lay, sc, exposed, optimizer, weight_cast_s(model, lay, gpu))
     step = sum(breakdown.values())
     seq = lay.seq_len or model.seq_len
