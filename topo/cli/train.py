@@ -80,7 +80,7 @@ def _job_arguments(p) -> None:
                         "HSDP outer_dp_sharding_strategy: the optimizer state sharded across the replica groups too, "
                         "their gradients reduce-scattered and weights gathered once a step; default no_shard), "
                         "moe_expert_kernels=multi_stream|fused_mlp (fused_mlp: MXFP8 experts), "
-                        "wgrad_output=main_grad|fsdp2|copied|param_dtype|autograd, loss_scaling=true (FP16's gradient scaler), offload_modules=["expert_fc1"] (Megatron-Core's fine-grained activation offloading: core_attn, attn_proj, expert_fc1, moe_act, fused_group_mlp), cudnn_version=\"9.13.1\" (the container's cuDNN: "
+                        "wgrad_output=main_grad|fsdp2|copied|param_dtype|autograd, loss_scaling=true (FP16's gradient scaler), offload_modules=[\"expert_fc1\"] (Megatron-Core's fine-grained activation offloading: core_attn, attn_proj, expert_fc1, moe_act, fused_group_mlp), cudnn_version=\"9.13.1\" (the container's cuDNN: "
                         "Blackwell attention at that version's published rates; default the newest, 9.22); "
                         "attention_fp8=fp8|mxfp8 with --precision fp8 (TE's fp8_dpa; mxfp8 on Blackwell: the backward computes "
                         "the whole causal square, a sliding window's too, at cuDNN's FP8 rate, on GB200 / GB300 at "
