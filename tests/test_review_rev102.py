@@ -63,6 +63,17 @@ def test_the_report_draws_the_cast_and_its_bars_add_up_to_the_step(fp8_step):
     assert sum(bars.values()) == pytest.approx(fp8_step.step_time_s, rel=1e-12)
 
 
+def test_a_bf16_reports_step_figure_has_no_fp8_bars():
+    """A BF16 job's step figure draws neither FP8 line (each 0 there), as ``topo train``'s table shows neither; its
+    bars still add up to the step."""
+    fab = topo.build_fabric(topo.load_spec("dgx-h100-superpod"))
+    r = estimate_step(fab, load_model("llama3-70b"), make_layout(tp=8, pp=4, dp=32, global_batch=256))
+    fig = step_breakdown_figure([r])
+    names = {t.name for t in fig.data}
+    assert names == set(BREAKDOWN_KEYS) - {"fp8_amax", "fp8_weight_cast"}
+    assert sum(t.x[0] for t in fig.data) == pytest.approx(r.step_time_s, rel=1e-12)
+
+
 def test_the_timeline_has_the_cast_once_before_the_first_forward(fp8_step):
     """One exposed segment on the ``fp8_weight_cast`` lane, its length the step's line, after the warm-up half of
     the bubble and before the first forward; the segments still end at the step."""
