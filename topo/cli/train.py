@@ -19,6 +19,7 @@ from ..training.jax_mesh import MAXTEXT_DP_OVERLAP, MAXTEXT_FP8_AMAX, MAXTEXT_ST
 from ..training.kernels import fp8_backward_published, host_launch_price
 from ..training.mapping import FEWER_GPUS, job_gpus
 from ..training.multisite import DEFAULT_SHARES, SHARES
+from ..training.result import SHOWN_WHERE_RUN
 from ..training.ring_attention import CP_COMM_TYPES
 from ..training.parallel import (DEFAULT_ORDER, DP_SHARDING, PIPELINE_SCHEDULES, RECOMPUTE, check_layout,
                                  delayed_scaling, ParallelLayout, layout_fields, load_layout, make_layout)
@@ -879,8 +880,7 @@ def _print_step(r, tokens, model, memory: bool = False) -> None:
         emit(_time_to_train_line(r, tokens))
     emit("")
     emit(table([[k, format_time(v), f"{v / r.step_time_s:.1%}"] for k, v in r.breakdown_s.items()
-                if v or k not in ("fp8_amax", "fp8_weight_cast")],  # only where they run (fp8_amax.amax_step,
-               # fp8_weight_cast.weight_cast_s)
+                if v or k not in SHOWN_WHERE_RUN],  # only where they run (fp8_amax.amax_step, fp8_weight_cast)
                ["component", "time", "share"], right=[False, True, True]))
     emit(_components_legend(L, r.compute_by_module_s.get("host", 0.0) > 0, r.breakdown_s.get("fp8_amax", 0.0) > 0,
                             r.breakdown_s.get("fp8_weight_cast", 0.0) > 0))

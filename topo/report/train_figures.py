@@ -20,7 +20,7 @@ from typing import Sequence
 
 import plotly.graph_objects as go
 
-from ..training.result import BREAKDOWN_KEYS, StepResult
+from ..training.result import BREAKDOWN_KEYS, SHOWN_WHERE_RUN, StepResult
 from ..training.timeline import LANES
 from ..units import format_in, format_time, in_unit
 from .style import ALERT_COLOR, base_layout, esc
@@ -41,11 +41,14 @@ def _label(r: StepResult) -> str:
 
 
 def step_breakdown_figure(results: Sequence[StepResult]) -> go.Figure:
-    """Stacked horizontal bars: compute, bubble and each dimension's exposed communication, per result."""
+    """Stacked horizontal bars: compute, bubble and each dimension's exposed communication, per result; the FP8
+    lines (:data:`~topo.training.result.SHOWN_WHERE_RUN`) only where a result has them."""
     fig = go.Figure()
     names = [_label(r) for r in results]
     for k in BREAKDOWN_KEYS:
         vals = [r.breakdown_s[k] for r in results]
+        if k in SHOWN_WHERE_RUN and not any(vals):
+            continue
         hover = [esc(f"{k}: {format_time(v)} ({v / r.step_time_s:.1%} of the step)") for v, r in zip(vals, results)]
         fig.add_trace(go.Bar(name=k, y=names, x=vals, orientation="h", marker_color=_COLORS[k],
                              hovertext=hover, hoverinfo="text"))

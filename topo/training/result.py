@@ -8,9 +8,12 @@ from ..plan.train_time import time_to_train_interval_s, time_to_train_s
 from ..units import whole_bytes
 from .memory import MemoryBreakdown
 
-__all__ = ["DimensionComm", "StepResult", "SearchResult", "BREAKDOWN_KEYS"]
+__all__ = ["DimensionComm", "StepResult", "SearchResult", "BREAKDOWN_KEYS", "SHOWN_WHERE_RUN"]
 
 BREAKDOWN_KEYS = ("compute", "bubble", "optimizer", "tp", "cp", "pp", "dp", "ep", "fp8_amax", "fp8_weight_cast")
+SHOWN_WHERE_RUN = ("fp8_amax", "fp8_weight_cast")
+"""The breakdown lines only some FP8 layouts' steps have (delayed scaling's amax reductions, the cast of BF16
+weights): ``topo train``'s table and the report's step figure show them only where they are not 0."""
 
 
 @dataclass(frozen=True)
