@@ -33,11 +33,11 @@ BF16 = ["--layout", "tp=8,pp=4,dp=32,global_batch=256"]
 
 
 def test_layers_kept_in_bf16_cast_no_weight():
-    """Two layers kept in BF16 at each end: the first and the last stage (one of them the busiest) each cast 18 of
-    their 20 layers' linear weights."""
+    """Two layers kept in BF16 at each end: the first and the last stage each cast 18 of their 20 layers' linear
+    weights, the two middle stages all 20: the step waits for every stage's cast (76 layers')."""
     lay = make_layout(tp=4, pp=4, dp=4, global_batch=128, seq_len=4096, precision="fp8", sequence_parallel=True,
                       num_layers_at_start_in_bf16=2, num_layers_at_end_in_bf16=2)
-    assert weight_cast_params(load_model("llama2-70b"), lay) == pytest.approx(18 * LAYER, rel=1e-9)
+    assert weight_cast_params(load_model("llama2-70b"), lay) == pytest.approx((18 + 20 + 20 + 18) * LAYER, rel=1e-9)
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,8 @@ False, ``transformer_config.py`` line 510), so TE casts each weight into its cac
 (NVIDIA/TransformerEngine@bee4649c ``pytorch/module/linear.py`` lines 183-202), row- and column-wise on Hopper: the
 BF16 read (2), the FP8 copy and its transpose (1 + 1). Closed form on Llama 2 70B at TP 4, PP 4 (20 layers a GPU):
 a layer's linear weights are ``h (h + 2 kv) + h^2 + 3 h ffn`` (QKV with 8 KV heads of 128, the output projection,
-SwiGLU's three), a quarter of them on each TP rank.
+SwiGLU's three), a quarter of them on each TP rank. Each pipeline stage casts on its first forward, and the step's first
+micro-batch passes every stage's first forward in turn (1F1B's fill), so the step waits for all four stages' casts.
 """
 
 import pytest
@@ -20,7 +21,8 @@ from topo.training.parallel import make_layout
 from topo.training.step import estimate_step
 
 H, KV, FFN, TP, LAYERS_A_GPU = 8192, 8 * 128, 28672, 4, 80 // 4
-LINEAR = (H * (H + 2 * KV) + H * H + 3 * H * FFN) / TP * LAYERS_A_GPU
+PP = 4
+LINEAR = (H * (H + 2 * KV) + H * H + 3 * H * FFN) / TP * LAYERS_A_GPU * PP  # every stage's, on the fill's path
 
 
 def _lay(**kw):
@@ -29,7 +31,8 @@ def _lay(**kw):
 
 
 def test_the_gpu_casts_its_linear_weights_and_nothing_else():
-    """The busiest rank's FP8 linear weights: the closed form (norms, embedding and output layer left out)."""
+    """Every stage's FP8 linear weights, summed along the fill: the closed form (norms, embedding and output layer
+    left out); p = 4 times one stage's, the stages alike."""
     assert weight_cast_params(load_model("llama2-70b"), _lay()) == pytest.approx(LINEAR, rel=1e-9)
 
 

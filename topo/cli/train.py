@@ -978,7 +978,7 @@ def _components_legend(L: dict, host_wait: bool, amax: bool = False, weight_cast
             f"exposed column; --overlap hides more)"
             + (_amax_legend(L) if amax else "")
             + ("; fp8_weight_cast = Transformer Engine's FP8 cast of the BF16 linear weights, once a step (the first "
-               "micro-batch's; fp8_param_gather keeps them in FP8)" if weight_cast else "") + _pp_overlap_legend(L))
+               "micro-batch's, every pipeline stage's in turn; fp8_param_gather keeps them in FP8)" if weight_cast else "") + _pp_overlap_legend(L))
 
 
 def _pp_overlap_legend(L: dict) -> str:

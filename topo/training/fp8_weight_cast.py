@@ -7,8 +7,10 @@ weight into its cached FP8 workspace on that call only, row-wise and column-wise
 251-255, NVIDIA/TransformerEngine@bee4649c ``pytorch/module/linear.py`` lines 183-202, ``module/base.py``
 ``get_weight_workspace``). The cast moves a quantisation's bytes a parameter (:func:`.operators.quantize_bytes`: the
 BF16 read, each FP8 copy the GPU's GEMMs need written; under current scaling the weight quantizer's amax read too),
-over the linear weights of the busiest pipeline rank (the one whose parameters size the optimizer step:
-:func:`.memory.busiest_stage`). None under ``fp8_param_gather``: a weight kept in FP8 is a ``QuantizedTensor``,
+over the linear weights of every pipeline rank: each rank casts on its model chunks' first forwards, and the step's
+first micro-batch passes each (stage, chunk)'s first forward in turn (1F1B's fill, and an interleaved schedule's,
+which runs micro-batch 0 through chunk c on every stage before chunk c + 1), so the step waits for the sum of the
+ranks' casts, ``p`` times one stage's where the stages are alike. None under ``fp8_param_gather``: a weight kept in FP8 is a ``QuantizedTensor``,
 which ``linear.py`` does not cast (line 183). Layers kept in BF16 (:func:`.operators.bf16_layers`) cast nothing.
 
 The step's ``fp8_weight_cast`` line. Left out: the cast kernels' launch gaps (one to four a weight, a few hundred
@@ -23,7 +25,7 @@ from functools import lru_cache
 from ..resources import data_dir
 from .gpus import GpuCompute
 from .kernels import memory_s
-from .memory import bf16_kept_params, busiest_stage, stage_params
+from .memory import bf16_kept_params, stage_params
 from .model import ModelSpec
 from .operators import bf16_layers, pipeline_units, quantize_bytes, rank_stages
 from .fp8_params import kept_in_fp8
@@ -39,10 +41,10 @@ def _table() -> dict:
 
 
 def weight_cast_params(model: ModelSpec, lay: ParallelLayout) -> float:
-    """Linear-weight parameters the busiest pipeline rank's GPU casts to FP8 each time it casts (before ZeRO sharding:
-    each GPU casts the whole weights its forward reads): its dense and expert parameters less those outside FP8
-    linear layers (:func:`.memory.bf16_kept_params`) and less the linears of its layers kept in BF16; 0 unless
-    ``precision`` is fp8 and the weights are BF16 (no ``fp8_param_gather``).
+    """Linear-weight parameters the step waits for the FP8 cast of: over every pipeline rank (see the module doc),
+    each rank's GPU casting the whole weights its forward reads (before ZeRO sharding), its dense and expert parameters
+    less those outside FP8 linear layers (:func:`.memory.bf16_kept_params`) and less the linears of its layers kept
+    in BF16; 0 unless ``precision`` is fp8 and the weights are BF16 (no ``fp8_param_gather``).
 
     Parameters
     ----------
@@ -55,15 +57,16 @@ def weight_cast_params(model: ModelSpec, lay: ParallelLayout) -> float:
     """
     if lay.precision != "fp8" or kept_in_fp8(lay):
         return 0.0
-    rows = stage_params(model, lay)
-    i = busiest_stage(rows)
-    dense, expert, _ = rows[i]
-    held = rank_stages(lay)[i]
+    rows, kept = stage_params(model, lay), bf16_kept_params(model, lay)
     stages, flags = pipeline_units(model, lay), bf16_layers(model, lay)
-    with_emb = any("embedding" in stages[j] for j in held)
-    in_bf16 = sum(sum(unit_params(model, lay, u, with_emb)) - unit_bf16_params(model, lay, u, with_emb)
-                  for j in held for u, bf16 in zip(stages[j], flags[j]) if bf16)
-    return max(0.0, dense + expert - bf16_kept_params(model, lay)[i] - in_bf16)
+    total = 0.0
+    for i, held in enumerate(rank_stages(lay)):
+        dense, expert, _ = rows[i]
+        with_emb = any("embedding" in stages[j] for j in held)
+        in_bf16 = sum(sum(unit_params(model, lay, u, with_emb)) - unit_bf16_params(model, lay, u, with_emb)
+                      for j in held for u, bf16 in zip(stages[j], flags[j]) if bf16)
+        total += max(0.0, dense + expert - kept[i] - in_bf16)
+    return total
 
 
 def weight_cast_s(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute) -> float:
