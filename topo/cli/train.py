@@ -416,7 +416,7 @@ def _run_layout(args, fabric, model, common: dict, engine: CommEngine) -> int:
         if exc.source in ("layout", args.layout) and _given_as_flag(args, exc.key):  # a flag wins over the layout
             raise _as_flags(args, TopoError(exc.message, source="layout", key=exc.key)) from None
         if exc.source in ("layout", args.layout):
-            pairs = not (args.layout.endswith(".toml") or is_input_file(args.layout))
+            pairs = "=" in args.layout and not (args.layout.endswith(".toml") or is_input_file(args.layout))
             raise TopoError(exc.message, source="--layout" if pairs else args.layout, key=exc.key) from None
         raise
     return _finish(args, result, model, fabric, lay, engine)

@@ -1,0 +1,27 @@
+"""walk41: ``--layout`` given a word that is neither a layout file nor ``key=value`` pairs (``tp8`` for ``tp=8``)
+is one line naming what was given and what is allowed, on one site and across sites, with or without
+``--search`` (it had been ``error: --layout: no such layout file``, the value dropped, nothing allowed named)."""
+
+import pytest
+
+from conftest import run_cli
+
+ONE = ("train", "dgx-h100-superpod", "--model", "llama3-8b", "--gpus", "64", "--global-batch", "64")
+REGION = ("train", "two-site-h100", "--model", "llama3-8b", "--global-batch", "64")
+LINE = ("error: tp8: no such layout file, and no key=value pairs; give a layout file (.toml) or pairs such as "
+        "tp=8,pp=16,dp=64,global_batch=2048\n")
+
+
+@pytest.mark.parametrize("argv", [ONE + ("--tp", "8"), ONE + ("--search",), REGION, REGION + ("--search",)],
+                         ids=["one-site", "search", "region", "region-search"])
+def test_a_word_that_is_no_file_and_no_pairs_is_named(argv, tmp_path):
+    proc = run_cli(*argv, "--layout", "tp8", cwd=tmp_path)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr == LINE
+
+
+def test_a_missing_toml_file_and_pairs_keep_their_messages(tmp_path):
+    proc = run_cli(*ONE, "--tp", "8", "--layout", "none.toml", cwd=tmp_path)
+    assert proc.returncode == 2 and proc.stderr == "error: none.toml: no such layout file\n"
+    proc = run_cli(*ONE, "--layout", "tp=8", cwd=tmp_path)
+    assert proc.returncode == 0 and "tp=8 cp=1 pp=1" in proc.stdout
