@@ -25,3 +25,17 @@ def test_a_missing_toml_file_and_pairs_keep_their_messages(tmp_path):
     assert proc.returncode == 2 and proc.stderr == "error: none.toml: no such layout file\n"
     proc = run_cli(*ONE, "--layout", "tp=8", cwd=tmp_path)
     assert proc.returncode == 0 and "tp=8 cp=1 pp=1" in proc.stdout
+
+
+@pytest.mark.parametrize("argv", [("plan", "dgx-h100-superpod", "--model", "llama3-8b", "--no-collectives"),
+                                  ("report", "dgx-h100-superpod", "--train", "llama3-8b")], ids=["plan", "report"])
+def test_plan_and_report_read_a_layout_by_the_same_rule(argv, tmp_path):
+    """``topo plan`` and ``topo report`` read ``--layout`` through ``layout_fields`` too (``parse_layout`` had its own
+    file-or-pairs rule and took ``tp8`` for malformed pairs); report's pairs error no longer repeats ``layout:``."""
+    proc = run_cli(*argv, "--layout", "tp8", cwd=tmp_path)
+    assert proc.returncode == 2 and proc.stderr == LINE
+    proc = run_cli(*argv, "--layout", "tp8,pp=2", cwd=tmp_path)
+    assert proc.returncode == 2
+    assert proc.stderr == ("error: --layout: cannot read 'tp8'; write key=value pairs such as "
+                           "tp=8,pp=16,dp=64,global_batch=2048\n")
+    assert not any(tmp_path.iterdir())  # no report written
