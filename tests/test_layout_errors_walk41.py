@@ -39,3 +39,16 @@ def test_plan_and_report_read_a_layout_by_the_same_rule(argv, tmp_path):
     assert proc.stderr == ("error: --layout: cannot read 'tp8'; write key=value pairs such as "
                            "tp=8,pp=16,dp=64,global_batch=2048\n")
     assert not any(tmp_path.iterdir())  # no report written
+
+
+def test_a_search_document_gives_the_models_size_as_a_single_layouts_does(tmp_path):
+    """walk41: ``--search --json`` gave the model's weights nowhere (a single layout's document has them); once, at
+    the top: Qwen3-30B-A3B, 30.53B weights, 3.35B a token (the text's ``model`` line; its model card, huggingface.co/
+    Qwen/Qwen3-30B-A3B, gives 30.5B and 3.3B activated)."""
+    import json
+
+    argv = ("train", "dgx-h100-superpod", "--model", "qwen3-30b-a3b", "--gpus", "16", "--global-batch", "64")
+    one = json.loads(run_cli(*argv, "--ep", "16", "--json", cwd=tmp_path, check=True).stdout)
+    doc = json.loads(run_cli(*argv, "--search", "--top", "1", "--json", cwd=tmp_path, check=True).stdout)
+    assert doc["model_params"] == one["model_params"] and doc["model_active_params"] == one["model_active_params"]
+    assert round(doc["model_params"] / 1e9, 2) == 30.53 and round(doc["model_active_params"] / 1e9, 2) == 3.35

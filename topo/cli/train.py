@@ -437,8 +437,8 @@ def _run_search(args, fabric, model, common: dict, held: dict, engine: CommEngin
         raise _as_flags(args, sized_by(exc, args.gpus, None, placed_by(args, words))) from None
     if progress is not None:
         sys.stderr.write("\n")
-    if args.json:
-        emit_json(res.to_dict(top=args.top))
+    if args.json:  # the model's size once, as a single layout's document gives it (walk41: no row had it)
+        emit_json({**res.to_dict(top=args.top), **_model_size(model)})
     else:
         _print_search(res, args, held, model)
     return 0
