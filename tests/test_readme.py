@@ -85,6 +85,9 @@ def test_readme_command_runs(argv, tmp_path, request):
         assert proc.returncode == 2 and "needs the kaleido package" in proc.stderr
         return
     assert proc.returncode == 0, f"{' '.join(argv)}: {proc.stderr}"
+    # walk41: a layout the README gives to copy is one that can start (its GB200 DeepSeek-V3 line needed 209.7 GB of
+    # the 198.7 GB a GB200 holds); a search never ranks one that does not fit
+    assert "DOES NOT FIT" not in proc.stdout, f"{' '.join(argv)}: the README's layout does not fit"
     if "--json" in argv:
         json.loads(proc.stdout)
     if "-o" in argv:

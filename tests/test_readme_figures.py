@@ -20,6 +20,8 @@ COMMANDS = re.sub(r"\s+", " ", README.replace("\\\n", " ").replace("`", " "))  #
 
 BY_SIZE = ("topo train two-site-h100 --set 'sites[1].set=[\"cluster.num_units=2\"]' --model llama3-8b --tp 8 "
            "--global-batch 512")
+HYBRID = ("topo train dgx-h100-superpod --model nemotron-3-nano-30b-a3b --gpus 1024 --pp 4 --cp 2 --ep 16 "
+          "--global-batch 1024")
 CASES = [
     # walk20: DeepSeek-V3's published layout and token count (arXiv 2412.19437: 2,048 GPUs, PP16 DualPipe, EP64,
     # 14.8T tokens; its table 1: 2.664M H800 GPU-hours for pre-training; sec. 3.3.2's recompute) with --tokens
@@ -66,6 +68,15 @@ CASES = [
       ('"uncertainty 403.6 ms - 525.3 ms: on 20 published Hopper runs of dense BF16 models whose family the fit '
        'never saw, half were within 3%', "uncertainty 403.6 ms - 525.3 ms: on 20 published Hopper runs of dense BF16 "
        "models whose family the fit never saw, half were within 3%")]),
+    # walk41: the README quoted a span of 7 hybrid runs (1 family, 8-16 GPUs) where the command prints 11 (3 families)
+    (HYBRID,
+     [("interval from 11 hybrid Mamba-2 / attention runs (3 families (nemotron-3-nano, nemotron-3-super, "
+       "nemotron-3-ultra); ...; 8-256 GPUs; pp up to 2; no context parallelism; ...); this job is outside them: "
+       "1,024 GPUs, pp 4, cp 2",
+       "interval from 11 hybrid Mamba-2 / attention runs (3 families (nemotron-3-nano, nemotron-3-super, "
+       "nemotron-3-ultra); "),
+      ("8-256 GPUs; pp up to 2; no context parallelism;", "8-256 GPUs; pp up to 2; no context parallelism;"),
+      ("this job is outside them: 1,024 GPUs, pp 4, cp 2", "this job is outside them: 1,024 GPUs, pp 4, cp 2\n")]),
     ("topo train meta-llama3-24k --model llama3-405b --gpus 8192 --tp 8 --pp 16 --dp 64 --vpp 8 --seq 8192 "
      "--global-batch 2048 --dp-sharding fsdp_grad_op --pipeline-embedding",
      [("needs 84.1 GB of the 85.5 GB an H100 holds", "total 84.1 GB of 85.5 GB: fits")]),
@@ -102,7 +113,7 @@ GIVEN = ("topo plan two-site-h100 --no-collectives --one-site",
          "--global-batch 2048 --dp-sharding fsdp_grad_op --pipeline-embedding",
          "topo train meta-llama3-24k --model llama3-405b --gpus 16384 --tp 8 --pp 16 --dp 128 --vpp 8 --seq 8192 "
          "--global-batch 2048 --dp-sharding fsdp_grad_op --pipeline-embedding --tokens 15.6e12",
-         CASES[0][0], BY_SIZE, GROW)
+         CASES[0][0], BY_SIZE, GROW, HYBRID)
 
 
 def test_the_commands_behind_the_figures_are_in_the_readme():

@@ -16,6 +16,7 @@ __all__ = ["TopoError", "AlgorithmUnavailable", "ProtocolUnavailable", "ClassesD
            "Unreachable", "OnFabric", "StudyNotSpec", "RegionNotSpec", "one_line", "closest"]
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+_WORD = re.compile(r"[a-z]+|[0-9]+")  # a name's words for closest(): runs of letters or of digits
 
 
 def one_line(text: str) -> str:
@@ -31,9 +32,12 @@ def one_line(text: str) -> str:
 def closest(name: str, allowed: Iterable[str], cutoff: float = 0.6) -> list[str]:
     """The allowed name a mistyped ``name`` most likely meant, as a list of at most one (empty: none is close).
 
-    A name that differs from an allowed one only in case (``[MoE]`` for ``[moe]``) is that name; otherwise the
-    closest by :func:`difflib.get_close_matches` at ``cutoff``, compared without case. The one rule every
-    "did you mean" of topo's errors uses.
+    A name that differs from an allowed one only in case (``[MoE]`` for ``[moe]``) is that name; a name of two
+    words or more (runs of letters or of digits: ``nemotron3-nano`` is nemotron, 3, nano) that some allowed names
+    hold every word of is the closest of those (walk41: ``nemotron3-nano`` was taken for ``nemotron-nano-9b-v2``,
+    not ``nemotron-3-nano-30b-a3b``, and ``gb200`` got no suggestion); otherwise the closest by
+    :func:`difflib.get_close_matches` at ``cutoff``, compared without case. The one rule every "did you mean" of
+    topo's errors uses.
 
     Parameters
     ----------
@@ -53,12 +57,16 @@ def closest(name: str, allowed: Iterable[str], cutoff: float = 0.6) -> list[str]
     ['moe']
     >>> closest("modle", ["moe", "model"])
     ['model']
+    >>> closest("nemotron3-nano", ["nemotron-nano-9b-v2", "nemotron-3-nano-30b-a3b", "nemotron-3-super-120b-a12b"])
+    ['nemotron-3-nano-30b-a3b']
     """
     name, allowed = str(name), [str(a) for a in allowed]  # a pydantic location may be an index
     by_lower = {a.lower(): a for a in reversed(allowed)}
     if name.lower() in by_lower:
         return [by_lower[name.lower()]]
-    close = difflib.get_close_matches(name.lower(), list(by_lower), n=1, cutoff=cutoff)
+    words = set(_WORD.findall(name.lower()))
+    holding = [a for a in by_lower if words <= set(_WORD.findall(a))] if len(words) >= 2 else []
+    close = difflib.get_close_matches(name.lower(), holding or list(by_lower), n=1, cutoff=0 if holding else cutoff)
     return [by_lower[close[0]]] if close else []
 
 

@@ -154,7 +154,7 @@ def _named_by_layout(args, fields: dict, exc: TopoError) -> TopoError:
     if not fields or exc.source not in (None, "layout", args.layout) or name not in fields or \
             getattr(args, name, None) is not None:
         return exc
-    pairs = not (args.layout.endswith(".toml") or is_input_file(args.layout))
+    pairs = "=" in args.layout and not (args.layout.endswith(".toml") or is_input_file(args.layout))
     return TopoError(exc.message, source="--layout" if pairs else args.layout, key=exc.key)
 
 

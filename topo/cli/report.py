@@ -328,7 +328,7 @@ def _job(args, specs):
         parse_layout(args.layout)  # a field no design can take is named once, without a design
     except TopoError as exc:
         raise TopoError(exc.message, source=exc.source if exc.source not in (None, "layout") else "--layout",
-                        key=exc.key) from None
+                        key=None if exc.key == "layout" else exc.key) from None  # walk41: "--layout: layout: ..."
     for name in specs:
         design = name or DEFAULT_SPEC
         dp = design_dp(args.layout, build_fabric(load_spec(name, args.overrides)), design)
@@ -345,7 +345,8 @@ def _named(exc: TopoError, layout: str, design: str, designs: int) -> TopoError:
     """A layout's error on ``design``: named by ``--layout`` (or its file), and the design of several."""
     if designs > 1:
         return on_design(exc, layout, design)
-    return TopoError(exc.message, source="--layout" if exc.source in (None, "layout") else exc.source, key=exc.key)
+    return TopoError(exc.message, source="--layout" if exc.source in (None, "layout") else exc.source,
+                     key=None if exc.key == "layout" else exc.key)
 
 
 def _plans(args, reports, job, trains) -> list:

@@ -417,7 +417,7 @@ def _run_layout(args, fabric, model, common: dict, engine: CommEngine) -> int:
         if exc.source in ("layout", args.layout) and _given_as_flag(args, exc.key):  # a flag wins over the layout
             raise _as_flags(args, TopoError(exc.message, source="layout", key=exc.key)) from None
         if exc.source in ("layout", args.layout):
-            pairs = not (args.layout.endswith(".toml") or is_input_file(args.layout))
+            pairs = "=" in args.layout and not (args.layout.endswith(".toml") or is_input_file(args.layout))
             raise TopoError(exc.message, source="--layout" if pairs else args.layout, key=exc.key) from None
         raise
     return _finish(args, result, model, fabric, lay, engine)
@@ -438,8 +438,8 @@ def _run_search(args, fabric, model, common: dict, held: dict, engine: CommEngin
         raise _as_flags(args, sized_by(exc, args.gpus, None, placed_by(args, words))) from None
     if progress is not None:
         sys.stderr.write("\n")
-    if args.json:
-        emit_json(res.to_dict(top=args.top))
+    if args.json:  # the model's size once, as a single layout's document gives it (walk41: no row had it)
+        emit_json({**res.to_dict(top=args.top), **_model_size(model)})
     else:
         _print_search(res, args, held, model)
     return 0

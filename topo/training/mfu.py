@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from ..fabric.builders import build_fabric
 from ..errors import TopoError
-from ..inputs import is_input_file
-from .parallel import layout_pairs, load_layout, make_layout
+from .parallel import load_layout
 from .model import load_model
 from .step import estimate_step
 
@@ -15,11 +14,9 @@ __all__ = ["predict_mfu", "predict_step", "parse_layout"]
 def parse_layout(text: str, **overrides):
     """A layout from a TOML file, or from ``key=value`` pairs separated by commas (``tp=8,pp=16,dp=64,
     global_batch=2048``; values read as TOML values): :func:`topo.training.parallel.load_layout`; ``overrides``
-    (fields, None: not given) on top."""
-    if text.endswith(".toml") or is_input_file(text):
-        return load_layout(text, **overrides)
-    given = {k: v for k, v in overrides.items() if v is not None}
-    return make_layout("layout", **{**layout_pairs(text), **given})
+    (fields, None: not given) on top. Which of the two ``text`` is, is :func:`~topo.training.parallel.layout_fields`'
+    one rule (walk41: a word that is neither, ``tp8``, had been read here as malformed pairs)."""
+    return load_layout(text, **overrides)
 
 
 def predict_step(spec, model: str, layout: str, dp: int | None = None, profile=None):

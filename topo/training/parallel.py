@@ -721,6 +721,9 @@ def layout_fields(path) -> tuple[dict, str]:
     text = str(path)
     if "=" in text and not text.endswith(".toml") and not is_input_file(text):
         return layout_pairs(text), "layout"
+    if not text.endswith(".toml") and not is_input_file(text):  # walk41: `tp8` was "--layout: no such layout file"
+        raise TopoError("no such layout file, and no key=value pairs; give a layout file (.toml) or pairs such as "
+                        "tp=8,pp=16,dp=64,global_batch=2048", source=text)
     return read_toml(path, "layout file"), text
 
 
