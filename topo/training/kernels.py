@@ -532,6 +532,7 @@ class KernelModel:
     feed_flops_per_byte: dict = field(default_factory=dict)  # by precision: see _feed_flops_per_byte ({}: no bound)
     overrides: tuple = ()  # the kernels.toml overrides it was built with, ((section, ((key, value), ...)), ...)
     permute_efficiency: tuple = ()  # (permute, un-permute) shares of HBM of a row-index copy (:func:`permute_s`)
+    op_memory_efficiency: tuple = ()  # ((op, (fwd, bwd) share of HBM), ...): :func:`op_memory_efficiency`
     epilogue_overlap: float = 1.0  # share of an accumulating epilogue hidden behind the MMAs (epilogue_extra_s)
     launch_cpp_s: float = 0.0  # CPU per kernel a C++ loop launches after its call's first ([launch] cpp_launch_s)
     launch_cpp_gemm_s: float = 0.0  # ... per cuBLASLt GEMM so launched ([launch] cpp_gemm_s)
@@ -924,9 +925,56 @@ def _window_fraction(attention_table: str, head_dim: float, window: float, backw
     return float(np.interp(math.log2(d), np.log2(dims), fractions))
 
 
-def memory_s(km: KernelModel, nbytes: float) -> float:
-    """Seconds to move ``nbytes`` through HBM in an elementwise kernel (no launch cost)."""
-    return nbytes / (km.hbm_Bps * km.memory_efficiency)
+def memory_s(km: KernelModel, nbytes: float, op: str = "", backward: bool = False) -> float:
+    """Seconds to move ``nbytes`` through HBM in a memory-bound kernel (no launch cost): at the share of HBM the
+    kernel of operator ``op`` reaches where it is published (``kernels.toml`` ``[memory.kernel_TBps]``,
+    :func:`op_memory_efficiency`), else at ``[memory] memory_efficiency``.
+
+    Parameters
+    ----------
+    km : KernelModel
+    nbytes : float
+        Bytes the kernel reads and writes.
+    op : str
+        The memory operator's name (:mod:`topo.training.operators`, e.g. ``norm``); empty for any other kernel.
+    backward : bool
+        The operator's backward pass (its backward kernel's rate).
+
+    Returns
+    -------
+    float
+    """
+    shares = dict(km.op_memory_efficiency).get(op)
+    eff = km.memory_efficiency if shares is None else shares[1 if backward else 0]
+    return nbytes / (km.hbm_Bps * eff)
+
+
+def measured_share(rate_TBps: float, measured_hbm_TBps: float) -> float:
+    """A kernel's published achieved rate as a share of the HBM bandwidth of the GPU it was measured on (the share
+    the model applies on every GPU)."""
+    return float(rate_TBps) / float(measured_hbm_TBps)
+
+
+def op_memory_efficiency(mem: dict) -> tuple:
+    """Shares of HBM bandwidth the kernels of named memory operators reach, from ``kernels.toml``
+    ``[memory.kernel_TBps.<kind>]`` (``ops``, ``forward_TBps``, ``backward_TBps``, ``measured_hbm_TBps``).
+
+    Parameters
+    ----------
+    mem : dict
+        The ``[memory]`` table.
+
+    Returns
+    -------
+    tuple
+        ``((op, (forward_share, backward_share)), ...)``, each share by :func:`measured_share`.
+    """
+    out = []
+    for kind in mem.get("kernel_TBps", {}).values():
+        shares = (measured_share(kind["forward_TBps"], kind["measured_hbm_TBps"]),
+                  measured_share(kind["backward_TBps"], kind["measured_hbm_TBps"]))
+        out += [(op, shares) for op in kind["ops"]]
+    return tuple(out)
 
 
 def permute_efficiency(mem: dict) -> tuple[float, float]:
@@ -941,10 +989,10 @@ def permute_efficiency(mem: dict) -> tuple[float, float]:
     Returns
     -------
     tuple of float
-        ``(permute, unpermute)``, each the measured rate over the measuring GPU's HBM bandwidth.
+        ``(permute, unpermute)``, each by :func:`measured_share`.
     """
-    hbm = float(mem["permute_measured_hbm_TBps"])
-    return float(mem["permute_TBps"]) / hbm, float(mem["unpermute_TBps"]) / hbm
+    hbm = mem["permute_measured_hbm_TBps"]
+    return measured_share(mem["permute_TBps"], hbm), measured_share(mem["unpermute_TBps"], hbm)
 
 
 def permute_s(km: KernelModel, nbytes: float) -> float:
@@ -1122,6 +1170,7 @@ def _kernel_model(gpu: str, generation: str, sms: int, peaks: tuple, hbm_Bps: fl
         gemm_memory_efficiency=float(g["gemm_memory_efficiency"]),
         memory_efficiency=float(mem["memory_efficiency"]),
         permute_efficiency=permute_efficiency(mem),
+        op_memory_efficiency=op_memory_efficiency(mem),
         attention_scale=1.0 if generation in t["attention"] else float(t["attention"]["scale"][generation]),
         attention_table=_attention_table(gpu, generation, attention),
         attention_cudnn=_attention_cudnn(_attention_table(gpu, generation, attention), generation),

@@ -1303,7 +1303,7 @@ def _plain_op_s(op: Op, gpu: GpuCompute, backward: bool, cudnn: str) -> float:
     if op.kind == "kernel":
         return max(_kernel_body_s(km, op.dots, op.bytes, op.by_index), sm_bound_floor_s(op, km))
     if op.kind == "memory":
-        t = (2.0 if backward else 1.0) * memory_s(km, op.bytes)
+        t = (2.0 if backward else 1.0) * memory_s(km, op.bytes, op.name, backward)
         return t + (op.flops / (gpu.peak_bf16_flops * 0.5) if op.flops else 0.0)
     if op.fp8_band and not fp8_backward_published(km.attention_table, op.fp8_attention, op.head_dim):
         op = replace(op, flops=op.fp8_band[0], window=op.fp8_band[1], fp8_attention="")  # the BF16 band
