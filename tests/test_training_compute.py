@@ -46,7 +46,7 @@ def test_roofline_closed_forms():
     gpu = gpu_compute("H100")
     k = gpu.kernels
     gap = k.launch_gpu_s
-    mem = Op("residual", "layernorm", "memory", 0.0, 1e9)  # a norm: its kernel's rate (test_memory_kernel_rates_membw116)
+    mem = Op("residual", "layernorm", "memory", 0.0, 1e9)  # a norm: its kernel's rate (membw116)
     assert op_time_s(mem, gpu, "bf16") == pytest.approx(1e9 / (3.35e12 * 0.90) + gap)
     assert op_time_s(mem, gpu, "bf16", backward=True) == pytest.approx(2e9 / (3.35e12 * 0.90) + gap)
     M, N, K = 8192.0, 4096.0, 2048.0
