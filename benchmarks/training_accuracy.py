@@ -402,10 +402,11 @@ def _recipe_layout_kw(row, model) -> dict:
 
 def _framework_kw(row, model, kw: dict) -> None:
     """Update ``kw`` with the row's framework settings: DeepSeek-V3's pipeline
-    layout, the FP8 recipe, the container's cuDNN, NeMo's bf16 gradient buffer, the memory columns, the recipe
+    layout, the FP8 recipe, the container's cuDNN and Transformer Engine, NeMo's bf16 gradient buffer, the memory columns, the recipe
     columns (``run_recipe_columns``: XLA's scheduler and combiner, grouped experts, MaxText's mesh and remat),
     AutoModel's code."""
     from topo.training.cudnn import run_cudnn
+    from topo.training.te_version import run_te
 
     pp, vp = kw["pp"], kw["vpp"]
     if model.name.startswith("deepseek-v3") and row["run_id"].startswith(("mb", "nemo")):
@@ -421,6 +422,9 @@ def _framework_kw(row, model, kw: dict) -> None:
     cudnn = run_cudnn(row.get("software") or "", row["published_date"])
     if cudnn is not None:
         kw["cudnn_version"] = cudnn
+    te = run_te(row.get("software") or "")  # the container's Transformer Engine (te_releases.toml), else the newest
+    if te is not None:
+        kw["te_version"] = te
     if row["run_id"].startswith(("nemo", "mb")):  # grad_reduce_in_fp32 = False: a bf16 gradient buffer
         kw["grad_bytes"] = 2.0
     # the recipe's memory settings (empty: none): activation offloading, recomputation

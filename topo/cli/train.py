@@ -83,6 +83,8 @@ def _job_arguments(p) -> None:
                         "moe_expert_kernels=multi_stream|fused_mlp (fused_mlp: MXFP8 experts), "
                         "wgrad_output=main_grad|fsdp2|copied|param_dtype|autograd, loss_scaling=true (FP16's gradient scaler), offload_modules=[\"expert_fc1\"] (Megatron-Core's fine-grained activation offloading: core_attn, attn_proj, expert_fc1, moe_act, fused_group_mlp), cudnn_version=\"9.13.1\" (the container's cuDNN: "
                         "Blackwell attention at that version's published rates; default the newest, 9.22); "
+                        "te_version=\"1.8\" (the container's Transformer Engine: 2.x copies a row-parallel FP8 layer's "
+                        "output gradient into userbuffers' buffer, 1.x casts it there; default the newest, 2.14); "
                         "attention_fp8=fp8|mxfp8 with --precision fp8 (TE's fp8_dpa; mxfp8 on Blackwell: the backward computes "
                         "the whole causal square, a sliding window's too, at cuDNN's FP8 rate, on GB200 / GB300 at "
                         "head dim 64); "
@@ -713,7 +715,7 @@ FRAMEWORK_OPTIONS = ("cp_comm_type", "fp8_recipe", "fp8_amax_reduction", "tp_onl
                      "moe_counts_aligned", "moe_expert_kernels", "moe_grouped_gemm", "moe_capacity_factor",
                      "moe_expert_rank_capacity_factor", "moe_router_fusion", "overlap_ep", "ep_dispatch_bytes",
                      "cuda_graph_scope", "wgrad_output", "loss_scaling", "dp_bucket_params", "dp_align_grad_reduce", "tp_overlap_config",
-                     "cudnn_version", "attention_fp8", "dp_all_reduce_combine_bytes", "dp_overlap_policy",
+                     "cudnn_version", "te_version", "attention_fp8", "dp_all_reduce_combine_bytes", "dp_overlap_policy",
                      "recompute_early_stop", "offload_modules")
 
 
@@ -836,6 +838,8 @@ def _framework_options(L: dict, model, gpu) -> str:
             "ep_comm_sms": _ep_sms_idle(L, model), "fp8_recipe": _fp8_recipe_idle(L, model),
             **dict.fromkeys(("overlap_ep", "ep_dispatch_bytes"), "ep 1: no all-to-all" if L.get("ep", 1) == 1 else ""),
             "dp_bucket_params": _dp_idle(L), "tp_overlap_config": _tp_overlap_idle(L, model),
+            "te_version": _tp_overlap_idle(L, model) or ("" if L.get("precision") == "fp8" else "only an FP8 "
+                                                          "output gradient is copied into userbuffers' buffer by TE 2.x"),
             "cudnn_version": "" if generation in ("blackwell", "hopper", "") else f"{generation} reads one attention "
             "table (cuDNN versions are published for Hopper and Blackwell only)",
             "dp_all_reduce_combine_bytes": _dp_idle(L) or _all_reduce_idle(L),

@@ -24,7 +24,7 @@ from functools import lru_cache
 
 from ..resources import data_dir
 
-__all__ = ["NEWEST", "UNKNOWN_DATE", "dated_cudnn", "parse_published_date", "parse_version", "release_cudnn",
+__all__ = ["NEWEST", "UNKNOWN_DATE", "container_key", "dated_cudnn", "parse_published_date", "parse_version", "release_cudnn",
            "release_entry", "run_cudnn", "table_version"]
 
 UNKNOWN_DATE = "unknown"
@@ -99,10 +99,31 @@ def release_entry(software: str) -> dict | None:
         ``cudnn``, ``status``, ``source`` (and ``at_most`` where the version is an upper bound).
     """
     releases = _releases()
+    key = container_key(software, releases)
+    return releases[key] if key is not None else None
+
+
+def container_key(software: str, known) -> str | None:
+    """The key of the container a run's software string names (:data:`_CONTAINERS`: ``NeMo yy.mm``, ``PyTorch
+    yy.mm``, ``JAX yy.mm``, ``repo@commit``), the first of them that ``known`` holds, or None: the one rule for
+    reading a run's container, which every per-container table (the cuDNN here, Transformer Engine's in
+    :mod:`.te_version`) reads.
+
+    Parameters
+    ----------
+    software : str
+        The run's software string.
+    known : container of str
+        The keys a table lists.
+
+    Returns
+    -------
+    str or None
+    """
     for pattern, key in _CONTAINERS:
         m = pattern.search(software or "")
-        if m and key.format(m[1]) in releases:
-            return releases[key.format(m[1])]
+        if m and key.format(m[1]) in known:
+            return key.format(m[1])
     return None
 
 

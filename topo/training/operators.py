@@ -75,7 +75,8 @@ from .pipeline_layout import layout_chunks
 from .ring_attention import cp_attention_calls, p2p_merge_bytes
 from .router_load import uniform_expert_sd, uniform_max_over_mean
 from .routing import rank_destinations
-from .tp_overlap import margin_kernels, pass_margins, userbuffers_built
+from .te_version import ub_grad_output_copy_bytes
+from .tp_overlap import margin_kernels, pass_margins, userbuffers_built, userbuffers_on
 from .weight_swizzle import (cast_memsets, conversion_bytes, converts, gathered_swizzle_bytes, scale_kernels,
                              swizzle_bytes, swizzle_host_s)
 from .model import ATTENTION_BLOCKS, Block, ModelSpec
@@ -253,6 +254,12 @@ class Op:
     """A tensor-parallel linear layer's TP collective (its ``tp_role``) that a userbuffers communicator runs beside
     its GEMM (:func:`.tp_overlap.pass_margins`); empty: none, or built without a communicator (every one of an MLA
     model's, :func:`.tp_overlap.userbuffers_built`; a linear with a ``tp_pair`` of its own: :func:`block_ops`)."""
+    ub_grad_copy_elem_bytes: float = 0.0
+    """Bytes per element of the output-gradient shard a row-parallel FP8 linear layer's backward copies into
+    userbuffers' dgrad all-gather buffer after quantising it (read and written: Transformer Engine 2.x; 1.x casts
+    into the buffer, 0; :func:`.te_version.ub_grad_output_copy_bytes`); :func:`block_ops` sets it for a quantised
+    ``rs`` linear whose layout runs userbuffers (:func:`.tp_overlap.userbuffers_on`). One kernel, one call
+    (``copy_into_buffer``)."""
     tp_role: str = ""
     """A tensor-parallel linear layer's role, whatever runs its collectives: ``ag`` column-parallel (its input is
     all-gathered under sequence parallelism: QKV, fc1, Mamba's in_proj, MLA's up projections, the output layer,
@@ -1044,6 +1051,7 @@ def block_ops(model: ModelSpec, lay: ParallelLayout, kind: str, generation: str 
     own = op_recipes(lay.module_recipes)  # modules at a recipe of their own (:mod:`.module_recipes`)
     hooks = ddp_hooks_run(lay)  # Megatron-Core DDP's per-parameter hooks (:mod:`.grad_hooks`)
     ub = userbuffers_built(model)  # an MLA model's TP linears have no communicator (:func:`.tp_overlap.userbuffers_built`)
+    ub_on = userbuffers_on(lay, model)  # the layout runs them through userbuffers
     sp = lay.tp > 1 and bool(lay.sequence_parallel)  # the TP linears gather an operand (:func:`.weight_swizzle.gathered_swizzles`)
     out = []
     for op in ops:
@@ -1062,7 +1070,9 @@ def block_ops(model: ModelSpec, lay: ParallelLayout, kind: str, generation: str 
                            if (q and gathered) else 0.0,
                            block_convert=q and recipe == "blockwise" and converts(generation),
                            fp4_cast=q and recipe == "nvfp4", grad_hooks=hooks and op.kind == "gemm" and op.weights,
-                           tp_overlap=op.tp_role if (ub and not op.tp_pair) else ""))
+                           tp_overlap=op.tp_role if (ub and not op.tp_pair) else "",
+                           ub_grad_copy_elem_bytes=ub_grad_output_copy_bytes(lay.te_version, cast_extra_bytes(
+                               recipe)[0]) if (q and ub_on and gathered == "rs" and not op.tp_pair) else 0.0))
     return out
 
 
@@ -1274,7 +1284,20 @@ def _input_cast_s(op: Op, gpu: GpuCompute, M: float, K: float, precision: str, f
         t += memory_s(km, ACT * rows * K * op.groups)
     if gather_transposes(op, precision, backward):
         t += memory_s(km, op.gather_transpose_elem_bytes * gathered_elements(op))
+    if ub_grad_copies(op, precision, backward):  # TE 2.x: the quantised shard copied into userbuffers' buffer
+        t += memory_s(km, op.ub_grad_copy_elem_bytes * rows * K * op.groups)
     return t
+
+
+def ub_grad_copies(op: Op, precision: str, backward: bool) -> float:
+    """Copies of ``op``'s quantised output-gradient shard into userbuffers' dgrad all-gather buffer in this pass
+    (:attr:`Op.ub_grad_copy_elem_bytes`): one backward, for a quantised linear GEMM whose Transformer Engine makes
+    it (2.x); 0 otherwise (forward, 1.x, BF16, a module at a recipe of its own kept in BF16)."""
+    if not (backward and op.ub_grad_copy_elem_bytes and op.kind == "gemm" and op.linear):
+        return 0.0
+    if op.recipe:
+        precision, _ = op_precision(op, precision, None)
+    return 1.0 if precision == "fp8" else 0.0
 
 
 def gathered_elements(op: Op) -> float:
@@ -1478,7 +1501,8 @@ def kernels_launched(op: Op, precision: str, backward: bool = False, amax_pass: 
         amax_pass = scale_kernel = False
     if not (op.kind == "gemm" and op.linear and precision == "fp8"):
         return op.launches * gemms
-    own = op.launches * gemms + scale_kernels(op, precision, backward) + gather_transposes(op, precision, backward)
+    own = (op.launches * gemms + scale_kernels(op, precision, backward) + gather_transposes(op, precision, backward)
+           + ub_grad_copies(op, precision, backward))
     if op.epilogue_cast == ("backward" if backward else "forward"):
         return own  # its input cast in the epilogue of the kernel before it
     kind = cast_kind(op, backward, amax_pass, scale_kernel)
@@ -1502,8 +1526,8 @@ def cast_kind(op: Op, backward: bool = False, amax_pass: bool = False, scale_ker
     no cast kernel, :attr:`Op.norm_cast`; not a key of ``quantize_kernels``, :func:`kernels_launched` counts its
     transpose); else ``delayed_scale_inverse`` with ``scale_kernel``, else ``cast``.
 
-    The TE version is read from ``amax_pass``: no layout or run carries TE's version (a run names its container,
-    whose TE the runs file's ``fp8_amax_pass`` column records). NVIDIA/TransformerEngine v2.7 (fedd9ddc)
+    The TE version is read from ``amax_pass``, the runs file's ``fp8_amax_pass`` column recording each run's
+    container's TE (the layout's ``te_version``, :mod:`.te_version`, is read for userbuffers' gradient copy only). NVIDIA/TransformerEngine v2.7 (fedd9ddc)
     ``transformer_engine/pytorch/csrc/extensions/normalization.cpp`` lines 115-116 and 147-151 (``layernorm_fwd``;
     ``rmsnorm_fwd`` 281-285): the norm writes its output with its amax (``create_hp_tensor_with_amax``) and the
     cast is ``quantize_with_amax``; at f05f12c9 (2.5.0, NeMo 25.07's pin: NVIDIA/NeMo@v2.4.0 ``requirements/manifest.json``)
@@ -1565,6 +1589,7 @@ def launch_calls(op: Op, precision: str, backward: bool = False, amax_pass: bool
     calls = min(gemms, own) if op.expert_kernels in CPP_LOOP_PATHS else own
     swizzles = scale_kernels(op, precision, backward)
     transposes = gather_transposes(op, precision, backward)  # ``_create_transpose``: a call each, one kernel
+    transposes += ub_grad_copies(op, precision, backward)  # ``copy_into_buffer``: a call, one kernel
     casts = total - own - swizzles - transposes
     if casts <= 0:
         return calls + transposes, own - calls, swizzles

@@ -37,6 +37,7 @@ from .remat import RematPolicyError, remat_settings
 from .routing import ROUTINGS
 from .tp_overlap import config_names
 from .cudnn import NEWEST as CUDNN_NEWEST, parse_version as parse_cudnn
+from .te_version import NEWEST as TE_NEWEST, parse_te_version
 
 __all__ = ["ParallelLayout", "make_layout", "load_layout", "layout_fields", "check_layout", "check_model_split",
            "DIMENSIONS", "DP_SHARDING", "RECOMPUTE", "PIPELINE_SCHEDULES", "DEFAULT_ORDER", "batch_allowed", "check_batch", "delayed_scaling",
@@ -393,6 +394,12 @@ class ParallelLayout(BaseModel):
     published set of that version, the nearest older one between them (``kernels.toml [attention.cudnn]``,
     ``[attention.blackwell.cudnn]``, :mod:`topo.training.cudnn`). Default the newest published version (on Hopper
     cuDNN 9.19's set); no effect on Ampere (one table)."""
+    te_version: str = TE_NEWEST
+    """The Transformer Engine the run's container ships (``topo/data/compute/te_releases.toml`` lists each
+    framework release's, with its source), ``1.MINOR`` or ``2.MINOR`` (optionally ``.PATCH``, ``.devN``): where
+    TE's major versions differ in what a step pays (:mod:`topo.training.te_version`: 2.x copies a row-parallel
+    FP8 layer's quantised output gradient into userbuffers' buffer, 1.x casts it there). Default the newest the file
+    lists."""
     attention_fp8: Literal["", "fp8", "mxfp8"] = ""
     """Fused attention in FP8 (Transformer Engine's ``fp8_dpa``, Megatron-Core's ``fp8_dot_product_attention``) and
     the scaling its cuDNN SDPA runs: ``fp8`` (per-tensor) or ``mxfp8`` (TE's default under an MXFP8 recipe); ""
@@ -527,6 +534,12 @@ class ParallelLayout(BaseModel):
             what = "a number" if isinstance(v, (int, float)) and not isinstance(v, bool) else "not text"
             raise ValueError(f"{v!r} is {what}; write the version as text, quoted: \"9.13.1\"")
         parse_cudnn(v)  # a ValueError naming the value and the form allowed
+        return v.strip()
+
+    @field_validator("te_version", mode="before")
+    @classmethod
+    def _known_te(cls, v):
+        parse_te_version(v)  # a ValueError naming the value and the form allowed (text only: 2.10 would read 2.1)
         return v.strip()
 
     @field_validator("tp_overlap_config")
