@@ -846,6 +846,8 @@ def _framework_options(L: dict, model, gpu) -> str:
             "dp_overlap_policy": _dp_idle(L) or ("" if L.get("overlap_dp", True) else "overlap_dp is off: every "
                                                  "data-parallel collective is exposed"),
             "recompute_early_stop": "" if L.get("recompute") == "full" else "recompute is not full",
+            "offload_modules": "recompute full: a fully recomputed layer saves only its input, nothing inside it to "
+            "offload" if L.get("recompute") == "full" and L.get("recompute_num_layers") is None else "",
             "dp_align_grad_reduce": _dp_idle(L) or ("" if L.get("vpp", 1) > 1 else "vpp 1: the first stage, which "
                                                     "ends the step, reduces its buckets as they are ready either way")}
     # Transformer Engine emulates block-wise scaling on Blackwell with MXFP8 GEMMs (kernels.toml [fp8_recipe])

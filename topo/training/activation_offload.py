@@ -97,9 +97,10 @@ def stage_offload_bytes(model, lay, units: list, flags: list) -> float:
     """Bytes one micro-batch's offloaded activations take one way on a stage of ``units`` (their BF16 ``flags``,
     as :func:`.operators.pipeline_units` and :func:`.operators.bf16_layers` give them): the whole saved activations
     of its first ``activation_offload_layers`` layers (:func:`.memory.block_activation_bytes`), or each block's
-    ``offload_modules`` (:func:`.memory.block_offload_bytes`); 0 without either."""
+    ``offload_modules`` (:func:`.memory.block_offload_bytes`) of each layer not recomputed whole
+    (:func:`.operators.fully_recomputed`: autograd saves nothing inside it to copy); 0 without either."""
     from .memory import block_activation_bytes, block_offload_bytes
-    from .operators import END_UNITS
+    from .operators import END_UNITS, fully_recomputed
     if not (lay.offload_modules or lay.activation_offload_layers):
         return 0.0
     total, layer_i = 0.0, 0
@@ -107,7 +108,8 @@ def stage_offload_bytes(model, lay, units: list, flags: list) -> float:
         if u in END_UNITS:
             continue
         if lay.offload_modules:
-            total += sum(block_offload_bytes(model, lay, k, f)[0] for k in u)
+            total += 0.0 if fully_recomputed(lay, layer_i) else sum(block_offload_bytes(model, lay, k, f)[0]
+                                                                    for k in u)
         elif layer_i < lay.activation_offload_layers:
             total += sum(block_activation_bytes(model, lay, k, f) for k in u)
         layer_i += 1

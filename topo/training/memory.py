@@ -86,7 +86,7 @@ from .module_recipes import module_copy_bytes, op_recipes
 from .ep_buffers import ep_buffer_bytes
 from .nccl_buffers import nccl_buffer_bytes
 from .model import ATTENTION_BLOCKS, BLOCK_KINDS, Block, ModelSpec
-from .operators import END_UNITS, bf16_layers, pipeline_units, rank_stages
+from .operators import END_UNITS, bf16_layers, fully_recomputed, pipeline_units, rank_stages
 from .unit_params import unit_bf16_params, unit_params
 
 __all__ = ["ACTIVATION_PARTS", "MemoryBreakdown", "memory_per_gpu", "whole_parts", "fragmentation_margin_bytes", "activation_bytes_per_layer", "params_per_gpu",
@@ -410,15 +410,16 @@ def _block_bytes(model: ModelSpec, lay: ParallelLayout, kind: str, bf16_layer: b
     moved = freed = 0.0  # per s b h element, in the part divided by t
     if kind in ATTENTION_BLOCKS:  # a local window (W) stores the same tensors (its scores only without a fused kernel)
         x_in = module_copy_bytes("", precision, lay.fp8_recipe) if model.attention.kind == "mla" else x("attention", "qkv")
-        replicated, rest, scores = _attention_parts(model, lay, s, x_in, x("attention", "out_proj"), mask, mods)
+        replicated, rest, scores, terms = _attention_parts(model, lay, s, x_in, x("attention", "out_proj"), mask,
+                                                           mods)
         replicated += norm
         if offload:
-            moved, freed = _attention_offload(model, x("attention", "out_proj"), mods, offload)
+            moved, freed = _attention_offload(model, terms, offload)
     elif kind in (Block.MLP, Block.MOE):
         x_in, rest, terms = _mlp_parts(model, kind, x, mods)
         replicated, scores = norm + x_in + mask, 0.0
         if offload and kind == Block.MOE:
-            moved, freed = _moe_offload(lay, precision, terms, mods, offload)
+            moved, freed = _moe_offload(lay, precision, terms, offload)
     else:  # Mamba-2: mamba_ssm's mamba_split_conv1d_scan_combined saves in_proj's output z x B C dt and the
         # scan's output, not the convolution's (recomputed backward: ssd_combined.py@e9594ce1); the norm saves
         # its input, out_proj its input (the norm's output). in_proj and out_proj are Transformer Engine linears
@@ -429,8 +430,7 @@ def _block_bytes(model: ModelSpec, lay: ParallelLayout, kind: str, bf16_layer: b
         inner = 0.0 if "mamba" in mods else (2 * (2 * di + gN + model.mamba_heads + di)
                                             + x("mamba", "out_proj") * di) / h
         replicated, rest, scores = norm + x("mamba", "in_proj"), inner, 0.0
-    freed = min(freed, rest)
-    rest -= freed
+    rest -= freed  # a part of rest by construction: each module frees terms rest holds
     if sp:
         return sbh * (replicated + rest + scores) / t, sbh * moved / t, sbh * freed / t
     return sbh * (replicated + (rest + scores) / t), sbh * moved / t, sbh * freed / t
@@ -445,28 +445,24 @@ def _kv_frac(model: ModelSpec) -> float:
     return model.num_kv_heads * model.head_dim / h
 
 
-def _attention_offload(model: ModelSpec, x_out: float, mods: set, offload: set) -> tuple[float, float]:
+def _attention_offload(model: ModelSpec, terms: dict, offload: set) -> tuple[float, float]:
     """``(moved, freed)`` bytes per ``s b h`` element of an attention block's offloaded modules
-    (:func:`block_offload_bytes`): ``core_attn`` Q, K, V (none saved when ``qkv_proj`` is recomputed) and the
-    output, ``attn_proj`` its saved input (none when ``core_attn`` is recomputed)."""
-    kv_frac = _kv_frac(model)
-    qkv = 0.0 if "qkv_proj" in mods and model.attention.kind != "mla" else 2 + 4 * kv_frac
-    proj = 0.0 if "core_attn" in mods else x_out
+    (:func:`block_offload_bytes`) from :func:`_attention_parts`' ``terms``: ``core_attn`` Q, K, V (none saved when
+    ``qkv_proj`` or MLA's ``mla_up_proj`` is recomputed) and the output (``heads x v_dim`` wide, BF16), moved but
+    kept (``attn_proj`` saves it too); ``attn_proj`` its saved input (none when ``core_attn`` is recomputed)."""
     moved = freed = 0.0
     if "core_attn" in offload:
-        moved, freed = qkv + 2, qkv
+        moved, freed = terms["qkv"] + 2 * _attention_widths(model)[1], terms["qkv"]
     if "attn_proj" in offload:
-        moved, freed = moved + proj, freed + proj
+        moved, freed = moved + terms["out"], freed + terms["out"]
     return moved, freed
 
 
-def _moe_offload(lay: ParallelLayout, precision: str, terms: dict, mods: set, offload: set) -> tuple[float, float]:
+def _moe_offload(lay: ParallelLayout, precision: str, terms: dict, offload: set) -> tuple[float, float]:
     """``(moved, freed)`` bytes per ``s b h`` element of an MoE block's offloaded expert modules
-    (:func:`block_offload_bytes`) from :func:`_mlp_parts`' routed ``terms``; fc2's input is not saved when the
-    activation is recomputed (``moe_act`` in ``recompute_modules``)."""
+    (:func:`block_offload_bytes`) from :func:`_mlp_parts`' routed ``terms`` (``fc2_in`` 0 where ``moe_act`` is
+    recomputed: fc2's input is not saved)."""
     fc1_in, act_in, fc2_in, fc1_elems = terms["fc1_in"], terms["act_in"], terms["fc2_in"], terms["fc1_elems"]
-    if "moe_act" in mods:
-        fc2_in = 0.0
     moved = freed = 0.0
     if "expert_fc1" in offload:  # below MXFP8 / NVFP4 fc1 saves its BF16 input to offload it
         block_scaled = precision == "fp8" and lay.fp8_recipe in ("mxfp8", "nvfp4")
@@ -479,25 +475,41 @@ def _moe_offload(lay: ParallelLayout, precision: str, terms: dict, mods: set, of
 
 
 def _attention_parts(model: ModelSpec, lay: ParallelLayout, s: float, x_in: float, x_out: float, mask: int,
-                     mods: set) -> tuple[float, float, float]:
+                     mods: set) -> tuple[float, float, float, dict]:
     """An attention block's saved bytes per ``s b h`` element as :func:`block_activation_bytes` splits them:
-    ``(replicated, rest, scores)`` without the norm's output; ``x_in`` / ``x_out`` are the saved copies' bytes an
-    element of qkv's input (an MLA block's down projections', at the layout's recipe: module_recipes names none)
-    and of the output projection's."""
+    ``(replicated, rest, scores, terms)`` without the norm's output; ``x_in`` / ``x_out`` are the saved copies' bytes
+    an element of qkv's input (an MLA block's down projections', at the layout's recipe: module_recipes names none)
+    and of the output projection's. Q is ``heads x qk_dim`` wide and the attention's output (the projection's input)
+    ``heads x v_dim`` (:func:`_attention_widths`), not ``h``. ``terms``: the part of ``rest`` that is Q, K and V
+    (``qkv``) and the projection's saved input (``out``), which :func:`_attention_offload` moves."""
     h, kv_frac = model.hidden, _kv_frac(model)
-    lin = x_in + 2 + 4 * kv_frac + x_out + mask
+    q, o = _attention_widths(model)
+    qkv, out = 2 * q + 4 * kv_frac, x_out * o
     if model.attention.kind == "mla" and "mla_up_proj" in mods:  # Q, K, V recomputed from the latents
         a = model.attention
-        lin = x_in + 2 * (a.q_lora_rank + a.kv_lora_rank + a.qk_rope_head_dim) / h + x_out + mask
+        qkv = 0.0
+        latents = 2 * (a.q_lora_rank + a.kv_lora_rank + a.qk_rope_head_dim) / h
+    else:
+        latents = 0.0
     scores = 0.0
     if not (lay.recompute == "selective" or lay.flash_attention or "core_attn" in mods):
         scores = (5 if model.dropout else 2) * model.heads * s / h  # the s x s square, masked or not
     if "core_attn" in mods:
-        lin -= x_out  # the attention output (the projection's input) is recomputed
+        out = 0.0  # the attention output (the projection's input) is recomputed
     if "qkv_proj" in mods and model.attention.kind != "mla":
-        lin -= 2 + 4 * kv_frac  # Q, K and V recomputed from the norm's output
+        qkv = 0.0  # Q, K and V recomputed from the norm's output
     # without SP the norm's output, its input and the mask are on every rank
-    return x_in + mask, lin - x_in - mask, scores
+    return x_in + mask, latents + qkv + out, scores, {"qkv": qkv, "out": out}
+
+
+def _attention_widths(model: ModelSpec) -> tuple[float, float]:
+    """Q's and the attention output's elements per hidden element: ``heads x head_dim / h`` each (Nemotron 3 Nano:
+    32 x 128 = 4,096 against h = 2,688; Megatron-Core's ``linear_qkv`` and ``linear_proj`` are ``heads x
+    kv_channels`` wide, as :func:`.operators` prices their GEMMs). MLA keeps its own approximate terms
+    (:func:`_kv_frac`: latents and per-head K and V, Q and the output at ``h``), not re-derived here."""
+    if model.attention.kind == "mla":
+        return 1.0, 1.0
+    return model.heads * model.qk_dim / model.hidden, model.heads * model.v_dim / model.hidden
 
 
 def _mlp_parts(model: ModelSpec, kind: str, x, mods: set) -> tuple[float, float, dict]:
@@ -505,7 +517,15 @@ def _mlp_parts(model: ModelSpec, kind: str, x, mods: set) -> tuple[float, float,
     the bytes an element of the norm's output as the block's first linear saves it, the intermediates, and an MoE
     block's routed experts' share of them as its offloadable modules save them (``fc1_in``, ``act_in``, ``fc2_in``,
     and ``fc1_elems``, fc1's input in elements; empty for an MLP); ``x(module, op)`` gives a linear's saved copy's
-    bytes an element."""
+    bytes an element.
+
+    Recomputing the activation drops only its output, fc2's saved input: Megatron-Core's ``moe_act`` checkpoints
+    the routed experts' activation with ``CheckpointWithoutOutput``, which keeps its input (fc1's output) and, once
+    fc2 has run, frees its output (``discard_output_and_register_recompute``), under FP8 / FP4 the BF16 input fc2 is
+    made to save (``set_save_original_input``) (NVIDIA/Megatron-LM@2a75ac12
+    ``megatron/core/transformer/moe/experts.py`` lines 268-275 and 904-915); the routed copies of fc1's input,
+    fc2_latent_proj's input and the shared experts (an ``MLP``, which ``moe_act`` does not reach) stay. MaxText's
+    ``mlp_act`` (the activation not saved, remat_policies.toml) drops a dense MLP's fc2 input the same way."""
     h, k = model.hidden, model.mlp_matrices
     if kind == Block.MLP:
         x_in = x("mlp", "fc1")
@@ -528,8 +548,10 @@ def _mlp_parts(model: ModelSpec, kind: str, x, mods: set) -> tuple[float, float,
                  "act_in": m.active_experts * 2 * (k - 1) * fh, "fc2_in": m.active_experts * x("moe", "fc2") * fh}
     if mod in mods or "mlp_wi" in mods:  # the input projection and the activation recomputed: fc2's input too
         inner, terms = 0.0, {k_: 0.0 for k_ in terms}
-    elif "moe_act" in mods and kind == Block.MOE or "mlp_act" in mods and kind == Block.MLP:
-        inner *= (k - 1) / k
+    elif "moe_act" in mods and kind == Block.MOE:  # the routed experts' fc2 input only (see the docstring)
+        inner, terms = inner - terms["fc2_in"], {**terms, "fc2_in": 0.0}
+    elif "mlp_act" in mods and kind == Block.MLP:  # fc2's input, recomputed from fc1's output (which stays)
+        inner -= x("mlp", "fc2") * model.ffn_hidden / h
     return x_in, inner, terms
 
 
@@ -662,18 +684,20 @@ def _stage_activations(model: ModelSpec, lay: ParallelLayout, stages: list[list[
     for units, flags in zip(stages, bf16_layers(model, lay)):
         act_stage, layer_i, in_transit = 0.0, 0, 0.0
         part: dict[str, float] = {}
+        margin: dict[str, float] = {}  # per block part: one block's offloaded modules kept on the GPU
         for u, f in zip(units, flags):
             if u in END_UNITS:
                 continue
-            if lay.recompute == "full" and (lay.recompute_num_layers is None or layer_i < lay.recompute_num_layers):
+            if fully_recomputed(lay, layer_i):
                 act_stage += full_input
                 part["recomputed_inputs"] = part.get("recomputed_inputs", 0.0) + full_input
             else:
                 a = per_unit.get((u, f))
                 if a is None:
                     a = per_unit[(u, f)] = sum(per_kind[(k, f)] for k in u)
-                if lay.offload_modules:  # Megatron-Core keeps one group of each module on the GPU (the margin)
-                    in_transit = max(in_transit, sum(block_offload_bytes(model, lay, k, f)[1] for k in u))
+                for k in u if lay.offload_modules else ():  # the margin: one group of each module name
+                    margin[_PART_OF_BLOCK[k]] = max(margin.get(_PART_OF_BLOCK[k], 0.0),
+                                                    block_offload_bytes(model, lay, k, f)[1])
                 if layer_i < lay.activation_offload_layers:  # in host memory but the one being copied
                     in_transit = max(in_transit, a)
                 else:
@@ -681,6 +705,7 @@ def _stage_activations(model: ModelSpec, lay: ParallelLayout, stages: list[list[
                     for k in u:
                         part[_PART_OF_BLOCK[k]] = part.get(_PART_OF_BLOCK[k], 0.0) + per_kind[(k, f)]
             layer_i += 1
+        in_transit += sum(margin.values())  # 0 beside activation_offload_layers (check_layout refuses both)
         if in_transit:
             part["offloaded_in_transit"] = in_transit
         out.append(act_stage + in_transit)

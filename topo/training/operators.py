@@ -84,7 +84,7 @@ from .ssd import ssd_flops, ssd_kernels
 
 __all__ = ["END_UNITS", "Op", "block_ops", "busiest_rank_load", "expert_rows_sd", "op_time_s", "op_passes_s", "wgrad_kw",
            "quantize_bytes", "norm_cast_bytes", "gathered_elements", "gather_transposes", "cast_kind", "BlockTime", "block_time", "ep_calls", "EpCallsHost", "EP_CALL_PARTS", "ep_calls_host", "block_time_key", "DISPATCHER_FIELDS", "StageCompute", "stage_compute", "rank_computes", "rank_computes_at",
-           "pipeline_units", "rank_stages", "layer_numbers", "bf16_layers", "optimizer_step_s",
+           "pipeline_units", "rank_stages", "layer_numbers", "bf16_layers", "fully_recomputed", "optimizer_step_s",
            "OPTIMIZER_STEP_BYTES", "optimizer_step_bytes", "autograd_add_bytes", "UNSCALE_BYTES", "MOE_ROUTER_OPS", "ALLTOALL_PREPROCESS_OPS", "SHARED_EXPERT_MODULES", "SCOPE_PARTS",
            "host_syncs", "CAPACITY_MASK_BYTES", "RESIDUAL_TAG", "early_stopped_s", "launch_calls", "expert_host_s",
            "fp8_padding_ops", "fp8_padding_copies", "FP8_PADDING_MOVES", "sm_bound_floor_s"]
@@ -2126,7 +2126,7 @@ class StageCompute:
 
 def _recomputed(lay: ParallelLayout, kind: str, bt: BlockTime, index_in_stage: int) -> float:
     """Forward seconds recomputed for one block of a layer at ``index_in_stage`` in its stage."""
-    return _replayed_s(lay, bt, _fully_recomputed(lay, index_in_stage))[0]
+    return _replayed_s(lay, bt, fully_recomputed(lay, index_in_stage))[0]
 
 
 def _recomputed_keys(lay: ParallelLayout) -> set:
@@ -2540,7 +2540,7 @@ def _host_waits_s(lay: ParallelLayout, units: list[tuple], bt, ep_cover_s: float
     seen: dict[tuple, tuple] = {} if terms is None else terms
     layer = 0
     for unit in units:
-        full = unit[0] not in END_UNITS and _fully_recomputed(lay, layer)
+        full = unit[0] not in END_UNITS and fully_recomputed(lay, layer)
         if (unit, full) not in seen:
             seen[(unit, full)] = (*_unit_host_terms(lay, *unit, bt, synced, ep_cover_s),
                                   *_replay_terms(lay, *unit, bt, synced, ep_cover_s, full))
@@ -2591,9 +2591,23 @@ def _replay_terms(lay: ParallelLayout, u, bf16: bool, bt, synced: bool, ep_cover
     return g, h
 
 
-def _fully_recomputed(lay: ParallelLayout, layer: int) -> bool:
+def fully_recomputed(lay: ParallelLayout, layer: int) -> bool:
     """Whether the stage's ``layer``-th layer (from 0) is recomputed whole (``recompute`` full: every layer, or
-    the first ``recompute_num_layers``), as :func:`_stage_row` and :func:`_recomputed` count them."""
+    the first ``recompute_num_layers``), as :func:`_stage_row` and :func:`_recomputed` count them, the memory
+    keeps only its input (:func:`.memory.block_activation_bytes`'s callers) and per-module offloading copies
+    nothing of it (autograd saves nothing inside a checkpointed layer's no-grad forward, so Megatron-Core's
+    ``saved_tensors_hooks`` see no tensor: :func:`.activation_offload.stage_offload_bytes`).
+
+    Parameters
+    ----------
+    lay : ParallelLayout
+    layer : int
+        The layer's index in its stage, from 0.
+
+    Returns
+    -------
+    bool
+    """
     return lay.recompute == "full" and (lay.recompute_num_layers is None or layer < lay.recompute_num_layers)
 
 

@@ -990,6 +990,10 @@ def _check_options(model: ModelSpec, lay: ParallelLayout, bad, source: str) -> N
             bad("activation_offload_layers", f"{n} needs no recomputation (Megatron-Core offloads activations only "
                                              f"without it); allowed with recompute: 0")
     _check_offload_modules(model, lay, bad)
+    if lay.wgrad_output == "autograd" and lay.grad_bytes != 2:
+        bad("grad_bytes", f"{lay.grad_bytes:g} with wgrad_output autograd: PyTorch keeps param.grad in the "
+                          f"parameter's 16-bit dtype, as the GEMM writes it (accumulate_grad.h); allowed with "
+                          f"autograd: grad_bytes 2, or wgrad_output main_grad for an fp32 gradient")
     if not lay.fsdp_reshard_after_forward and lay.zero_stage < 3:
         bad("fsdp_reshard_after_forward", f"false keeps gathered weights, which only ZeRO-3 / FSDP gathers per "
                                           f"unit; dp_sharding is {lay.dp_sharding}; allowed with it: true")
