@@ -10,7 +10,8 @@ group's backward).
 
 import pytest
 
-import topo.training.activation_offload as offload
+import topo.training.operators as operators
+from topo.training.activation_offload import stage_offload_bytes
 from topo.errors import TopoError
 from topo.training.gpus import gpu_compute
 from topo.training.memory import block_activation_bytes, block_offload_bytes
@@ -93,7 +94,7 @@ def test_the_reload_hides_behind_the_backward_and_its_recomputation(monkeypatch)
     (1 GB/s, monkeypatched), the backward grows by ``moved / rate - (backward + recompute)``."""
     m = load_model(NANO)
     g = gpu_compute("H100")
-    monkeypatch.setattr(offload, "host_link_Bps", lambda gpu: 1e9)
+    monkeypatch.setattr(operators, "host_link_Bps", lambda gpu: 1e9)  # the name the stage reads
     lay = _lay(offload_modules=("expert_fc1",), recompute="selective", recompute_modules=("moe_act",))
     ref = stage_compute(m, lay.model_copy(update={"offload_modules": ()}), g)
     assert ref.recompute_s > 0
@@ -111,4 +112,4 @@ def test_whole_layer_offload_moves_its_first_layers_only():
     units, flags = pipeline_units(m, lay)[0], bf16_layers(m, lay)[0]
     layers = [u for u in units if u not in END_UNITS][:5]
     want = sum(block_activation_bytes(m, lay, k) for u in layers for k in u)
-    assert offload.stage_offload_bytes(m, lay, units, flags) == pytest.approx(want)
+    assert stage_offload_bytes(m, lay, units, flags) == pytest.approx(want)

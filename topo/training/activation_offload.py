@@ -34,6 +34,8 @@ from functools import lru_cache
 
 from ..errors import TopoError
 from ..resources import data_dir
+from .activation_bytes import block_activation_bytes, block_offload_bytes, fully_recomputed
+from .pipeline_layout import END_UNITS
 
 __all__ = ["host_link_Bps", "exposed_copy_s", "offload_exposed_s", "stage_offload_bytes"]
 
@@ -96,11 +98,9 @@ def offload_exposed_s(moved_bytes: float, rate_Bps: float, forward_s: float, bac
 def stage_offload_bytes(model, lay, units: list, flags: list) -> float:
     """Bytes one micro-batch's offloaded activations take one way on a stage of ``units`` (their BF16 ``flags``,
     as :func:`.operators.pipeline_units` and :func:`.operators.bf16_layers` give them): the whole saved activations
-    of its first ``activation_offload_layers`` layers (:func:`.memory.block_activation_bytes`), or each block's
-    ``offload_modules`` (:func:`.memory.block_offload_bytes`) of each layer not recomputed whole
-    (:func:`.operators.fully_recomputed`: autograd saves nothing inside it to copy); 0 without either."""
-    from .memory import block_activation_bytes, block_offload_bytes
-    from .operators import END_UNITS, fully_recomputed
+    of its first ``activation_offload_layers`` layers (:func:`.activation_bytes.block_activation_bytes`), or each block's
+    ``offload_modules`` (:func:`.activation_bytes.block_offload_bytes`) of each layer not recomputed whole
+    (:func:`.activation_bytes.fully_recomputed`: autograd saves nothing inside it to copy); 0 without either."""
     if not (lay.offload_modules or lay.activation_offload_layers):
         return 0.0
     total, layer_i = 0.0, 0

@@ -55,6 +55,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from .activation_bytes import fully_recomputed
+from .activation_offload import host_link_Bps, offload_exposed_s, stage_offload_bytes
 from .attention_sinks import sink_backend, sink_grad_bytes
 from .cross_entropy import cross_entropy_moves
 from .embedding_grad import embedding_grad_costs
@@ -71,7 +73,7 @@ from .kernels import (KernelModel, alltoall_preprocess_kernels, attention_rate_f
                       recipe_gemm_ratio, recipe_precision, router_kernels, ssd_sm_reference)
 from .module_recipes import module_precision, mtp_in_bf16, op_recipes
 from .parallel import ParallelLayout, current_scaling, delayed_scaling
-from .pipeline_layout import layout_chunks
+from .pipeline_layout import END_UNITS, layout_chunks
 from .ring_attention import cp_attention_calls, p2p_merge_bytes
 from .router_load import uniform_expert_sd, uniform_max_over_mean
 from .routing import rank_destinations
@@ -90,8 +92,6 @@ __all__ = ["END_UNITS", "Op", "block_ops", "busiest_rank_load", "expert_rows_sd"
            "fp8_padding_ops", "fp8_padding_copies", "FP8_PADDING_MOVES", "sm_bound_floor_s"]
 
 OPTIMIZER_STEP_BYTES = 34.0
-END_UNITS = ("embedding", "logits", "mtp_head")
-"""Pipeline units that are not layers: the embedding, the output head, a multi-token-prediction module's head."""
 MOE_ROUTER_OPS = ("norm", "router", "router_topk", "router_fake", "router_capacity", "router_capacity_grad")
 """An MoE block's operators before its routed experts' token-count sync: the norm and the router (a learned one's
 GEMM and top-k, or the benchmark gate's ``router_fake``). Megatron-Core's ``moe_router`` graph part and, with the
@@ -2287,7 +2287,6 @@ def _offloaded_row(row: tuple, model: ModelSpec, lay: ParallelLayout, gpu: GpuCo
     row itself where the layout offloads nothing or every copy hides (a new row otherwise: rows are shared)."""
     if not (lay.offload_modules or lay.activation_offload_layers):
         return row
-    from .activation_offload import host_link_Bps, offload_exposed_s, stage_offload_bytes
     moved = stage_offload_bytes(model, lay, units, flags)
     f, b, r, att, wg, mods, n_layers, kinds, fl, pairs = row
     ex_f, ex_b = offload_exposed_s(moved, host_link_Bps(gpu.name), f, b + r)
@@ -2589,26 +2588,6 @@ def _replay_terms(lay: ParallelLayout, u, bf16: bool, bt, synced: bool, ep_cover
         gs, hs = _unreplayed_s(lay, u, bf16, bt)
         g, h = g - gs, h - hs
     return g, h
-
-
-def fully_recomputed(lay: ParallelLayout, layer: int) -> bool:
-    """Whether the stage's ``layer``-th layer (from 0) is recomputed whole (``recompute`` full: every layer, or
-    the first ``recompute_num_layers``), as :func:`_stage_row` and :func:`_recomputed` count them, the memory
-    keeps only its input (:func:`.memory.block_activation_bytes`'s callers) and per-module offloading copies
-    nothing of it (autograd saves nothing inside a checkpointed layer's no-grad forward, so Megatron-Core's
-    ``saved_tensors_hooks`` see no tensor: :func:`.activation_offload.stage_offload_bytes`).
-
-    Parameters
-    ----------
-    lay : ParallelLayout
-    layer : int
-        The layer's index in its stage, from 0.
-
-    Returns
-    -------
-    bool
-    """
-    return lay.recompute == "full" and (lay.recompute_num_layers is None or layer < lay.recompute_num_layers)
 
 
 def _unit_host_terms(lay: ParallelLayout, u, bf16: bool, bt, synced: bool, ep_cover_s: float) -> tuple:

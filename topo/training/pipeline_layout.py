@@ -16,6 +16,9 @@ import re
 
 from ..errors import TopoError
 
+END_UNITS = ("embedding", "logits", "mtp_head")
+"""Pipeline units that are not layers: the embedding, the output head, a multi-token-prediction module's head."""
+
 __all__ = ["expand_layout", "layout_chunks", "TOKENS"]
 
 TOKENS = {"E": "embedding", "t": "layer", "m": "mtp", "L": "loss"}
