@@ -22,6 +22,10 @@ from ..units import format_size
 from .parse import COLLECTIVES_PERF, NcclRun
 from .setup import Setup
 
+# how every fitted value's source begins in a profile topo calibrate writes (topo.calibrate.write), by which compare
+# tells such a profile from a bundled one
+CALIBRATED_SOURCE = "fitted by topo calibrate"
+
 __all__ = ["SizeComparison", "CompareResult", "compare_run", "BW_MIN_BYTES", "LAT_MAX_BYTES"]
 
 BW_MIN_BYTES = 64 * 2**20
@@ -87,6 +91,10 @@ class CompareResult:
     notes: list[str] = field(default_factory=list)  # what the parser left out; NICs faster than carried (nic_notes)
     placement: str = ""  # which GPUs the ranks were modelled on, as topo estimate's header says it
     choose: str = "fastest"  # how the model's auto picks per size: routed fastest, or NCCL's tuner (topo.engine.tuner)
+    # a profile topo calibrate wrote: True when it was fitted on this log (mdape_pct is in sample), False when on
+    # others only (held out); None for a profile no calibration of logs wrote (a bundled one)
+    in_sample: bool | None = None
+    profile_fitted_on: str | None = None  # the logs such a profile was fitted on, as its fitted_on says
 
     @property
     def mdape_pct(self) -> float:
@@ -99,6 +107,7 @@ class CompareResult:
                 "nccl_version": self.nccl_version,
                 "headline_efficiency": self.headline_efficiency, "headline_sizes": self.headline_sizes,
                 "gap": self.gap, "ahead": self.ahead, "verdict": self.verdict, "mdape_pct": self.mdape_pct,
+                "in_sample": self.in_sample, "profile_fitted_on": self.profile_fitted_on,
                 "assumptions": self.assumptions, "notes": self.notes, "sizes": [r.to_dict() for r in self.rows]}
 
     def to_frame(self):
@@ -137,6 +146,13 @@ def run_collective(run: NcclRun, collective: str | None = None, several: bool = 
         how = f"its binary, {run.binary}" if run.collective_from == "binary" else "busbw / algbw = 2(n-1)/n"
         raise TopoError(f"the log ran {run.collective} ({how}), not {collective}; name a collective only for a "
                         "log that does not say", source=run.source, key="collective")
+    if collective and run.collective is None and run.collective_candidates and \
+            collective not in run.collective_candidates:
+        # walk42: a table whose busbw/algbw is (n-1)/n (nccl-tests' factor of all-gather, reduce-scatter and
+        # all-to-all, PERFORMANCE.md) was modelled as -c all_reduce, whose factor is 2(n-1)/n
+        raise TopoError(f"the log's table has busbw/algbw = (n-1)/n, nccl-tests' factor of "
+                        f"{' or '.join(run.collective_candidates)}, not of {collective}; name one of those",
+                        source=run.source, key="collective")
     coll = collective or run.collective
     if coll is None and run.rows and max(r.algbw_GBps for r in run.rows) < 0.5:
         cut = f", below its header's maxBytes {run.max_bytes} (cut short?)" if run.looks_cut_short else ""
@@ -191,10 +207,13 @@ def compare_run(run: NcclRun, setup: Setup, profile=None, collective: str | None
     # a profile topo calibrate fitted to this very log names its sha256 in every fitted value's fitted_on
     fitted_here = bool(run.sha256) and any(run.sha256[:16] in (src.get("fitted_on") or "")
                                            for src in prof.sources.values())
+    calibrated_on = next((src["fitted_on"] for src in prof.sources.values()
+                          if str(src.get("source") or "").startswith(CALIBRATED_SOURCE) and src.get("fitted_on")),
+                         None)
     return CompareResult(run.source, coll, setup.gpus, setup.spec_name, prof.name, setup.algorithm, comps, head,
                          head_sizes, gap, _verdict(run, comps, head, head_sizes, gap, prof.name, ahead, fitted_here),
                          list(setup.assumptions), run.nccl_version, ahead, [*run.notes, *setup.notes], model.placement,
-                         setup.choose)
+                         setup.choose, fitted_here if calibrated_on else None, calibrated_on)
 
 
 def _headline(comps: list[SizeComparison]) -> tuple[float | None, str]:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from ..atomic import open_output
 from ..engine.profiles import US, Profile
+from .compare import CALIBRATED_SOURCE
 from .fit import FitResult
 
 __all__ = ["profile_toml", "write_profile"]
@@ -86,7 +87,7 @@ def profile_toml(name: str, base: str, start: Profile, fit: FitResult, logs: lis
              "logs = [" + ", ".join(_toml_value({"path": x["path"], "sha256": x["sha256"],
                                                   "collective": x["collective"], "ranks": x["ranks"],
                                                   "sizes": x["sizes"]}) for x in logs) + "]", ""]
-    src = (f"fitted by topo calibrate to {len(logs)} nccl-tests log(s), starting from {base}; "
+    src = (f"{CALIBRATED_SOURCE} to {len(logs)} nccl-tests log(s), starting from {base}; "
            f"median error {fit.mdape_before_pct:.1f}% -> {fit.mdape_after_pct:.1f}%")
     for k, v in values.items():
         lines += [f"[{k}]", f"source = {_toml_value(src)}", "fitted = true", f"fitted_on = {_toml_value(on)}"]

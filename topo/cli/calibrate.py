@@ -69,7 +69,7 @@ def run(args) -> int:
     note(f"calibrated {res.base} on {count_noun(len(res.logs), 'run')}: median error {res.fit.mdape_before_pct:.1f}% -> "
          f"{res.fit.mdape_after_pct:.1f}% ({res.fit.nfev} model evaluations, {format_time(res.fit.seconds)})")
     note(f"fitted {count_noun(len(res.fit.values), 'parameter')} to {count_noun(res.fit.sizes, 'measured size')} (the error above is on "
-         "those sizes: in sample)")
+         "those sizes: in sample; topo compare of a log left out of the fit, with --profile, gives its held-out error)")
     multipliers = res.fit.multipliers()
     for k, v in res.fit.values.items():
         # a multiplier is not the quantity: 'base_latency_LL128 = 0.70' read as 0.70 us (walk8)

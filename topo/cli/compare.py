@@ -107,6 +107,15 @@ def register(sub) -> None:
     p.set_defaults(func=run)
 
 
+def _sample_text(res) -> str:
+    """Whether compare's error is in sample (the calibrated profile was fitted on this log) or held out (walk42)."""
+    if res.in_sample is None:
+        return ""
+    if res.in_sample:
+        return f"; in sample: profile {res.profile} was fitted on this log"
+    return f"; held out: profile {res.profile} was fitted on {res.profile_fitted_on}, not on this log"
+
+
 _CHOSEN = {"fastest": "the fastest on the routed fabric", "nccl": "as NCCL's tuner rates them (--choose nccl)"}
 
 
@@ -143,6 +152,8 @@ def run(args) -> int:
         emit(table(rows, ["size", "measured (us)", "model (us)", "busbw (GB/s)", "model busbw", "model/measured",
                           "regime", "model algorithm", "NCCL's (INFO)"], right=[True] * 6 + [False] * 3))
         emit(f"verdict: {res.verdict}")
+        emit(f"median error: {res.mdape_pct:.1f}% over {len(res.rows)} sizes (|model / measured - 1|)"
+             + _sample_text(res))
     if not results:
         raise TopoError("no run to compare", source=args.log)
     return 0

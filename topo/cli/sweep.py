@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+import signal
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -130,6 +132,21 @@ def _fmt(fig: str, v) -> str:
     return f"{v:.4g}"
 
 
+def _stop_on_sigterm(terminated: list[int]):
+    """Make SIGTERM (a batch system's or ``kill``'s stop) stop the study as Ctrl-C does: the local cluster closed and
+    only whole parts left, with the line saying how many points are in (walk42: SIGTERM killed this process at
+    once, leaving Python's "leaked semaphore objects" warning and no word of what was kept). Returns the handler
+    it replaced (None off the main thread, where no handler can be set)."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def stop(signum, frame):
+        terminated.append(signum)
+        raise KeyboardInterrupt
+
+    return signal.signal(signal.SIGTERM, stop)
+
+
 def _run(args) -> int:
     from ..sweep import SweepRun, sweep
 
@@ -146,6 +163,8 @@ def _run(args) -> int:
     bar = _Bar() if sys.stderr.isatty() and not args.json else None
     info = SweepRun()
     start = time.perf_counter()
+    terminated: list[int] = []
+    previous = _stop_on_sigterm(terminated)
     try:
         df = sweep(study, out, scheduler=scheduler, workers=workers, batch_size=batch, progress=bar, run=info,
                    connect_timeout_s=timeout_s, inputs=[args.study, *study.files],
@@ -154,9 +173,13 @@ def _run(args) -> int:
     except KeyboardInterrupt:
         if bar:
             bar.close()
-        note(f"interrupted: {info.skipped + info.computed:,} of {info.total:,} points are in {out} (whole batches); "
+        how = "terminated (SIGTERM)" if terminated else "interrupted"
+        note(f"{how}: {info.skipped + info.computed:,} of {info.total:,} points are in {out} (whole batches); "
              "run the same command again to compute the rest")
-        return 130
+        return 128 + signal.SIGTERM if terminated else 130
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
     if bar:
         bar.close()
     for line in info.notices:

@@ -349,9 +349,22 @@ def _tier_joins(spec: Spec, tier: TierSpec, i: int, rates, top: bool, num_blocks
     if num_blocks % joins != 0:
         word = "units" if i == 1 else f"{below_name}s"
         raise TopoError(f"{count_noun(num_blocks, below_name)} {_do(num_blocks)} not fill whole {name}s of "
-                        f"{joins}; use a multiple of {joins} {word} or set {_joins_key(spec, i)}",
-                        key=_size_key(spec))
+                        f"{joins}; use a multiple of {joins} {word} or set {_joins_key(spec, i)}"
+                        + _whole_blocks(spec, num_blocks, joins), key=_size_key(spec))
     return joins
+
+
+def _whole_blocks(spec: Spec, num_blocks: int, joins: int) -> str:
+    """The sizes nearest the spec's GPU or server count that fill whole blocks of ``joins`` lower blocks (walk42: a
+    100,000-GPU GB300 spec was told 100,008 GPUs fill whole racks, and at 100,008 that 1,389 racks do not fill
+    whole pods, with no size in its own count); nothing for a count of units or pods, whose step the error gives."""
+    c = spec.cluster
+    count, what = (c.num_gpus, "GPUs") if c.num_gpus is not None else (c.num_servers, "servers")
+    if count is None:
+        return ""
+    step = count // num_blocks * joins  # the lower blocks are whole: the count divides by them
+    lo, hi = count // step * step, (count // step + 1) * step
+    return " (nearest: " + " or ".join(format_count(n) for n in (lo, hi) if n > 0) + f" {what})"
 
 
 def _planes(plans: list[TierPlan]) -> int:
