@@ -24,12 +24,14 @@ HYBRID = ("topo train dgx-h100-superpod --model nemotron-3-nano-30b-a3b --gpus 1
           "--global-batch 1024")
 CASES = [
     # walk20: DeepSeek-V3's published layout and token count (arXiv 2412.19437: 2,048 GPUs, PP16 DualPipe, EP64,
-    # 14.8T tokens; its table 1: 2.664M H800 GPU-hours for pre-training; sec. 3.3.2's recompute) with --tokens
+    # 14.8T tokens; its table 1: 2.664M H800 GPU-hours for pre-training; sec. 3.3.2's recompute, sec. 3.3.3's BF16
+    # AdamW moments: 8 bytes of optimizer state a parameter) with --tokens
     ("topo train dgx-h100-superpod --set cluster.num_units=8 --model deepseek-v3-671b --gpus 2048 --pp 16 --dp 128 "
      "--ep 64 --etp 1 --global-batch 15360 --precision fp8 --pipeline-schedule dualpipe --overlap ep=on "
-     "--recompute selective --recompute-modules layernorm,mla_up_proj,moe_act --tokens 14.8e12",
-     [("gives 65.0 days, 3.2M GPU-hours", "tokens: 65.0 days, 3.2M GPU-hours on 2,048 GPUs"),
-      ("without it the layout does not fit", "GB of 85.5 GB: fits")]),
+     "--recompute selective --recompute-modules layernorm,mla_up_proj,moe_act --layout optimizer_bytes_per_param=8 "
+     "--tokens 14.8e12",
+     [("gives 65.1 days, 3.2M GPU-hours", "tokens: 65.1 days, 3.2M GPU-hours on 2,048 GPUs"),
+      ("without them the layout does not fit", "GB of 85.5 GB: fits")]),
     ("topo plan two-site-h100 --no-collectives --one-site",
      [("$1.714 per GPU-hour against the two sites' $1.700", "$1.714 per GPU-hour (the region: $1.700)"),
       ("the DCI's share of the cost per GPU-hour (3.2% on `two-site-h100`)", "3.2% of the region's $1.700")]),
@@ -48,7 +50,7 @@ CASES = [
       ("77.8% x", "x 77.8% carried by nvls_tree Simple"), ("50.0% x", "x 50.0% steady (all 1 GiB go at half speed"),
       ("92.9%, the whole", "x 92.9% of the time in the bandwidth part")]),
     ("topo train two-site-h100 --model nemotron4-340b --tp 8 --pp 8 --vpp 12 --global-batch 2304 --outer-every 50",
-     [("gives 94.4% with `dp`", "        94.4%"), ("1.80 TB/s per direction keeps 95%", " 1.805 TB/s")]),
+     [("gives 94.4% with `dp`", "        94.4%"), ("1.81 TB/s per direction keeps 95%", " 1.806 TB/s")]),
     # walk16: the README said 80.2% at 4 waves where the study's point (this step at 1,000 km) gives 80.0%
     ("topo train two-site-h100 --model nemotron4-340b --tp 8 --pp 8 --vpp 12 --global-batch 2304 "
      "--set interconnect.waves=4", [("(81.0% at 4 waves", "        81.0%")]),
@@ -58,15 +60,15 @@ CASES = [
      [("with a batch of 768 it would be 85.4%", "        85.4%")]),
     # share72: a region's replicas by its sites' size (regshare71), and the equal split the README gives beside it
     (BY_SIZE,
-     [("by size: east dp 192, west dp 64, 411.3 ms (90.3%)", "(east dp 192, west dp 64)"),
-      ("411.3 ms (90.3%)", "411.3 ms        90.3%"), ("by size: east dp 192", "all 2,048 GPUs of the region run it")]),
+     [("by size: east dp 192, west dp 64, 411.4 ms (90.3%)", "(east dp 192, west dp 64)"),
+      ("411.4 ms (90.3%)", "411.4 ms        90.3%"), ("by size: east dp 192", "all 2,048 GPUs of the region run it")]),
     (BY_SIZE + " --shares equal",
-     [("--shares equal: dp 64 a site, 1,024 GPUs idle, 692.6 ms", "692.6 ms"),
+     [("--shares equal: dp 64 a site, 1,024 GPUs idle, 692.7 ms", "692.7 ms"),
       ("1,024 GPUs idle", "1,024 of the region's 2,048 GPUs run no part of it")]),
     ("topo train dgx-h100-superpod --model llama3-8b --gpus 1024 --tp 8 --pp 2 --dp 64 --global-batch 256",
-     [("(a step of 456 ms)", "step time   456.5 ms"),
-      ('"uncertainty 403.6 ms - 525.3 ms: on 20 published Hopper runs of dense BF16 models whose family the fit '
-       'never saw, half were within 3%', "uncertainty 403.6 ms - 525.3 ms: on 20 published Hopper runs of dense BF16 "
+     [("(a step of 456 ms)", "step time   456.6 ms"),
+      ('"uncertainty 403.4 ms - 526.1 ms: on 20 published Hopper runs of dense BF16 models whose family the fit '
+       'never saw, half were within 3%', "uncertainty 403.4 ms - 526.1 ms: on 20 published Hopper runs of dense BF16 "
        "models whose family the fit never saw, half were within 3%")]),
     # walk41: the README quoted a span of 7 hybrid runs (1 family, 8-16 GPUs) where the command prints 11 (3 families)
     (HYBRID,
