@@ -395,7 +395,28 @@ def paper_column_kw(row, file: str) -> dict:
             raise RunColumnError(f"{file}: run {row['run_id']}: {col} = {value!r}; allowed: {fault}, or empty")
         if value:
             kw[col] = read[col](value)
+    fault = _uneven_chunks(row, kw.get("vpp"))
+    if fault:
+        raise RunColumnError(f"{file}: run {row['run_id']}: vpp = {row['vpp']!r}; allowed: {fault}, or empty")
     return kw
+
+
+def _uneven_chunks(row, vpp) -> str | None:
+    """What is allowed where a row's ``vpp`` does not cut each of its stages' layers into whole, equal model chunks
+    (None where it does, or where the row gives no ``vpp``, ``layers`` or ``pp``). 2021's Megatron-LM took the
+    chunks as ``--num-layers-per-virtual-pipeline-stage`` layers each, ``vpp = layers a stage // that``
+    (NVIDIA/Megatron-LM@a8d172b3 megatron/arguments.py lines 118-127), and built each chunk of ``layers a stage //
+    vpp`` layers (megatron/model/transformer.py lines 551-580): only a divisor of a stage's layers is a run it could
+    make; topo would place any other as uneven chunks. A ``pp`` not dividing the layers is not this column's fault."""
+    if not vpp or not row.get("layers") or not row.get("pp"):
+        return None
+    layers, pp = int(row["layers"]), int(row["pp"])
+    if layers % pp == 0 and (layers // pp) % vpp:
+        per = layers // pp
+        divisors = ", ".join(str(d) for d in range(1, per + 1) if per % d == 0)
+        return (f"a divisor of the {per} layers a stage ({layers} layers / pp {pp}): {divisors} "
+                f"(2021 Megatron-LM's whole model chunks, megatron/arguments.py @a8d172b3 lines 118-127)")
+    return None
 
 
 def hybridep_sms_table(path) -> dict[str, tuple[int, tuple[str, ...]]]:

@@ -88,3 +88,18 @@ def test_empty_artifact_columns_leave_the_rule():
     assert paper_column_kw({"run_id": "llama3_x"}, "training_runs.csv") == {}
     assert paper_column_kw({"run_id": "m", "micro_batch": "8", "vpp": "3", "grad_bytes": "2", "overlap_dp": "0"},
                            "training_runs.csv") == dict(micro_batch=8, vpp=3, grad_bytes=2.0, overlap_dp=False)
+
+
+@pytest.mark.parametrize("vpp, per, allowed", [("4", 15, "1, 3, 5, 15"), ("2", 15, "1, 3, 5, 15")])
+def test_a_vpp_that_does_not_divide_a_stages_layers_is_refused(vpp, per, allowed):
+    """2021's Megatron-LM made only whole, equal model chunks: ``vpp = layers a stage //
+    --num-layers-per-virtual-pipeline-stage`` and each chunk ``layers a stage // vpp`` layers
+    (NVIDIA/Megatron-LM@a8d172b3 megatron/arguments.py lines 118-127, megatron/model/transformer.py lines 551-580).
+    The 76B row: 60 layers, pp 4, 15 layers a stage; its artifact's vpp 3 (5 layers a chunk) is read, 4 is not."""
+    row = {"run_id": "megatron_76b", "layers": "60", "pp": "4", "vpp": vpp}
+    with pytest.raises(RunColumnError) as err:
+        paper_column_kw(row, "training_runs.csv")
+    msg = str(err.value)
+    assert "\n" not in msg and msg.startswith(f"training_runs.csv: run megatron_76b: vpp = {vpp!r}; allowed: ")
+    assert f"a divisor of the {per} layers a stage (60 layers / pp 4): {allowed}" in msg
+    assert paper_column_kw({**row, "vpp": "3"}, "training_runs.csv") == dict(vpp=3)

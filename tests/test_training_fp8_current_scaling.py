@@ -50,8 +50,10 @@ def test_dense_layers_quantise_in_te_s_kernels_under_current_scaling():
         bwd = (op_time_s(c, g, "fp8", True, fp8_recipe="current")
                - op_time_s(d, g, "fp8", True, fp8_recipe="delayed"))
         # delayed scaling's norm writes X in FP8 with its transpose (1 - 2 + 2 bytes, one kernel: section 418)
-        # where current scaling's cast reads the BF16 and writes both copies (2 + 2)
-        read_x = memory_s(g.kernels, (4 - 1) * c.m * c.k) if norm_fed else memory_s(g.kernels, 2 * c.m * c.k)
+        # where current scaling's cast reads the BF16 and writes both copies (2 + 2); the norm's bytes at the norm
+        # kernel's rate (kernels.toml [memory.kernel_TBps.norm]: tidy118), the cast's at memory_efficiency
+        read_x = (memory_s(g.kernels, 4 * c.m * c.k) - memory_s(g.kernels, 1 * c.m * c.k, op="norm") if norm_fed
+                  else memory_s(g.kernels, 2 * c.m * c.k))
         assert fwd == pytest.approx(read_x + (1 if norm_fed else 3) * gap, rel=1e-9)
         assert bwd == pytest.approx(memory_s(g.kernels, 2 * c.m * c.n) + 3 * gap, rel=1e-9)
     # the attention core and the logits are not linear FP8 layers: no quantisation, the same under both recipes

@@ -66,8 +66,8 @@ def test_plan_storage_and_checkpoint_lines(plan_text):
 
 
 def test_plan_energy_co2_water_and_peak(plan_text):
-    avg_MW = _num(r"average draw \(servers at [\d.]+% of nameplate\)\s+([\d.,]+) MW", plan_text)
-    TWh = _num(r"energy per year \(average draw\)\s+([\d.,]+) TWh", plan_text)
+    avg_MW = _num(r"facility average \(servers at [\d.]+% of nameplate, x PUE [\d.]+\)\s+([\d.,]+) MW", plan_text)
+    TWh = _num(r"energy per year \(facility average\)\s+([\d.,]+) TWh", plan_text)
     assert TWh == pytest.approx(avg_MW * 8760 / 1e6, rel=0.001)  # a 365-day year of the average draw
     kg_per_kWh = _num(r"CO2 per year \(([\d.]+) kg/kWh\)", plan_text)
     Mt = _num(r"kg/kWh\)\s+([\d.,]+) Mt", plan_text)
@@ -80,6 +80,20 @@ def test_plan_energy_co2_water_and_peak(plan_text):
     assert _num(r"fp8 ([\d.,]+) EFLOP/s", plan_text) == pytest.approx(100_352 * 1979e12 / 1e18, abs=0.05)
     # a rack's load of its limit, in kW: 4 DGX H100 at 10.2 kW each (NVIDIA DGX H100 datasheet)
     assert "(40.8 of 45 kW" in plan_text
+
+
+def test_the_average_power_line_is_labelled_the_facilitys(plan_text):
+    """The plan's average power is the facility's (the IT power at the servers' average draw x PUE,
+    topo.plan.power.power_breakdown), and its label says so and names the PUE (walk42, findings 435 Left 4); the JSON
+    key keeps its name, ``power.average_facility_power_W``."""
+    import json
+    d = json.loads(run_cli("plan", "--no-collectives", "--json", check=True).stdout)["power"]
+    pue = _num(r"facility \(PUE ([\d.]+)", plan_text)
+    m = re.search(r"^facility average \(servers at [\d.]+% of nameplate, x PUE ([\d.]+)\)\s+([\d.,]+) MW", plan_text, re.M)
+    assert m and float(m.group(1)) == pue == d["pue"]
+    assert float(m.group(2).replace(",", "")) == pytest.approx(d["average_it_power_W"] * pue / 1e6, abs=0.006)
+    assert d["average_facility_power_W"] == pytest.approx(d["average_it_power_W"] * d["pue"], rel=1e-12)
+    assert f"{m.group(2)} MW of facility power; the UPS" in plan_text  # the PUE note names it the same
 
 
 def test_side_by_side_rows_use_the_same_units(plan_text):

@@ -416,9 +416,9 @@ def _power_lines(r: PlanResult, mark) -> list[str]:
     rows += [["IT power (nameplate)", _mw(p.it_power_W)],
              [f"facility (PUE {p.pue:g}: {cooled if p.pue_source.startswith('cooling') else p.pue_source})"
               + mark(p.pue_source), _mw(p.facility_power_W)],
-             [f"average draw (servers at {100 * p.server_average_fraction:.1f}% of nameplate)"
+             [f"facility average (servers at {100 * p.server_average_fraction:.1f}% of nameplate, x PUE {p.pue:g})"
               + mark("facility.server_average_fraction"), _mw(p.average_facility_power_W)],
-             ["energy per year (average draw)", format_in(p.energy_per_year_Wh, "TWh", ",.3f")],
+             ["energy per year (facility average)", format_in(p.energy_per_year_Wh, "TWh", ",.3f")],
              [f"energy cost per year (${p.electricity_usd_per_kWh:g}/kWh)", _usd(p.energy_cost_per_year_usd)],
              ["  low - high (every price at its end)", "{} - {}".format(
                  *(_usd(x) for x in r.costs.line("energy_cost_per_year_usd")[::2]))],

@@ -46,7 +46,7 @@ class PowerBreakdown:
     nic_optics_in_servers_W: float = 0.0  # NIC-side modules: inside the servers' power, shown, not added
     server_average_fraction: float = 1.0  # the servers' average draw / their nameplate
     average_it_power_W: float = 0.0  # IT power at the servers' average draw (energy, cost, CO2, water)
-    average_facility_power_W: float = 0.0
+    average_facility_power_W: float = 0.0  # the facility's average: average_it_power_W x PUE (plan: "facility average")
     wue_L_per_kWh: float = 0.0
     water_per_year_L: float = 0.0
     pue_source: str = ""  # the catalog key the PUE came from (facility.pue, or cooling.<type>.pue)

@@ -42,7 +42,7 @@ def power_notes(cat: Catalog, store: StoragePlan, pw: PowerBreakdown, num_gpus: 
              "draw)")
     notes.append(f"PUE {pw.pue:g} from {where}; energy, its cost, CO2 and water at the servers' average draw "
                  f"({100 * pw.server_average_fraction:.1f}% of nameplate, facility.server_average_fraction), "
-                 f"{format_in(pw.average_facility_power_W, 'MW', ',.2f')}; the UPS, generators, halls and build cost on nameplate, "
+                 f"{format_in(pw.average_facility_power_W, 'MW', ',.2f')} of facility power; the UPS, generators, halls and build cost on nameplate, "
                  f"{format_in(pw.facility_power_W, 'MW', ',.2f')}")
     return notes
 

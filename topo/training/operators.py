@@ -1272,8 +1272,9 @@ def _input_cast_s(op: Op, gpu: GpuCompute, M: float, K: float, precision: str, f
     km, t = gpu.kernels, 0.0
     gathered = op.sp_gather == ("rs" if backward else "ag")  # this pass's input is all-gathered over TP: cast on
     rows = M / op.sp_ranks if gathered else M  # the rank's shard before the gather (:attr:`Op.sp_gather`)
-    if M > 0 and K > 0 and op.norm_cast and not backward:  # the norm wrote it quantised: no cast kernel
-        t += memory_s(km, norm_cast_bytes(op, gpu.generation, fp8_recipe) * rows * K * op.groups)
+    if M > 0 and K > 0 and op.norm_cast and not backward:  # the norm wrote it quantised: no cast kernel; its
+        # bytes are the norm kernel's, at the norm's rate (kernels.toml [memory.kernel_TBps.norm])
+        t += memory_s(km, norm_cast_bytes(op, gpu.generation, fp8_recipe) * rows * K * op.groups, op="norm")
     elif M > 0 and K > 0:
         qb = quantize_bytes(gpu.generation, fp8_recipe, amax_pass,
                             rowwise_only=gathered and op.gather_transpose_elem_bytes > 0)

@@ -211,7 +211,7 @@ def _plan_once(spec: Spec, attach: Attachment, tiers: list[TierSpec]) -> ClosLay
     rail_groups = rails if attach.per_rail_groups else 1
     rates = _rates(spec, tiers)
     _check_block_names(spec, tiers, spec.fabric.unit_name or attach.default_unit_name)
-    spu, num_servers = _units(spec, attach, tiers, rates[0], ports_per_server)
+    spu, num_servers = _units(spec, attach, tiers, rates, ports_per_server, leaves_per_unit // rail_groups)
     num_units = num_servers // spu
     plans = [_leaf_plan(spec, attach, tiers, rates[0], spu, ports_per_server, num_units, leaves_per_unit)]
     # tiers 1 and up: each joins blocks of the tier below (units for tier 1) into blocks of its own
@@ -240,9 +240,12 @@ def _plan_once(spec: Spec, attach: Attachment, tiers: list[TierSpec]) -> ClosLay
     )
 
 
-def _units(spec: Spec, attach: Attachment, tiers: list[TierSpec], leaf_rates, ports_per_server: int) -> tuple[int, int]:
-    """Servers per unit and servers in the cluster, checked against the leaf's ports and the NVLink domains."""
+def _units(spec: Spec, attach: Attachment, tiers: list[TierSpec], rates, ports_per_server: int,
+           lower_per_block: int) -> tuple[int, int]:
+    """Servers per unit and servers in the cluster, checked against the leaf's ports and the NVLink domains (the
+    nearest sizes a refusal names fill whole pods too where :func:`_pod_units` knows the pod)."""
     gps, gpd = spec.gpus_per_server, spec.gpus_per_domain
+    leaf_rates = rates[0]
     leaf = tiers[0]
     spu_max = _max_down(leaf, 0, *leaf_rates, top=len(tiers) == 1, step=ports_per_server) // ports_per_server
     spu = spec.fabric.servers_per_unit
@@ -254,30 +257,46 @@ def _units(spec: Spec, attach: Attachment, tiers: list[TierSpec], leaf_rates, po
     num_servers = _num_servers(spec, gps, spu or spu_max, tiers, attach)
     if spu is None:
         spu = min(spu_max, num_servers)
+    unit = attach.default_unit_name  # the word the refusal itself uses
+    if num_servers % spu != 0 or (num_servers * gps) % gpd != 0:
+        pod = _pod_units(spec, tiers, rates, spu, ports_per_server, lower_per_block, -(-num_servers // spu))
+        pod_name = _block_name(spec, 1)
     if num_servers % spu != 0:
         raise TopoError(f"{count_noun(num_servers, 'server')} {_do(num_servers)} not fill whole {attach.default_unit_name}s of "
                         f"{count_noun(spu, 'server')}; use a multiple of {spu} or set fabric.servers_per_unit"
-                        + _whole_sizes(spec, num_servers, spu, gps, gpd, attach.default_unit_name), key=_size_key(spec))
+                        + _whole_sizes(spec, num_servers, spu, gps, gpd, unit, pod, pod_name), key=_size_key(spec))
     if (num_servers * gps) % gpd != 0:
         raise TopoError(f"{count_noun(num_servers * gps, 'GPU')} {_do(num_servers * gps)} not fill whole NVLink domains of {count_noun(gpd, 'GPU')}"
-                        + _whole_sizes(spec, num_servers, spu, gps, gpd, attach.default_unit_name), key=_size_key(spec))
+                        + _whole_sizes(spec, num_servers, spu, gps, gpd, unit, pod, pod_name), key=_size_key(spec))
     return spu, num_servers
 
 
-def _whole_sizes(spec: Spec, num_servers: int, spu: int, gps: int, gpd: int, unit: str) -> str:
-    """The sizes nearest ``num_servers`` that fill whole units and whole NVLink domains, in the spec's own count
-    (GPUs or servers; nothing for a count of units or pods, whose step the unit error already gives)."""
+def _whole_sizes(spec: Spec, num_servers: int, spu: int, gps: int, gpd: int, unit: str, pod: int | None = None,
+                 pod_name: str = "pod") -> str:
+    """The sizes nearest ``num_servers`` that fill whole units, whole NVLink domains and, where ``pod`` (units a
+    pod, :func:`_pod_units`) is known, whole pods, in the spec's own count (GPUs or servers; nothing for a count of
+    units or pods, whose step the unit error already gives)."""
     c = spec.cluster
     scale, what = (gps, "GPUs") if c.num_gpus is not None else (1, "servers")
     if c.num_gpus is None and c.num_servers is None:
         return ""
     step = math.lcm(spu, gpd // math.gcd(gpd, gps))  # servers: whole units of spu and whole domains of gpd GPUs
-    lo, hi = num_servers // step * step, (num_servers // step + 1) * step
-    near = " or ".join(format_count(n * scale) for n in (lo, hi) if n > 0) + f" {what}"
-    if step == spu:
+    also = [] if step == spu else [f"whole NVLink domains of {gpd} GPUs"]
+    if pod:
+        step = math.lcm(step, spu * pod)
+        also.append(f"whole {pod_name}s of {count_noun(pod, unit)}")
+    near = _nearest(num_servers, step, scale, what)
+    if not also:
         return f" (nearest: {near})"
-    return (f" (whole {unit}s of {count_noun(spu, 'server')} that also fill whole NVLink domains of {gpd} GPUs come "
+    return (f" (whole {unit}s of {count_noun(spu, 'server')} that also fill {' and '.join(also)} come "
             f"in steps of {format_count(step * scale)} {what}; nearest: {near})")
+
+
+def _nearest(count: int, step: int, scale: int, what: str) -> str:
+    """The multiples of ``step`` either side of ``count`` (the lower one only when above 0), each x ``scale``, as
+    ``LO or HI WHAT``: the one rule of every "nearest" a size refusal names."""
+    lo, hi = count // step * step, (count // step + 1) * step
+    return " or ".join(format_count(n * scale) for n in (lo, hi) if n > 0) + f" {what}"
 
 
 def _leaf_plan(spec: Spec, attach: Attachment, tiers: list[TierSpec], leaf_rates, spu: int, ports_per_server: int,
@@ -363,8 +382,7 @@ def _whole_blocks(spec: Spec, num_blocks: int, joins: int) -> str:
     if count is None:
         return ""
     step = count // num_blocks * joins  # the lower blocks are whole: the count divides by them
-    lo, hi = count // step * step, (count // step + 1) * step
-    return " (nearest: " + " or ".join(format_count(n) for n in (lo, hi) if n > 0) + f" {what})"
+    return f" (nearest: {_nearest(count, step, 1, what)})"
 
 
 def _planes(plans: list[TierPlan]) -> int:
@@ -463,15 +481,7 @@ def _joins(spec: Spec, tier: TierSpec, i: int, rates, below_up: int, lower_per_b
             raise TopoError(f"{tier.name}: {with_article(name)} of {count_noun(given, below_name)} needs more "
                             f"than the {format_count(num_blocks)} the cluster has", key=_joins_key(spec, i))
         return given
-    best = 0
-    for b in range(1, tier.radix + 1):
-        if b * lower_per_block > tier.radix:
-            break
-        try:
-            _spread(tier, i, rates, b * lower_per_block, below_up, False, "", "pod" if i == 1 else "plane")
-        except TopoError:
-            continue
-        best = b
+    best = _most_joined(tier, i, rates, below_up, lower_per_block)
     if best == 0:
         raise TopoError(f"{tier.name}: not even one {below_name} fits under {tier.radix}-port switches",
                         key=_key(i, "radix"))
@@ -487,6 +497,43 @@ def _joins(spec: Spec, tier: TierSpec, i: int, rates, below_up: int, lower_per_b
                             key=_size_key(spec))
         best = fits
     return best
+
+
+def _most_joined(tier: TierSpec, i: int, rates, below_up: int, lower_per_block: int) -> int:
+    """The most blocks of the tier below whose ``below_up`` uplinks (``lower_per_block`` lower switches a block, per
+    group) one group of tier ``i``'s switches holds; 0 when not even one fits."""
+    best = 0
+    for b in range(1, tier.radix + 1):
+        if b * lower_per_block > tier.radix:
+            break
+        try:
+            _spread(tier, i, rates, b * lower_per_block, below_up, False, "", "pod" if i == 1 else "plane")
+        except TopoError:
+            continue
+        best = b
+    return best
+
+
+def _pod_units(spec: Spec, tiers: list[TierSpec], rates, spu: int, ports_per_server: int, lower_per_block: int,
+               num_units: int) -> int | None:
+    """Units a pod joins where ``num_units`` must fill whole pods, known before the build (None where it need not
+    or cannot be known): a tier sits above tier 1 (the spec's third, or the one ``fabric.grow_tiers`` adds above a
+    spine too small for ``num_units``), and the pod is tier 1's ``joins`` / ``fabric.units_per_pod`` or else the
+    most units the spine's switches hold (:func:`_joins`' rule, from the leaf's uplinks at ``spu`` servers a unit).
+    The tiers above the pods are not looked at."""
+    if len(tiers) < 2:
+        return None
+    given = tiers[1].joins if tiers[1].joins is not None else spec.fabric.units_per_pod
+    if len(tiers) == 2 and not spec.fabric.grow_tiers:
+        return None  # the spine is the top tier: it joins every unit (or the build refuses the size)
+    if given is not None:
+        return given if len(tiers) > 2 or given < num_units else None
+    try:
+        up = _up_ports_for(tiers[0], 0, spu * ports_per_server, *rates[0])
+    except TopoError:
+        return None
+    most = _most_joined(tiers[1], 1, rates[1], up, lower_per_block)
+    return most if 0 < most < num_units else None
 
 
 def _num_servers(spec: Spec, gps: int, spu: int, tiers, attach: Attachment) -> int:
