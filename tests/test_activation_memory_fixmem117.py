@@ -18,7 +18,7 @@ from topo.training.gpus import gpu_compute
 from topo.training.memory import block_activation_bytes, block_offload_bytes, memory_per_gpu
 from topo.training.model import load_model
 from topo.training.operators import END_UNITS, bf16_layers, pipeline_units
-from topo.training.parallel import ParallelLayout, check_layout
+from topo.training.parallel import ParallelLayout, check_layout, make_layout
 
 NANO, QWEN = "nemotron-3.5-lightning-30b-a3b", "qwen3-30b-a3b"
 S, B = 8192, 2
@@ -117,3 +117,21 @@ def test_attention_saves_q_and_its_output_at_heads_x_head_dim():
     # core_attn moves Q, K, V and the output (4,096 wide), frees Q, K, V
     moved, freed = block_offload_bytes(m, _lay(offload_modules=("core_attn",)), "*")
     assert moved == pytest.approx(S * B * 2 * (qo + 2 * kv + qo)) and freed == pytest.approx(S * B * 2 * (qo + 2 * kv))
+
+
+def test_a_fused_grouped_mlp_offloaded_under_moe_act_recompute_frees_all_it_moves():
+    """rev103's capped case (section 433): Nemotron 3.5 Lightning, MXFP8 with the fused grouped MLP, its routed MLP
+    offloaded (`fused_group_mlp`) while `moe_act` is recomputed. Megatron-Core copies every tensor the module saves to
+    host memory and drops it on the GPU (NVIDIA/Megatron-LM@2a75ac12 fine_grained_activation_offload.py
+    `bulk_offload_group`), so the bytes freed are the bytes moved, and the block keeps its total less them. Before
+    section 434 `moe_act` recompute scaled the whole block by (k-1)/k and the freed bytes were capped at that
+    remainder: 505 MB freed of 637 MB moved (seen failing against 8163385f's memory.py)."""
+    saved = block_activation_bytes
+    m = load_model("nemotron-3.5-lightning-30b-a3b")
+    lay = make_layout(dp=8, ep=8, global_batch=64, seq_len=8192, micro_batch=2, precision="fp8", fp8_recipe="mxfp8",
+                      moe_expert_kernels="fused_mlp", offload_modules=("fused_group_mlp",), recompute="selective",
+                      recompute_modules=("moe_act",))
+    moved, freed = block_offload_bytes(m, lay, "E")
+    assert moved > 0 and freed == pytest.approx(moved, rel=1e-12)
+    kept = saved(m, lay.model_copy(update={"offload_modules": ()}), "E")
+    assert saved(m, lay, "E") == pytest.approx(kept - freed, rel=1e-12)
