@@ -951,7 +951,20 @@ def memory_s(km: KernelModel, nbytes: float, op: str = "", backward: bool = Fals
 
 def measured_share(rate_TBps: float, measured_hbm_TBps: float) -> float:
     """A kernel's published achieved rate as a share of the HBM bandwidth of the GPU it was measured on (the share
-    the model applies on every GPU)."""
+    the model applies on every GPU).
+
+    Parameters
+    ----------
+    rate_TBps : float
+        The kernel's published achieved rate, TB/s.
+    measured_hbm_TBps : float
+        The HBM bandwidth of the GPU it was measured on, TB/s.
+
+    Returns
+    -------
+    float
+        ``rate_TBps / measured_hbm_TBps``.
+    """
     return float(rate_TBps) / float(measured_hbm_TBps)
 
 

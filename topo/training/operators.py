@@ -1293,7 +1293,21 @@ def _input_cast_s(op: Op, gpu: GpuCompute, M: float, K: float, precision: str, f
 def ub_grad_copies(op: Op, precision: str, backward: bool) -> float:
     """Copies of ``op``'s quantised output-gradient shard into userbuffers' dgrad all-gather buffer in this pass
     (:attr:`Op.ub_grad_copy_elem_bytes`): one backward, for a quantised linear GEMM whose Transformer Engine makes
-    it (2.x); 0 otherwise (forward, 1.x, BF16, a module at a recipe of its own kept in BF16)."""
+    it (2.x); 0 otherwise (forward, 1.x, BF16, a module at a recipe of its own kept in BF16).
+
+    Parameters
+    ----------
+    op : Op
+    precision : str
+        The layout's GEMM precision (a module at a recipe of its own reads its own, :func:`op_precision`).
+    backward : bool
+        The backward pass.
+
+    Returns
+    -------
+    float
+        Copy kernels, 0 or 1.
+    """
     if not (backward and op.ub_grad_copy_elem_bytes and op.kind == "gemm" and op.linear):
         return 0.0
     if op.recipe:

@@ -64,7 +64,13 @@ def parse_te_version(version: str) -> tuple[int, int]:
 
 @lru_cache(maxsize=1)
 def te_releases() -> dict:
-    """``te_releases.toml``'s entries by container (``"NeMo 24.07"``: ``te``, ``status``, ``source``)."""
+    """``te_releases.toml``'s entries by container.
+
+    Returns
+    -------
+    dict
+        ``{"NeMo 24.07": {"te": ..., "status": ..., "source": ...}, ...}``.
+    """
     return tomllib.loads((data_dir("compute") / "te_releases.toml").read_text(encoding="utf-8"))["release"]
 
 
