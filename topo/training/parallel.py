@@ -1028,6 +1028,7 @@ def _check_options(model: ModelSpec, lay: ParallelLayout, bad, source: str) -> N
         bad("moe_expert_kernels", f"fused_mlp is the CuTe DSL fused grouped MLP, which runs MXFP8 grouped experts "
                                   f"only; got fp8_recipe {_shown(lay.fp8_recipe)}, moe_grouped_gemm "
                                   f"{_shown(lay.moe_grouped_gemm)}; allowed with them: multi_stream")
+    _check_userbuffers_recipe(lay, bad)
     _check_nvfp4(lay, bad)
     _check_module_recipes(lay, bad)
     scope = set(lay.cuda_graph_scope)
@@ -1219,23 +1220,34 @@ def current_scaling(lay: ParallelLayout) -> bool:
 def _check_nvfp4(lay: ParallelLayout, bad) -> None:
     """What ``fp8_recipe = "nvfp4"`` does not run: FP8 attention (TE's NVFP4BlockScaling sets ``fp8_dpa = False``:
     NVIDIA/TransformerEngine@d0067d0d transformer_engine/common/recipe/__init__.py) and an FP4 weight gather
-    (Megatron-Bridge's ``fp4_param_gather``, not priced: :mod:`.fp8_params` knows FP8 tensors only), nor TP
-    overlap through userbuffers: ``fill_userbuffers_buffer_for_all_gather`` takes FP8 and MXFP8 quantizers only and
-    raises "Unsupported quantizer for Userbuffers" for an NVFP4 one (NVIDIA/TransformerEngine@d0067d0d
-    ``transformer_engine/pytorch/module/base.py`` lines 607-754), and Megatron-Bridge turns ``tp_comm_overlap``
-    off for every NVFP4 recipe (NVIDIA-NeMo/Megatron-Bridge@21d102f5
-    ``scripts/performance/configs/llama/llama3_llm_pretrain.py`` line 80: ``False if precision == "nvfp4"``)."""
+    (Megatron-Bridge's ``fp4_param_gather``, not priced: :mod:`.fp8_params` knows FP8 tensors only); TP overlap
+    through userbuffers: :func:`_check_userbuffers_recipe`."""
     if lay.fp8_recipe != "nvfp4":
         return
-    if lay.overlap_tp and lay.sequence_parallel and lay.tp > 1:
-        bad("overlap_tp", "true runs TP collectives through userbuffers, which Transformer Engine refuses for NVFP4 "
-                          "inputs (Megatron-Bridge turns it off); allowed with fp8_recipe nvfp4 and tp > 1: false")
     if lay.attention_fp8:
         bad("attention_fp8", f"{lay.attention_fp8} quantises attention, which Transformer Engine's NVFP4 recipe "
                              f"leaves in BF16 (fp8_dpa false); allowed with fp8_recipe nvfp4: \"\"")
     if lay.fp8_param_gather:
         bad("fp8_param_gather", "true gathers FP8 weights, which fp8_recipe nvfp4 keeps in BF16 here (an FP4 "
                                 "weight gather is not modelled); allowed with fp8_recipe nvfp4: false")
+
+
+USERBUFFERS_REFUSED = {"nvfp4": "NVFP4", "blockwise": "block-wise FP8"}
+"""The FP8 recipes whose inputs Transformer Engine's userbuffers refuse, by how a message names them:
+``fill_userbuffers_buffer_for_all_gather`` takes per-tensor FP8 (delayed or current scaling) and MXFP8 quantizers
+only and raises "Unsupported quantizer for Userbuffers" for any other (NVIDIA/TransformerEngine@d0067d0d
+``transformer_engine/pytorch/module/base.py`` lines 607-754: NVFP4's ``NVFP4Quantizer`` and block-wise FP8's
+``Float8BlockQuantizer``); Megatron-Bridge turns ``tp_comm_overlap`` off for every NVFP4 recipe
+(NVIDIA-NeMo/Megatron-Bridge@21d102f5 ``scripts/performance/configs/llama/llama3_llm_pretrain.py`` line 80)."""
+
+
+def _check_userbuffers_recipe(lay: ParallelLayout, bad) -> None:
+    """TP overlap through userbuffers (``overlap_tp`` with sequence parallelism and tp > 1) with an ``fp8_recipe``
+    of :data:`USERBUFFERS_REFUSED`: one line, as Transformer Engine raises."""
+    name = USERBUFFERS_REFUSED.get(lay.fp8_recipe or "")
+    if name and lay.overlap_tp and lay.sequence_parallel and lay.tp > 1:
+        bad("overlap_tp", f"true runs TP collectives through userbuffers, which Transformer Engine refuses for "
+                          f"{name} inputs; allowed with fp8_recipe {lay.fp8_recipe} and tp > 1: false")
 
 
 def _check_module_recipes(lay: ParallelLayout, bad) -> None:
@@ -1262,7 +1274,7 @@ def _check_module_recipes(lay: ParallelLayout, bad) -> None:
     if twice:  # dict(...) would keep the last silently; which matcher Megatron-Core applies is not modelled
         bad("module_recipes", f"{' and '.join(twice)} name one module more than once; allowed: each module once")
     nvfp4 = entries_at(lay.module_recipes, "nvfp4")
-    if nvfp4 and lay.overlap_tp and lay.sequence_parallel and lay.tp > 1:  # as _check_nvfp4: TE's userbuffers
+    if nvfp4 and lay.overlap_tp and lay.sequence_parallel and lay.tp > 1:  # as _check_userbuffers_recipe
         bad("module_recipes", f"{' '.join(nvfp4)} runs NVFP4 inputs, which Transformer Engine's userbuffers refuse; "
                               f"allowed with overlap_tp true and tp > 1: bf16 or mxfp8 modules")
 
