@@ -70,7 +70,7 @@ from .kernels import (KernelModel, alltoall_preprocess_kernels, attention_rate_f
                       fp8_backward_published, fp8_padding, fp8_recipe_costs, gather_transpose_bytes, gemm_s, memory_s,
                       norm_writes_quantised,
                       permute_backward_bytes, permute_kernels, permute_s, quantize_kernels, quantize_s,
-                      recipe_gemm_ratio, recipe_precision, router_kernels, ssd_backward_products_Bps, ssd_sm_reference)
+                      recipe_gemm_ratio, recipe_precision, router_kernels, ssd_backward_products_flops, ssd_sm_reference)
 from .module_recipes import module_precision, mtp_in_bf16, op_recipes
 from .parallel import ParallelLayout, current_scaling, delayed_scaling
 from .pipeline_layout import END_UNITS, layout_chunks
@@ -198,7 +198,7 @@ class Op:
     ``kernels.toml`` ``[ssd] sm_bound_reference``'s SMs, scaled to this GPU's (:func:`op_time_s`)."""
     ssd_gradient: bool = False
     """One of the SSD backward's own kernels (not a recomputed forward one, :mod:`.ssd`): with products, on the
-    reference GPU's SMs it moves its bytes no faster than ``kernels.toml`` ``[ssd] backward_products_Bps``
+    reference GPU's SMs it runs them no faster than ``kernels.toml`` ``[ssd] backward_products_TFLOPs``
     (measured, :func:`sm_bound_floor_s`)."""
     current_scaling: bool = False
     """An FP8 linear GEMM under per-tensor current scaling (:func:`block_ops` sets it for every linear layer of a
@@ -1366,9 +1366,9 @@ def sm_bound_floor_s(op: Op, km: KernelModel) -> float:
     gains nothing from a faster HBM: on H100 the SSD's forward kernels move their bytes at a third of HBM's rate
     (vLLM PR #27299), and H200 trains a pure Mamba-2 model no faster than H100's SMs would (state-spaces/mamba
     #904). On the reference GPU a backward product kernel (``op.ssd_gradient`` with ``op.dots``) takes no less than
-    its bytes at the measured ``[ssd] backward_products_Bps`` (H100's forward + backward of
-    ``mamba_split_conv1d_scan_combined``, the TFLA paper's benchmark: its product kernels move their bytes at a third
-    of the tile model's rate). 0 for any other op.
+    its products at the measured ``[ssd] backward_products_TFLOPs`` (H100's forward + backward of
+    ``mamba_split_conv1d_scan_combined``, the TFLA paper's benchmark: 39 TFLOP/s, a third of the tile model's time
+    at that shape). 0 for any other op.
 
     Parameters
     ----------
@@ -1387,7 +1387,7 @@ def sm_bound_floor_s(op: Op, km: KernelModel) -> float:
     ref = _sm_reference(km.overrides)  # its kernel constants as given for this GPU (a fit's candidates, a study's)
     body = _reference_body_s(tuple(op.dots), float(op.bytes), km.overrides)
     if op.ssd_gradient and op.dots:
-        body = max(body, op.bytes / ssd_backward_products_Bps())
+        body = max(body, ssd_flops(op.dots) / ssd_backward_products_flops())
     return body * ref.sms / km.sms
 
 
