@@ -55,7 +55,7 @@ from .router_load import expected_row_tiles
 __all__ = ["KernelModel", "kernel_model", "gemm_s", "tile_set", "attention_rate_flops", "cudnn_factor", "memory_s",
            "router_kernels", "alltoall_preprocess_kernels", "permute_kernels", "permute_s", "permute_efficiency",
            "quantize_kernels", "fp8_padding", "epilogue_extra_s",
-           "fp8_recipe_costs", "block_scaled_recipe", "gather_transpose_bytes", "norm_writes_quantised", "recipe_precision", "recipe_gemm_ratio", "cast_extra_bytes", "quantised_copy_bytes", "scale_bytes", "tp_gather_output_gradient_copies", "OPERAND_BYTES", "ssd_sm_reference", "quantize_s", "fp8_backward_head_dims", "fp8_backward_published",
+           "fp8_recipe_costs", "block_scaled_recipe", "gather_transpose_bytes", "norm_writes_quantised", "recipe_precision", "recipe_gemm_ratio", "cast_extra_bytes", "quantised_copy_bytes", "scale_bytes", "tp_gather_output_gradient_copies", "OPERAND_BYTES", "ssd_sm_reference", "ssd_backward_products_flops", "quantize_s", "fp8_backward_head_dims", "fp8_backward_published",
            "FITTED", "host_launch_price", "PYTHON_CALL_KEYS"]
 
 PYTHON_CALL_KEYS = ("py_call_s", "pybind_call_s", "py_object_s")
@@ -104,6 +104,20 @@ def ssd_sm_reference() -> str:
         A GPU name of the compute catalog (``H100``).
     """
     return str(_table()["ssd"]["sm_bound_reference"])
+
+
+@lru_cache(maxsize=None)
+def ssd_backward_products_flops() -> float:
+    """The rate at which the SSD backward's own product kernels run their products on the reference GPU's SMs
+    (``kernels.toml`` ``[ssd] backward_products_TFLOPs``: measured on H100, the TFLA paper's benchmark of
+    ``mamba_split_conv1d_scan_combined``; :func:`.operators.sm_bound_floor_s`).
+
+    Returns
+    -------
+    float
+        FLOP per second.
+    """
+    return float(_table()["ssd"]["backward_products_TFLOPs"]) * 1e12
 
 
 @lru_cache(maxsize=None)

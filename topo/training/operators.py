@@ -70,7 +70,7 @@ from .kernels import (KernelModel, alltoall_preprocess_kernels, attention_rate_f
                       fp8_backward_published, fp8_padding, fp8_recipe_costs, gather_transpose_bytes, gemm_s, memory_s,
                       norm_writes_quantised,
                       permute_backward_bytes, permute_kernels, permute_s, quantize_kernels, quantize_s,
-                      recipe_gemm_ratio, recipe_precision, router_kernels, ssd_sm_reference)
+                      recipe_gemm_ratio, recipe_precision, router_kernels, ssd_backward_products_flops, ssd_sm_reference)
 from .module_recipes import module_precision, mtp_in_bf16, op_recipes
 from .parallel import ParallelLayout, current_scaling, delayed_scaling
 from .pipeline_layout import END_UNITS, layout_chunks
@@ -196,6 +196,10 @@ class Op:
     sm_bound: bool = False
     """A ``kernel`` op bound by its SMs, not HBM (mamba_ssm's Triton SSD kernels): at least its time on
     ``kernels.toml`` ``[ssd] sm_bound_reference``'s SMs, scaled to this GPU's (:func:`op_time_s`)."""
+    ssd_gradient: bool = False
+    """One of the SSD backward's own kernels (not a recomputed forward one, :mod:`.ssd`): with products, on the
+    reference GPU's SMs it runs them no faster than ``kernels.toml`` ``[ssd] backward_products_TFLOPs``
+    (measured, :func:`sm_bound_floor_s`)."""
     current_scaling: bool = False
     """An FP8 linear GEMM under per-tensor current scaling (:func:`block_ops` sets it for every linear layer of a
     layout with ``fp8_recipe = "current"``): each quantisation of its input (each expert's of a grouped GEMM) is
@@ -979,9 +983,9 @@ def _router_kernels(router: str, lay: ParallelLayout) -> float:
     return k["flex_deepep"] if lay.ep_flex_backend == "deepep" else k["flex"]
 
 
-def _kernel(name, passes, nbytes, dots=(), flops=None, launches=1.0, sm_bound=False) -> Op:
+def _kernel(name, passes, nbytes, dots=(), flops=None, launches=1.0, sm_bound=False, ssd_gradient=False) -> Op:
     return Op(name, "mamba", "kernel", ssd_flops(dots) if flops is None else float(flops), float(nbytes),
-              launches=launches, passes=passes, dots=tuple(dots), sm_bound=sm_bound)
+              launches=launches, passes=passes, dots=tuple(dots), sm_bound=sm_bound, ssd_gradient=ssd_gradient)
 
 
 def _mamba_ops(model: ModelSpec, lay: ParallelLayout) -> list[Op]:
@@ -1035,7 +1039,8 @@ def _ssd_ops(model: ModelSpec, lay: ParallelLayout, T: float, nh: float) -> list
     mb, tp, s = model.mamba, lay.tp, _tokens(model, lay)[2]
     g = max(1.0, mb.groups / min(tp, mb.groups))
     gated = lay.mamba_mixer == "megatron"  # mamba_ssm's path gates in the norm, not the scan
-    return [_kernel(k.name, k.passes, k.bytes, k.dots, launches=k.launches, sm_bound=k.triton)
+    return [_kernel(k.name, k.passes, k.bytes, k.dots, launches=k.launches, sm_bound=k.triton,
+                    ssd_gradient=k.gradient)
             for k in ssd_kernels(T, nh, g, float(mb.head_dim), float(mb.d_state), float(mb.chunk_size), gated,
                                    seq_len=float(s))]
 
@@ -1374,7 +1379,10 @@ def sm_bound_floor_s(op: Op, km: KernelModel) -> float:
     ``kernels.toml`` overrides as ``km``) times the reference's SMs over the SMs it runs on here (``km.sms``). A kernel bound by its SMs' issue and latency hiding
     gains nothing from a faster HBM: on H100 the SSD's forward kernels move their bytes at a third of HBM's rate
     (vLLM PR #27299), and H200 trains a pure Mamba-2 model no faster than H100's SMs would (state-spaces/mamba
-    #904). 0 for any other op.
+    #904). On the reference GPU a backward product kernel (``op.ssd_gradient`` with ``op.dots``) takes no less than
+    its products at the measured ``[ssd] backward_products_TFLOPs`` (H100's forward + backward of
+    ``mamba_split_conv1d_scan_combined``, the TFLA paper's benchmark: 39 TFLOP/s, a third of the tile model's time
+    at that shape). 0 for any other op.
 
     Parameters
     ----------
@@ -1391,7 +1399,10 @@ def sm_bound_floor_s(op: Op, km: KernelModel) -> float:
     if not op.sm_bound:
         return 0.0
     ref = _sm_reference(km.overrides)  # its kernel constants as given for this GPU (a fit's candidates, a study's)
-    return _reference_body_s(tuple(op.dots), float(op.bytes), km.overrides) * ref.sms / km.sms
+    body = _reference_body_s(tuple(op.dots), float(op.bytes), km.overrides)
+    if op.ssd_gradient and op.dots:
+        body = max(body, ssd_flops(op.dots) / ssd_backward_products_flops())
+    return body * ref.sms / km.sms
 
 
 def quantize_bytes(generation: str, fp8_recipe: str | None = None, amax_pass: bool = False,

@@ -25,7 +25,9 @@ read once): ``x``, ``z``, ``dout`` and their gradients in bf16; ``dt`` and ``dA`
 before their pass and ``C B^T`` in fp32 (the kernels' ``states_in_fp32=True`` and ``output_dtype=torch.float32``);
 passed states in bf16. Each kernel takes the longer of its products (the tile model, BF16) and its bytes (HBM),
 and the Triton ones no less than their time on H100's SMs scaled to the GPU's SMs: they are bound by their SMs, not
-HBM (``kernels.toml`` ``[ssd]``; :func:`topo.training.operators.sm_bound_floor_s`).
+HBM (``kernels.toml`` ``[ssd]``; :func:`topo.training.operators.sm_bound_floor_s`). On those SMs the backward's own
+kernels with products (``gradient``) run them no faster than measured (``[ssd] backward_products_TFLOPs``: the TFLA
+paper's H100 forward + backward of ``mamba_split_conv1d_scan_combined``, Beck et al. 2025, arXiv 2503.14376).
 """
 
 from __future__ import annotations
@@ -41,7 +43,8 @@ BF16, FP32 = 2, 4
 class Kernel(NamedTuple):
     """One kernel: its name, the pass it runs in (``forward``, ``backward``), the bytes it moves through HBM, its
     tensor-core products ``(m, n, k, groups)``, its launches (several small kernels may share one entry) and
-    whether it is one of mamba_ssm's Triton kernels (False: PyTorch's elementwise kernels between them)."""
+    whether it is one of mamba_ssm's Triton kernels (False: PyTorch's elementwise kernels between them), and
+    whether it is one of the backward's own kernels (``gradient``; False: a forward kernel, run again or not)."""
 
     name: str
     passes: str
@@ -49,6 +52,7 @@ class Kernel(NamedTuple):
     dots: tuple
     launches: int = 1
     triton: bool = True
+    gradient: bool = False
 
 
 def ssd_flops(dots) -> float:
@@ -130,7 +134,7 @@ def ssd_kernels(T: float, H: float, G: float, P: float, N: float, Q: float, gate
                scan),
     ]
     recompute = [k._replace(name=k.name + "_recompute", passes="backward") for k in fwd[:4]]
-    bwd = [
+    grad = [
         *([Kernel("ssd_bwd_dz", "backward", BF16 * 6 * x, ())] if gated else []),
         Kernel("ssd_bwd_dstates", "backward", BF16 * (bc + x) + FP32 * th + FP32 * st, ((P, N, Q, C * H),)),
         Kernel("ssd_bwd_state_pass", "backward", (FP32 + 3 * BF16) * st, ()),
@@ -142,6 +146,9 @@ def ssd_kernels(T: float, H: float, G: float, P: float, N: float, Q: float, gate
         Kernel("ssd_bwd_bmm_dc", "backward", BF16 * 2 * bc + FP32 * (cb + bc), ((Q, N, Q, C * G),)),
         Kernel("ssd_bwd_ddacs", "backward", BF16 * 2 * x + FP32 * (cb + 3 * th), ((Q, Q, P, C * H),)),
         Kernel("ssd_bwd_cumsum", "backward", FP32 * 2 * th + BF16 * 2 * th, ()),
+    ]
+    bwd = [
+        *(k._replace(gradient=True) for k in grad),
         # PyTorch between them: dt.clone(), the reverse cumulative sum of ddA (flip, cumsum, flip) and two adds
         Kernel("ssd_bwd_torch", "backward", 2 * BF16 * th + 3 * 2 * FP32 * th + 2 * 3 * FP32 * th, (), 7, False),
     ]
