@@ -691,10 +691,16 @@ def _recompute(L: dict, model) -> str:
             return (f", remat {policy} (names MaxText's attention and MLP tensors; the {n} Mamba-2 layers keep every "
                     f"activation: MaxText has no Mamba-2 layer whose names it could save or not)")
         return f", remat {policy}"
+    mods = L.get("recompute_modules") or ()
     if L.get("recompute") == "full":
         n = L.get("recompute_num_layers")
-        return ", recompute full" + (f" (the first {n} layers of each stage)" if n else "")
-    mods = L.get("recompute_modules") or ()
+        if n:  # the layers past the first n keep their modules' recomputation (operators._stage_base)
+            return f", recompute full (the first {n} layers of each stage)" + (
+                f", recompute {', '.join(mods)} in the rest" if mods else "")
+        # walk43: every layer recomputed whole leaves the modules nothing (Megatron-Core reads recompute_modules
+        # only under selective granularity: NVIDIA/Megatron-LM transformer_config.py, __post_init__)
+        return ", recompute full" + (f" (recompute modules {', '.join(mods)}: no effect, every layer is recomputed "
+                                     f"whole)" if mods else "")
     parts = []
     flash = L.get("flash_attention", True)
     if L.get("recompute") == "selective" and not (mods and flash):  # without flash: the s x s scores
