@@ -1036,6 +1036,11 @@ def _check_options(model: ModelSpec, lay: ParallelLayout, bad, source: str) -> N
     if "moe_preprocess" in scope and "moe_router" not in scope:
         bad("cuda_graph_scope", "moe_preprocess needs moe_router captured too (Megatron-Core); allowed: "
                                 "moe_router moe_preprocess")
+    if scope and lay.recompute == "full":  # walk43: NVIDIA/Megatron-LM@000c4ac2 megatron/training/arguments.py
+        bad("remat_policy" if lay.remat_policy else "recompute",
+            f"full recomputation with CUDA graphs (cuda_graph_scope {', '.join(lay.cuda_graph_scope)}): Megatron-LM "
+            f"refuses it ('recompute_granularity must not be full when CUDA Graphs are enabled'); allowed with "
+            f"CUDA graphs: none or selective (recompute modules), or no cuda_graph_scope")
     if "moe" in scope and lay.moe_capacity_factor is None:
         bad("cuda_graph_scope", "moe captures the whole MoE block, which only token-drop routing allows "
                                 "(moe_capacity_factor); allowed with dropless routing: moe_router, moe_preprocess")
