@@ -29,7 +29,7 @@ def test_a_region_job_names_tp_against_the_heads_before_its_batch(capsys):
     assert load_model("llama3-8b").heads % 3
     rc, err = _err(capsys, ["train", "two-site-h100", "--model", "llama3-8b", "--tp", "3", "--global-batch", "512"])
     assert rc == 2
-    assert err == "error: --tp: 3 does not divide the 32 attention heads"
+    assert err == "error: --tp: 3 does not divide the 32 attention heads; allowed: a divisor of 32"
 
 
 def test_a_region_job_with_a_good_tp_still_says_its_batch_over_the_sites(capsys):

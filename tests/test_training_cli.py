@@ -177,11 +177,11 @@ def test_layout_as_pairs_like_plan_and_report(tmp_path):
     assert doc["layout"]["tp"] == 4 and doc["layout"]["dp"] == 4 and doc["gpus"] == 16
     line = one_line(run_cli("train", "dgx-h100-superpod", "--model", "llama3-8b", "--layout",
                             "tp=3,dp=8,global_batch=64"))
-    assert line == "error: --layout: tp: 3 does not divide the 32 attention heads"
+    assert line == "error: --layout: tp: 3 does not divide the 32 attention heads; allowed: a divisor of 32"
     f = tmp_path / "l.toml"
     f.write_text("tp = 3\ndp = 8\nglobal_batch = 64\n")
     line = one_line(run_cli("train", "dgx-h100-superpod", "--model", "llama3-8b", "--layout", str(f)))
-    assert line == f"error: {f}: tp: 3 does not divide the 32 attention heads"
+    assert line == f"error: {f}: tp: 3 does not divide the 32 attention heads; allowed: a divisor of 32"
 
 
 def test_a_step_larger_than_the_fabric_names_the_flag():

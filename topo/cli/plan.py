@@ -179,7 +179,9 @@ def run(args) -> int:
     else:
         emit(render_comparison(results))
         fits = [f"{n or DEFAULT_SPEC}: {r.power_fit.note()}" for n, r in zip(names, results) if r.power_fit]
-        for text in fits + train_notes:  # no row of notes; each names its design (rev68)
+        # walk43: the job's hot spares, which set each design's goodput (none: each failure waits for its repair)
+        spares = [f"{n or DEFAULT_SPEC}: {r.spare_note}" for n, r in zip(names, results) if r.spare_note]
+        for text in fits + spares + train_notes:  # no row of notes; each names its design (rev68)
             emit(f"note: {text}")
         priced = [f"{n or DEFAULT_SPEC} {r.network.profile}" for n, r in zip(names, results) if r.network.profile]
         if priced:  # tidy67: as one design's text says it

@@ -24,6 +24,7 @@ from ..engine.region_estimate import check_region_profile, estimate_region
 from ..fabric.region_inventory import cut_apart_text, region_inventory
 from ..spec.region_load import is_region_file, site_spec_files
 from .common import GivenOnce, add_output_arguments, add_override_arguments
+from .design_sets import overrides_for
 from .estimate_args import add_profile_argument, as_profile_flag, check_profile_flag, profile_notes
 from .layout_dp import design_dp, on_design
 from .output import note
@@ -49,7 +50,7 @@ def register(sub) -> None:
         "Chromium).")
     p.add_argument("specs", nargs="*", metavar="SPEC",
                    help=f"spec files or bundled names (default: {DEFAULT_SPEC}); see 'topo list'")
-    add_override_arguments(p, "a field of every SPEC")
+    add_override_arguments(p, "a field of every SPEC (SPEC:KEY=VALUE: of that SPEC alone, as topo plan takes it)")
     p.add_argument("--fail", dest="failures", action="append", default=[], metavar="PART",
                    help="fail a part of every SPEC (as for describe and estimate: spine3, nic12.3, leaf3-spine0, "
                    "rail:K, plane:J, pod:N, random:LEVEL_OR_TIER:FRACTION[:SEED], random:link:F)")
@@ -246,7 +247,8 @@ def _reports(specs, args):
     the file)."""
     from ..report import build_reports
     try:
-        return build_reports(specs, args.overrides, failures=args.failures, profile=args.profile)
+        return build_reports(specs, {s: overrides_for(args, s) for s in specs}, failures=args.failures,
+                             profile=args.profile)
     except TopoError as exc:
         raise as_profile_flag(exc) from None
 
@@ -265,7 +267,8 @@ def _one_figure(args, specs):
             raise TopoError(f"--figure {args.figure} shows the planner's power, cost and goodput, which failed parts do "
                             "not change; leave out --fail (topo plan --fail gives the network figures of the failed "
                             "fabric)", key="--fail")
-        results = [plan(build_fabric(load_spec(s, args.overrides)), plan_file=args.plan_file, collectives=False)
+        results = [plan(build_fabric(load_spec(s, overrides_for(args, s))), plan_file=args.plan_file,
+                        collectives=False)
                    for s in specs]
         return getattr(plan_figures, f"{args.figure}_figure")(results)
     if args.figure == "comparison":
@@ -281,7 +284,7 @@ def _one_figure(args, specs):
         raise TopoError(f"--format {args.format} writes one figure of one SPEC, got {len(specs)} SPECs "
                         "(use --format html to see them side by side)", key="--format")
     if args.figure in ("inventory", "fabric", "oversubscription"):
-        fabric = build_fabric(load_spec(specs[0], args.overrides))
+        fabric = build_fabric(load_spec(specs[0], overrides_for(args, specs[0])))
         inv = inventory(fabric)
         if args.figure == "fabric":
             return figures.fabric_figure(fabric, inv)
@@ -331,7 +334,7 @@ def _job(args, specs):
                         key=None if exc.key == "layout" else exc.key) from None  # walk41: "--layout: layout: ..."
     for name in specs:
         design = name or DEFAULT_SPEC
-        dp = design_dp(args.layout, build_fabric(load_spec(name, args.overrides)), design)
+        dp = design_dp(args.layout, build_fabric(load_spec(name, overrides_for(args, name))), design)
         try:
             lay = parse_layout(args.layout, dp=dp)
             check_layout(model, lay)

@@ -23,7 +23,7 @@ from ..training.result import SHOWN_WHERE_RUN
 from ..training.ring_attention import CP_COMM_TYPES
 from ..training.parallel import (DEFAULT_ORDER, DP_SHARDING, PIPELINE_SCHEDULES, RECOMPUTE, check_layout,
                                  delayed_scaling, ParallelLayout, layout_fields, load_layout, make_layout)
-from ..training.model import bundled_models, load_model
+from ..training.model import ATTENTION_BLOCKS, Block, bundled_models, load_model
 from ..training.search import PP_OVERLAP_NOTE, search_layouts
 from ..training.op_table import step_op_table, step_stage_table, unmatched_module_recipes
 from ..training.comm import CommEngine
@@ -691,10 +691,16 @@ def _recompute(L: dict, model) -> str:
             return (f", remat {policy} (names MaxText's attention and MLP tensors; the {n} Mamba-2 layers keep every "
                     f"activation: MaxText has no Mamba-2 layer whose names it could save or not)")
         return f", remat {policy}"
+    mods = L.get("recompute_modules") or ()
     if L.get("recompute") == "full":
         n = L.get("recompute_num_layers")
-        return ", recompute full" + (f" (the first {n} layers of each stage)" if n else "")
-    mods = L.get("recompute_modules") or ()
+        if n:  # the layers past the first n keep their modules' recomputation (operators._stage_base)
+            return f", recompute full (the first {n} layers of each stage)" + (
+                f", recompute {', '.join(mods)} in the rest" if mods else "")
+        # walk43: every layer recomputed whole leaves the modules nothing (Megatron-Core reads recompute_modules
+        # only under selective granularity: NVIDIA/Megatron-LM transformer_config.py, __post_init__)
+        return ", recompute full" + (f" (recompute modules {', '.join(mods)}: no effect, every layer is recomputed "
+                                     f"whole)" if mods else "")
     parts = []
     flash = L.get("flash_attention", True)
     if L.get("recompute") == "selective" and not (mods and flash):  # without flash: the s x s scores
@@ -809,6 +815,27 @@ def _module_recipes_idle(L: dict, model) -> tuple[str, str]:
         else ("", f"no effect on {', '.join(absent)}: {why}")
 
 
+def _graph_scope_idle(L: dict, model) -> tuple[str, str]:
+    """Why the layout's ``cuda_graph_scope`` captures nothing (no block of ``model`` holds a part it names), or which
+    parts have no block when only some do: ``(idle, aside)``, "" where it does not apply. Megatron-Core's ``mlp``
+    captures dense MLP layers only, ``moe`` / ``moe_router`` / ``moe_preprocess`` MoE layers
+    (NVIDIA/Megatron-LM@01b9cb23 megatron/core/transformer/enums.py ``CudaGraphScope``: "Captures MLP layers (dense
+    layers only)"); an MTP depth's blocks count (walk43: ``["attn", "mlp"]`` on a hybrid with no dense MLP layer
+    said nothing of ``mlp``)."""
+    scope = tuple(L.get("cuda_graph_scope") or ())
+    if not scope or "full_iteration" in scope:
+        return "", ""
+    held = set("".join(model.blocks) + (model.mtp_block if model.mtp_layers else ""))
+    what = {"attn": (held & set(ATTENTION_BLOCKS), "attention layers"), "mlp": (Block.MLP in held, "dense MLP layers"),
+            "mamba": (Block.MAMBA in held, "Mamba-2 layers"),
+            **dict.fromkeys(("moe", "moe_router", "moe_preprocess"), (Block.MOE in held, "MoE layers"))}
+    absent = [p for p in scope if not what[p][0]]
+    if not absent:
+        return "", ""
+    why = f"{model.name} has no " + ", no ".join(dict.fromkeys(what[p][1] for p in absent))
+    return (why, "") if len(absent) == len(scope) else ("", f"no effect on {', '.join(absent)}: {why}")
+
+
 def _framework_options(L: dict, model, gpu) -> str:
     """The layout's :data:`FRAMEWORK_OPTIONS` that differ from the defaults (``cp_comm_type`` whenever cp > 1), as
     ``key value`` pairs, each marked where ``model``, the layout or ``gpu`` (its :class:`topo.training.gpus.GpuCompute`: its
@@ -855,6 +882,7 @@ def _framework_options(L: dict, model, gpu) -> str:
              "GEMMs" if L.get("fp8_recipe") == "blockwise" and generation == "blackwell" else ""}
     aside["fp8_amax_reduction"] = _amax_aside(L)
     idle["module_recipes"], aside["module_recipes"] = _module_recipes_idle(L, model)
+    idle["cuda_graph_scope"], aside["cuda_graph_scope"] = _graph_scope_idle(L, model)
     shown = []
     for k in FRAMEWORK_OPTIONS:
         if k == "fp8_amax_reduction" and not aside[k]:

@@ -197,9 +197,10 @@ def plan(spec: str | Path | Spec | Fabric | None = None, *, layers: Sequence[tup
                       costs=costs, compute=comp, reliability=relia, blast_radius=blast_radius(fabric), network=net,
                       failure_impact=impact, inputs=inputs_used(cat, fabric, server_name, floor.cooling),
                       assumptions=used_assumptions(cat.assumptions(), _items_used(s, cat, server, server_name, bom)),
-                      catalog_versions=dict(cat.versions), notes=_job_notes(training, relia, L, notes, fit := _refit(power_fit, pw),
-                                                       cat.reliability.checkpoint.hot_spare_fraction.value),
-                      training=training, power_fit=fit)
+                      catalog_versions=dict(cat.versions),
+                      notes=(job_notes := _job_notes(training, relia, L, notes, fit := _refit(power_fit, pw),
+                                                     cat.reliability.checkpoint.hot_spare_fraction.value)),
+                      spare_note=job_notes[-1] if training is not None else None, training=training, power_fit=fit)
 
 
 def _network(fabric: Fabric, collectives: bool, profile=None, per_day_by_cause: dict[str, float] | None = None):

@@ -60,6 +60,7 @@ class PlanResult:
     deployment: Phasing | None = None  # capex, GPUs and power by quarter as the halls come online (topo.plan.phasing)
     training: TrainingJob | None = None  # --model's job on this design (topo.plan.train_time)
     power_fit: PowerFit | None = None  # the design sized to an IT power budget (topo.plan.budget)
+    spare_note: str | None = None  # with a job: what it leaves for hot spares (topo.plan.spare_note), also in notes
 
     @property
     def nic_modules(self) -> int:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Sequence
+from collections.abc import Mapping, Sequence
 
 from ..fabric.bisection import Bisection, bisection
 from ..fabric.builders import build_fabric
@@ -232,9 +232,12 @@ def _source(asked, spec: Spec, overrides: Sequence[str]) -> str:
     return where + "".join(f" {override_label(o)}" for o in overrides)
 
 
-def build_reports(specs: Sequence[str | None] = (None,), overrides: Sequence[str] = (), failures: Sequence[str] = (),
-                  **kw) -> list[SpecReport]:
+def build_reports(specs: Sequence[str | None] = (None,), overrides: Sequence[str] | Mapping = (),
+                  failures: Sequence[str] = (), **kw) -> list[SpecReport]:
     """:func:`build_spec_report` for each spec (the default cluster when none is given); the collectives across the
-    top tier only where several specs are compared (the comparison table is their one use)."""
+    top tier only where several specs are compared (the comparison table is their one use). ``overrides``: the
+    ``KEY=VALUE`` overrides every spec takes, or a mapping from each spec (as given) to its own (``topo report A B
+    --set A:KEY=VALUE``, walk43)."""
     specs = list(specs) or [None]
-    return [build_spec_report(s, overrides, failures=failures, top_tier=len(specs) > 1, **kw) for s in specs]
+    own = overrides.get if isinstance(overrides, Mapping) else (lambda s: overrides)
+    return [build_spec_report(s, own(s) or (), failures=failures, top_tier=len(specs) > 1, **kw) for s in specs]

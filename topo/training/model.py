@@ -243,6 +243,7 @@ class ModelSpec(_Strict):
         elif self.mamba is not None:
             raise ValueError("a [mamba] table needs a layer_pattern saying which layers are Mamba-2 (M)")
         self._check_mtp()
+        self._check_mamba_shape()
         kv = self.kv_heads or self.heads
         if self.heads % kv:
             raise ValueError(f"heads ({self.heads}) must be a multiple of kv_heads ({kv})")
@@ -256,6 +257,30 @@ class ModelSpec(_Strict):
         if self.moe and self.moe.dense_layers > self.layers:
             raise ValueError(f"moe.dense_layers ({self.moe.dense_layers}) exceeds layers ({self.layers})")
         return self
+
+    def _check_mamba_shape(self) -> None:
+        """The ``[mamba]`` table's heads, head size, width and groups agree, as Megatron-Core's ``MambaMixer``
+        asserts them (NVIDIA/Megatron-LM@00bebb45 megatron/core/ssm/mamba_mixer.py, ``__init__``: "d_inner must be
+        evenly divisible by headdim" where ``mamba_num_heads`` is unset, ``d_inner = nheads x headdim`` where it
+        is set, "nheads must be evenly divisible by ngroups"); one line each, never a floored head count."""
+        mb = self.mamba
+        if mb is None:
+            return
+        if mb.num_heads is None:
+            width = mb.expand * self.hidden
+            if width % mb.head_dim:
+                raise ValueError(f"mamba.head_dim: {mb.head_dim} does not divide d_inner = expand x hidden = "
+                                 f"{mb.expand} x {self.hidden} = {width}; allowed: a divisor of {width}, or "
+                                 f"mamba.num_heads (then d_inner = num_heads x head_dim)")
+        elif "expand" in mb.model_fields_set and mb.num_heads * mb.head_dim != mb.expand * self.hidden:
+            raise ValueError(f"mamba.expand: {mb.expand} gives d_inner = {mb.expand} x hidden {self.hidden} = "
+                             f"{mb.expand * self.hidden}, but num_heads x head_dim = {mb.num_heads} x "
+                             f"{mb.head_dim} = {mb.num_heads * mb.head_dim} (Megatron-Core takes the heads and "
+                             f"ignores expand); allowed: drop expand, or sizes that agree")
+        heads = mb.num_heads or mb.expand * self.hidden // mb.head_dim
+        if heads % mb.groups:
+            raise ValueError(f"mamba.groups: {mb.groups} does not divide the {heads} Mamba-2 heads (each group "
+                             f"holds whole heads); allowed: a divisor of {heads}")
 
     def _check_mtp(self) -> None:
         """``mtp_pattern`` and ``mtp_shared`` against ``mtp_layers`` and the model's kind; one line each."""

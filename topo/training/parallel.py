@@ -843,10 +843,12 @@ def check_model_split(model: ModelSpec, lay: ParallelLayout, *, gpus_per_domain:
     if sorted(order) != sorted(DIMENSIONS):
         bad("rank_order", f"must name each of {', '.join(DIMENSIONS)} once, got {lay.rank_order!r}")
     if model.heads % lay.tp:
-        bad("tp", f"{lay.tp} does not divide the {model.heads} attention heads")
+        bad("tp", f"{lay.tp} does not divide the {model.heads} attention heads; allowed: a divisor of "
+                  f"{model.heads}")
     kv = model.num_kv_heads
     if kv % lay.tp and lay.tp % kv:
-        bad("tp", f"{lay.tp} neither divides nor is a multiple of the {kv} key/value heads")
+        bad("tp", f"{lay.tp} neither divides nor is a multiple of the {kv} key/value heads; allowed: a divisor or "
+                  f"a multiple of {kv}")
     if model.ffn_hidden % lay.tp:
         bad("tp", f"{lay.tp} does not divide ffn_hidden {model.ffn_hidden}")
     _check_mamba(model, lay, bad)
@@ -1035,6 +1037,11 @@ def _check_options(model: ModelSpec, lay: ParallelLayout, bad, source: str) -> N
     if "moe_preprocess" in scope and "moe_router" not in scope:
         bad("cuda_graph_scope", "moe_preprocess needs moe_router captured too (Megatron-Core); allowed: "
                                 "moe_router moe_preprocess")
+    if scope and lay.recompute == "full":  # walk43: NVIDIA/Megatron-LM@000c4ac2 megatron/training/arguments.py
+        bad("remat_policy" if lay.remat_policy else "recompute",
+            f"full recomputation with CUDA graphs (cuda_graph_scope {', '.join(lay.cuda_graph_scope)}): Megatron-LM "
+            f"refuses it ('recompute_granularity must not be full when CUDA Graphs are enabled'); allowed with "
+            f"CUDA graphs: none or selective (recompute modules), or no cuda_graph_scope")
     if "moe" in scope and lay.moe_capacity_factor is None:
         bad("cuda_graph_scope", "moe captures the whole MoE block, which only token-drop routing allows "
                                 "(moe_capacity_factor); allowed with dropless routing: moe_router, moe_preprocess")
@@ -1308,10 +1315,17 @@ def _check_a2a(model: ModelSpec, lay: ParallelLayout, bad) -> None:
 def _check_mamba(model: ModelSpec, lay: ParallelLayout, bad) -> None:
     """Megatron-Core's Mamba mixer splits its heads and its B/C groups over TP, then the heads over CP
     (NVIDIA/Megatron-LM ``megatron/core/ssm/mamba_mixer.py`` and ``mamba_context_parallel.py`` @d98e8a64 assert
-    ``nheads % tp``, ``ngroups % tp`` and ``(nheads / tp) % cp``)."""
+    ``nheads % tp``, ``ngroups % tp`` and ``(nheads / tp) % cp``); under FP8 its in_proj's output width
+    ``2 d_inner + 2 ngroups d_state + nheads`` is a multiple of 16 (``mamba_mixer.py`` @00bebb45, "For FP8, the
+    innermost dimension of the Mamba layer input projection output tensor must be a multiple of 16")."""
     if model.mamba is None:
         return
     heads, groups = model.mamba_heads, model.mamba.groups
+    width = 2 * model.mamba_inner + 2 * groups * model.mamba.d_state + heads
+    if lay.precision == "fp8" and width % 16:  # walk43: Megatron-Core asserts it under config.fp8 (@00bebb45)
+        bad("precision", f"fp8 needs the Mamba-2 in_proj's output width, 2 x d_inner + 2 x groups x d_state + heads "
+                         f"= {width}, to be a multiple of 16 (Megatron-Core's MambaMixer asserts it for FP8); "
+                         f"allowed: bf16, or Mamba-2 sizes whose width is")
     if heads % lay.tp or groups % lay.tp:
         bad("tp", f"{lay.tp} does not divide the {heads} Mamba-2 heads and {groups} groups; allowed: a divisor "
                   f"of {math.gcd(heads, groups)}")

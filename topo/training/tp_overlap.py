@@ -276,11 +276,15 @@ def userbuffers_on(lay, model) -> bool:
 
 
 def userbuffers_off_note(lay, model) -> str | None:
-    """The step's one-line note when the layout asks for TP overlap at ``tp > 1`` and gets none: without sequence
-    parallelism (:func:`tp_overlap_on`), or for a model whose linear layers have no userbuffers
+    """The step's one-line note when the layout asks for TP overlap and gets none: at ``tp`` 1 (nothing to overlap),
+    without sequence parallelism (:func:`tp_overlap_on`), or for a model whose linear layers have no userbuffers
     (:func:`userbuffers_built`); None otherwise."""
-    if not (lay.overlap_tp and lay.tp > 1):
+    if not lay.overlap_tp:
         return None
+    if lay.tp == 1:  # walk43: --overlap tp=on at tp 1 was silent
+        return ("TP overlap: no effect at tp 1, which runs no TP collectives (Megatron-LM turns sequence parallelism "
+                "off at tp 1, then refuses --tp-comm-overlap without it: NVIDIA/Megatron-LM@000c4ac2 "
+                "megatron/training/arguments.py)")
     if not lay.sequence_parallel:
         return ("TP overlap off: userbuffers need sequence parallelism (Megatron-LM refuses --tp-comm-overlap "
                 "without it, Megatron-Bridge turns it off); the TP all-reduces priced as without overlap_tp")
