@@ -162,11 +162,7 @@ def plan(spec: str | Path | Spec | Fabric | None = None, *, layers: Sequence[tup
         raise _locate(exc, s, None) from None
     plan_tables, tier_sources = _tier_tables(all_layers)
     L = fabric.layout
-    gpu, server_name, server = _gpu_and_server(cat, s, L)
-    server_W = L.gpus_per_server * (gpu.tdp_W.value + server.non_gpu_power_per_gpu_W.value)
-    spr = int(server.servers_per_rack.value) if server.servers_per_rack is not None else None
-    fitted = _fit_default_rack(cat, server, server_W) if spr is None else None
-    spr = spr or fitted
+    gpu, server_name, server, server_W, spr, fitted = _server_and_rack(cat, s, L)
     floor, bom, logical = _floor_and_bom(fabric, cat, server, server_W, spr, plan_tables, tier_sources)
     comp, params, params_source = _compute(cat, s, L, gpu)
     params, params_source, share = job if job is not None else (params, params_source, 1.0)
@@ -201,6 +197,17 @@ def plan(spec: str | Path | Spec | Fabric | None = None, *, layers: Sequence[tup
                       notes=(job_notes := _job_notes(training, relia, L, notes, fit := _refit(power_fit, pw),
                                                      cat.reliability.checkpoint.hot_spare_fraction.value)),
                       spare_note=job_notes[-1] if training is not None else None, training=training, power_fit=fit)
+
+
+def _server_and_rack(cat: Catalog, s, L):
+    """The design's GPU and server (:func:`_gpu_and_server`), a server's power (its GPUs' TDP and the rest) and its
+    servers per rack: the catalog's, else the default rack's fit (:func:`_fit_default_rack`, returned as ``fitted``;
+    None when the catalog gives the count)."""
+    gpu, server_name, server = _gpu_and_server(cat, s, L)
+    server_W = L.gpus_per_server * (gpu.tdp_W.value + server.non_gpu_power_per_gpu_W.value)
+    spr = int(server.servers_per_rack.value) if server.servers_per_rack is not None else None
+    fitted = _fit_default_rack(cat, server, server_W) if spr is None else None
+    return gpu, server_name, server, server_W, spr or fitted, fitted
 
 
 def _network(fabric: Fabric, collectives: bool, profile=None, per_day_by_cause: dict[str, float] | None = None):

@@ -1033,18 +1033,7 @@ def _check_options(model: ModelSpec, lay: ParallelLayout, bad, source: str) -> N
     _check_userbuffers_recipe(lay, bad)
     _check_nvfp4(lay, bad)
     _check_module_recipes(lay, bad)
-    scope = set(lay.cuda_graph_scope)
-    if "moe_preprocess" in scope and "moe_router" not in scope:
-        bad("cuda_graph_scope", "moe_preprocess needs moe_router captured too (Megatron-Core); allowed: "
-                                "moe_router moe_preprocess")
-    if scope and lay.recompute == "full":  # walk43: NVIDIA/Megatron-LM@000c4ac2 megatron/training/arguments.py
-        bad("remat_policy" if lay.remat_policy else "recompute",
-            f"full recomputation with CUDA graphs (cuda_graph_scope {', '.join(lay.cuda_graph_scope)}): Megatron-LM "
-            f"refuses it ('recompute_granularity must not be full when CUDA Graphs are enabled'); allowed with "
-            f"CUDA graphs: none or selective (recompute modules), or no cuda_graph_scope")
-    if "moe" in scope and lay.moe_capacity_factor is None:
-        bad("cuda_graph_scope", "moe captures the whole MoE block, which only token-drop routing allows "
-                                "(moe_capacity_factor); allowed with dropless routing: moe_router, moe_preprocess")
+    _check_graph_scope(lay, bad)
     _check_flex_dispatcher(model, lay, bad)
     if lay.pipeline_layout is not None:
         if lay.pipeline_embedding:
@@ -1237,6 +1226,24 @@ def _check_nvfp4(lay: ParallelLayout, bad) -> None:
     if lay.fp8_param_gather:
         bad("fp8_param_gather", "true gathers FP8 weights, which fp8_recipe nvfp4 keeps in BF16 here (an FP4 "
                                 "weight gather is not modelled); allowed with fp8_recipe nvfp4: false")
+
+
+def _check_graph_scope(lay: ParallelLayout, bad) -> None:
+    """What Megatron-Core refuses of a ``cuda_graph_scope``: ``moe_preprocess`` without ``moe_router``, CUDA graphs
+    with full recomputation (walk43: NVIDIA/Megatron-LM@000c4ac2 ``megatron/training/arguments.py``), the whole MoE
+    block captured under dropless routing."""
+    scope = set(lay.cuda_graph_scope)
+    if "moe_preprocess" in scope and "moe_router" not in scope:
+        bad("cuda_graph_scope", "moe_preprocess needs moe_router captured too (Megatron-Core); allowed: "
+                                "moe_router moe_preprocess")
+    if scope and lay.recompute == "full":
+        bad("remat_policy" if lay.remat_policy else "recompute",
+            f"full recomputation with CUDA graphs (cuda_graph_scope {', '.join(lay.cuda_graph_scope)}): Megatron-LM "
+            f"refuses it ('recompute_granularity must not be full when CUDA Graphs are enabled'); allowed with "
+            f"CUDA graphs: none or selective (recompute modules), or no cuda_graph_scope")
+    if "moe" in scope and lay.moe_capacity_factor is None:
+        bad("cuda_graph_scope", "moe captures the whole MoE block, which only token-drop routing allows "
+                                "(moe_capacity_factor); allowed with dropless routing: moe_router, moe_preprocess")
 
 
 USERBUFFERS_REFUSED = {"nvfp4": "NVFP4", "blockwise": "block-wise FP8"}
