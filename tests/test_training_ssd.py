@@ -13,6 +13,9 @@ from topo.training.ssd import ssd_flops, ssd_kernels
 from topo.training.kernels import memory_s
 
 T, H, G, P, N, Q = 8192.0, 32.0, 1.0, 64.0, 256.0, 128.0  # Nemotron-H 56B at TP8, one 8k sequence
+# H100's SM cycles a second over B200's: 132 SMs at 1,980 MHz against 148 at 1,965 (the device queries XLA stores,
+# openxla/xla h100_sxm.txtpb and b200.txtpb, gpus.toml sm_clock_source): what an SM-bound kernel's H100 time is scaled by
+H100_OVER_B200 = 132 * 1980 / (148 * 1965)
 
 
 def _flops(passes):
@@ -370,7 +373,7 @@ def test_backward_rate_holds_with_b_and_c_per_head(reference):
 def test_ssd_backward_products_run_at_the_measured_rate():
     """On H100 each of the backward's own product kernels takes no less than its products at ``[ssd]
     backward_products_TFLOPs`` (at the TFLA shape every one of them: the tile model is under it), on B200 that time
-    x 132 / 148 SMs; the recomputed forward kernels keep the forward's time, and the backward's kernels without
+    x (132 SMs x 1,980 MHz) / (148 x 1,965); the recomputed forward kernels keep the forward's time, and the backward's kernels without
     products (dz, the state pass, the cumulative sum) their own model's (dz: its bytes at HBM rate)."""
     from topo.training.kernels import ssd_backward_products_flops
     from topo.training.operators import Op
@@ -387,7 +390,7 @@ def test_ssd_backward_products_run_at_the_measured_rate():
         on_h100 = op_time_s(o, h100, "bf16", backward=True) - h100.kernels.launch_gpu_s
         assert on_h100 == pytest.approx(ssd_flops(o.dots) / ssd_backward_products_flops(), rel=1e-9), o.name
         on_b200 = op_time_s(o, b200, "bf16", backward=True) - b200.kernels.launch_gpu_s
-        assert on_b200 == pytest.approx(on_h100 * 132 / 148, rel=1e-9), o.name
+        assert on_b200 == pytest.approx(on_h100 * H100_OVER_B200, rel=1e-9), o.name
     for name in ("ssd_chunk_state", "ssd_bmm", "ssd_state_pass", "ssd_cumsum"):
         assert op_time_s(by[name + "_recompute"], h100, "bf16", backward=True) == pytest.approx(
             op_time_s(by[name], h100, "bf16"), rel=1e-12)
@@ -398,7 +401,7 @@ def test_ssd_backward_products_run_at_the_measured_rate():
 
 def test_triton_ssd_kernels_run_at_the_reference_sms_rate():
     """mamba_ssm's Triton SSD kernels are bound by their SMs (kernels.toml [ssd]): on B200 / GB200 (148 SMs) each
-    takes its H100 time x 132 / 148, not its bytes at Blackwell's 2.4x faster HBM; on H100 the bound is its own
+    takes its H100 time x (132 x 1,980 MHz) / (148 x 1,965), its SM cycles a second, not its bytes at Blackwell's 2.4x faster HBM; on H100 the bound is its own
     time; the PyTorch elementwise kernels between them (ssd_bwd_torch) stay HBM-bound."""
     model = load_model("nemotron-3-nano-30b-a3b")
     lay = make_layout(ep=8, dp=8, micro_batch=2, global_batch=16, seq_len=8192, precision="fp8")
@@ -411,7 +414,7 @@ def test_triton_ssd_kernels_run_at_the_reference_sms_rate():
         if op.name == "ssd_bwd_torch":
             assert not op.sm_bound and t_b == pytest.approx(memory_s(b200.kernels, op.bytes))
         else:
-            assert op.sm_bound and t_b == pytest.approx(t_h * 132 / 148)
+            assert op.sm_bound and t_b == pytest.approx(t_h * H100_OVER_B200)
     assert sm_bound_floor_s(ops[0], h100.kernels) == pytest.approx(
         op_time_s(ops[0], h100, "fp8") - h100.kernels.launch_gpu_s)
 
@@ -436,30 +439,30 @@ def _mamba2_step_s(gpu: str) -> float:
     return estimate_step(topo.build_fabric(topo.load_spec(*spec)), model, lay, check=False).step_time_s
 
 
-@pytest.mark.xfail(strict=True, reason="the backward's measured H100 rate reaches GB200 scaled by SMs alone: the model "
-                   "gives 1.43, 5.2% under 1.507 (docs/calibration-findings.md section 438)")
 def test_pure_mamba2_speedup_gb200_over_h200_matches_issue_904():
     """state-spaces/mamba #904 (a user's measurement, secondary): a pure Mamba-2 model trains at 239.2 / 360.4
     TFLOP/s on H200 / GB200, so the step is 1.507x faster on GB200 than H200 (below the HBM ratio 8.0 / 4.8 = 1.67).
     Not fitted: with the SSD's SM bound the model gives 1.49-1.54; with its kernels HBM-bound it gave 1.77 (H200's
     HBM, 1.43x H100's, sped up an SSD that H200's 132 SMs do not run faster). With the backward's product kernels at
     their measured H100 rate (``[ssd] backward_products_TFLOPs``) 1.43: they are then a larger share of the step, and
-    GB200's 152 SMs run them 1.15x H200's 132, at the same rate an SM (the catalog holds no clocks: GB200 runs its
-    SMs at 2,062 MHz, gpus.toml sms_source, H200 at H100's). With the clocks the model gives 1.46 (section 438)."""
+    GB200's 152 SMs run them 1.15x H200's 132 at the same rate an SM (section 438: 1.43, outside 5%). With the SMs'
+    clocks (gpus.toml sm_clock_MHz: GB200 2,062 MHz, H200 1,980; section 442) 1.46: GB200's SM cycles are 1.20x
+    H200's."""
     h200, gb200 = (_mamba2_step_s(g) for g in ("H200", "GB200"))
     assert h200 / gb200 == pytest.approx(360.4 / 239.2, rel=0.05)
 
 
-@pytest.mark.xfail(strict=True, reason="the backward's measured H100 rate reaches A100 scaled by SMs alone (108 of 132): "
-                   "the model gives 1.95, not 2.33 (docs/calibration-findings.md section 438)")
+@pytest.mark.xfail(strict=True, reason="scaled by A100's SM cycles (108 SMs x 1,410 MHz of H100's 132 x 1,980) the "
+                   "model gives 2.15, 8% under 2.33: A100's SMs run these Triton kernels slower a cycle than H100's, "
+                   "or #904's state 128 faster a FLOP than the measured state 64; no source gives either "
+                   "(docs/calibration-findings.md section 442)")
 def test_pure_mamba2_speedup_h200_over_a100_matches_issue_904():
     """state-spaces/mamba #904 (a user's measurement, secondary): 102.5 / 239.2 TFLOP/s on A100 / H200, so the
     step is 2.334x faster on H200 than A100; the model must give it within 5% (not fitted). It gave 2.29 before the
     backward's product kernels took their measured H100 rate (``[ssd] backward_products_TFLOPs``); with it 1.95: on
     H200 they slow to the measured rate, on A100 to the same rate x 108 / 132 SMs, which takes A100's SMs to run them
-    as fast as H100's. A100 clocks them at 1,410 MHz, H100 at up to 1,980 (NVIDIA's datasheets), which the catalog
-    does not hold; scaled by the clocks too (GB200's 2,062 MHz as well) the model gives 2.15, still outside 5%
-    (section 438's Left)."""
+    as fast as H100's. Scaled by the SMs' clocks too (gpus.toml sm_clock_MHz: A100 1,410 MHz, H200 1,980; section
+    442) the model gives 2.15, still outside 5%."""
     a100, h200 = (_mamba2_step_s(g) for g in ("A100", "H200"))
     assert a100 / h200 == pytest.approx(239.2 / 102.5, rel=0.05)
 
@@ -491,7 +494,7 @@ def test_the_sm_bound_counts_the_sms_communication_leaves():
 def test_the_sm_bound_is_the_h100_time_under_the_same_kernel_constants(overrides, moves):
     """The SM bound is each Triton kernel's H100 time scaled by SMs, so a study or a fit that sets a kernel constant
     (``kernel_overrides``, ``gpu_compute(overrides=...)``) moves it as it moves the kernel on H100: on B200 each
-    SM-bound kernel takes its H100 time under the same constants x 132 / 148 (the reference was built once without
+    SM-bound kernel takes its H100 time under the same constants x (132 x 1,980 MHz) / (148 x 1,965) (the reference was built once without
     them: the bound ignored the constants tried). The tile model's k overhead moved only the backward's product
     kernels, which now take their bytes at the measured ``[ssd] backward_products_Bps`` whatever the constants: at
     Nano's shape it moves none."""
@@ -503,7 +506,46 @@ def test_the_sm_bound_is_the_h100_time_under_the_same_kernel_constants(overrides
     for op in (o for o in block_ops(model, lay, "M") if o.sm_bound and o.passes in ("forward", "backward")):
         bwd = op.passes == "backward"
         on_h100 = op_time_s(op, h100, "fp8", backward=bwd) - h100.kernels.launch_gpu_s * op.launches
-        assert sm_bound_floor_s(op, b200.kernels) == pytest.approx(on_h100 * 132 / 148, rel=1e-9), op.name
+        assert sm_bound_floor_s(op, b200.kernels) == pytest.approx(on_h100 * H100_OVER_B200, rel=1e-9), op.name
         moved += on_h100 != pytest.approx(op_time_s(op, plain, "fp8", backward=bwd) - plain.kernels.launch_gpu_s
                                           * op.launches, rel=1e-6)
     assert bool(moved) == moves  # the constant changes some SSD kernel's H100 time, or (k0) none at the measured rate
+
+
+def test_the_sm_bound_scales_by_sm_cycles_a_second():
+    """The SSD's SM bound on another GPU is its H100 time x H100's SMs x SM clock over the GPU's (section 442): an
+    SM-bound kernel's work is a count of SM cycles, and a kernel at a few per cent of tensor peak is not held under
+    its maximum clock by the power limit. A100 (108 SMs at 1,410 MHz, NVIDIA A100 whitepaper) takes each kernel
+    132 x 1,980 / (108 x 1,410) = 1.716x its H100 time; GB200 (152 at 2,062, its device query) 0.834x; H200 (H100's
+    die and clock) 1x. Scaled by SMs alone these were 1.222x, 0.868x and 1x."""
+    model = load_model("nemotron-3-nano-30b-a3b")
+    lay = make_layout(ep=8, dp=8, micro_batch=2, global_batch=16, seq_len=8192, precision="fp8")
+    ops = [o for o in block_ops(model, lay, "M") if o.sm_bound]
+    h100 = gpu_compute("H100").kernels
+    for gpu, ratio in (("A100", 132 * 1980 / (108 * 1410)), ("GB200", 132 * 1980 / (152 * 2062)), ("H200", 1.0)):
+        km = gpu_compute(gpu).kernels
+        for op in ops:
+            assert sm_bound_floor_s(op, km) == pytest.approx(sm_bound_floor_s(op, h100) * ratio, rel=1e-12), (gpu, op.name)
+
+
+def test_sm_clocks_are_the_published_ones():
+    """gpus.toml sm_clock_MHz: A100 SXM4 1,410 MHz (NVIDIA A100 whitepaper's boost clock, at which 108 SMs x 2,048
+    dense BF16 FLOP a clock give its 312 TFLOP/s); the others the maximum SM clock each device reports, as XLA
+    stores the queries (h100_sxm / h200: 1,980; b200, b300: 1,965; gb200: 2,062; gb300: 2,070)."""
+    clocks = {g: gpu_compute(g).kernels.sm_clock_Hz / 1e6 for g in ("A100", "H100", "H200", "H800", "B200", "B300",
+                                                                     "GB200", "GB300")}
+    assert clocks == {"A100": 1410, "H100": 1980, "H200": 1980, "H800": 1980, "B200": 1965, "B300": 1965,
+                      "GB200": 2062, "GB300": 2070}
+    a100 = gpu_compute("A100")
+    assert a100.kernels.sms * 2048 * a100.kernels.sm_clock_Hz == pytest.approx(a100.peak_bf16_flops, rel=0.001)
+
+
+def test_an_sm_bound_kernel_without_a_clock_is_refused():
+    """A kernel model built without an SM clock (``kernel_model``'s default) cannot scale the SM bound: one clear
+    error naming gpus.toml's key, not a silent rate."""
+    from dataclasses import replace
+    model = load_model("nemotron-3-nano-30b-a3b")
+    lay = make_layout(ep=8, dp=8, micro_batch=2, global_batch=16, seq_len=8192, precision="fp8")
+    op = next(o for o in block_ops(model, lay, "M") if o.sm_bound)
+    with pytest.raises(ValueError, match="sm_clock_MHz"):
+        sm_bound_floor_s(op, replace(gpu_compute("B200").kernels, sm_clock_Hz=0.0))

@@ -106,7 +106,7 @@ def gpu_compute(name: str, efficiency: float | None = None, overrides: dict | No
     peaks = {"bf16": row["peak_bf16_TFLOPs"] * 1e12, **({"fp8": fp8 * 1e12} if fp8 else {}),
              **({"fp4": fp4 * 1e12} if fp4 else {})}
     k = kernel_model(model.name, model.generation, row["sms"], peaks, row["hbm_TBps"] * 1e12, overrides, host_cpu,
-                     row.get("attention_table"))
+                     row.get("attention_table"), row["sm_clock_MHz"] * 1e6)
     if efficiency is not None:
         if not 0 < efficiency <= 1:
             raise TopoError(f"must be a fraction of the GPU's peak in (0, 1], got {efficiency:g}", key="efficiency")

@@ -475,6 +475,9 @@ class KernelModel:
     ----------
     sms : int
         Streaming multiprocessors.
+    sm_clock_Hz : float
+        The SMs' maximum (boost) clock (``gpus.toml`` ``sm_clock_MHz``; 0: not given), what the SM-bound kernels
+        scale with (:func:`.operators.sm_bound_floor_s`).
     peak_flops : dict
         Dense peak FLOP/s by precision (``bf16``, ``fp8`` where the GPU has it).
     efficiency : dict
@@ -553,6 +556,7 @@ class KernelModel:
     launch_torch_op_s: float = 0.0  # CPU per PyTorch op entered from Python ([launch] torch_py_op_s)
     launch_torch_cpp_op_s: float = 0.0  # CPU per tensor ATen makes from C++ ([launch] torch_cpp_op_s)
     launch_py_s: tuple = (0.0, 0.0, 0.0)  # CPU per Python call, pybind conversion, object from C++ (PYTHON_CALL_KEYS)
+    sm_clock_Hz: float = 0.0  # the SMs' maximum clock (gpus.toml sm_clock_MHz; 0: not given)
 
     def with_efficiency(self, bf16: float) -> "KernelModel":
         """The same with the BF16 large-GEMM efficiency set to ``bf16`` and FP8's scaled alike
@@ -1182,7 +1186,7 @@ def _measured_sustained(km: KernelModel, burst: dict, gpu: str, measured: dict) 
 
 @lru_cache(maxsize=64)
 def _kernel_model(gpu: str, generation: str, sms: int, peaks: tuple, hbm_Bps: float,
-                  overrides: tuple = (), cpu: str = "", attention: str = "") -> KernelModel:
+                  overrides: tuple = (), cpu: str = "", attention: str = "", sm_clock_Hz: float = 0.0) -> KernelModel:
     t = _table()
     over = {k: dict(v) for k, v in overrides}
     g = {**t["gemm"], **over.get("gemm", {})}
@@ -1191,7 +1195,7 @@ def _kernel_model(gpu: str, generation: str, sms: int, peaks: tuple, hbm_Bps: fl
     peak = dict(peaks)
     cpu = cpu or host_cpu(gpu)
     km = KernelModel(
-        sms=sms, peak_flops=peak, efficiency={p: 1.0 for p in peak}, hbm_Bps=hbm_Bps,
+        sms=sms, sm_clock_Hz=sm_clock_Hz, peak_flops=peak, efficiency={p: 1.0 for p in peak}, hbm_Bps=hbm_Bps,
         tile_shapes={p: tile_set(generation, p) for p in peak}, tile_overhead_k=float(g["tile_overhead_k"]),
         feed_flops_per_byte={p: _feed_flops_per_byte(g.get("feed", {}), generation, p) for p in peak},
         gemm_memory_efficiency=float(g["gemm_memory_efficiency"]),
@@ -1231,7 +1235,7 @@ def _kernel_model(gpu: str, generation: str, sms: int, peaks: tuple, hbm_Bps: fl
 
 def kernel_model(gpu: str, generation: str, sms: int, peak_flops: dict, hbm_Bps: float,
                  overrides: dict | None = None, host_cpu: str | None = None,
-                 attention_table: str | None = None) -> KernelModel:
+                 attention_table: str | None = None, sm_clock_Hz: float = 0.0) -> KernelModel:
     """The kernel model of GPU ``gpu`` (cached).
 
     Parameters
@@ -1252,7 +1256,9 @@ def kernel_model(gpu: str, generation: str, sms: int, peak_flops: dict, hbm_Bps:
     attention_table : str, optional
         The ``[attention.<name>]`` table the GPU reads (its catalog entry's ``attention_table``: B300 reads GB300's);
         default: its own, else its generation's.
+    sm_clock_Hz : float, optional
+        The SMs' maximum clock (``gpus.toml`` ``sm_clock_MHz``); 0: not given (no SM-bound kernel can be priced).
     """
     over = tuple(sorted((k, tuple(sorted(v.items()))) for k, v in (overrides or {}).items()))
     return _kernel_model(gpu, generation, int(sms), tuple(sorted(peak_flops.items())), float(hbm_Bps), over,
-                         host_cpu or "", attention_table or "")
+                         host_cpu or "", attention_table or "", float(sm_clock_Hz))

@@ -1376,7 +1376,10 @@ def _reference_body_s(dots: tuple, nbytes: float, overrides: tuple = ()) -> floa
 def sm_bound_floor_s(op: Op, km: KernelModel) -> float:
     """The least time of an SM-bound ``kernel`` op (``op.sm_bound``: mamba_ssm's Triton SSD kernels) on the GPU of
     ``km``: its time on the reference GPU (``kernels.toml`` ``[ssd] sm_bound_reference``, H100, under the same
-    ``kernels.toml`` overrides as ``km``) times the reference's SMs over the SMs it runs on here (``km.sms``). A kernel bound by its SMs' issue and latency hiding
+    ``kernels.toml`` overrides as ``km``) times the reference's SM cycles a second over those it runs on here: SMs
+    (``km.sms``, fewer beside communication kernels) x the SMs' maximum clock (``km.sm_clock_Hz``, ``gpus.toml``
+    ``sm_clock_MHz``: a kernel at a few per cent of tensor peak draws too little power for the power limit to lower
+    it; docs/calibration-findings.md section 442). A kernel bound by its SMs' issue and latency hiding
     gains nothing from a faster HBM: on H100 the SSD's forward kernels move their bytes at a third of HBM's rate
     (vLLM PR #27299), and H200 trains a pure Mamba-2 model no faster than H100's SMs would (state-spaces/mamba
     #904). On the reference GPU a backward product kernel (``op.ssd_gradient`` with ``op.dots``) takes no less than
@@ -1398,11 +1401,14 @@ def sm_bound_floor_s(op: Op, km: KernelModel) -> float:
     """
     if not op.sm_bound:
         return 0.0
+    if not km.sm_clock_Hz:
+        raise ValueError("an SM-bound kernel needs its GPU's SM clock (gpus.toml sm_clock_MHz); this kernel model has "
+                         "none")
     ref = _sm_reference(km.overrides)  # its kernel constants as given for this GPU (a fit's candidates, a study's)
     body = _reference_body_s(tuple(op.dots), float(op.bytes), km.overrides)
     if op.ssd_gradient and op.dots:
         body = max(body, ssd_flops(op.dots) / ssd_backward_products_flops())
-    return body * ref.sms / km.sms
+    return body * (ref.sms * ref.sm_clock_Hz) / (km.sms * km.sm_clock_Hz)
 
 
 def quantize_bytes(generation: str, fp8_recipe: str | None = None, amax_pass: bool = False,

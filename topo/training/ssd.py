@@ -24,7 +24,8 @@ included). Bytes count what each kernel reads from and writes to HBM once (opera
 read once): ``x``, ``z``, ``dout`` and their gradients in bf16; ``dt`` and ``dA`` cumulative sums, chunk states
 before their pass and ``C B^T`` in fp32 (the kernels' ``states_in_fp32=True`` and ``output_dtype=torch.float32``);
 passed states in bf16. Each kernel takes the longer of its products (the tile model, BF16) and its bytes (HBM),
-and the Triton ones no less than their time on H100's SMs scaled to the GPU's SMs: they are bound by their SMs, not
+and the Triton ones no less than their time on H100's SMs scaled to the GPU's SM cycles a second (SMs x
+maximum SM clock, ``gpus.toml`` ``sm_clock_MHz``): they are bound by their SMs, not
 HBM (``kernels.toml`` ``[ssd]``; :func:`topo.training.operators.sm_bound_floor_s`). On those SMs the backward's own
 kernels with products (``gradient``) run them no faster than measured (``[ssd] backward_products_TFLOPs``: the TFLA
 paper's H100 forward + backward of ``mamba_split_conv1d_scan_combined``, Beck et al. 2025, arXiv 2503.14376).
