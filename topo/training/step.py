@@ -90,6 +90,7 @@ from ..engine.traffic import Member, run_mix
 from ..fabric.failures import failures_summary
 from ..fabric.fabric import Fabric
 from ..units import format_in, format_time
+from .activation_bytes import modules_recomputed
 from .comm import CommEngine, CommTime, engine_for
 from .cross_entropy import cross_entropy_tp
 from .comm_sms import comm_hbm_Bps, moved_Bps, nccl_p2p_sms, nccl_sms, reduced_gpu, sm_loss_s
@@ -308,9 +309,9 @@ class _Traffic:
 
     def recomputed(self, kind: str, module: str) -> int:
         """Blocks of ``kind`` on the stage whose forward (and so its collectives) runs again in the backward:
-        every one when the recipe recomputes ``module`` (Megatron-Core's ``recompute_modules``), else full
-        recomputation's layers."""
-        if module in self.lay.recompute_modules:
+        every one when the recipe recomputes ``module`` (Megatron-Core's ``recompute_modules``, none under full
+        recomputation: :func:`.activation_bytes.modules_recomputed`), else full recomputation's layers."""
+        if module in modules_recomputed(self.lay):
             return self.c[kind]
         return min(self.c[kind], self.rec_layers) if self.full else 0
 
@@ -319,7 +320,7 @@ class _Traffic:
         full recomputation's layers under ``recompute_early_stop`` (an MoE block ends its layer:
         :func:`.operators.early_stopped_s`), not where the recipe recomputes ``module`` on its own (Megatron-Core's
         ``moe`` module, which replays the combine)."""
-        if not (self.full and self.lay.recompute_early_stop) or module in self.lay.recompute_modules:
+        if not (self.full and self.lay.recompute_early_stop) or module in modules_recomputed(self.lay):
             return 0
         return min(self.c[kind], self.rec_layers)
 
