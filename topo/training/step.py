@@ -113,6 +113,7 @@ from .memory import busiest_stage, bf16_kept_params, memory_per_gpu, stage_param
 from .model import BLOCK_KINDS, Block, ModelSpec
 from .module_recipes import TP_LINEARS, module_copy_bytes, module_precision, op_recipes, parse_module_recipes
 from .nvls_buffers import may_run_nvls, step_nvls_bytes
+from .overlap_idle import pp_overlap_idle_note
 from .operators import (END_UNITS, bf16_layers, busiest_rank_load, expert_capacity, optimizer_step_s,
                         pipeline_key, pipeline_units, rank_computes, ring_step_s)
 from .pipeline_bubble import bubble_note
@@ -2368,7 +2369,7 @@ def _notes(model, lay, gpu, mem, mapping) -> list[str]:
     if model.moe is not None and lay.ep > 1 and lay.overlap_ep and lay.pipeline_schedule == "1f1b":
         notes += [n for n in [unpaired_note(lay)] if n]
     notes += [n for n in (userbuffers_off_note(lay, model), tp_exposed_note(lay, model),
-                          margins_note(lay, model, gpu.sms)) if n]
+                          margins_note(lay, model, gpu.sms), pp_overlap_idle_note(lay)) if n]
     notes += _straddle_notes(lay, mapping)
     return notes + left_out_notes(model, lay, gpu.generation)
 
