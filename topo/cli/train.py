@@ -693,14 +693,16 @@ def _recompute(L: dict, model) -> str:
         return f", remat {policy}"
     mods = L.get("recompute_modules") or ()
     if L.get("recompute") == "full":
+        # walk43, tidy121: full recomputation leaves the modules nothing, in the layers it recomputes whole and in
+        # those past the first n, which keep every activation (Megatron-Core reads recompute_modules only under
+        # selective granularity: topo.training.activation_bytes.modules_recomputed, its sources)
         n = L.get("recompute_num_layers")
-        if n:  # the layers past the first n keep their modules' recomputation (operators._stage_base)
-            return f", recompute full (the first {n} layers of each stage)" + (
-                f", recompute {', '.join(mods)} in the rest" if mods else "")
-        # walk43: every layer recomputed whole leaves the modules nothing (Megatron-Core reads recompute_modules
-        # only under selective granularity: NVIDIA/Megatron-LM transformer_config.py, __post_init__)
-        return ", recompute full" + (f" (recompute modules {', '.join(mods)}: no effect, every layer is recomputed "
-                                     f"whole)" if mods else "")
+        idle = (f"recompute modules {', '.join(mods)}: no effect, " + (
+            "Megatron-Core recomputes no module under full recomputation, the other layers keep every activation"
+            if n else "every layer is recomputed whole")) if mods else ""
+        if n:
+            return f", recompute full (the first {n} layers of each stage" + (f"; {idle}" if idle else "") + ")"
+        return ", recompute full" + (f" ({idle})" if idle else "")
     parts = []
     flash = L.get("flash_attention", True)
     if L.get("recompute") == "selective" and not (mods and flash):  # without flash: the s x s scores

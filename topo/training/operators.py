@@ -55,7 +55,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .activation_bytes import fully_recomputed
+from .activation_bytes import fully_recomputed, modules_recomputed
 from .activation_offload import host_link_Bps, offload_exposed_s, stage_offload_bytes
 from .attention_sinks import sink_backend, sink_grad_bytes
 from .cross_entropy import cross_entropy_moves
@@ -2164,7 +2164,7 @@ def _recomputed(lay: ParallelLayout, kind: str, bt: BlockTime, index_in_stage: i
 def _recomputed_keys(lay: ParallelLayout) -> set:
     """The modules and op tags (``BlockTime.recompute_s``'s keys) selective recomputation replays: the layout's
     ``recompute_modules`` through their aliases, and the attention core where attention is not flash's."""
-    mods = set(lay.recompute_modules)
+    mods = set(modules_recomputed(lay))
     if lay.recompute == "selective" and not lay.flash_attention:
         mods.add("core_attn")  # Korthikanti et al. 2022: the attention core only
     alias = {"mlp": ("mlp", "mlp_act"), "moe": MOE_MODULE, "moe_act": ("moe_act",),
@@ -2501,7 +2501,7 @@ def _stops_before_combine(lay: ParallelLayout, kinds: list) -> bool:
     """Whether a fully recomputed layer's replay under ``recompute_early_stop`` ends before its MoE block's combine
     call: the MoE block ends the layer and is not checkpointed on its own (Megatron-Core's ``moe`` module replays
     the combine); the same rule as :meth:`topo.training.step._Traffic.stopped`."""
-    return lay.recompute_early_stop and kinds[-1] == Block.MOE and "moe" not in lay.recompute_modules
+    return lay.recompute_early_stop and kinds[-1] == Block.MOE and "moe" not in modules_recomputed(lay)
 
 
 def _busiest_first(rows: list[tuple]) -> list[StageCompute]:
@@ -2604,7 +2604,7 @@ def _replay_terms(lay: ParallelLayout, u, bf16: bool, bt, synced: bool, ep_cover
     other modules here. End units replay nothing (:func:`_stage_row`)."""
     if u in END_UNITS:
         return 0.0, 0.0
-    moe, moe_module = Block.MOE in u, "moe" in lay.recompute_modules
+    moe, moe_module = Block.MOE in u, "moe" in modules_recomputed(lay)
     if synced and moe and full:
         return 0.0, 0.0
     own_line = synced and moe and moe_module
@@ -2637,13 +2637,10 @@ def _unit_host_terms(lay: ParallelLayout, u, bf16: bool, bt, synced: bool, ep_co
     if synced and moe:
         blocks, at = [bt(k, bf16) for k in kinds], kinds.index(Block.MOE)
         wf = _synced_layer_wait_s(blocks, at, ep_cover_s)
-        # the MoE block ends the layer and is not checkpointed on its own (step._Traffic.stopped: the same rule)
+        # the MoE block ends the layer (step._Traffic.stopped: the same rule); no module is checkpointed on its own
+        # in a fully recomputed layer (tidy121: activation_bytes.modules_recomputed)
         stops = _stops_before_combine(lay, kinds)
-        # with ``moe`` checkpointed on its own the replay keeps the combine and ends before the last residual add
-        # (:func:`_unreplayed_s`, the GPU's side), where the MoE block ends the layer (tidy65: it kept the add)
-        add = not (lay.recompute_early_stop and kinds[-1] == Block.MOE)
-        replay = (_synced_layer_wait_s(blocks, at, ep_cover_s, early_stop=True) if stops else
-                  wf if add else _synced_layer_wait_s(blocks, at, ep_cover_s, residual=False))
+        replay = _synced_layer_wait_s(blocks, at, ep_cover_s, early_stop=True) if stops else wf
         return (g, h, gb, hb, True, wf, _moe_recompute_wait_s(lay, bt(Block.MOE, bf16), ep_cover_s), replay)
     return g + cover, h + c.forward_s, gb, hb, False, 0.0, 0.0, 0.0
 
@@ -2674,8 +2671,8 @@ def host_syncs(lay: ParallelLayout) -> bool:
             and "full_iteration" not in lay.cuda_graph_scope)
 
 
-def _synced_layer_wait_s(blocks: list[BlockTime], moe: int, ep_cover_s: float = 0.0, early_stop: bool = False,
-                         residual: bool = True) -> float:
+def _synced_layer_wait_s(blocks: list[BlockTime], moe: int, ep_cover_s: float = 0.0,
+                         early_stop: bool = False) -> float:
     """Seconds the GPU waits for the host in one layer of a dropless MoE block, forward, per micro-batch.
 
     Megatron-Core's dropless dispatchers read the tokens per expert on the host before the expert-parallel
@@ -2706,16 +2703,15 @@ def _synced_layer_wait_s(blocks: list[BlockTime], moe: int, ep_cover_s: float = 
 
     ``early_stop``: the replay of a layer the MoE block ends under ``recompute_early_stop``, which stops after the
     un-permutation (:func:`early_stopped_s`): no combine call, no residual, as the step's EP traffic drops the
-    combine (:meth:`topo.training.step._Traffic.stopped`). ``residual`` False: a replay that ends with the MoE
-    block's combine, before its residual add (``moe`` checkpointed on its own keeps the combine)."""
+    combine (:meth:`topo.training.step._Traffic.stopped`)."""
     if math.isinf(ep_cover_s):
         return 0.0
-    synced, before = _synced_stretch(blocks[moe], ep_cover_s, early_stop=early_stop, residual=residual)
+    synced, before = _synced_stretch(blocks[moe], ep_cover_s, early_stop=early_stop)
     return _stretch_wait_s([*synced, *(op for b in blocks[moe + 1:] + blocks[:moe] for op in b.launch_seq), *before])
 
 
 def _synced_stretch(m: BlockTime, ep_cover_s: float, moe_module: bool = False,
-                    early_stop: bool = False, residual: bool = True) -> tuple[list, list]:
+                    early_stop: bool = False) -> tuple[list, list]:
     """A synced MoE block's forward ops as the host launches them around its sync, each ``(host seconds, GPU
     seconds, kernels)``: from the sync (its round trip ``sync_s``, the dispatch call, the ops from the sync on, the
     combine call, the block's last op, its residual) and the ops before it (the norm and the router, up to the
@@ -2723,7 +2719,7 @@ def _synced_stretch(m: BlockTime, ep_cover_s: float, moe_module: bool = False,
     combine's) and half of ``ep_cover_s`` on the GPU.
     ``moe_module``: only the MoELayer's ops (:data:`MOE_MODULE`, what recomputing ``moe`` replays: no norm, no
     residual, the combine last). ``early_stop``: the replay ends with the ops before the combine (no combine call,
-    no residual: :func:`early_stopped_s`); ``residual`` False: it ends with the combine (no residual). The one place :func:`_synced_layer_wait_s` and
+    no residual: :func:`early_stopped_s`). The one place :func:`_synced_layer_wait_s` and
     :func:`_moe_recompute_wait_s` read the sequence from."""
     ops, mods = m.launch_seq, m.launch_modules
     at = m.sync_at if m.sync_at >= 0 else len(ops)
@@ -2736,7 +2732,7 @@ def _synced_stretch(m: BlockTime, ep_cover_s: float, moe_module: bool = False,
         after = [dispatch] if early_stop else [dispatch, combine]
     else:
         body, tail = (ops[at:], []) if moe_module else (ops[at:-1], ops[-1:])
-        after = [dispatch, *body] if early_stop else [dispatch, *body, combine, *(tail if residual else [])]
+        after = [dispatch, *body] if early_stop else [dispatch, *body, combine, *tail]
     return [(m.sync_s, 0.0, 1.0), *after], list(ops[:at])
 
 
@@ -2785,7 +2781,7 @@ def _moe_recompute_wait_s(lay: ParallelLayout, t: BlockTime, ep_cover_s: float =
     launches between two replays are in the backward's host balance (:func:`_host_waits_s`), not in this line. A
     fully recomputed layer replays the forward's synced stretch (:func:`_host_waits_s`). ``math.inf`` (the search's
     lower bound) leaves the round trip and that launch, the line's limit."""
-    if "moe" not in lay.recompute_modules:
+    if "moe" not in modules_recomputed(lay):
         return 0.0
     if math.isinf(ep_cover_s):
         return t.sync_s + t.calls_host_s.dispatch_s

@@ -90,6 +90,7 @@ from ..engine.traffic import Member, run_mix
 from ..fabric.failures import failures_summary
 from ..fabric.fabric import Fabric
 from ..units import format_in, format_time
+from .activation_bytes import modules_recomputed
 from .comm import CommEngine, CommTime, engine_for
 from .cross_entropy import cross_entropy_tp
 from .comm_sms import comm_hbm_Bps, moved_Bps, nccl_p2p_sms, nccl_sms, reduced_gpu, sm_loss_s
@@ -105,6 +106,7 @@ from .fp8_weight_cast import weight_cast_s
 from .fp8_amax import AMAX_PHASE, AMAX_SP_GROUP, amax_group, amax_reduced, amax_step, sp_amax_reduced
 from .gpus import gpu_compute
 from .host_cpu import host_time_factor, reference_host_cpu
+from .latent_note import latent_size_note
 from .kernels import memory_s, recipe_precision, scale_bytes, tp_gather_output_gradient_copies
 from .mapping import (EXPERT_DP_GROUPS, FLEX_GROUP, default_placement, map_layout, recipe_gpus_used,
                       refuse_failed_placement)
@@ -112,6 +114,7 @@ from .memory import busiest_stage, bf16_kept_params, memory_per_gpu, stage_param
 from .model import BLOCK_KINDS, Block, ModelSpec
 from .module_recipes import TP_LINEARS, module_copy_bytes, module_precision, op_recipes, parse_module_recipes
 from .nvls_buffers import may_run_nvls, step_nvls_bytes
+from .overlap_idle import pp_overlap_idle_note
 from .operators import (END_UNITS, bf16_layers, busiest_rank_load, expert_capacity, optimizer_step_s,
                         pipeline_key, pipeline_units, rank_computes, ring_step_s)
 from .pipeline_bubble import bubble_note
@@ -308,9 +311,9 @@ class _Traffic:
 
     def recomputed(self, kind: str, module: str) -> int:
         """Blocks of ``kind`` on the stage whose forward (and so its collectives) runs again in the backward:
-        every one when the recipe recomputes ``module`` (Megatron-Core's ``recompute_modules``), else full
-        recomputation's layers."""
-        if module in self.lay.recompute_modules:
+        every one when the recipe recomputes ``module`` (Megatron-Core's ``recompute_modules``, none under full
+        recomputation: :func:`.activation_bytes.modules_recomputed`), else full recomputation's layers."""
+        if module in modules_recomputed(self.lay):
             return self.c[kind]
         return min(self.c[kind], self.rec_layers) if self.full else 0
 
@@ -319,7 +322,7 @@ class _Traffic:
         full recomputation's layers under ``recompute_early_stop`` (an MoE block ends its layer:
         :func:`.operators.early_stopped_s`), not where the recipe recomputes ``module`` on its own (Megatron-Core's
         ``moe`` module, which replays the combine)."""
-        if not (self.full and self.lay.recompute_early_stop) or module in self.lay.recompute_modules:
+        if not (self.full and self.lay.recompute_early_stop) or module in modules_recomputed(self.lay):
             return 0
         return min(self.c[kind], self.rec_layers)
 
@@ -2367,7 +2370,8 @@ def _notes(model, lay, gpu, mem, mapping) -> list[str]:
     if model.moe is not None and lay.ep > 1 and lay.overlap_ep and lay.pipeline_schedule == "1f1b":
         notes += [n for n in [unpaired_note(lay)] if n]
     notes += [n for n in (userbuffers_off_note(lay, model), tp_exposed_note(lay, model),
-                          margins_note(lay, model, gpu.sms)) if n]
+                          margins_note(lay, model, gpu.sms), pp_overlap_idle_note(lay),
+                          latent_size_note(model)) if n]
     notes += _straddle_notes(lay, mapping)
     return notes + left_out_notes(model, lay, gpu.generation)
 

@@ -34,6 +34,7 @@ from ..errors import TopoError
 from ..resources import data_dir
 from .comm_sms import reduced_gpu
 from .module_recipes import entries_at
+from .overlap_idle import idle_overlap_note
 
 __all__ = ["configs", "config_names", "recipe_configs", "check_num_sm", "userbuffers_built", "tp_overlap_on",
            "first_proj_userbuffers", "userbuffers_on", "userbuffers_off_note", "tp_exposed_note", "buffer_name", "margin_sms",
@@ -282,9 +283,9 @@ def userbuffers_off_note(lay, model) -> str | None:
     if not lay.overlap_tp:
         return None
     if lay.tp == 1:  # walk43: --overlap tp=on at tp 1 was silent
-        return ("TP overlap: no effect at tp 1, which runs no TP collectives (Megatron-LM turns sequence parallelism "
-                "off at tp 1, then refuses --tp-comm-overlap without it: NVIDIA/Megatron-LM@000c4ac2 "
-                "megatron/training/arguments.py)")
+        return idle_overlap_note("TP", "tp", "TP collectives",
+                                 "Megatron-LM turns sequence parallelism off at tp 1, then refuses --tp-comm-overlap "
+                                 "without it: NVIDIA/Megatron-LM@000c4ac2 megatron/training/arguments.py")
     if not lay.sequence_parallel:
         return ("TP overlap off: userbuffers need sequence parallelism (Megatron-LM refuses --tp-comm-overlap "
                 "without it, Megatron-Bridge turns it off); the TP all-reduces priced as without overlap_tp")
