@@ -36,7 +36,8 @@ def sup():
 
 def _variant(sup, name: str, **top):
     """Super's shape without its latent (the experts at ``hidden``), top-level fields replaced by ``top``."""
-    data = sup.model_dump(exclude_none=True)
+    data = sup.model_dump(exclude_none=True, exclude_unset=True)  # as its file gives it: a default written back
+    # (mamba.expand 2 beside num_heads) contradicts the heads and is refused (walk43, model.py's mamba check)
     data["moe"].pop("latent_size")
     return model_from_dict({**data, **top}, f"{name}.toml")
 
