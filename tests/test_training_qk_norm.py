@@ -29,8 +29,9 @@ def test_qwen3_norms_each_query_and_key_head():
     fwd = op_time_s(op, g, "bf16")
     # at the norm kernel's published share of HBM (cuDNN's RMSNorm, kernels.toml [memory.kernel_TBps.norm], section 432)
     assert fwd == pytest.approx(memory_s(g.kernels, 4 * 4096 * 36 * 128, op="qk_norm") + 2 * g.kernels.launch_gpu_s)
-    assert op_time_s(op, g, "bf16", backward=True) == pytest.approx(2 * (fwd - 2 * g.kernels.launch_gpu_s)
-                                                                    + 2 * g.kernels.launch_gpu_s)
+    # backward: 1.5 x the bytes at TE's backward rate, 0.938 of the forward's (kernels.toml, section 446)
+    assert op_time_s(op, g, "bf16", backward=True) == pytest.approx(
+        1.5 * 2.742 / 2.572 * (fwd - 2 * g.kernels.launch_gpu_s) + 2 * g.kernels.launch_gpu_s)
 
 
 def test_models_without_qk_norm_have_none_and_the_block_pays_it():

@@ -550,6 +550,8 @@ class KernelModel:
     overrides: tuple = ()  # the kernels.toml overrides it was built with, ((section, ((key, value), ...)), ...)
     permute_efficiency: tuple = ()  # (permute, un-permute) shares of HBM of a row-index copy (:func:`permute_s`)
     op_memory_efficiency: tuple = ()  # ((op, (fwd, bwd) share of HBM), ...): :func:`op_memory_efficiency`
+    memory_backward_bytes: float = 2.0  # a memory op's backward bytes over its forward's ([memory] backward_bytes_ratio)
+    op_backward_bytes: tuple = ()  # ((op, backward over forward bytes), ...): :func:`op_backward_bytes`
     epilogue_overlap: float = 1.0  # share of an accumulating epilogue hidden behind the MMAs (epilogue_extra_s)
     launch_cpp_s: float = 0.0  # CPU per kernel a C++ loop launches after its call's first ([launch] cpp_launch_s)
     launch_cpp_gemm_s: float = 0.0  # ... per cuBLASLt GEMM so launched ([launch] cpp_gemm_s)
@@ -967,6 +969,24 @@ def memory_s(km: KernelModel, nbytes: float, op: str = "", backward: bool = Fals
     return nbytes / (km.hbm_Bps * eff)
 
 
+def memory_backward_bytes(km: KernelModel, op: str = "") -> float:
+    """A memory operator's backward bytes over its forward's: its kernel's where ``kernels.toml``
+    ``[memory.kernel_TBps.<kind>] backward_bytes_ratio`` gives them (the backward kernel's operands), else
+    ``[memory] backward_bytes_ratio``.
+
+    Parameters
+    ----------
+    km : KernelModel
+    op : str
+        The memory operator's name (:mod:`topo.training.operators`, e.g. ``norm``).
+
+    Returns
+    -------
+    float
+    """
+    return dict(km.op_backward_bytes).get(op, km.memory_backward_bytes)
+
+
 def measured_share(rate_TBps: float, measured_hbm_TBps: float) -> float:
     """A kernel's published achieved rate as a share of the HBM bandwidth of the GPU it was measured on (the share
     the model applies on every GPU).
@@ -1006,6 +1026,25 @@ def op_memory_efficiency(mem: dict) -> tuple:
                   measured_share(kind["backward_TBps"], kind["measured_hbm_TBps"]))
         out += [(op, shares) for op in kind["ops"]]
     return tuple(out)
+
+
+def op_backward_bytes(mem: dict) -> tuple:
+    """Backward-over-forward bytes of the named memory operators whose kind gives them, from ``kernels.toml``
+    ``[memory.kernel_TBps.<kind>] backward_bytes_ratio``.
+
+    Parameters
+    ----------
+    mem : dict
+        The ``[memory]`` table.
+
+    Returns
+    -------
+    tuple
+        ``((op, ratio), ...)``; operators of a kind without the key are absent (they take
+        ``[memory] backward_bytes_ratio``, :func:`memory_backward_bytes`).
+    """
+    return tuple((op, float(kind["backward_bytes_ratio"])) for kind in mem.get("kernel_TBps", {}).values()
+                 if "backward_bytes_ratio" in kind for op in kind["ops"])
 
 
 def permute_efficiency(mem: dict) -> tuple[float, float]:
@@ -1202,6 +1241,7 @@ def _kernel_model(gpu: str, generation: str, sms: int, peaks: tuple, hbm_Bps: fl
         memory_efficiency=float(mem["memory_efficiency"]),
         permute_efficiency=permute_efficiency(mem),
         op_memory_efficiency=op_memory_efficiency(mem),
+        memory_backward_bytes=float(mem["backward_bytes_ratio"]), op_backward_bytes=op_backward_bytes(mem),
         attention_scale=1.0 if generation in t["attention"] else float(t["attention"]["scale"][generation]),
         attention_table=_attention_table(gpu, generation, attention),
         attention_cudnn=_attention_cudnn(_attention_table(gpu, generation, attention), generation),

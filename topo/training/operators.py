@@ -68,7 +68,7 @@ from .grouped_gemm import (CPP_LOOP_PATHS, GROUP_QUANTIZE_KERNELS, epilogue_cast
                            expert_python_calls, grouped_pass_s, input_cast_kernels)
 from .kernels import (KernelModel, alltoall_preprocess_kernels, attention_rate_flops, cast_extra_bytes,
                       fp8_backward_published, fp8_padding, fp8_recipe_costs, gather_transpose_bytes, gemm_s, memory_s,
-                      norm_writes_quantised,
+                      memory_backward_bytes, norm_writes_quantised,
                       permute_backward_bytes, permute_kernels, permute_s, quantize_kernels, quantize_s,
                       recipe_gemm_ratio, recipe_precision, router_kernels, ssd_backward_products_flops, ssd_sm_reference)
 from .module_recipes import module_precision, mtp_in_bf16, op_recipes
@@ -1346,7 +1346,7 @@ def _plain_op_s(op: Op, gpu: GpuCompute, backward: bool, cudnn: str) -> float:
     if op.kind == "kernel":
         return max(_kernel_body_s(km, op.dots, op.bytes, op.by_index), sm_bound_floor_s(op, km))
     if op.kind == "memory":
-        t = (2.0 if backward else 1.0) * memory_s(km, op.bytes, op.name, backward)
+        t = (memory_backward_bytes(km, op.name) if backward else 1.0) * memory_s(km, op.bytes, op.name, backward)
         return t + (op.flops / (gpu.peak_bf16_flops * 0.5) if op.flops else 0.0)
     if op.fp8_band and not fp8_backward_published(km.attention_table, op.fp8_attention, op.head_dim):
         op = replace(op, flops=op.fp8_band[0], window=op.fp8_band[1], fp8_attention="")  # the BF16 band
