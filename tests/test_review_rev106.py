@@ -1,0 +1,89 @@
+"""rev106's review of this session's merges (findings sections 438, 440, 442, 443 and the lead's commits): the
+mutations no test caught (findings section 444).
+
+Sources: the SSD backward's measured product rate, ``kernels.toml`` ``[ssd] backward_products_TFLOPs`` (Beck et al.
+2025, arXiv 2503.14376; NX-AI/mlstm_kernels@39d3c61, data/reference/kernels_ssd_fwbw_h100.csv), taken as a floor on
+the kernel's time, not in place of it (``topo.training.operators.sm_bound_floor_s``: "takes no less than its products
+at the measured rate"); Megatron-Core's ``CudaGraphScope`` (NVIDIA/Megatron-LM@01b9cb23
+megatron/core/transformer/enums.py: ``attn`` captures attention layers) and its hybrid MTP depths, whose layers
+``mtp_hybrid_override_pattern`` sets apart from the main pattern (Nemotron 3 Super's "*E", its model file).
+"""
+
+import re
+
+import pytest
+
+import topo
+from topo.cli.train import _framework_options
+from topo.resources import data_dir
+from topo.training.gpus import gpu_compute
+from topo.training.kernels import gemm_s, memory_s, ssd_backward_products_flops
+from topo.training.model import load_model
+from topo.training.operators import Op, sm_bound_floor_s
+from topo.training.parallel import make_layout
+from topo.training.ssd import ssd_flops, ssd_kernels
+from topo.training.step import estimate_step
+
+
+def _products(shape):
+    """The backward's own product kernels of mamba_ssm's SSD at ``shape`` (T, H, G, P, N, Q), as the step's ops."""
+    return [Op(k.name, "mamba", "kernel", ssd_flops(k.dots), k.bytes, launches=k.launches, passes=k.passes,
+               dots=tuple(k.dots), sm_bound=k.triton, ssd_gradient=k.gradient)
+            for k in ssd_kernels(*shape, gated=False, seq_len=4096.0) if k.gradient and k.dots]
+
+
+def test_the_measured_rate_is_a_floor_not_the_time():
+    """On H100 (the reference) a backward product kernel takes the longer of its own model (its products by the tile
+    model, its bytes through HBM) and its products at the measured rate: under a fit's candidate HBM efficiency of
+    0.6 (as test_training_ssd's overrides) the TFLA file's 64-group shape (65,536 tokens, 64 heads of 64, state 64,
+    chunk 256) has dB and dC move their fp32 bytes for longer than their products take at 39 TFLOP/s, and they take
+    their bytes' time (rev106: the floor turned into the rate alone failed no test)."""
+    km = gpu_compute("H100", overrides={"memory": {"memory_efficiency": 0.6}}).kernels
+    rate = ssd_backward_products_flops()
+    by_bytes = set()
+    for op in _products((65536.0, 64.0, 64.0, 64.0, 64.0, 256.0)):
+        own = max(sum(gemm_s(km, m, n, k, "bf16", g) for m, n, k, g in op.dots), memory_s(km, op.bytes))
+        assert sm_bound_floor_s(op, km) == pytest.approx(max(own, ssd_flops(op.dots) / rate), rel=1e-9), op.name
+        if own > ssd_flops(op.dots) / rate:
+            by_bytes.add(op.name)
+    assert by_bytes == {"ssd_bwd_db", "ssd_bwd_dc"}
+
+
+def _mtp_attention_only(tmp_path, mtp: bool):
+    """Nemotron 3 Nano with its attention layers taken out of the main pattern (Mamba-2 and MoE layers only) and,
+    with ``mtp``, one MTP depth of an attention and an MoE layer (Super's ``mtp_pattern = "*E"``)."""
+    text = (data_dir("models") / "nemotron-3-nano-30b-a3b.toml").read_text(encoding="utf-8")
+    text = re.sub(r'(?m)^name = .*$', 'name = "mamba-moe-mtp"', text)
+    text = re.sub(r'(?m)^layer_pattern = .*$', 'layer_pattern = "' + "ME" * 26 + '"', text)
+    if mtp:
+        text = re.sub(r'(?m)^layers = 52$', 'layers = 52\nmtp_layers = 1\nmtp_pattern = "*E"', text)
+    path = tmp_path / f"mtp{int(mtp)}.toml"
+    path.write_text(text, encoding="utf-8")
+    return load_model(str(path))
+
+
+def _scoped(scope):
+    return make_layout(tp=1, dp=8, ep=8, global_batch=8, cuda_graph_scope=scope)
+
+
+def test_an_mtp_depth_of_a_kind_the_layers_lack_is_priced(tmp_path):
+    """A model whose only attention layer is its MTP depth's: the step runs (rev106: the memory's activations by
+    block kind counted the main layers' kinds only, a KeyError, 'internal error' on the command line) and prices the
+    MTP depth's attention, so ``cuda_graph_scope`` ``attn`` captures it and the step is shorter."""
+    model = _mtp_attention_only(tmp_path, mtp=True)
+    assert model.count("*") == 0 and "*" in model.mtp_block
+    fabric = topo.build_fabric(topo.load_spec("dgx-h100-superpod"))
+    steps = [estimate_step(fabric, model, _scoped(s)).step_time_s for s in (("mamba",), ("attn", "mamba"))]
+    assert steps[1] < steps[0]
+
+
+def test_the_graph_scope_mark_counts_the_mtp_depths_blocks(tmp_path):
+    """``attn`` on that model captures the MTP depth's attention layer (above): the options line does not mark it
+    'no effect'; on the same model without the MTP depth it does (rev106: counting the main layers alone marked it,
+    and no test saw it: no bundled model's MTP depth holds a kind its layers lack)."""
+    gpu = gpu_compute("H100")
+    with_mtp, without = _mtp_attention_only(tmp_path, mtp=True), _mtp_attention_only(tmp_path, mtp=False)
+    assert _framework_options(_scoped(("attn", "mamba")).model_dump(), with_mtp, gpu) == (
+        'cuda_graph_scope ["attn", "mamba"]')
+    assert _framework_options(_scoped(("attn", "mamba")).model_dump(), without, gpu) == (
+        'cuda_graph_scope ["attn", "mamba"] (no effect on attn: mamba-moe-mtp has no attention layers)')
