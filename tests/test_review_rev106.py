@@ -9,13 +9,21 @@ megatron/core/transformer/enums.py: ``attn`` captures attention layers) and its 
 ``mtp_hybrid_override_pattern`` sets apart from the main pattern (Nemotron 3 Super's "*E", its model file).
 """
 
+import math
 import re
 
 import pytest
 
 import topo
+from topo.cli.main import build_parser
+from topo.cli.report import _job, _one_figure
 from topo.cli.train import _framework_options
+from topo.fabric.builders import build_fabric
+from topo.fabric.inventory import inventory
+from topo.plan import plan
+from topo.report.figures import inventory_figure
 from topo.resources import data_dir
+from topo.spec import load_spec
 from topo.training.gpus import gpu_compute
 from topo.training.kernels import gemm_s, memory_s, ssd_backward_products_flops
 from topo.training.model import load_model
@@ -23,6 +31,7 @@ from topo.training.operators import Op, sm_bound_floor_s
 from topo.training.parallel import make_layout
 from topo.training.ssd import ssd_flops, ssd_kernels
 from topo.training.step import estimate_step
+from topo.units import in_unit
 
 
 def _products(shape):
@@ -87,3 +96,44 @@ def test_the_graph_scope_mark_counts_the_mtp_depths_blocks(tmp_path):
         'cuda_graph_scope ["attn", "mamba"]')
     assert _framework_options(_scoped(("attn", "mamba")).model_dump(), without, gpu) == (
         'cuda_graph_scope ["attn", "mamba"] (no effect on attn: mamba-moe-mtp has no attention layers)')
+
+
+def test_a_planner_figure_takes_each_designs_own_sets():
+    """``topo report A B --set A:KEY=VALUE --figure power``: the planner's figure plans each design with its own
+    overrides (walk43, section 440, as ``topo plan`` takes them; rev106: the figure's path read the raw ``--set``
+    list and no test drew it). Each bar's total is that design's facility power, planned on its own."""
+    h100, gb200 = "dgx-h100-superpod", "gb200-nvl72-superpod"
+    args = build_parser("report").parse_args(["report", h100, gb200, "--set", f"{h100}:cluster.num_units=2",
+                                              "--format", "svg", "--figure", "power"])
+    fig = _one_figure(args, args.specs)
+    totals = [sum(t.y[i] for t in fig.data) for i in range(2)]
+    own = [plan(build_fabric(load_spec(h100, ["cluster.num_units=2"])), collectives=False),
+           plan(build_fabric(load_spec(gb200)), collectives=False)]
+    assert totals == pytest.approx([in_unit(r.power.facility_power_W, "MW") for r in own], rel=1e-9)
+    whole = plan(build_fabric(load_spec(h100)), collectives=False)
+    assert totals[0] < in_unit(whole.power.facility_power_W, "MW")  # two units of the bundled design's more
+
+
+def test_the_reports_job_fills_each_design_with_its_own_sets():
+    """``topo report A B --set A:KEY=VALUE --train MODEL --layout L`` without dp: each design's job fills that
+    design's GPUs as its own overrides build it (rev106: the job's path read the raw ``--set`` list and no test
+    saw it). Two DGX H100 scalable units hold 2 x 32 x 8 = 512 GPUs (the bundled spec's source), dp 512 / tp 8."""
+    h100, gb200 = "dgx-h100-superpod", "gb200-nvl72-superpod"
+    dp_g = build_fabric(load_spec(gb200)).layout.num_gpus // 8
+    args = build_parser("report").parse_args(["report", h100, gb200, "--set", f"{h100}:cluster.num_units=2",
+                                              "--train", "llama3-8b", "--layout",
+                                              f"tp=8,global_batch={math.lcm(64, dp_g)}"])
+    _, (lay_h, lay_g) = _job(args, args.specs)
+    assert (lay_h.dp, lay_g.dp) == (2 * 32 * 8 // 8, dp_g)
+
+
+def test_one_designs_figure_takes_its_own_sets():
+    """``topo report A --set A:KEY=VALUE --format svg --figure inventory`` draws A as its own overrides build it,
+    as the HTML report does (rev106: the one-design figures' path read the raw ``--set`` list, refusing
+    ``A:cluster`` as an unknown key, and no test drew it)."""
+    h100 = "dgx-h100-superpod"
+    args = build_parser("report").parse_args(["report", h100, "--set", f"{h100}:cluster.num_units=2", "--format",
+                                              "svg", "--figure", "inventory"])
+    own = inventory(build_fabric(load_spec(h100, ["cluster.num_units=2"])))
+    assert own.num_gpus == 2 * 32 * 8
+    assert _one_figure(args, args.specs).to_dict() == inventory_figure(own).to_dict()
