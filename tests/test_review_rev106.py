@@ -18,6 +18,7 @@ import topo
 from topo.cli.main import build_parser
 from topo.cli.report import _job, _one_figure
 from topo.cli.train import _framework_options
+from topo.errors import TopoError
 from topo.fabric.builders import build_fabric
 from topo.fabric.inventory import inventory
 from topo.plan import plan
@@ -28,7 +29,7 @@ from topo.training.gpus import gpu_compute
 from topo.training.kernels import gemm_s, memory_s, ssd_backward_products_flops
 from topo.training.model import load_model
 from topo.training.operators import Op, sm_bound_floor_s
-from topo.training.parallel import make_layout
+from topo.training.parallel import check_layout, make_layout
 from topo.training.ssd import ssd_flops, ssd_kernels
 from topo.training.step import estimate_step
 from topo.units import in_unit
@@ -137,3 +138,13 @@ def test_one_designs_figure_takes_its_own_sets():
     own = inventory(build_fabric(load_spec(h100, ["cluster.num_units=2"])))
     assert own.num_gpus == 2 * 32 * 8
     assert _one_figure(args, args.specs).to_dict() == inventory_figure(own).to_dict()
+
+
+def test_full_remat_policy_with_graphs_names_the_policy():
+    """A layout that sets full recomputation through MaxText's ``remat_policy = "full"`` and holds a
+    ``cuda_graph_scope`` is refused naming ``remat_policy``, the key the user wrote, not ``recompute`` (walk43's
+    refusal, Megatron-LM@000c4ac2 ``validate_args``; rev106: naming ``recompute`` always failed no test)."""
+    with pytest.raises(TopoError) as exc:
+        check_layout(load_model("llama3-8b"), make_layout(tp=1, dp=8, global_batch=8, remat_policy="full",
+                                                          cuda_graph_scope=("attn",)))
+    assert exc.value.key == "remat_policy" and "full recomputation with CUDA graphs" in exc.value.message
