@@ -13,6 +13,7 @@ import math
 import re
 
 import pytest
+from conftest import every_kernel_a_call
 
 import topo
 from topo.cli.main import build_parser
@@ -27,11 +28,13 @@ from topo.resources import data_dir
 from topo.spec import load_spec
 from topo.training.gpus import gpu_compute
 from topo.training.kernels import gemm_s, memory_s, ssd_backward_products_flops
+from topo.training.latent_note import latent_size_note
 from topo.training.model import load_model
-from topo.training.operators import Op, sm_bound_floor_s
+from topo.training.operators import Op, sm_bound_floor_s, stage_compute
 from topo.training.parallel import check_layout, make_layout
 from topo.training.ssd import ssd_flops, ssd_kernels
 from topo.training.step import estimate_step
+from topo.training.tp_overlap import userbuffers_off_note
 from topo.units import in_unit
 
 
@@ -148,3 +151,55 @@ def test_full_remat_policy_with_graphs_names_the_policy():
         check_layout(load_model("llama3-8b"), make_layout(tp=1, dp=8, global_batch=8, remat_policy="full",
                                                           cuda_graph_scope=("attn",)))
     assert exc.value.key == "remat_policy" and "full recomputation with CUDA graphs" in exc.value.message
+
+
+@pytest.mark.parametrize("padded", [True, False], ids=["padded", "dropless"])
+def test_host_bound_layers_past_n_replay_no_module(padded):
+    """Under ``recompute = "full"`` the layers past ``recompute_num_layers`` replay no ``recompute_modules`` in the
+    backward's host balance either (tidy121's rule, ``activation_bytes.modules_recomputed``: Megatron-Core gates each
+    module's checkpoint on selective granularity, NVIDIA/Megatron-LM@d98e8a64 ``moe/moe_layer.py`` lines 248-255).
+    With the backward host-bound (an eager H100 at 20 us a launch, 512-token sequences, as
+    test_training_selective_replay_host) a replayed ``moe`` module would cost its launches; the stage is the same
+    with or without the module (rev106: the host balance's replay terms reading the raw modules failed no test,
+    tidy121's tests being GPU-bound)."""
+    gpu = gpu_compute("H100", overrides={"launch": every_kernel_a_call(2e-5)})
+    kw = dict(tp=1, ep=8, dp=8, micro_batch=1, global_batch=64, seq_len=512, etp=1, recompute="full",
+              recompute_num_layers=10, **(dict(moe_capacity_factor=1.0) if padded else {}))
+    model = load_model("qwen3-30b-a3b")
+    with_mods = stage_compute(model, make_layout(**kw, recompute_modules=("moe",)), gpu)
+    without = stage_compute(model, make_layout(**kw), gpu)
+    assert (with_mods.forward_s, with_mods.backward_s, with_mods.recompute_s) == (
+        without.forward_s, without.backward_s, without.recompute_s)
+    selective = stage_compute(model, make_layout(**{**kw, "recompute": "none", "recompute_num_layers": None},
+                                                 recompute_modules=("moe",)), gpu)
+    plain = stage_compute(model, make_layout(**{**kw, "recompute": "none", "recompute_num_layers": None}), gpu)
+    assert selective.backward_s + selective.recompute_s > plain.backward_s + plain.recompute_s  # the module costs
+
+
+@pytest.mark.parametrize("recipe", ["blockwise", "nvfp4"])
+@pytest.mark.parametrize("tp, sp", [(1, True), (2, False)], ids=["tp1", "no_sp"])
+def test_a_refused_recipe_stands_where_no_userbuffers_are_built(recipe, tp, sp):
+    """Block-wise FP8 and NVFP4 are refused with TP overlap only where userbuffers are built: tp > 1 with sequence
+    parallelism (Transformer Engine's "Unsupported quantizer for Userbuffers", NVIDIA/TransformerEngine@d0067d0d
+    ``transformer_engine/pytorch/module/base.py`` lines 607-754). At tp 1 (Megatron-LM turns sequence parallelism
+    off, then refuses ``--tp-comm-overlap``) or without sequence parallelism the layout stands and the step notes the
+    overlap off (rev106: refusing there failed no test: tests/test_userbuffers_recipe's tp 1 row has sequence
+    parallelism off too)."""
+    model = load_model("llama3-8b")
+    lay = make_layout(tp=tp, dp=1, global_batch=8, precision="fp8", fp8_recipe=recipe, overlap_tp=True,
+                      sequence_parallel=sp)
+    check_layout(model, lay)
+    note = userbuffers_off_note(lay, model)
+    assert note.startswith("TP overlap: no effect at tp 1" if tp == 1 else "TP overlap off: userbuffers need "
+                           "sequence parallelism")
+
+
+def test_a_latent_as_wide_as_hidden_is_noted():
+    """``[moe] latent_size`` equal to ``hidden`` is noted as a wider one is: "not below hidden" (tidy121's note,
+    section 443), a projection that does not narrow the routed tokens (rev106: ``<=`` for ``<`` failed no test,
+    tests/test_latent_size_note_tidy121 checking a wider latent only)."""
+    model = load_model("nemotron-3-super-120b-a12b")
+    assert model.moe.latent_size is not None and model.moe.latent_size < model.hidden  # Super's own: no note
+    assert latent_size_note(model) is None
+    same = model.model_copy(update={"moe": model.moe.model_copy(update={"latent_size": model.hidden})})
+    assert latent_size_note(same).startswith(f"moe latent_size {model.hidden:,} is not below hidden {model.hidden:,}")
