@@ -496,8 +496,9 @@ def test_the_sm_bound_is_the_h100_time_under_the_same_kernel_constants(overrides
     (``kernel_overrides``, ``gpu_compute(overrides=...)``) moves it as it moves the kernel on H100: on B200 each
     SM-bound kernel takes its H100 time under the same constants x (132 x 1,980 MHz) / (148 x 1,965) (the reference was built once without
     them: the bound ignored the constants tried). The tile model's k overhead moved only the backward's product
-    kernels, which now take their bytes at the measured ``[ssd] backward_products_Bps`` whatever the constants: at
-    Nano's shape it moves none."""
+    kernels, which take no less than their products at the measured ``[ssd] backward_products_TFLOPs``, longer than
+    the tile model's time whatever k: at Nano's shape it moves none (the floor is a max: a constant that makes a
+    kernel's own time the longer moves it, tests/test_review_rev106.py)."""
     model = load_model("nemotron-3-nano-30b-a3b")
     lay = make_layout(ep=8, dp=8, micro_batch=2, global_batch=16, seq_len=8192, precision="fp8")
     h100, b200 = gpu_compute("H100", overrides=overrides), gpu_compute("B200", overrides=overrides)

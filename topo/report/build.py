@@ -235,9 +235,25 @@ def _source(asked, spec: Spec, overrides: Sequence[str]) -> str:
 def build_reports(specs: Sequence[str | None] = (None,), overrides: Sequence[str] | Mapping = (),
                   failures: Sequence[str] = (), **kw) -> list[SpecReport]:
     """:func:`build_spec_report` for each spec (the default cluster when none is given); the collectives across the
-    top tier only where several specs are compared (the comparison table is their one use). ``overrides``: the
-    ``KEY=VALUE`` overrides every spec takes, or a mapping from each spec (as given) to its own (``topo report A B
-    --set A:KEY=VALUE``, walk43)."""
+    top tier only where several specs are compared (the comparison table is their one use).
+
+    Parameters
+    ----------
+    specs : sequence of str or None
+        Spec files or bundled names (None: the default spec).
+    overrides : sequence of str or mapping
+        The ``KEY=VALUE`` overrides every spec takes, or a mapping from each spec (as given) to its own (walk43: a
+        design set apart from the others, as ``topo report`` takes ``SPEC:KEY=VALUE``).
+    failures : sequence of str
+        Parts to fail in every spec.
+    **kw
+        Passed to :func:`build_spec_report`.
+
+    Returns
+    -------
+    list of SpecReport
+        One a spec, in order.
+    """
     specs = list(specs) or [None]
     own = overrides.get if isinstance(overrides, Mapping) else (lambda s: overrides)
     return [build_spec_report(s, own(s) or (), failures=failures, top_tier=len(specs) > 1, **kw) for s in specs]

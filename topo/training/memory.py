@@ -442,8 +442,12 @@ def _stage_activations(model: ModelSpec, lay: ParallelLayout, stages: list[list[
     their input; offloaded layers only the one in transit), and the same by part (:data:`ACTIVATION_PARTS`)."""
     s = (lay.seq_len or model.seq_len) / lay.cp
     full_input = 2 * s * lay.micro_batch * model.hidden / (lay.tp if lay.sequence_parallel else 1)
-    per_kind = {(k, f): block_activation_bytes(model, lay, k, f) for k in BLOCK_KINDS if model.count(k)
-                for f in (False, True)}  # a layer kept in BF16 (f) saves its linears' inputs in BF16
+    # every kind a unit holds, an MTP depth's too (rev106: an MTP block of a kind the main layers lack, attention
+    # after Mamba-2 and MoE layers only, was a KeyError), in BF16 (f) or not: a BF16 layer saves its linears' inputs
+    # in BF16
+    mtp = model.mtp_block if model.mtp_layers else ""
+    per_kind = {(k, f): block_activation_bytes(model, lay, k, f) for k in BLOCK_KINDS if model.count(k) or k in mtp
+                for f in (False, True)}
     per_unit: dict[tuple, float] = {}
     out, parts = [], []
     for units, flags in zip(stages, bf16_layers(model, lay)):

@@ -279,7 +279,17 @@ def userbuffers_on(lay, model) -> bool:
 def userbuffers_off_note(lay, model) -> str | None:
     """The step's one-line note when the layout asks for TP overlap and gets none: at ``tp`` 1 (nothing to overlap),
     without sequence parallelism (:func:`tp_overlap_on`), or for a model whose linear layers have no userbuffers
-    (:func:`userbuffers_built`); None otherwise."""
+    (:func:`userbuffers_built`); None otherwise.
+
+    Parameters
+    ----------
+    lay : ParallelLayout
+    model : ModelSpec
+
+    Returns
+    -------
+    str or None
+    """
     if not lay.overlap_tp:
         return None
     if lay.tp == 1:  # walk43: --overlap tp=on at tp 1 was silent
