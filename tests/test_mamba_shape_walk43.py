@@ -65,6 +65,16 @@ def test_fp8_needs_an_in_proj_width_of_a_multiple_of_16():
     # Nemotron 3 Nano's published FP8 runs: 2 x 4,096 + 2 x 8 x 128 + 64 = 10,304 = 16 x 644
     nano = load_model("nemotron-3-nano-30b-a3b")
     check_layout(nano, make_layout(global_batch=8, precision="fp8"))
+    assert m.mamba_in_proj_width == 13400 and nano.mamba_in_proj_width == 10304
+
+
+def test_nvfp4_does_not_need_the_fp8_in_proj_width():
+    """Megatron-Core asserts the width under ``config.fp8`` only (NVIDIA/Megatron-LM@d98e8a64
+    megatron/core/ssm/mamba_mixer.py lines 253-257); its NVFP4 recipe is an fp4 option, exclusive of fp8, so the
+    13,400-wide in_proj runs under NVFP4 (rev106 Left 1)."""
+    m = _model(num_heads=88, head_dim=64)
+    lay = make_layout(global_batch=8, precision="fp8", fp8_recipe="nvfp4")
+    check_layout(m, lay)
 
 
 def test_tp_against_the_attention_heads_says_what_is_allowed():

@@ -440,9 +440,15 @@ class ModelSpec(_Strict):
         A/D/dt biases, the gated norm, out_proj."""
         if self.mamba is None:
             return 0
-        mb, di = self.mamba, self.mamba_inner
-        in_proj = self.hidden * (2 * di + 2 * mb.groups * mb.d_state + self.mamba_heads)
-        return in_proj + self.mamba_nonlinear_params + di * self.hidden
+        return self.hidden * self.mamba_in_proj_width + self.mamba_nonlinear_params + self.mamba_inner * self.hidden
+
+    @property
+    def mamba_in_proj_width(self) -> int:
+        """Output width of one Mamba-2 mixer's ``in_proj``: ``2 d_inner + 2 ngroups d_state + nheads`` (z and x, B
+        and C, dt: NVIDIA/Megatron-LM@d98e8a64 megatron/core/ssm/mamba_mixer.py); 0 without a ``[mamba]`` table."""
+        if self.mamba is None:
+            return 0
+        return 2 * self.mamba_inner + 2 * self.mamba.groups * self.mamba.d_state + self.mamba_heads
 
     @property
     def mamba_nonlinear_params(self) -> int:

@@ -1328,8 +1328,10 @@ def _check_mamba(model: ModelSpec, lay: ParallelLayout, bad) -> None:
     if model.mamba is None:
         return
     heads, groups = model.mamba_heads, model.mamba.groups
-    width = 2 * model.mamba_inner + 2 * groups * model.mamba.d_state + heads
-    if lay.precision == "fp8" and width % 16:  # walk43: Megatron-Core asserts it under config.fp8 (@00bebb45)
+    width = model.mamba_in_proj_width
+    # walk43: Megatron-Core asserts it under config.fp8 (@d98e8a64 mamba_mixer.py 253-257), which NVFP4 (its fp4
+    # options, exclusive of fp8) does not set (rev106 Left 1)
+    if lay.precision == "fp8" and lay.fp8_recipe != "nvfp4" and width % 16:
         bad("precision", f"fp8 needs the Mamba-2 in_proj's output width, 2 x d_inner + 2 x groups x d_state + heads "
                          f"= {width}, to be a multiple of 16 (Megatron-Core's MambaMixer asserts it for FP8); "
                          f"allowed: bf16, or Mamba-2 sizes whose width is")
