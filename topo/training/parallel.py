@@ -33,6 +33,7 @@ from ..units import count_noun, format_count
 from .model import ModelSpec, validation_error
 from .module_recipes import duplicate_module_entries, entries_at, module_recipes_error
 from .pipeline_layout import layout_chunks
+from .recomputed_modules import modules_recomputed
 from .remat import RematPolicyError, remat_settings
 from .routing import ROUTINGS
 from .tp_overlap import config_names
@@ -139,7 +140,7 @@ class ParallelLayout(BaseModel):
     Nemotron 3.5 Lightning H100 recipe sets ``["expert_fc1"]``; :mod:`topo.training.activation_offload`).
     Megatron's ``attn_norm``, ``mlp_norm`` and ``qkv_linear`` are not modelled. Its rules: not beside
     ``activation_offload_layers``; ``attn_proj`` only with ``core_attn``; no MoE module when the whole MoE block
-    is recomputed (``moe`` in ``recompute_modules``); ``fused_group_mlp`` only with the fused grouped MLP
+    is recomputed (``moe`` in ``recompute_modules``, not under ``recompute = "full"``); ``fused_group_mlp`` only with the fused grouped MLP
     (``moe_expert_kernels = "fused_mlp"``), ``expert_fc1`` and ``moe_act`` only without it."""
     pipeline_embedding: Flag = False
     """Count the embedding and the loss as one pipeline layer each when splitting layers over ``pp x vpp``
@@ -949,7 +950,10 @@ def _check_vp_group(lay: ParallelLayout, m: int, bad) -> None:
 def _check_offload_modules(model: ModelSpec, lay: ParallelLayout, bad) -> None:
     """Megatron-Core's rules for ``offload_modules`` (NVIDIA/Megatron-LM@2a75ac12, the submodule
     NVIDIA-NeMo/Megatron-Bridge@067f987d pins: ``megatron/core/transformer/transformer_config.py`` lines 1905-1959;
-    ``megatron/core/transformer/moe/experts.py`` lines 349-350: ``expert_fc1`` / ``moe_act`` only unfused)."""
+    ``megatron/core/transformer/moe/experts.py`` lines 349-350: ``expert_fc1`` / ``moe_act`` only unfused). The
+    whole-MoE-block refusal reads :func:`.recomputed_modules.modules_recomputed`, as the step does: Megatron-Core
+    refuses MoE offloading beside ``moe`` only under selective granularity (NVIDIA/Megatron-LM@d98e8a64
+    ``transformer_config.py`` lines 2165-2175), and under full the modules recompute nothing."""
     mods, key = set(lay.offload_modules), "offload_modules"
     if not mods:
         return
@@ -964,7 +968,7 @@ def _check_offload_modules(model: ModelSpec, lay: ParallelLayout, bad) -> None:
     if moe_mods and model.moe is None:
         bad(key, f"{shown}: {','.join(sorted(moe_mods))} are MoE modules and {model.name} has no MoE block; "
                  f"allowed: core_attn, attn_proj")
-    if moe_mods and "moe" in lay.recompute_modules:
+    if moe_mods and "moe" in modules_recomputed(lay):  # not under full: Megatron-Core's rule is selective-only
         bad(key, f"{shown}: the whole MoE block is recomputed (moe in recompute_modules), so nothing inside it is "
                  f"saved to offload; allowed with it: core_attn, attn_proj")
     if "fused_group_mlp" in mods and lay.moe_expert_kernels != "fused_mlp":
