@@ -147,8 +147,7 @@ def _block_bytes(model: ModelSpec, lay: ParallelLayout, kind: str, bf16_layer: b
         # TELayerNormColumnParallelLinear, TERowParallelLinear), so each saves its input as its quantised copy
         mb = model.mamba
         di, gN = model.mamba_inner, 2 * mb.groups * mb.d_state
-        inner = 0.0 if "mamba" in mods else (2 * (2 * di + gN + model.mamba_heads + di)
-                                            + x("mamba", "out_proj") * di) / h
+        inner = (2 * (2 * di + gN + model.mamba_heads + di) + x("mamba", "out_proj") * di) / h
         replicated, rest, scores = norm + x("mamba", "in_proj"), inner, 0.0
     rest -= freed  # a part of rest by construction: each module frees terms rest holds
     if sp:
