@@ -24,7 +24,8 @@ def _fabric():
 
 def test_job_gpus_at_n_of_each_domain():
     f = _fabric()
-    assert job_gpus(f) == (288, "")
+    # tidy122 (section 445): no hint fills at the production placement, 64 of each rack, as default_placement runs it
+    assert job_gpus(f) == (4 * 64, "at 64 of each 72-GPU NVLink domain to the fabric's last")
     assert job_gpus(f, gpus_per_domain_used=64) == (4 * 64, "at 64 of each 72-GPU NVLink domain to the fabric's last")
     assert job_gpus(f, 0, (1,), 64)[0] == 3 * 64
     assert job_gpus(f, gpus_per_domain_used=72) == (288, "")  # every GPU of each: the whole fabric
@@ -39,7 +40,8 @@ def test_train_fills_64_of_each_rack_by_flag_and_by_layout():
     assert _dp("--global-batch", "256", "--gpus-per-domain-used", "64") == (256, 64)
     assert _dp("--global-batch", "256", "--layout", "gpus_per_domain_used=64") == (256, 64)
     assert _dp("--tp", "2", "--global-batch", "128", "--gpus-per-domain-used", "64") == (128, 64)
-    assert _dp("--global-batch", "288") == (288, 72)  # no hint: the whole fabric, as before
+    assert _dp("--global-batch", "256") == (256, 64)  # no hint: 64 of each rack (tidy122, section 445)
+    assert _dp("--global-batch", "288", "--gpus-per-domain-used", "72") == (288, 72)  # the whole fabric, by hint
 
 
 def test_a_batch_that_does_not_split_names_the_filled_dp():

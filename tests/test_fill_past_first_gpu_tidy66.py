@@ -6,8 +6,9 @@ train`` (flags, ``--layout``, ``--search``), ``topo plan`` and ``topo report``.
 
 Closed forms: a DGX H100 SuperPOD of 1,024 GPUs in 8-GPU domains: from GPU 8, 1,016 GPUs; past skipped domain 3,
 1,024 - 8 = 1,016; from GPU 4, 1,020 (which TP 8 does not divide). Three GB200 NVL72 racks (216 GPUs): past rack 1,
-or from GPU 72, 144, at all 72 of each rack (the count the default placement picks for a job of more than 64 a rack,
-as for the whole fabric's 216 without hints)."""
+or from GPU 72, 2 x 64 = 128, at the production placement's 64 of each rack, as for the whole fabric's 3 x 64 = 192
+without hints (tidy122, section 445: before, the fill took all 72 of each rack, 144 and 216, where ``topo train
+--gpus`` placed 64)."""
 
 import json
 
@@ -45,11 +46,11 @@ def test_train_fills_from_the_first_gpu_and_past_the_skipped_domain():
     assert _job(_train(*H100, "--layout", "tp=8,global_batch=1016,first_gpu=0", "--first-gpu", "8")) == (127, 8, [])
 
 
-def test_nvl72_past_a_skipped_rack_at_every_gpu_of_each():
-    doc = _train(*NVL, "--tp", "8", "--global-batch", "144", "--skip-domains", "1")
-    assert _job(doc) == (18, 0, [1]) and doc["layout"]["gpus_per_domain_used"] == 72
-    assert _job(_train(*NVL, "--tp", "8", "--global-batch", "144", "--first-gpu", "72")) == (18, 72, [])
-    assert _job(_train(*NVL, "--tp", "8", "--global-batch", "216"))[0] == 27  # no hint: the whole fabric, as before
+def test_nvl72_past_a_skipped_rack_at_64_of_each():
+    doc = _train(*NVL, "--tp", "8", "--global-batch", "128", "--skip-domains", "1")
+    assert _job(doc) == (16, 0, [1]) and doc["layout"]["gpus_per_domain_used"] == 64
+    assert _job(_train(*NVL, "--tp", "8", "--global-batch", "128", "--first-gpu", "72")) == (16, 72, [])
+    assert _job(_train(*NVL, "--tp", "8", "--global-batch", "192"))[0] == 24  # no hint: 64 of each rack (tidy122)
 
 
 def test_a_count_tp_does_not_divide_is_one_line_naming_the_gpus():
@@ -72,7 +73,7 @@ def test_plan_and_report_fill_as_train_does(tmp_path):
 
 
 def test_the_search_fills_as_the_step_does():
-    doc = json.loads(run_cli("train", *NVL, "--global-batch", "144", "--search", "--top", "1", "--first-gpu", "72",
+    doc = json.loads(run_cli("train", *NVL, "--global-batch", "128", "--search", "--top", "1", "--first-gpu", "72",
                              "--json", check=True).stdout)
     best = doc["ranked"][0]["layout"]
-    assert best["tp"] * best["cp"] * best["pp"] * best["dp"] == 144 and best["first_gpu"] == 72
+    assert best["tp"] * best["cp"] * best["pp"] * best["dp"] == 128 and best["first_gpu"] == 72

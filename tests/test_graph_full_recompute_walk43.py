@@ -24,6 +24,6 @@ def test_full_recompute_with_graphs_is_refused(scope):
 
 
 def test_selective_recompute_with_graphs_and_full_without_them_stand():
-    check_layout(NANO, make_layout(tp=1, dp=8, ep=8, global_batch=8, recompute_modules=("mamba",),
+    check_layout(NANO, make_layout(tp=1, dp=8, ep=8, global_batch=8, recompute_modules=("moe_act",),
                                    cuda_graph_scope=("attn", "mamba")))
     check_layout(NANO, make_layout(tp=1, dp=8, ep=8, global_batch=8, recompute="full"))

@@ -109,7 +109,7 @@ def test_nvfp4_mfu_is_of_the_fp4_peak():
     NVL72's 1,440 PF sparse / 72 / 2), the JSON key's name and unit unchanged."""
     import json
     out = subprocess.run([sys.executable, "-m", "topo", "train", "gb200-nvl72-superpod", "--model", "llama3-8b",
-                          "--tp", "1", "--global-batch", "2304", "--precision", "fp8", "--layout",
+                          "--tp", "1", "--global-batch", "2048", "--precision", "fp8", "--layout",
                           'fp8_recipe="nvfp4"', "--json"], capture_output=True, text=True, cwd=ROOT)
     assert out.returncode == 0, out.stderr
     d = json.loads(out.stdout)

@@ -1,7 +1,7 @@
 """plan65: `topo plan` and `topo report` with several designs and one `--layout` give each design its own dp and its
 own step (walk24's "Left" 2: dp had to be given and fitted one design only; without it every design ran dp 1, and
 `plan` took the first design's MFU for all). The rule is topo train's: a layout without dp fills the fabric's GPUs
-(dp = GPUs / (tp x cp x pp))."""
+(dp = GPUs / (tp x cp x pp)), at 64 of each NVL72 rack's 72 GPUs (tidy122, section 445)."""
 
 import json
 import re
@@ -11,9 +11,10 @@ import pytest
 from conftest import run_cli
 from topo.units import format_time
 
-# two bundled designs of different sizes: 1,024 H100 (dp 1,024 / 16 = 64) and 2,304 GB200 (dp 2,304 / 16 = 144)
+# two bundled designs of different sizes: 1,024 H100 (dp 1,024 / 16 = 64) and 2,304 GB200, of which the job fills
+# 32 racks x 64 = 2,048 (dp 2,048 / 16 = 128; tidy122: the production placement)
 DESIGNS = ("dgx-h100-superpod", "gb200-nvl72-superpod")
-LAYOUT = "tp=8,pp=2,global_batch=2304"  # 2,304 sequences split into dp 64 and dp 144 alike
+LAYOUT = "tp=8,pp=2,global_batch=2304"  # 2,304 sequences split into dp 64 and dp 128 alike
 
 
 def _train(spec: str) -> dict:
@@ -27,12 +28,12 @@ def test_plan_runs_each_design_s_own_step_with_dp_filled_from_its_gpus():
     for design, spec in zip(doc["designs"], DESIGNS):
         train = _train(spec)  # topo train fills dp from the fabric (walk24, be34cf2d): the same rule
         assert (train["gpus"], train["layout"]["dp"]) == ({"dgx-h100-superpod": 1024,
-                                                            "gb200-nvl72-superpod": 2304}[spec],
+                                                            "gb200-nvl72-superpod": 2048}[spec],
                                                            {"dgx-h100-superpod": 64,
-                                                            "gb200-nvl72-superpod": 144}[spec])
+                                                            "gb200-nvl72-superpod": 128}[spec])
         assert design["compute"]["mfu"] == pytest.approx(train["mfu"], rel=1e-12)
         dp = train["layout"]["dp"]
-        assert any(f"on {spec}, a job of {train['gpus']:,} of its {train['gpus']:,} GPUs (dp {dp} fills its GPUs: "
+        assert any(f"on {spec}, a job of {train['gpus']:,} of its {design['num_gpus']:,} GPUs (dp {dp} fills its GPUs: "
                    "the layout gives none)" in n for n in design["notes"])
     assert doc["designs"][0]["compute"]["mfu"] != doc["designs"][1]["compute"]["mfu"]
     text = run_cli("plan", *DESIGNS, "--no-collectives", "--model", "llama3-8b", "--layout", LAYOUT,
@@ -72,7 +73,7 @@ def test_report_gives_each_design_its_own_dp_and_step(tmp_path):
     run_cli("report", *DESIGNS, "--train", "llama3-8b", "--layout", LAYOUT, "-o", str(out), check=True)
     rows = _rows(out.read_text())
     assert set(rows) == {"llama3-8b dgx-h100-superpod, tp8 cp1 pp2 dp64 ep1",
-                         "llama3-8b gb200-nvl72-superpod, tp8 cp1 pp2 dp144 ep1"}
+                         "llama3-8b gb200-nvl72-superpod, tp8 cp1 pp2 dp128 ep1"}
     for spec in DESIGNS:
         train = _train(spec)
         (step, mfu) = next(v for k, v in rows.items() if f" {spec}, " in k)

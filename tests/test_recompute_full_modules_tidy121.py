@@ -6,8 +6,8 @@ Megatron-Core gates every module's checkpoint on ``recompute_granularity == 'sel
 lines 248-255, ``moe/experts.py`` lines 270-271), and under full granularity with the ``block`` method runs the
 layers past the first N with no checkpoint (``megatron/core/recompute.py`` lines 167-181). So those layers keep
 every activation and replay nothing: the step, the memory and the header say the same with or without the modules.
-Before, topo recomputed the modules there (Nemotron 3 Nano, 10 layers full, ``mamba``: 699.65 ms and 23.41 GB of
-activations against 668.90 ms and 28.87 GB without it)."""
+Before, topo recomputed the modules there (Nemotron 3 Nano, 10 layers full, ``mamba``, since refused by tidy122:
+699.65 ms and 23.41 GB of activations against 668.90 ms and 28.87 GB without it)."""
 
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ def priced():
     return run
 
 
-@pytest.mark.parametrize("mods", [("mamba",), ("moe",), ("moe_act", "layernorm")])
+@pytest.mark.parametrize("mods", [("layernorm",), ("moe",), ("moe_act", "layernorm")])  # tidy122: no mamba
 def test_the_layers_past_n_recompute_no_module(priced, mods):
     assert priced(recompute="full", recompute_num_layers=10, recompute_modules=mods) == priced(
         recompute="full", recompute_num_layers=10)

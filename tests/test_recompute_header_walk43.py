@@ -24,10 +24,10 @@ def _lay(**kw):
 def test_the_header_names_the_modules_and_what_they_do():
     m = load_model(NANO)
     assert _recompute(_lay().model_dump(), m) == ", recompute full"
-    assert _recompute(_lay(recompute_modules=("mamba", "moe_act")).model_dump(), m) == (
-        ", recompute full (recompute modules mamba, moe_act: no effect, every layer is recomputed whole)")
-    assert _recompute(_lay(recompute_num_layers=10, recompute_modules=("mamba",)).model_dump(), m) == (
-        ", recompute full (the first 10 layers of each stage; recompute modules mamba: no effect, Megatron-Core "
+    assert _recompute(_lay(recompute_modules=("moe", "moe_act")).model_dump(), m) == (
+        ", recompute full (recompute modules moe, moe_act: no effect, every layer is recomputed whole)")
+    assert _recompute(_lay(recompute_num_layers=10, recompute_modules=("moe",)).model_dump(), m) == (
+        ", recompute full (the first 10 layers of each stage; recompute modules moe: no effect, Megatron-Core "
         "recomputes no module under full recomputation, the other layers keep every activation)")  # tidy121
     assert _recompute(_lay(recompute_num_layers=10).model_dump(), m) == (
         ", recompute full (the first 10 layers of each stage)")
@@ -40,6 +40,6 @@ def test_the_words_match_the_step():
     def step(**kw):
         return estimate_step(fabric, m, _lay(**kw)).step_time_s
 
-    assert step(recompute_modules=("mamba",)) == step()  # no effect: every layer whole
+    assert step(recompute_modules=("moe",)) == step()  # no effect: every layer whole
     # tidy121: nor in the layers past the first N (tests/test_recompute_full_modules_tidy121.py)
-    assert step(recompute_num_layers=10, recompute_modules=("mamba",)) == step(recompute_num_layers=10)
+    assert step(recompute_num_layers=10, recompute_modules=("moe",)) == step(recompute_num_layers=10)

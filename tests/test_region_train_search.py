@@ -82,10 +82,11 @@ def test_the_search_across_sites_says_what_the_one_site_search_said(tmp_path):
                            contention=False)
     assert res.notes == alone.notes and any("multiple of 9" in n for n in res.notes)
     assert any("every GPU of the 72-GPU NVLink domains" in n for n in res.notes)
+    # tidy122: the CLI's fill is 64 of each rack (512 a site); --gpus keeps the premise, every GPU of each site
     out = run_cli("train", str(region), "--model", "llama3-8b", "--search", "--global-batch", "1024", "--top", "1",
-                  "--no-contention", check=True).stdout
+                  "--no-contention", "--gpus", "1152", check=True).stdout
     assert "note: one site's share: dp divides both the 576 GPUs and the batch of 512" in out
     assert "uncertainty " in out and " of #1's one-site step: on " in out
     doc = json.loads(run_cli("train", str(region), "--model", "llama3-8b", "--search", "--global-batch", "1024",
-                             "--top", "1", "--no-contention", "--json", check=True).stdout)
+                             "--top", "1", "--no-contention", "--gpus", "1152", "--json", check=True).stdout)
     assert doc["notes"] == res.notes

@@ -53,10 +53,12 @@ def test_search_fills_64_of_each_rack():
 
 def test_a_regions_filled_dp_takes_64_of_each_rack(tmp_path_factory):
     # mutation: share_gpus (a region's smallest site's GPUs) not passing gpus_per_domain_used. Two sites of one NVL72
-    # rack each, at 64 of its 72 GPUs: dp = 2 sites x 64, not 2 x 72 (global batch 1,152 splits over both)
+    # rack each, at 32 of its 72 GPUs: dp = 2 sites x 32 (global batch 1,152 splits over each); no hint, the
+    # production placement's 64 (tidy122, section 445: every GPU before); 72, every GPU
     region = built_region(tmp_path_factory, two_sites("rev95", "two NVL72 racks", "gb200-nvl72-superpod", 1), "rev95")
-    assert region_layout(region, {"tp": 1, "global_batch": 1152, "gpus_per_domain_used": 64}).dp == 2 * 64
-    assert region_layout(region, {"tp": 1, "global_batch": 1152}).dp == 2 * 72  # no hint: every GPU, as before
+    assert region_layout(region, {"tp": 1, "global_batch": 1152, "gpus_per_domain_used": 32}).dp == 2 * 32
+    assert region_layout(region, {"tp": 1, "global_batch": 1152}).dp == 2 * 64
+    assert region_layout(region, {"tp": 1, "global_batch": 1152, "gpus_per_domain_used": 72}).dp == 2 * 72
 
 
 JOB = dict(model="m", step_time_s=2.0, tokens_per_step=4_000_000)

@@ -21,8 +21,15 @@ def test_a_filled_job_is_told_it_fills_the_racks_left_not_that_it_needs_more():
 
 
 def test_the_cli_fill_says_it_too():
-    out = run_cli("train", "gb200-nvl72-superpod", "--set", "cluster.num_units=3", "--model", "llama3-8b", "--tp", "8",
-                  "--skip-domains", "1", "--global-batch", "144", check=True)
+    # tidy122 (section 445): the fill itself is now 64 of each rack left, 2 x 64 = 128 GPUs, which need no spare rack
+    job = ("train", "gb200-nvl72-superpod", "--set", "cluster.num_units=3", "--model", "llama3-8b", "--tp", "8",
+           "--skip-domains", "1")
+    out = run_cli(*job, "--global-batch", "128", check=True)
+    said = out.stdout + out.stderr
+    assert "dp=16 " in said and "placement: 64 of each 72-GPU NVLink domain" in said, said
+    assert "more NVLink domain" not in said
+    # a job given every GPU of the racks left (144) is told it fills them, not that it needs another rack
+    out = run_cli(*job, "--gpus", "144", "--global-batch", "144", check=True)
     said = out.stdout + out.stderr
     assert "every GPU of the 2 NVLink domains past the skipped ones" in said, said
     assert "more NVLink domain" not in said

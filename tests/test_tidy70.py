@@ -47,13 +47,15 @@ def test_a_failed_racks_skip_that_the_filled_dp_would_refuse_names_dp_in_its_fir
     first line now says `--dp 30` with it (2 sites x floor(504 / 32) = 2 x 15), and the pair runs. On one site (32
     racks, 31 x 72 = 2,232 past rack 3) alike: `--dp 69`; with --dp given, no dp named."""
     job = ("train", nvl_region, "--model", "llama3-8b", "--tp", "8", "--pp", "4", "--fail", "east:nvswitch3",
-           "--shares", "equal")
+           "--shares", "equal", "--gpus-per-domain-used", "72")  # tidy122: every GPU of each rack by hint (the
+    # fill without one is 64 of each, 7 x 64 = 448 past rack 3, which 32 divides: the skip alone then runs)
     err = run_cli(*job, "--global-batch", "144").stderr
     first = err.strip().splitlines()[0]
-    assert "--skip-domains [3] (the job on the other domains, 64 of each) with --dp 30 (" in first, first
+    assert "--skip-domains [3] (the job on the other domains, 72 of each) with --dp 30 (" in first, first
     assert "504" in first and "32 does not divide" in first, first
     run_cli(*job, "--skip-domains", "3", "--dp", "30", "--global-batch", "120", check=True)
-    one = ("train", "gb200-nvl72-superpod", "--model", "llama3-8b", "--tp", "8", "--pp", "4", "--fail", "nvswitch3")
+    one = ("train", "gb200-nvl72-superpod", "--model", "llama3-8b", "--tp", "8", "--pp", "4", "--fail", "nvswitch3",
+           "--gpus-per-domain-used", "72")
     err = run_cli(*one, "--global-batch", "4032").stderr
     assert "--skip-domains [3] with --dp 69 (" in err and "2,232" in err, err
     given = run_cli(*one, "--dp", "72", "--global-batch", "4032").stderr
@@ -84,7 +86,7 @@ def test_a_region_searchs_placement_notes_each_name_the_site_whose_fabric_places
     row. Each is now said as its own site's. (regsearch72: the search now ranks the by-size shares by default, so
     this premise, every site the same share, is asked for with `--shares equal`.)"""
     out = run_cli("train", nvl_region, "--model", "llama3-8b", "--global-batch", "1152", "--search", "--top", "2",
-                  "--shares", "equal", check=True).stdout
+                  "--shares", "equal", "--gpus", "1152", check=True).stdout  # tidy122: west's 576 by --gpus
     notes = [line for line in out.splitlines() if "placement:" in line]
     assert len(notes) == 2, notes
     every = next(n for n in notes if "every GPU of the 72-GPU" in n)

@@ -62,9 +62,11 @@ def test_the_readme_says_what_grow_tiers_does():
 
 def test_the_readme_says_designs_of_different_sizes_need_dp():
     """walk31 Left 3: one --layout on 65,536 B200 and 64,512 GB200 without dp fills each (tp 8 x pp 16: dp 512 and
-    504), and one global batch of 8,192 does not divide 504; the README's comparison says to give dp."""
+    448, the GB200 job at 64 of each of its 896 racks since tidy122, section 445; 504 at every GPU before), and one
+    global batch of 8,192 does not divide 448; the README's comparison says to give dp (dp=504 runs every GPU)."""
     flat = " ".join((ROOT / "README.md").read_text().split())
-    assert 65_536 // 128 == 512 and 64_512 // 128 == 504 and 8_192 % 504 and 8_064 % 504 == 0
+    assert 65_536 // 128 == 512 and 64_512 // 72 * 64 // 128 == 448 and 8_192 % 448 and 8_064 % 504 == 0
+    assert "dp 512 and 448" in flat
     assert "to compare designs of different sizes on one job, give `dp=`" in flat
     assert "designs of different sizes compare one job with `dp=` given" in flat
 

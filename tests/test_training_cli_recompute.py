@@ -29,8 +29,8 @@ def test_an_idle_module_is_marked_and_changes_nothing():
     assert ", recompute mlp (no effect: qwen3-30b-a3b has no dense MLP layers; moe and moe_act recompute the " \
            "experts), " in header
     assert mlp == none  # the mark is true: the step is the one without recomputation
-    header, moe = _run("--recompute-modules", "moe,mamba")
-    assert ", recompute moe, mamba (no effect: qwen3-30b-a3b has no Mamba-2 layers), " in header
+    header, moe = _run("--recompute-modules", "moe,mla_up_proj")  # tidy122: mamba is refused, no longer idle
+    assert ", recompute moe, mla_up_proj (no effect: qwen3-30b-a3b has no MLA attention), " in header
     assert moe != none  # moe recomputes the experts: the step is slower
 
 

@@ -35,8 +35,9 @@ def test_each_rank_sends_its_tokens_local_channels_per_tensor():
 
 
 def test_calls_are_six_per_mamba_layer_and_pass_and_none_without_cp():
-    """16 micro-batches x 54 Mamba layers x (forward + backward) x 6 all-to-alls; recomputing the mamba module
-    sends the forward's again; CP1 sends none."""
+    """16 micro-batches x 54 Mamba layers x (forward + backward) x 6 all-to-alls; full recomputation sends the
+    forward's again (Megatron-Core recomputes a Mamba-2 layer only whole: no ``mamba`` module, tidy122); CP1 sends
+    none."""
     h = load_model("nemotron-h-56b")
     assert h.layer_pattern.count("M") == 54
 
@@ -44,7 +45,7 @@ def test_calls_are_six_per_mamba_layer_and_pass_and_none_without_cp():
         return sum(t["calls"] for t in step_traffic(h, lay) if t["collective"] == "alltoall" and t["dim"] == "cp")
     assert _lay(2).microbatches == 16
     assert calls(_lay(2)) == 16 * 54 * 2 * 6
-    assert calls(_lay(2, recompute_modules=("mamba",))) == 16 * 54 * 3 * 6
+    assert calls(_lay(2, recompute="full")) == 16 * 54 * 3 * 6
     assert calls(_lay(1)) == 0
 
 

@@ -282,7 +282,7 @@ def test_a_search_skips_layouts_whose_tp_groups_straddle_nvl72_racks():
     with pytest.raises(topo.TopoError, match="spans 2 NVLink domains of 72"):
         map_layout(straddles, 72, fabric.num_gpus)  # 72 / 16 is not whole: the 5th group takes 8 + 8
     p = run_cli("train", "gb200-nvl72-superpod", "--model", "llama3-70b", "--search", "--global-batch", "512",
-                "--top", "3", "--json")
+                "--top", "3", "--gpus", "2304", "--json")  # tidy122: every GPU by --gpus (the fill is 64 a rack)
     assert p.returncode == 0, p.stderr
     d = json.loads(p.stdout)
     assert len(d["ranked"]) == 3 and d["gpus"] == fabric.num_gpus == 2304

@@ -58,7 +58,7 @@ def test_no_dividing_layout_names_the_factor_the_gpus_and_batch_do_not_share():
     dp <= gcd(16,128, 8,192) = 256 and tp x cp x pp is a multiple of 16,128 / 256 = 63: pp 63 exceeds the 61 layers,
     7 and 9 divide none of its 128 heads. The error now says that arithmetic, in one line."""
     bad = run_cli("train", "gb200-nvl72-superpod", "--set", "cluster.num_units=224", "--model", "deepseek-v3-671b",
-                  "--search", "--global-batch", "8192")
+                  "--search", "--global-batch", "8192", "--gpus", "16128")  # tidy122: every GPU (the fill: 64 a rack)
     lines = bad.stderr.strip().splitlines()
     assert bad.returncode == 2 and len(lines) == 1 and bad.stdout == "", bad.stderr
     assert lines[0].startswith("error: --gpus: no layout of deepseek-v3-671b on 16,128 GPUs with a global batch of "

@@ -3,8 +3,9 @@ ahead of the GPU as across the forward (findings section 246 item 1, the rule of
 layers): its launches and its GPU time join the backward's host balance (``operators._replay_terms``). Megatron-Core
 replays each module of ``recompute_modules`` in the backward (NVIDIA/Megatron-LM@44151194
 ``megatron/core/transformer/transformer_layer.py``: ``CheckpointWithoutOutput`` around the input / pre-MLP norms
-and the MLP's activation, ``tensor_parallel.checkpoint`` around the attention core, the MLP and ``MoELayer.forward``;
-``megatron/core/ssm/mamba_layer.py`` around the mixer), so the host launches each replayed kernel again.
+and the MLP's activation, ``tensor_parallel.checkpoint`` around the attention core, the MLP and ``MoELayer.forward``),
+so the host launches each replayed kernel again. (No Mamba-2 module: ``megatron/core/ssm/mamba_layer.py`` builds no
+checkpoint there or at any commit of the mirror's history, and topo refuses ``mamba``: tidy122, section 445.)
 
 Each case, per module kind: with the stage's backward host-bound (an eager H100 at the top of the host's published
 5-20 us a launch, short sequences) the replay costs exactly the host's launches of the replayed forward ops (and, for
@@ -31,7 +32,6 @@ CASES = {
     "mlp": ("llama3-8b", LLAMA_TP8, {"mlp", "mlp_act"}, set(), False),
     "mlp_act": ("llama3-8b", LLAMA_TP8, {"mlp_act"}, set(), False),
     "mlp_wi": ("llama3-8b", LLAMA_TP8, {"mlp_act"}, {"mlp_wi"}, False),  # fc1 and the activation after it
-    "mamba": ("nemotron-3-nano-30b-a3b", PADDED, {"mamba"}, set(), False),
     "moe_act": ("qwen3-30b-a3b", MOE, {"moe_act"}, set(), False),  # in a synced layer: no sync of its own
     "moe": ("qwen3-30b-a3b", PADDED, set(SHARED), set(), True),  # without a sync: its own line is the balance
 }

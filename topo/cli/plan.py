@@ -266,11 +266,13 @@ def _train_mfu_note(args, r: PlanResult, name: str | None, fabric) -> str:
     the layout's GPUs (dp filled from the design's when the layout gives none), whose MFU the compute budget takes
     for every GPU of the design."""
     dp = design_dp(args.layout, fabric, name or DEFAULT_SPEC)
-    job = training.parse_layout(args.layout, dp=dp).gpus
+    lay = training.parse_layout(args.layout, dp=dp)
     filled = f" (dp {dp:,} fills its GPUs: the layout gives none)" if dp is not None else ""
+    # tidy122: the placement the step ran, said as topo train says it (the step's own default_placement)
+    _, placed = training.default_placement(lay, fabric.spec.gpus_per_domain, fabric.layout.num_gpus)
     text = (f"MFU {r.compute.mfu:.3g} is topo train's step of {args.model} as --layout {args.layout} on "
-            f"{name or DEFAULT_SPEC}, a job of {format_count(job)} of its {format_count(r.num_gpus)} GPUs{filled}; the "
-            f"compute budget takes that MFU for every GPU")
+            f"{name or DEFAULT_SPEC}, a job of {format_count(lay.gpus)} of its {format_count(r.num_gpus)} GPUs{filled}"
+            f"{f'; {placed}' if placed else ''}; the compute budget takes that MFU for every GPU")
     if args.failures:  # predict_mfu builds the spec's fabric as installed: a failed part is repaired within the days
         text += (f"; the step runs on the fabric as installed, without {', '.join(args.failures)} (topo train "
                  f"--fail gives the step with them)")

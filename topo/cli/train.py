@@ -21,8 +21,8 @@ from ..training.mapping import FEWER_GPUS, job_gpus
 from ..training.multisite import DEFAULT_SHARES, SHARES
 from ..training.result import SHOWN_WHERE_RUN
 from ..training.ring_attention import CP_COMM_TYPES
-from ..training.parallel import (DEFAULT_ORDER, DP_SHARDING, PIPELINE_SCHEDULES, RECOMPUTE, check_layout,
-                                 delayed_scaling, ParallelLayout, layout_fields, load_layout, make_layout)
+from ..training.parallel import (DEFAULT_ORDER, DP_SHARDING, PIPELINE_SCHEDULES, RECOMPUTE, RECOMPUTE_MODULES,
+                                 check_layout, delayed_scaling, ParallelLayout, layout_fields, load_layout, make_layout)
 from ..training.model import ATTENTION_BLOCKS, Block, bundled_models, load_model
 from ..training.search import PP_OVERLAP_NOTE, search_layouts
 from ..training.op_table import step_op_table, step_stage_table, unmatched_module_recipes
@@ -110,8 +110,7 @@ def _memory_arguments(p) -> None:
     """Recomputation, activation offload and the pipeline's layers."""
     p.add_argument("--recompute", choices=RECOMPUTE, default=None)
     p.add_argument("--recompute-modules", default=None, metavar="A,B",
-                   help="modules recomputed (core_attn, mlp, moe, moe_act, layernorm, mamba, mla_up_proj, mlp_act, "
-                        "mlp_wi, qkv_proj, out_proj)")
+                   help=f"modules recomputed ({', '.join(RECOMPUTE_MODULES)})")
     p.add_argument("--remat-policy", default=None, metavar="POLICY",
                    help="a JAX remat policy (MaxText's remat_policy: minimal, save_dot_except_mlpwi, full...) in place "
                         "of --recompute and --recompute-modules")
@@ -676,7 +675,7 @@ def _recompute_idle(module: str, model) -> str:
     blocks = {"mlp": (dense, "dense MLP layers; moe and moe_act recompute the experts"),
               "mlp_act": (dense, "dense MLP layers; moe_act recomputes the experts' activation"),
               "moe": (moe, "MoE layers"), "moe_act": (moe, "MoE layers"),
-              "mlp_wi": (dense + moe, "MLP or MoE layers"), "mamba": (model.num_mamba_layers, "Mamba-2 layers"),
+              "mlp_wi": (dense + moe, "MLP or MoE layers"),
               "mla_up_proj": (model.attention.kind == "mla", "MLA attention")}
     count, what = blocks.get(module, (True, ""))
     return "" if count else f"{model.name} has no {what}"

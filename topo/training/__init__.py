@@ -19,7 +19,7 @@ import importlib
 ACROSS_SITES = ("dp", "pp", "outer")
 
 _LAZY = {"predict_mfu": ".mfu", "predict_step": ".mfu", "parse_layout": ".mfu", "layout_fields": ".parallel",
-         "free_gpus": ".mapping", "job_gpus": ".mapping", "load_model": ".model", "SHARES": ".multisite",
+         "free_gpus": ".mapping", "job_gpus": ".mapping", "default_placement": ".mapping", "load_model": ".model", "SHARES": ".multisite",
          "DEFAULT_SHARES": ".multisite", "estimate_across_sites": ".multisite",
          "region_layout": ".multisite_layout"}  # name -> the module that defines it
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 from .model import ATTENTION_BLOCKS, Block, ModelSpec
 from .module_recipes import module_copy_bytes, op_recipes
 from .parallel import ParallelLayout
+from .recomputed_modules import modules_recomputed
 
 __all__ = ["block_activation_bytes", "block_offload_bytes", "fully_recomputed", "modules_recomputed"]
 
@@ -37,33 +38,6 @@ def fully_recomputed(lay: ParallelLayout, layer: int) -> bool:
     bool
     """
     return lay.recompute == "full" and (lay.recompute_num_layers is None or layer < lay.recompute_num_layers)
-
-
-def modules_recomputed(lay: ParallelLayout) -> tuple[str, ...]:
-    """The modules recomputed on their own (``recompute_modules``) in the layers not recomputed whole: none under
-    ``recompute = "full"``, the layout's modules otherwise. The one place the step, its traffic and the memory read
-    them from.
-
-    Megatron-Core reads ``recompute_modules`` only under selective granularity: each module's checkpoint is gated on
-    ``recompute_granularity == 'selective'`` (NVIDIA/Megatron-LM@d98e8a64 ``megatron/core/transformer/
-    transformer_layer.py`` line 473, layernorm and mlp; ``attention.py`` lines 393-394, core_attn;
-    ``moe/moe_layer.py`` lines 248-255, moe and shared_experts; ``moe/experts.py`` lines 270-271, moe_act;
-    ``multi_latent_attention.py`` lines 172-173, mla_up_proj), and ``transformer_config.py`` ``__post_init__``
-    checks them only there (lines 1943-2012). Under full granularity with the ``block`` method the layers past
-    ``recompute_num_layers`` run with no checkpoint at all (``megatron/core/recompute.py`` lines 167-181:
-    ``chunk_runner(layer_idx, layer_idx + 1, use_checkpoint)``, ``use_checkpoint`` false past the first N), so they
-    keep every activation and replay nothing; ``validate_args`` accepts the pair (``megatron/training/
-    arguments.py`` lines 1409-1428 refuse only a method under selective).
-
-    Parameters
-    ----------
-    lay : ParallelLayout
-
-    Returns
-    -------
-    tuple of str
-    """
-    return () if lay.recompute == "full" else tuple(lay.recompute_modules)
 
 
 def block_activation_bytes(model: ModelSpec, lay: ParallelLayout, kind: str, bf16_layer: bool = False) -> float:
@@ -173,8 +147,7 @@ def _block_bytes(model: ModelSpec, lay: ParallelLayout, kind: str, bf16_layer: b
         # TELayerNormColumnParallelLinear, TERowParallelLinear), so each saves its input as its quantised copy
         mb = model.mamba
         di, gN = model.mamba_inner, 2 * mb.groups * mb.d_state
-        inner = 0.0 if "mamba" in mods else (2 * (2 * di + gN + model.mamba_heads + di)
-                                            + x("mamba", "out_proj") * di) / h
+        inner = (2 * (2 * di + gN + model.mamba_heads + di) + x("mamba", "out_proj") * di) / h
         replicated, rest, scores = norm + x("mamba", "in_proj"), inner, 0.0
     rest -= freed  # a part of rest by construction: each module frees terms rest holds
     if sp:

@@ -791,10 +791,15 @@ def _group_offsets(axes: tuple, group: str, ep: int, etp: int) -> tuple[int, ...
 
 def job_gpus(fabric, first_gpu=None, skip_domains=None, gpus_per_domain_used=None) -> tuple[int, str]:
     """The GPUs a job given neither dp nor its GPUs fills on ``fabric``, as a scheduler runs it: every GPU from its
-    first past the NVLink domains it skips, at ``gpus_per_domain_used`` of each where the job names it (:func:`free_gpus`;
-    rev65: the whole fabric's count from GPU 4, or past a skipped domain, could never be placed; walk37: a job at 64
-    of each 72-GPU domain filled all 72, then its placement refused it), and the words after "the N GPUs" naming
-    them where the hints made them fewer ("" for the whole fabric).
+    first past the NVLink domains it skips, at ``gpus_per_domain_used`` of each where the job names it, else at the
+    production placement's (:func:`recipe_gpus_used`: 64 of an NVL72 rack's 72, as :func:`default_placement` then
+    places it; every GPU of a power-of-two domain) (:func:`free_gpus`; rev65: the whole fabric's count from GPU 4, or
+    past a skipped domain, could never be placed; walk37: a job at 64 of each 72-GPU domain filled all 72, then its
+    placement refused it; tidy122: ``topo train`` without ``--gpus``, ``topo plan`` and ``topo report`` filled all 72
+    of each rack, where ``topo train --gpus`` of the same job placed 64, so an EP-64 job straddled racks on the page
+    and stayed on NVLink in ``topo train``), and the words after "the N GPUs" naming them where the placement made
+    them fewer ("" for the whole fabric). The one rule by which ``topo train``, ``topo plan`` and ``topo report``
+    size a job that gives no dp (:func:`topo.cli.layout_dp.filled_dp`).
 
     Parameters
     ----------
@@ -812,7 +817,8 @@ def job_gpus(fabric, first_gpu=None, skip_domains=None, gpus_per_domain_used=Non
                                "gpus_per_domain_used": gpus_per_domain_used})
     first, skip, used = placed["first_gpu"], placed["skip_domains"], placed["gpus_per_domain_used"]
     D = fabric.spec.gpus_per_domain
-    used = used if used is not None and used < D else None  # more than a domain holds: the layout's check names it
+    used = recipe_gpus_used(D) if used is None else used  # the production placement, as default_placement's
+    used = used if used < D else None  # more than a domain holds: the layout's check names it
     gpus = free_gpus(total, D, first, skip, used)
     if gpus in (0, total):  # a first GPU past the fabric: the placement's own check names it
         return total, ""

@@ -2168,7 +2168,7 @@ def _recomputed_keys(lay: ParallelLayout) -> set:
     if lay.recompute == "selective" and not lay.flash_attention:
         mods.add("core_attn")  # Korthikanti et al. 2022: the attention core only
     alias = {"mlp": ("mlp", "mlp_act"), "moe": MOE_MODULE, "moe_act": ("moe_act",),
-             "layernorm": ("layernorm",), "core_attn": ("core_attn",), "mamba": ("mamba",),
+             "layernorm": ("layernorm",), "core_attn": ("core_attn",),
              "mla_up_proj": ("mla_up_proj",), "mlp_act": ("mlp_act",),
              # an input projection recomputed with the activation after it (fc2's input is the activation's output)
              "mlp_wi": ("mlp_wi", "mlp_act", "moe_act", "shared_experts_act")}

@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 import re
 import tomllib
-from typing import Annotated, Literal
+from typing import Annotated, Literal, get_args
 
 import numpy as np
 
@@ -33,6 +33,7 @@ from ..units import count_noun, format_count
 from .model import ModelSpec, validation_error
 from .module_recipes import duplicate_module_entries, entries_at, module_recipes_error
 from .pipeline_layout import layout_chunks
+from .recomputed_modules import modules_recomputed
 from .remat import RematPolicyError, remat_settings
 from .routing import ROUTINGS
 from .tp_overlap import config_names
@@ -40,7 +41,8 @@ from .cudnn import NEWEST as CUDNN_NEWEST, parse_version as parse_cudnn
 from .te_version import NEWEST as TE_NEWEST, parse_te_version
 
 __all__ = ["ParallelLayout", "make_layout", "load_layout", "layout_fields", "check_layout", "check_model_split",
-           "DIMENSIONS", "DP_SHARDING", "RECOMPUTE", "PIPELINE_SCHEDULES", "DEFAULT_ORDER", "batch_allowed", "check_batch", "delayed_scaling",
+           "DIMENSIONS", "DP_SHARDING", "RECOMPUTE", "RECOMPUTE_MODULES", "MAMBA_MODULE_REFUSAL",
+           "PIPELINE_SCHEDULES", "DEFAULT_ORDER", "batch_allowed", "check_batch", "delayed_scaling",
            "current_scaling", "divided", "hybrid_sharded", "sends_unoverlappable"]
 
 DIMENSIONS = ("tp", "cp", "ep", "dp", "pp")
@@ -72,6 +74,25 @@ def divided(dense: float, expert: float, divisors: tuple[int, int]) -> float:
     """``dense / divisors[0] + expert / divisors[1]``: what :meth:`ParallelLayout.sharded` leaves on one GPU, given
     :meth:`ParallelLayout.shard_divisors` (the ZeRO division, one place)."""
     return dense / divisors[0] + expert / divisors[1]
+
+
+RecomputeModule = Literal["core_attn", "mlp", "moe", "moe_act", "layernorm", "mla_up_proj", "mlp_act", "mlp_wi",
+                          "qkv_proj", "out_proj"]
+"""The modules ``recompute_modules`` takes: Megatron-Core's (``transformer_config.py`` ``__post_init__``'s allowed
+list) that topo prices, and MaxText's tensor names its remat policies set (:mod:`.remat`)."""
+RECOMPUTE_MODULES = get_args(RecomputeModule)
+
+MAMBA_MODULE_REFUSAL = (
+    "mamba is not a recompute module: Megatron-Core has none for the Mamba-2 mixer (NVIDIA/Megatron-LM@d98e8a64 "
+    "transformer_config.py lines 1945-1957 list none; its mamba_split_conv1d_scan_combined already recomputes the "
+    "convolution in its own backward) and recomputes a Mamba-2 layer only whole, under recompute = \"full\" "
+    "(hybrid_block.py line 360); allowed: " + ", ".join(RECOMPUTE_MODULES))
+"""The one line for ``recompute_modules`` naming ``mamba`` (tidy122, docs/calibration-findings.md section 445). topo
+used to price a ``mamba`` module (the whole mixer replayed, only its input kept) that no framework runs:
+Megatron-Core @d98e8a64 gates every module's checkpoint on its allowed list, which has no Mamba entry, and its
+``MambaLayer`` / ``MambaMixer`` build no checkpoint (``megatron/core/ssm/mamba_layer.py``, ``mamba_mixer.py``);
+Megatron-Bridge @067f987d sets it in no recipe; MaxText, whose tensor names the other modules here include, has no
+Mamba-2 layer. No published or hold-out run lists it."""
 
 
 class ParallelLayout(BaseModel):
@@ -109,11 +130,11 @@ class ParallelLayout(BaseModel):
     whole (:func:`topo.training.step.tp_grad_allreduce_phase`). Read only with ``tp > 1`` and without sequence
     parallelism."""
     recompute: Literal["none", "selective", "full"] = "none"
-    recompute_modules: tuple[Literal["core_attn", "mlp", "moe", "moe_act", "layernorm", "mamba", "mla_up_proj",
-                                     "mlp_act", "mlp_wi", "qkv_proj", "out_proj"], ...] = ()
+    recompute_modules: tuple[RecomputeModule, ...] = ()
     """Modules recomputed in the backward pass (Megatron-Core's ``recompute_modules``): their activations are
     not stored, their forward runs again (``mla_up_proj``: MLA's query and key/value up-projections and their
-    RoPE, so only the compressed latents are kept)."""
+    RoPE, so only the compressed latents are kept). No ``mamba``: Megatron-Core has no such module
+    (:data:`MAMBA_MODULE_REFUSAL`)."""
     remat_policy: str | None = None
     """A JAX rematerialisation policy (MaxText's ``remat_policy``: ``save_dot_except_mlpwi``, ``minimal``...) in
     place of ``recompute`` and ``recompute_modules``, which it sets (:mod:`topo.training.remat`)."""
@@ -139,7 +160,7 @@ class ParallelLayout(BaseModel):
     Nemotron 3.5 Lightning H100 recipe sets ``["expert_fc1"]``; :mod:`topo.training.activation_offload`).
     Megatron's ``attn_norm``, ``mlp_norm`` and ``qkv_linear`` are not modelled. Its rules: not beside
     ``activation_offload_layers``; ``attn_proj`` only with ``core_attn``; no MoE module when the whole MoE block
-    is recomputed (``moe`` in ``recompute_modules``); ``fused_group_mlp`` only with the fused grouped MLP
+    is recomputed (``moe`` in ``recompute_modules``, not under ``recompute = "full"``); ``fused_group_mlp`` only with the fused grouped MLP
     (``moe_expert_kernels = "fused_mlp"``), ``expert_fc1`` and ``moe_act`` only without it."""
     pipeline_embedding: Flag = False
     """Count the embedding and the loss as one pipeline layer each when splitting layers over ``pp x vpp``
@@ -526,6 +547,13 @@ class ParallelLayout(BaseModel):
     None: the expected maximum over the EP ranks of a uniform router's load
     (:func:`topo.training.operators.busiest_rank_load`; exact for forced balancing, a floor for a trained router;
     1 under the ``consecutive`` gate). A capacity factor pads every expert to its capacity instead."""
+
+    @field_validator("recompute_modules", mode="before")
+    @classmethod
+    def _no_mamba_module(cls, v):
+        if isinstance(v, (list, tuple)) and "mamba" in v:
+            raise ValueError(MAMBA_MODULE_REFUSAL)
+        return v
 
     @field_validator("cudnn_version", mode="before")
     @classmethod
@@ -949,7 +977,10 @@ def _check_vp_group(lay: ParallelLayout, m: int, bad) -> None:
 def _check_offload_modules(model: ModelSpec, lay: ParallelLayout, bad) -> None:
     """Megatron-Core's rules for ``offload_modules`` (NVIDIA/Megatron-LM@2a75ac12, the submodule
     NVIDIA-NeMo/Megatron-Bridge@067f987d pins: ``megatron/core/transformer/transformer_config.py`` lines 1905-1959;
-    ``megatron/core/transformer/moe/experts.py`` lines 349-350: ``expert_fc1`` / ``moe_act`` only unfused)."""
+    ``megatron/core/transformer/moe/experts.py`` lines 349-350: ``expert_fc1`` / ``moe_act`` only unfused). The
+    whole-MoE-block refusal reads :func:`.recomputed_modules.modules_recomputed`, as the step does: Megatron-Core
+    refuses MoE offloading beside ``moe`` only under selective granularity (NVIDIA/Megatron-LM@d98e8a64
+    ``transformer_config.py`` lines 2165-2175), and under full the modules recompute nothing."""
     mods, key = set(lay.offload_modules), "offload_modules"
     if not mods:
         return
@@ -964,7 +995,7 @@ def _check_offload_modules(model: ModelSpec, lay: ParallelLayout, bad) -> None:
     if moe_mods and model.moe is None:
         bad(key, f"{shown}: {','.join(sorted(moe_mods))} are MoE modules and {model.name} has no MoE block; "
                  f"allowed: core_attn, attn_proj")
-    if moe_mods and "moe" in lay.recompute_modules:
+    if moe_mods and "moe" in modules_recomputed(lay):  # not under full: Megatron-Core's rule is selective-only
         bad(key, f"{shown}: the whole MoE block is recomputed (moe in recompute_modules), so nothing inside it is "
                  f"saved to offload; allowed with it: core_attn, attn_proj")
     if "fused_group_mlp" in mods and lay.moe_expert_kernels != "fused_mlp":

@@ -872,7 +872,7 @@ def _cp_traffic(t: _Traffic) -> None:
                 passes = forward if phase == "cp_ring_forward" else m * c[Block.ATTENTION]
                 t.add("cp", "sendrecv", "cp", chunks * kv / lay.cp, passes * sends, phase=phase)
     if lay.cp > 1 and c[Block.MAMBA]:
-        rec_mamba = t.recomputed(Block.MAMBA, "mamba")
+        rec_mamba = t.recomputed(Block.MAMBA, "mamba")  # full recomputation's layers: no module is "mamba"
         for size, per_layer in mamba_cp_alltoalls(model, lay):
             t.add("cp", "alltoall", "cp", size, m * per_layer * (2 * c[Block.MAMBA] + rec_mamba), phase="mamba")
 
