@@ -56,3 +56,29 @@ def test_cli_refuses_on_one_line(mesh, needle):
     lines = bad.stderr.strip().splitlines()
     assert bad.returncode == 2 and bad.stdout == "" and len(lines) == 1, bad.stderr
     assert lines[0].startswith("error: --jax-mesh: ") and needle in lines[0]
+
+
+def test_mesh_micro_batch_is_maxtexts_no_accumulation():
+    """MaxText trains per_device_batch_size x devices x gradient_accumulation_steps (1 by default) sequences, a
+    pipelined replica's in as many micro-batches as stages (pyconfig's calculate_global_batch_sizes and
+    set_and_validate_pipeline_config). gpu-recipes' A4 Llama 3.1 70B: per_device_batch_size 8 on 256 B200, global
+    2,048: one micro-batch of 8, not topo's default 8 of 1."""
+    from topo.training.jax_mesh import maxtext_micro_batch
+    assert maxtext_micro_batch(2048, 256) == 2048 // 256
+    assert maxtext_micro_batch(256, 64, pp=4) == 1          # 4 stages: 4 micro-batches of 1 per replica
+    assert maxtext_micro_batch(512, 64, pp=4) == 2
+    assert maxtext_micro_batch(100, 256) is None
+
+
+def test_cli_mesh_runs_maxtexts_batch_unless_micro_batch_is_given():
+    base = ["train", "dgx-h100-superpod", "--model", "llama3-8b", "--gpus", "32", "--remat-policy", "full",
+            "--jax-mesh", "ici_fsdp=8,dcn_fsdp=4"]
+
+    def header(proc):
+        assert proc.returncode == 0, proc.stderr
+        return next(line for line in proc.stdout.splitlines() if " on dgx-h100-superpod: " in line)
+
+    assert "1 micro-batch of 4" in header(run_cli(*base, "--global-batch", "128"))  # 128 / 32 replicas
+    assert "4 micro-batches of 1" in header(run_cli(*base, "--global-batch", "128", "--micro-batch", "1"))
+    assert "1 micro-batch of 4" in header(run_cli(*base, "--layout", "global_batch=128"))
+    assert "2 micro-batches of 2" in header(run_cli(*base, "--layout", "global_batch=128,micro_batch=2"))

@@ -16,7 +16,7 @@ from ..training.flops import CONVENTIONS, six_n_params
 from ..training.fp8_amax import sp_amax_reduced
 from ..training.gpus import gpu_compute
 from ..training.jax_mesh import (MAXTEXT_DP_OVERLAP, MAXTEXT_FP8_AMAX, MAXTEXT_STATE, check_mesh_placement,
-                                 layout_from_mesh, parse_mesh)
+                                 layout_from_mesh, maxtext_micro_batch, parse_mesh)
 from ..training.kernels import fp8_backward_published, host_launch_price
 from ..training.mapping import FEWER_GPUS, job_gpus
 from ..training.multisite import DEFAULT_SHARES, SHARES
@@ -452,7 +452,9 @@ def _apply_mesh(args, sizes: dict, common: dict, fabric, layout_keys=(), moe: bo
     """Fill the layout's sizes and sharding from ``--jax-mesh`` (:func:`topo.training.jax_mesh.layout_from_mesh`)
     and MaxText's state bytes, DP overlap and FP8 amax handling (:data:`~topo.training.jax_mesh.MAXTEXT_STATE`,
     :data:`~topo.training.jax_mesh.MAXTEXT_DP_OVERLAP`, :data:`~topo.training.jax_mesh.MAXTEXT_FP8_AMAX`) where neither a flag nor the layout's fields ``layout_keys``
-    set them. ``moe``: the model has experts (their own shard group beside a data axis). A mesh whose ICI part would
+    set them, and MaxText's micro-batch (:func:`topo.training.jax_mesh.maxtext_micro_batch`: no gradient
+    accumulation) where neither ``--micro-batch`` nor the layout gives one. ``moe``: the model has experts (their
+    own shard group beside a data axis). A mesh whose ICI part would
     not lie in an NVLink domain of ``fabric`` (as the job uses them) is refused
     (:func:`topo.training.jax_mesh.check_mesh_placement`)."""
     given = [f"--{d.replace('_', '-')}" for d in _MESH_FIELDS if getattr(args, d, None) is not None]
@@ -471,6 +473,10 @@ def _apply_mesh(args, sizes: dict, common: dict, fabric, layout_keys=(), moe: bo
     common.update(dp_sharding=mesh.pop("dp_sharding"), dp_shard=mesh.pop("dp_shard", None),
                   expert_dp_shard=mesh.pop("expert_dp_shard", None))
     sizes.update(mesh)
+    batch = args.global_batch or (layout_keys.get("global_batch") if isinstance(layout_keys, dict) else None)
+    if common.get("micro_batch") is None and "micro_batch" not in layout_keys and isinstance(batch, int):
+        # walk44: MaxText accumulates no gradients by default; micro-batches of 1 made 2,048 sequences on 256 GPUs 8
+        common["micro_batch"] = maxtext_micro_batch(batch, sizes["dp"], sizes["pp"])
     applied = {k: v for k, v in (MAXTEXT_STATE | MAXTEXT_DP_OVERLAP | MAXTEXT_FP8_AMAX).items()
                if k not in layout_keys and common.get(k) is None}
     common.update(applied)

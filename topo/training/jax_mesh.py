@@ -37,7 +37,7 @@ from __future__ import annotations
 from ..errors import TopoError
 
 __all__ = ["MAXTEXT_STATE", "MAXTEXT_DP_OVERLAP", "MAXTEXT_FP8_AMAX", "MESH_AXES", "PLACEMENT_ORDER",
-           "check_mesh_placement", "layout_from_mesh", "parse_mesh", "parse_mesh_parts"]
+           "check_mesh_placement", "layout_from_mesh", "maxtext_micro_batch", "parse_mesh", "parse_mesh_parts"]
 
 MESH_AXES = ("data", "fsdp", "tensor", "context", "expert", "pipeline")
 MAXTEXT_STATE = dict(weight_bytes=4.0, grad_bytes=4.0, optimizer_bytes_per_param=8.0, gather_bytes=2.0)
@@ -177,3 +177,33 @@ def layout_from_mesh(text: str, source: str = "jax_mesh", moe: bool = False) -> 
         if s["expert"] > 1 or moe:  # 'embed_moe': fsdp and context; the experts' replicas data x fsdp x context
             out["expert_dp_shard"] = s["fsdp"] * s["context"]
     return out
+
+
+def maxtext_micro_batch(global_batch: int, dp: int, pp: int = 1) -> int | None:
+    """Sequences per micro-batch of a data-parallel replica as MaxText runs a global batch by default: no gradient
+    accumulation, and under pipelining as many micro-batches as stages.
+
+    MaxText trains ``per_device_batch_size x devices x gradient_accumulation_steps`` sequences a step
+    (``calculate_global_batch_sizes`` in ``pyconfig``), ``gradient_accumulation_steps`` 1 unless set, and splits a
+    pipelined replica's batch into ``num_pipeline_microbatches``, by default (-1) the number of stages (``pyconfig``'s
+    pipeline settings; twice that with ``pipeline_delay_activation_forwarding``). Read at AI-Hypercomputer/maxtext
+    (the stored ``pyconfig`` whose ``set_and_validate_pipeline_config`` and ``calculate_global_batch_sizes`` these
+    are; no commit pinned, see docs/calibration-findings.md section 447).
+
+    Parameters
+    ----------
+    global_batch : int
+        Sequences per optimizer step.
+    dp : int
+        Data-parallel replicas (data x fsdp x expert ranks of the mesh).
+    pp : int
+        Pipeline stages.
+
+    Returns
+    -------
+    int or None
+        ``global_batch / (dp x pp)`` sequences, or None where that is not a whole number (the layout's own check
+        then names the batch).
+    """
+    per = dp * max(pp, 1)
+    return global_batch // per if global_batch > 0 and global_batch % per == 0 else None
