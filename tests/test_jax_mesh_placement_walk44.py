@@ -82,3 +82,21 @@ def test_cli_mesh_runs_maxtexts_batch_unless_micro_batch_is_given():
     assert "4 micro-batches of 1" in header(run_cli(*base, "--global-batch", "128", "--micro-batch", "1"))
     assert "1 micro-batch of 4" in header(run_cli(*base, "--layout", "global_batch=128"))
     assert "2 micro-batches of 2" in header(run_cli(*base, "--layout", "global_batch=128,micro_batch=2"))
+
+
+def test_cli_mesh_recomputes_as_maxtexts_default_unless_told():
+    """MaxText's base.yml sets remat_policy: 'full' (AI-Hypercomputer/maxtext@315ebb59 MaxText/configs/base.yml); a
+    mesh without a recompute flag ran with nothing recomputed, and Llama 3 70B on 256 H100 'did not fit' (194 GB)."""
+    base = ["train", "dgx-h100-superpod", "--model", "llama3-8b", "--gpus", "32", "--global-batch", "32",
+            "--jax-mesh", "ici_fsdp=8,dcn_fsdp=4"]
+
+    def header(*extra):
+        proc = run_cli(*base, *extra)
+        assert proc.returncode == 0, proc.stderr
+        return next(line for line in proc.stdout.splitlines() if " on dgx-h100-superpod: " in line)
+
+    assert ", remat full," in header()
+    assert ", remat minimal," in header("--remat-policy", "minimal")
+    assert "remat" not in header("--recompute", "none") and "recompute" not in header("--recompute", "none")
+    assert "recompute mlp" in header("--layout", "recompute_modules=[\"mlp\"]") and "remat" not in header(
+        "--layout", "recompute_modules=[\"mlp\"]")

@@ -15,7 +15,8 @@ from ..plan.blast import INTERRUPTING_CAUSE
 from ..training.flops import CONVENTIONS, six_n_params
 from ..training.fp8_amax import sp_amax_reduced
 from ..training.gpus import gpu_compute
-from ..training.jax_mesh import (MAXTEXT_DP_OVERLAP, MAXTEXT_FP8_AMAX, MAXTEXT_STATE, check_mesh_placement,
+from ..training.jax_mesh import (MAXTEXT_DP_OVERLAP, MAXTEXT_FP8_AMAX, MAXTEXT_REMAT, MAXTEXT_STATE,
+                                 RECOMPUTE_FIELDS, check_mesh_placement,
                                  layout_from_mesh, maxtext_micro_batch, parse_mesh)
 from ..training.kernels import fp8_backward_published, host_launch_price
 from ..training.mapping import FEWER_GPUS, job_gpus
@@ -453,7 +454,8 @@ def _apply_mesh(args, sizes: dict, common: dict, fabric, layout_keys=(), moe: bo
     and MaxText's state bytes, DP overlap and FP8 amax handling (:data:`~topo.training.jax_mesh.MAXTEXT_STATE`,
     :data:`~topo.training.jax_mesh.MAXTEXT_DP_OVERLAP`, :data:`~topo.training.jax_mesh.MAXTEXT_FP8_AMAX`) where neither a flag nor the layout's fields ``layout_keys``
     set them, and MaxText's micro-batch (:func:`topo.training.jax_mesh.maxtext_micro_batch`: no gradient
-    accumulation) where neither ``--micro-batch`` nor the layout gives one. ``moe``: the model has experts (their
+    accumulation) where neither ``--micro-batch`` nor the layout gives one, and MaxText's ``remat_policy`` (:data:`~topo.training.jax_mesh.MAXTEXT_REMAT`)
+    where neither a flag nor the layout says what is recomputed. ``moe``: the model has experts (their
     own shard group beside a data axis). A mesh whose ICI part would
     not lie in an NVLink domain of ``fabric`` (as the job uses them) is refused
     (:func:`topo.training.jax_mesh.check_mesh_placement`)."""
@@ -480,6 +482,8 @@ def _apply_mesh(args, sizes: dict, common: dict, fabric, layout_keys=(), moe: bo
     applied = {k: v for k, v in (MAXTEXT_STATE | MAXTEXT_DP_OVERLAP | MAXTEXT_FP8_AMAX).items()
                if k not in layout_keys and common.get(k) is None}
     common.update(applied)
+    if not any(k in layout_keys or common.get(k) for k in RECOMPUTE_FIELDS):  # walk44: MaxText's default, not none
+        common.update(MAXTEXT_REMAT)
     args.mesh_amax = "fp8_amax_reduction" in applied  # the options line and --json say the mesh chose it
 
 

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 from ..errors import TopoError
 
-__all__ = ["MAXTEXT_STATE", "MAXTEXT_DP_OVERLAP", "MAXTEXT_FP8_AMAX", "MESH_AXES", "PLACEMENT_ORDER",
+__all__ = ["MAXTEXT_STATE", "MAXTEXT_DP_OVERLAP", "MAXTEXT_FP8_AMAX", "MAXTEXT_REMAT", "MESH_AXES", "PLACEMENT_ORDER", "RECOMPUTE_FIELDS",
            "check_mesh_placement", "layout_from_mesh", "maxtext_micro_batch", "parse_mesh", "parse_mesh_parts"]
 
 MESH_AXES = ("data", "fsdp", "tensor", "context", "expert", "pipeline")
@@ -64,6 +64,12 @@ kernel of the step waits for it and no buffer is concatenated and reduced per mo
 PLACEMENT_ORDER = ("tensor", "context", "expert", "fsdp", "data", "pipeline")
 """The mesh's axes as topo places a layout's ranks, fastest-varying first: Megatron's rank order ``tp-cp-ep-dp-pp``
 with the sharded data-parallel ranks (fsdp x expert, ``dp_shard``) inside the replicated ones (data)."""
+MAXTEXT_REMAT = dict(remat_policy="full")
+"""A mesh's recomputation where no flag or layout field gives one: MaxText's default ``remat_policy: 'full'``
+(AI-Hypercomputer/maxtext@315ebb59 ``MaxText/configs/base.yml``, under "Choose 'remat_policy'")."""
+RECOMPUTE_FIELDS = ("remat_policy", "recompute", "recompute_modules", "recompute_num_layers",
+                    "activation_offload_layers")
+"""Layout fields that say what a step recomputes or offloads: any one given keeps :data:`MAXTEXT_REMAT` off."""
 _NOT_MODELLED = ("sequence", "tensor_transpose", "tensor_sequence", "fsdp_transpose", "autoregressive",
                  "context_autoregressive")
 
