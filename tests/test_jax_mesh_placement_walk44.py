@@ -100,3 +100,16 @@ def test_cli_mesh_recomputes_as_maxtexts_default_unless_told():
     assert "remat" not in header("--recompute", "none") and "recompute" not in header("--recompute", "none")
     assert "recompute mlp" in header("--layout", "recompute_modules=[\"mlp\"]") and "remat" not in header(
         "--layout", "recompute_modules=[\"mlp\"]")
+
+
+def test_an_unmodelled_axis_at_size_one_splits_nothing_and_is_taken():
+    """MaxText's base.yml lists every axis, most at 1 (ici_sequence_parallelism: 1, ...): pasted whole, the mesh was
+    refused for an axis that splits nothing. At any other size it is still refused by name."""
+    ici, dcn = parse_mesh_parts("ici_fsdp=8,ici_sequence_parallelism=1,dcn_tensor_sequence=1,dcn_fsdp=4")
+    assert (ici["fsdp"], dcn["fsdp"]) == (8, 4) and all(v == 1 for a, v in ici.items() if a != "fsdp")
+    with pytest.raises(TopoError) as e:
+        parse_mesh_parts("ici_fsdp=8,ici_sequence=2")
+    assert "does not model the sequence axis" in str(e.value)
+    with pytest.raises(TopoError) as e:
+        parse_mesh_parts("ici_sequence=x")
+    assert "does not model the sequence axis" in str(e.value)
