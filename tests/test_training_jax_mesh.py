@@ -78,7 +78,8 @@ def test_cli_mesh_runs_and_conflicts_get_one_line():
     base = ["train", "dgx-h100-superpod", "--model", "llama3-8b", "--gpus", "32", "--global-batch", "64"]
     ok = run_cli(*base, "--jax-mesh", "ici_fsdp=8,dcn_data=4")
     assert ok.returncode == 0, ok.stderr
-    assert "dp=32 ep=1 zero3 over groups of 8 (hybrid)" in ok.stdout.splitlines()[0]
+    head = next(line for line in ok.stdout.splitlines() if " on dgx-h100-superpod: " in line)  # walk44: MaxText's
+    assert "dp=32 ep=1 zero3 over groups of 8 (hybrid)" in head  # 1 micro-batch of 2 does not fit: line 2
     for extra, needle in ((["--tp", "2"], "drop --tp"), (["--search"], "drop --search")):
         bad = run_cli(*base, "--jax-mesh", "ici_fsdp=8,dcn_data=4", *extra)
         lines = bad.stderr.strip().splitlines()

@@ -15,7 +15,9 @@ from ..plan.blast import INTERRUPTING_CAUSE
 from ..training.flops import CONVENTIONS, six_n_params
 from ..training.fp8_amax import sp_amax_reduced
 from ..training.gpus import gpu_compute
-from ..training.jax_mesh import MAXTEXT_DP_OVERLAP, MAXTEXT_FP8_AMAX, MAXTEXT_STATE, layout_from_mesh, parse_mesh
+from ..training.jax_mesh import (MAXTEXT_DP_OVERLAP, MAXTEXT_FP8_AMAX, MAXTEXT_REMAT, MAXTEXT_STATE,
+                                 RECOMPUTE_FIELDS, check_mesh_placement,
+                                 layout_from_mesh, maxtext_micro_batch, parse_mesh)
 from ..training.kernels import fp8_backward_published, host_launch_price
 from ..training.mapping import FEWER_GPUS, job_gpus
 from ..training.multisite import DEFAULT_SHARES, SHARES
@@ -364,7 +366,7 @@ def _run(args) -> int:
         return _run_search(args, fabric, model, common, held, engine)
     sizes = {d: getattr(args, d) for d in ("tp", "cp", "pp", "dp", "ep", "vpp")}
     if args.jax_mesh is not None:  # an empty mesh is an error, not no mesh
-        _apply_mesh(args, sizes, common, moe=model.moe is not None)
+        _apply_mesh(args, sizes, common, fabric, moe=model.moe is not None)
     filled = sizes["dp"] is None and args.gpus is None
     if sizes["dp"] is None:  # --gpus, else from the first GPU past the skipped domains (one rule: layout_dp)
         known = (sizes["tp"] or 1) * (sizes["cp"] or 1) * (sizes["pp"] or 1)
@@ -406,7 +408,7 @@ def _run_layout(args, fabric, model, common: dict, engine: CommEngine) -> int:
         if clash:
             raise TopoError(f"gives {', '.join(clash)} itself; drop {', '.join(clash)} from --layout (or the mesh)",
                             key="--jax-mesh")
-        _apply_mesh(args, sizes, common, layout_keys=fields, moe=model.moe is not None)
+        _apply_mesh(args, sizes, common, fabric, layout_keys=fields, moe=model.moe is not None)
     try:  # the step's own checks (an FP8 recipe the GPU lacks) are the layout's too
         if args.jax_mesh is None and sizes["dp"] is None:
             sizes["dp"] = layout_dp(args.layout, fabric, sizes, args.gpus, common)
@@ -446,11 +448,16 @@ def _run_search(args, fabric, model, common: dict, held: dict, engine: CommEngin
     return 0
 
 
-def _apply_mesh(args, sizes: dict, common: dict, layout_keys=(), moe: bool = False) -> None:
+def _apply_mesh(args, sizes: dict, common: dict, fabric, layout_keys=(), moe: bool = False) -> None:
     """Fill the layout's sizes and sharding from ``--jax-mesh`` (:func:`topo.training.jax_mesh.layout_from_mesh`)
     and MaxText's state bytes, DP overlap and FP8 amax handling (:data:`~topo.training.jax_mesh.MAXTEXT_STATE`,
     :data:`~topo.training.jax_mesh.MAXTEXT_DP_OVERLAP`, :data:`~topo.training.jax_mesh.MAXTEXT_FP8_AMAX`) where neither a flag nor the layout's fields ``layout_keys``
-    set them. ``moe``: the model has experts (their own shard group beside a data axis)."""
+    set them, and MaxText's micro-batch (:func:`topo.training.jax_mesh.maxtext_micro_batch`: no gradient
+    accumulation) where neither ``--micro-batch`` nor the layout gives one, and MaxText's ``remat_policy`` (:data:`~topo.training.jax_mesh.MAXTEXT_REMAT`)
+    where neither a flag nor the layout says what is recomputed. ``moe``: the model has experts (their
+    own shard group beside a data axis). A mesh whose ICI part would
+    not lie in an NVLink domain of ``fabric`` (as the job uses them) is refused
+    (:func:`topo.training.jax_mesh.check_mesh_placement`)."""
     given = [f"--{d.replace('_', '-')}" for d in _MESH_FIELDS if getattr(args, d, None) is not None]
     if given:
         raise TopoError(f"a mesh gives the tp, cp, pp, dp, ep and sharding sizes itself; drop {', '.join(given)}",
@@ -462,12 +469,20 @@ def _apply_mesh(args, sizes: dict, common: dict, layout_keys=(), moe: bool = Fal
         raise TopoError(f"{args.jax_mesh} multiplies to {sizes_given} = {total:,} GPUs, not the {args.gpus:,} of "
                         f"--gpus; allowed: ici_* and dcn_* sizes whose product is {args.gpus:,}, or no --gpus (the "
                         f"mesh's product)", key="--jax-mesh")
+    check_mesh_placement(args.jax_mesh, common.get("gpus_per_domain_used") or fabric.spec.gpus_per_domain,
+                         source="--jax-mesh")  # walk44: ici_fsdp=16 on 8-GPU VMs ran as ici_fsdp=8,dcn_fsdp=2
     common.update(dp_sharding=mesh.pop("dp_sharding"), dp_shard=mesh.pop("dp_shard", None),
                   expert_dp_shard=mesh.pop("expert_dp_shard", None))
     sizes.update(mesh)
+    batch = args.global_batch or (layout_keys.get("global_batch") if isinstance(layout_keys, dict) else None)
+    if common.get("micro_batch") is None and "micro_batch" not in layout_keys and isinstance(batch, int):
+        # walk44: MaxText accumulates no gradients by default; micro-batches of 1 made 2,048 sequences on 256 GPUs 8
+        common["micro_batch"] = maxtext_micro_batch(batch, sizes["dp"], sizes["pp"])
     applied = {k: v for k, v in (MAXTEXT_STATE | MAXTEXT_DP_OVERLAP | MAXTEXT_FP8_AMAX).items()
                if k not in layout_keys and common.get(k) is None}
     common.update(applied)
+    if not any(k in layout_keys or common.get(k) for k in RECOMPUTE_FIELDS):  # walk44: MaxText's default, not none
+        common.update(MAXTEXT_REMAT)
     args.mesh_amax = "fp8_amax_reduction" in applied  # the options line and --json say the mesh chose it
 
 

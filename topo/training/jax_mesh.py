@@ -29,14 +29,16 @@ AI-Hypercomputer/maxtext@e591f30c (``src/maxtext/configs/base.yml``; its ``logic
 'context_usp_ulysses']]``).
 
 Axes topo does not model (``sequence``, ``tensor_transpose``, ``tensor_sequence``, ``fsdp_transpose``,
-``autoregressive``, ``context_autoregressive``) are refused by name.
+``autoregressive``, ``context_autoregressive``) are refused by name at any size but 1 (which splits nothing, as
+MaxText's ``base.yml`` lists them).
 """
 
 from __future__ import annotations
 
 from ..errors import TopoError
 
-__all__ = ["MAXTEXT_STATE", "MAXTEXT_DP_OVERLAP", "MAXTEXT_FP8_AMAX", "MESH_AXES", "layout_from_mesh", "parse_mesh"]
+__all__ = ["MAXTEXT_STATE", "MAXTEXT_DP_OVERLAP", "MAXTEXT_FP8_AMAX", "MAXTEXT_REMAT", "MESH_AXES", "PLACEMENT_ORDER", "RECOMPUTE_FIELDS",
+           "check_mesh_placement", "layout_from_mesh", "maxtext_micro_batch", "parse_mesh", "parse_mesh_parts"]
 
 MESH_AXES = ("data", "fsdp", "tensor", "context", "expert", "pipeline")
 MAXTEXT_STATE = dict(weight_bytes=4.0, grad_bytes=4.0, optimizer_bytes_per_param=8.0, gather_bytes=2.0)
@@ -60,13 +62,22 @@ MAXTEXT_FP8_AMAX = dict(fp8_amax_reduction=False)
 kernel of the step waits for it and no buffer is concatenated and reduced per model chunk as TE's
 ``reduce_and_update_fp8_tensors`` does; its scalar all-reduces are not priced (assumption: hidden). A layout's
 ``fp8_amax_reduction`` overrides it."""
+PLACEMENT_ORDER = ("tensor", "context", "expert", "fsdp", "data", "pipeline")
+"""The mesh's axes as topo places a layout's ranks, fastest-varying first: Megatron's rank order ``tp-cp-ep-dp-pp``
+with the sharded data-parallel ranks (fsdp x expert, ``dp_shard``) inside the replicated ones (data)."""
+MAXTEXT_REMAT = dict(remat_policy="full")
+"""A mesh's recomputation where no flag or layout field gives one: MaxText's default ``remat_policy: 'full'``
+(AI-Hypercomputer/maxtext@315ebb59 ``MaxText/configs/base.yml``, under "Choose 'remat_policy'")."""
+RECOMPUTE_FIELDS = ("remat_policy", "recompute", "recompute_modules", "recompute_num_layers",
+                    "activation_offload_layers")
+"""Layout fields that say what a step recomputes or offloads: any one given keeps :data:`MAXTEXT_REMAT` off."""
 _NOT_MODELLED = ("sequence", "tensor_transpose", "tensor_sequence", "fsdp_transpose", "autoregressive",
                  "context_autoregressive")
 
 
-def parse_mesh(text: str, source: str = "jax_mesh") -> dict[str, int]:
-    """``{axis: size}`` of ``ici_<axis>=n,dcn_<axis>=m`` pairs (``_parallelism`` may follow the axis), each axis the
-    product of its ICI and DCN sizes.
+def parse_mesh_parts(text: str, source: str = "jax_mesh") -> tuple[dict[str, int], dict[str, int]]:
+    """``({axis: ICI size}, {axis: DCN size})`` of ``ici_<axis>=n,dcn_<axis>=m`` pairs (``_parallelism`` may follow
+    the axis), every axis of :data:`MESH_AXES` in both, 1 where not given.
 
     Raises
     ------
@@ -74,7 +85,7 @@ def parse_mesh(text: str, source: str = "jax_mesh") -> dict[str, int]:
         A pair that is not ``key=whole number >= 1``, an axis topo does not know or model (naming the allowed),
         one given twice, or no pair at all.
     """
-    sizes = {a: 1 for a in MESH_AXES}
+    parts = {"ici": {a: 1 for a in MESH_AXES}, "dcn": {a: 1 for a in MESH_AXES}}
     seen: set[str] = set()
     allowed = ", ".join(f"ici_{a}, dcn_{a}" for a in MESH_AXES)
     for part in (p.strip() for p in text.split(",") if p.strip()):
@@ -84,9 +95,12 @@ def parse_mesh(text: str, source: str = "jax_mesh") -> dict[str, int]:
         if not eq or scope not in ("ici", "dcn"):
             raise TopoError(f"cannot read {part!r}; write ici_<axis>=n or dcn_<axis>=n pairs; allowed axes: "
                             f"{allowed}", source=source)
+        if axis in _NOT_MODELLED and value.strip() != "1":  # walk44: size 1 splits nothing (a pasted base.yml)
+            raise TopoError(f"{key}: topo does not model the {axis} axis; allowed: {allowed} (any axis at size 1)",
+                            source=source)
         if axis in _NOT_MODELLED:
-            raise TopoError(f"{key}: topo does not model the {axis} axis; allowed: {allowed}", source=source)
-        if axis not in sizes:
+            continue
+        if axis not in parts[scope]:
             raise TopoError(f"unknown mesh axis {key!r}; allowed: {allowed}", source=source)
         if key in seen:
             raise TopoError(f"{key} is given twice; allowed: each of {allowed} at most once", source=source)
@@ -98,11 +112,61 @@ def parse_mesh(text: str, source: str = "jax_mesh") -> dict[str, int]:
         if n < 1:
             raise TopoError(f"{key}: must be a whole number >= 1, got {value.strip()!r} (MaxText's -1, \"the rest\", "
                             f"is not taken: give the size)", source=source)
-        sizes[axis] *= n
+        parts[scope][axis] = n
     if not seen:
         raise TopoError(f"is empty, got {text!r}; write ici_<axis>=n or dcn_<axis>=n pairs, e.g. "
                         f"ici_fsdp=8,dcn_data=4; allowed axes: {allowed}", source=source)
-    return sizes
+    return parts["ici"], parts["dcn"]
+
+
+def parse_mesh(text: str, source: str = "jax_mesh") -> dict[str, int]:
+    """``{axis: size}`` of ``ici_<axis>=n,dcn_<axis>=m`` pairs, each axis the product of its ICI and DCN sizes
+    (:func:`parse_mesh_parts`, whose errors it raises)."""
+    ici, dcn = parse_mesh_parts(text, source)
+    return {a: ici[a] * dcn[a] for a in MESH_AXES}
+
+
+def check_mesh_placement(text: str, gpus_per_domain: int, source: str = "jax_mesh") -> None:
+    """Refuse a mesh whose ICI part topo would not place inside an NVLink domain.
+
+    A JAX hybrid mesh (``jax.experimental.mesh_utils.create_hybrid_device_mesh``, which MaxText's
+    ``create_device_mesh`` calls with its ``ici_parallelism`` and ``dcn_parallelism``) lays the ICI mesh over one
+    granule's devices (a slice; on GPUs a process's or an NVLink clique's) and the DCN mesh across granules, so
+    every axis varies over its ICI ranks inside a granule and over its DCN ranks across them; MaxText asserts
+    that the ICI sizes multiply to the devices of a slice (``fill_unspecified_mesh_axes``). On GPUs the ICI is
+    NVLink, so:
+
+    - the ICI sizes multiply to at most ``gpus_per_domain`` (the GPUs of an NVLink domain the job uses);
+    - topo places the axes in :data:`PLACEMENT_ORDER`, fastest first, each axis's ranks side by side; that is the
+      hybrid mesh only if no axis has ICI ranks (> 1) after an axis with DCN ranks in that order: an
+      ``ici_data=8,dcn_fsdp=32`` mesh puts the fsdp groups one GPU per VM across the DCN, while topo would place
+      them side by side on 4 VMs, a different job.
+
+    Raises
+    ------
+    TopoError
+        Either rule broken, naming the axes, their sizes and what is allowed.
+    """
+    ici, dcn = parse_mesh_parts(text, source)
+    ici_total = 1
+    for a in MESH_AXES:
+        ici_total *= ici[a]
+    given = ",".join(f"ici_{a}={ici[a]}" for a in PLACEMENT_ORDER if ici[a] > 1)
+    if ici_total > gpus_per_domain:
+        raise TopoError(f"the ICI sizes {given} multiply to {ici_total:,} GPUs, more than the {gpus_per_domain:,} "
+                        f"the job uses of an NVLink domain (ICI is NVLink on GPUs; a JAX hybrid mesh lays ici_* over one "
+                        f"slice's devices); allowed: ici_* sizes whose product is at most {gpus_per_domain:,} (the "
+                        f"rest on dcn_*)", source=source)
+    outer = None
+    for a in PLACEMENT_ORDER:
+        if ici[a] > 1 and outer is not None:
+            raise TopoError(f"ici_{a}={ici[a]} with dcn_{outer}={dcn[outer]}: topo places the axes "
+                            f"{', '.join(PLACEMENT_ORDER)} fastest first, so ICI ranks of {a} under DCN ranks of "
+                            f"{outer} would not lie in one NVLink domain as JAX's hybrid mesh lays them; allowed: "
+                            f"ICI sizes on the axes before the first with a DCN size in that order (e.g. "
+                            f"ici_{a}=1 and its ranks on dcn_{a}, or the ICI on {outer})", source=source)
+        if dcn[a] > 1 and outer is None:
+            outer = a
 
 
 def layout_from_mesh(text: str, source: str = "jax_mesh", moe: bool = False) -> dict:
@@ -123,3 +187,33 @@ def layout_from_mesh(text: str, source: str = "jax_mesh", moe: bool = False) -> 
         if s["expert"] > 1 or moe:  # 'embed_moe': fsdp and context; the experts' replicas data x fsdp x context
             out["expert_dp_shard"] = s["fsdp"] * s["context"]
     return out
+
+
+def maxtext_micro_batch(global_batch: int, dp: int, pp: int = 1) -> int | None:
+    """Sequences per micro-batch of a data-parallel replica as MaxText runs a global batch by default: no gradient
+    accumulation, and under pipelining as many micro-batches as stages.
+
+    MaxText trains ``per_device_batch_size x devices x gradient_accumulation_steps`` sequences a step
+    (``calculate_global_batch_sizes`` in ``pyconfig``), ``gradient_accumulation_steps`` 1 unless set, and splits a
+    pipelined replica's batch into ``num_pipeline_microbatches``, by default (-1) the number of stages (``pyconfig``'s
+    pipeline settings; twice that with ``pipeline_delay_activation_forwarding``). Read at AI-Hypercomputer/maxtext
+    (the stored ``pyconfig`` whose ``set_and_validate_pipeline_config`` and ``calculate_global_batch_sizes`` these
+    are; no commit pinned, see docs/calibration-findings.md section 447).
+
+    Parameters
+    ----------
+    global_batch : int
+        Sequences per optimizer step.
+    dp : int
+        Data-parallel replicas (data x fsdp x expert ranks of the mesh).
+    pp : int
+        Pipeline stages.
+
+    Returns
+    -------
+    int or None
+        ``global_batch / (dp x pp)`` sequences, or None where that is not a whole number (the layout's own check
+        then names the batch).
+    """
+    per = dp * max(pp, 1)
+    return global_batch // per if global_batch > 0 and global_batch % per == 0 else None
