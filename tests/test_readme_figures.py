@@ -37,7 +37,7 @@ CASES = [
       ("the DCI's share of the cost per GPU-hour (3.2% on `two-site-h100`)", "3.2% of the region's $1.700")]),
     # walk38: the region's job plan (the README said 2.617 s where the plan prints 2.6175 s as 2.618 s)
     ("topo plan two-site-h100 --model llama3-70b --layout tp=8,pp=4,global_batch=576 --tokens 15T --no-collectives",
-     [("step 2.807 s across the sites, goodput 75.2%", "data parallel: step 2.807 s,"),
+     [("step 2.808 s across the sites, goodput 75.2%", "data parallel: step 2.808 s,"),
       ("goodput 75.2%", "goodput   75.2%"), ("137.3 days (103.3 at", "137.3 days with goodput 75.2% (103.3 days at"),
       ("$1.048 per million tokens", "$1.048 per million tokens")]),
     ("topo estimate two-site-h100 --size 1GiB -a hierarchical_pipelined", [("(19 chunks)", "(19 chunks)")]),
@@ -50,7 +50,7 @@ CASES = [
       ("77.8% x", "x 77.8% carried by nvls_tree Simple"), ("50.0% x", "x 50.0% steady (all 1 GiB go at half speed"),
       ("92.9%, the whole", "x 92.9% of the time in the bandwidth part")]),
     ("topo train two-site-h100 --model nemotron4-340b --tp 8 --pp 8 --vpp 12 --global-batch 2304 --outer-every 50",
-     [("gives 94.4% with `dp`", "        94.4%"), ("1.81 TB/s per direction keeps 95%", " 1.806 TB/s")]),
+     [("gives 94.4% with `dp`", "        94.4%"), ("1.80 TB/s per direction keeps 95%", " 1.804 TB/s")]),
     # walk16: the README said 80.2% at 4 waves where the study's point (this step at 1,000 km) gives 80.0%
     ("topo train two-site-h100 --model nemotron4-340b --tp 8 --pp 8 --vpp 12 --global-batch 2304 "
      "--set interconnect.waves=4", [("(81.0% at 4 waves", "        81.0%")]),
@@ -63,12 +63,12 @@ CASES = [
      [("by size: east dp 192, west dp 64, 411.4 ms (90.3%)", "(east dp 192, west dp 64)"),
       ("411.4 ms (90.3%)", "411.4 ms        90.3%"), ("by size: east dp 192", "all 2,048 GPUs of the region run it")]),
     (BY_SIZE + " --shares equal",
-     [("--shares equal: dp 64 a site, 1,024 GPUs idle, 692.7 ms", "692.7 ms"),
+     [("--shares equal: dp 64 a site, 1,024 GPUs idle, 692.8 ms", "692.8 ms"),
       ("1,024 GPUs idle", "1,024 of the region's 2,048 GPUs run no part of it")]),
     ("topo train dgx-h100-superpod --model llama3-8b --gpus 1024 --tp 8 --pp 2 --dp 64 --global-batch 256",
-     [("(a step of 456 ms)", "step time   456.6 ms"),
-      ('"uncertainty 403.4 ms - 526.1 ms: on 20 published Hopper runs of dense BF16 models whose family the fit '
-       'never saw, half were within 3%', "uncertainty 403.4 ms - 526.1 ms: on 20 published Hopper runs of dense BF16 "
+     [("(a step of 456 ms)", "step time   456.7 ms"),
+      ('"uncertainty 403.8 ms - 525.5 ms: on 20 published Hopper runs of dense BF16 models whose family the fit '
+       'never saw, half were within 3%', "uncertainty 403.8 ms - 525.5 ms: on 20 published Hopper runs of dense BF16 "
        "models whose family the fit never saw, half were within 3%")]),
     # walk41: the README quoted a span of 7 hybrid runs (1 family, 8-16 GPUs) where the command prints 11 (3 families)
     (HYBRID,
