@@ -474,16 +474,21 @@ def _apply_mesh(args, sizes: dict, common: dict, fabric, layout_keys=(), moe: bo
     common.update(dp_sharding=mesh.pop("dp_sharding"), dp_shard=mesh.pop("dp_shard", None),
                   expert_dp_shard=mesh.pop("expert_dp_shard", None))
     sizes.update(mesh)
-    batch = args.global_batch or (layout_keys.get("global_batch") if isinstance(layout_keys, dict) else None)
+    from_layout = layout_keys if isinstance(layout_keys, dict) else {}
+    batch = args.global_batch or from_layout.get("global_batch")
+    chose = {}  # what the mesh chose where no flag or layout field did: the one source of --json's chosen_by and
+    # the text's "chosen by the JAX mesh" line (tidy123: chosen_by named the FP8 amax on BF16 runs, not these)
     if common.get("micro_batch") is None and "micro_batch" not in layout_keys and isinstance(batch, int):
         # walk44: MaxText accumulates no gradients by default; micro-batches of 1 made 2,048 sequences on 256 GPUs 8
-        common["micro_batch"] = maxtext_micro_batch(batch, sizes["dp"], sizes["pp"])
-    applied = {k: v for k, v in (MAXTEXT_STATE | MAXTEXT_DP_OVERLAP | MAXTEXT_FP8_AMAX).items()
-               if k not in layout_keys and common.get(k) is None}
-    common.update(applied)
+        chose["micro_batch"] = maxtext_micro_batch(batch, sizes["dp"], sizes["pp"])
+    fp8 = (common.get("precision") or from_layout.get("precision")) == "fp8"  # BF16 casts no FP8 amax
+    chose |= {k: v for k, v in (MAXTEXT_STATE | MAXTEXT_DP_OVERLAP | (MAXTEXT_FP8_AMAX if fp8 else {})).items()
+              if k not in layout_keys and common.get(k) is None}
     if not any(k in layout_keys or common.get(k) for k in RECOMPUTE_FIELDS):  # walk44: MaxText's default, not none
-        common.update(MAXTEXT_REMAT)
-    args.mesh_amax = "fp8_amax_reduction" in applied  # the options line and --json say the mesh chose it
+        chose |= MAXTEXT_REMAT
+    common.update(chose)
+    args.mesh_chose = tuple(k for k, v in chose.items() if v is not None)  # a batch that does not divide: the
+    # layout's own check names it, the mesh chose nothing
 
 
 _MESH_FIELDS = ("tp", "cp", "pp", "dp", "ep", "dp_sharding", "dp_shard",  # what --jax-mesh sets (_apply_mesh)
@@ -626,8 +631,7 @@ def _finish(args, r, model, fabric, lay, engine: CommEngine) -> int:
                              contention=not args.no_contention, engine=engine)
     if trade is not None and trade.note():
         r.notes.append(trade.note())
-    if getattr(args, "mesh_amax", False):
-        r.chosen_by["fp8_amax_reduction"] = "jax_mesh"
+    r.chosen_by.update(dict.fromkeys(getattr(args, "mesh_chose", ()), "jax_mesh"))
     ops = step_op_table(fabric, model, lay, args.efficiency) if args.ops else None
     stages = step_stage_table(fabric, model, lay, args.efficiency, r.ep_cover_s) if args.ops else None
     if args.json:
@@ -952,6 +956,9 @@ def _print_step(r, tokens, model, memory: bool = False) -> None:
     options = _framework_options({**L, "chosen_by": r.chosen_by}, model, gpu_compute(r.gpu))
     if options:
         emit(f"framework options: {options} (layout fields)")
+    mesh = _mesh_chose(r)
+    if mesh:
+        emit(mesh)
     if host > 0:
         emit(_host_bound_line(L, host, r.step_time_s))
     emit("")
@@ -971,6 +978,16 @@ def _print_step(r, tokens, model, memory: bool = False) -> None:
         emit(f"note: {tight}")
     for n in r.notes:
         emit(f"note: {note_flags(n)}")
+
+
+def _mesh_chose(r) -> str:
+    """The line naming the layout fields a JAX mesh chose (``r.chosen_by``'s ``jax_mesh`` entries, which ``--json``
+    gives as they are) with the values they hold, or "" where it chose none."""
+    def text(v) -> str:
+        return f"{v:g}" if isinstance(v, float) else str(v).lower()
+    chosen = [f"{k} {text(r.layout[k])}" for k, by in r.chosen_by.items() if by == "jax_mesh"]
+    return ("chosen by the JAX mesh (MaxText's defaults; a flag or layout field sets each): " + ", ".join(chosen)
+            if chosen else "")
 
 
 def _host_bound_line(L: dict, host_s: float, step_s: float) -> str:
