@@ -27,6 +27,7 @@ def test_parts_keep_ici_and_dcn_apart_and_their_product_is_the_axis():
     ("ici_expert=8,dcn_fsdp=16", 8),
     ("ici_fsdp=4,dcn_data=2", 8),                      # fewer than a domain: not refused (a slice may be smaller)
     ("ici_fsdp=72", 72),                               # one NVL72 rack
+    ("ici_pipeline=8,dcn_fsdp=32", 8),                 # tidy123: placed in tp-cp-ep-pp-dp, stages inside a VM
 ])
 def test_meshes_topo_places_as_jax_does_pass(mesh, domain):
     check_mesh_placement(mesh, domain)
@@ -37,7 +38,7 @@ def test_meshes_topo_places_as_jax_does_pass(mesh, domain):
     ("ici_tensor=4,ici_fsdp=4,dcn_data=16", 8, "multiply to 16 GPUs, more than the 8"),
     ("ici_fsdp=8,dcn_fsdp=32", 4, "more than the 4"),
     ("ici_data=8,dcn_fsdp=32", 8, "ici_data=8 with dcn_fsdp=32"),
-    ("ici_pipeline=8,dcn_fsdp=32", 8, "ici_pipeline=8 with dcn_fsdp=32"),
+    ("ici_pipeline=4,ici_fsdp=2,dcn_data=4", 8, "ici_pipeline=4 with dcn_data=4"),
     ("ici_fsdp=2,dcn_tensor=2,dcn_fsdp=4", 8, "ici_fsdp=2 with dcn_tensor=2"),
 ])
 def test_meshes_topo_would_place_differently_are_refused(mesh, domain, needle):

@@ -17,7 +17,7 @@ from ..training.fp8_amax import sp_amax_reduced
 from ..training.gpus import gpu_compute
 from ..training.jax_mesh import (MAXTEXT_DP_OVERLAP, MAXTEXT_FP8_AMAX, MAXTEXT_REMAT, MAXTEXT_STATE,
                                  RECOMPUTE_FIELDS, check_mesh_placement,
-                                 layout_from_mesh, maxtext_micro_batch, parse_mesh)
+                                 layout_from_mesh, maxtext_micro_batch, mesh_rank_order, parse_mesh)
 from ..training.kernels import fp8_backward_published, host_launch_price
 from ..training.mapping import FEWER_GPUS, job_gpus
 from ..training.multisite import DEFAULT_SHARES, SHARES
@@ -469,8 +469,8 @@ def _apply_mesh(args, sizes: dict, common: dict, fabric, layout_keys=(), moe: bo
         raise TopoError(f"{args.jax_mesh} multiplies to {sizes_given} = {total:,} GPUs, not the {args.gpus:,} of "
                         f"--gpus; allowed: ici_* and dcn_* sizes whose product is {args.gpus:,}, or no --gpus (the "
                         f"mesh's product)", key="--jax-mesh")
-    check_mesh_placement(args.jax_mesh, common.get("gpus_per_domain_used") or fabric.spec.gpus_per_domain,
-                         source="--jax-mesh")  # walk44: ici_fsdp=16 on 8-GPU VMs ran as ici_fsdp=8,dcn_fsdp=2
+    order = check_mesh_placement(args.jax_mesh, common.get("gpus_per_domain_used") or fabric.spec.gpus_per_domain,
+                                 source="--jax-mesh")  # walk44: ici_fsdp=16 on 8-GPU VMs ran as ici_fsdp=8,dcn_fsdp=2
     common.update(dp_sharding=mesh.pop("dp_sharding"), dp_shard=mesh.pop("dp_shard", None),
                   expert_dp_shard=mesh.pop("expert_dp_shard", None))
     sizes.update(mesh)
@@ -486,6 +486,16 @@ def _apply_mesh(args, sizes: dict, common: dict, fabric, layout_keys=(), moe: bo
               if k not in layout_keys and common.get(k) is None}
     if not any(k in layout_keys or common.get(k) for k in RECOMPUTE_FIELDS):  # walk44: MaxText's default, not none
         chose |= MAXTEXT_REMAT
+    if common.get("rank_order") is None and "rank_order" not in layout_keys:
+        # tidy123 (walk44 Left 2): MaxText's stages lie inside its data replicas, topo's default pp outermost
+        if order != DEFAULT_ORDER:
+            chose["rank_order"] = order
+        elif mesh_rank_order(args.jax_mesh, source="--jax-mesh") is None:
+            args.mesh_note = (f"{args.jax_mesh}: MaxText lays the fsdp ranks inside the pipeline stages and those "
+                              f"inside the data replicas (mesh_axes, slowest first: data, stage, fsdp); topo's rank "
+                              f"orders keep data parallelism one axis, so the stages here lie outside all of it "
+                              f"(--rank-order {DEFAULT_ORDER}): both cross the DCN, but the pipeline and data "
+                              f"groups hold other GPUs than MaxText's")
     common.update(chose)
     args.mesh_chose = tuple(k for k, v in chose.items() if v is not None)  # a batch that does not divide: the
     # layout's own check names it, the mesh chose nothing
@@ -632,6 +642,8 @@ def _finish(args, r, model, fabric, lay, engine: CommEngine) -> int:
     if trade is not None and trade.note():
         r.notes.append(trade.note())
     r.chosen_by.update(dict.fromkeys(getattr(args, "mesh_chose", ()), "jax_mesh"))
+    if getattr(args, "mesh_note", None):
+        r.notes.append(args.mesh_note)
     ops = step_op_table(fabric, model, lay, args.efficiency) if args.ops else None
     stages = step_stage_table(fabric, model, lay, args.efficiency, r.ep_cover_s) if args.ops else None
     if args.json:

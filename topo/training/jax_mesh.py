@@ -36,9 +36,10 @@ MaxText's ``base.yml`` lists them).
 from __future__ import annotations
 
 from ..errors import TopoError
+from .parallel import DEFAULT_ORDER
 
-__all__ = ["MAXTEXT_STATE", "MAXTEXT_DP_OVERLAP", "MAXTEXT_FP8_AMAX", "MAXTEXT_REMAT", "MESH_AXES", "PLACEMENT_ORDER", "RECOMPUTE_FIELDS",
-           "check_mesh_placement", "layout_from_mesh", "maxtext_micro_batch", "parse_mesh", "parse_mesh_parts"]
+__all__ = ["MAXTEXT_STATE", "MAXTEXT_DP_OVERLAP", "MAXTEXT_FP8_AMAX", "MAXTEXT_REMAT", "MESH_AXES", "MAXTEXT_ORDER", "PLACEMENT_ORDER",
+           "RANK_ORDER_AXES", "RECOMPUTE_FIELDS", "check_mesh_placement", "mesh_rank_order", "layout_from_mesh", "maxtext_micro_batch", "parse_mesh", "parse_mesh_parts"]
 
 MESH_AXES = ("data", "fsdp", "tensor", "context", "expert", "pipeline")
 MAXTEXT_STATE = dict(weight_bytes=4.0, grad_bytes=4.0, optimizer_bytes_per_param=8.0, gather_bytes=2.0)
@@ -65,6 +66,20 @@ kernel of the step waits for it and no buffer is concatenated and reduced per mo
 PLACEMENT_ORDER = ("tensor", "context", "expert", "fsdp", "data", "pipeline")
 """The mesh's axes as topo places a layout's ranks, fastest-varying first: Megatron's rank order ``tp-cp-ep-dp-pp``
 with the sharded data-parallel ranks (fsdp x expert, ``dp_shard``) inside the replicated ones (data)."""
+RANK_ORDER_AXES = {DEFAULT_ORDER: PLACEMENT_ORDER,
+                   "tp-cp-ep-pp-dp": ("tensor", "context", "pipeline", "expert", "fsdp", "data")}
+"""The rank orders a mesh may be placed in, each with the mesh's axes as it places them, fastest first (``ep`` has no
+axis of its own: the expert ranks are the fastest of ``dp``, :mod:`topo.training.mapping`); the default first."""
+MAXTEXT_ORDER = ("tensor", "context", "expert", "fsdp", "pipeline", "data")
+"""The mesh's axes as MaxText orders its devices, fastest first, as far as topo tells them apart: ``mesh_axes`` lists
+them slowest first, ``['data', 'stage', 'fsdp', ..., 'context', ..., 'tensor', ..., 'expert', ...]``
+(AI-Hypercomputer/maxtext@315ebb59 ``MaxText/configs/base.yml``), so the stages lie inside the data replicas.
+``create_device_mesh`` (maxtext@f4f08fa4 ``MaxText/maxtext_utils.py``) hands the ICI and DCN sizes in that order to
+``jax.experimental.mesh_utils.create_hybrid_device_mesh``, which numbers the granules (VMs) in the DCN mesh's order
+(``np.arange(len(granules)).reshape(dcn_mesh_shape)``) and lays each granule's devices as the ICI mesh, so a
+device's rank varies fastest over the ICI axes, then over the DCN axes, each in this order. MaxText places expert
+fastest, before tensor and context; topo's order of those three is kept (they differ only inside an NVLink
+domain, section 448's Left)."""
 MAXTEXT_REMAT = dict(remat_policy="full")
 """A mesh's recomputation where no flag or layout field gives one: MaxText's default ``remat_policy: 'full'``
 (AI-Hypercomputer/maxtext@315ebb59 ``MaxText/configs/base.yml``, under "Choose 'remat_policy'")."""
@@ -126,7 +141,35 @@ def parse_mesh(text: str, source: str = "jax_mesh") -> dict[str, int]:
     return {a: ici[a] * dcn[a] for a in MESH_AXES}
 
 
-def check_mesh_placement(text: str, gpus_per_domain: int, source: str = "jax_mesh") -> None:
+def _digits(ici: dict, dcn: dict, order: tuple, ici_first: bool) -> list[tuple[str, str]]:
+    """The ``(axis, "ici" | "dcn")`` parts of a rank larger than 1, fastest first: every ICI part before every DCN
+    part (a hybrid mesh, ``ici_first``), or each axis's ICI then DCN part side by side (topo's placement)."""
+    if ici_first:
+        parts = [(a, "ici") for a in order] + [(a, "dcn") for a in order]
+    else:
+        parts = [(a, scope) for a in order for scope in ("ici", "dcn")]
+    return [(a, scope) for a, scope in parts if (ici if scope == "ici" else dcn)[a] > 1]
+
+
+def mesh_rank_order(text: str, source: str = "jax_mesh") -> str | None:
+    """The rank order of :data:`RANK_ORDER_AXES` (the default first) under which topo's ranks lie on the GPUs as
+    MaxText's hybrid mesh lays them (:data:`MAXTEXT_ORDER`), or None where none does.
+
+    With data and pipeline ranks both across VMs (``dcn_data=2,dcn_pipeline=4``) MaxText puts the stages inside
+    the data replicas, which ``tp-cp-ep-pp-dp`` places; with sharded data-parallel ranks (fsdp or expert) besides,
+    MaxText's fsdp lies inside the stages and data outside them, which no topo order places (``dp`` is one axis).
+
+    Raises
+    ------
+    TopoError
+        The mesh's own errors (:func:`parse_mesh_parts`).
+    """
+    ici, dcn = parse_mesh_parts(text, source)
+    want = _digits(ici, dcn, MAXTEXT_ORDER, ici_first=True)
+    return next((order for order, axes in RANK_ORDER_AXES.items() if _digits(ici, dcn, axes, False) == want), None)
+
+
+def check_mesh_placement(text: str, gpus_per_domain: int, source: str = "jax_mesh") -> str:
     """Refuse a mesh whose ICI part topo would not place inside an NVLink domain.
 
     A JAX hybrid mesh (``jax.experimental.mesh_utils.create_hybrid_device_mesh``, which MaxText's
@@ -141,6 +184,15 @@ def check_mesh_placement(text: str, gpus_per_domain: int, source: str = "jax_mes
       hybrid mesh only if no axis has ICI ranks (> 1) after an axis with DCN ranks in that order: an
       ``ici_data=8,dcn_fsdp=32`` mesh puts the fsdp groups one GPU per VM across the DCN, while topo would place
       them side by side on 4 VMs, a different job.
+
+    A mesh that ``tp-cp-ep-pp-dp`` places as the hybrid mesh does (:func:`mesh_rank_order`: ``ici_pipeline=8,
+    dcn_data=4``, the stages inside a VM and the data replicas across) passes in that order.
+
+    Returns
+    -------
+    str
+        The rank order to place the mesh in: :func:`mesh_rank_order`'s, else the default (whose order of data and
+        pipeline ranks across VMs then differs from MaxText's, which no topo order places).
 
     Raises
     ------
@@ -157,6 +209,9 @@ def check_mesh_placement(text: str, gpus_per_domain: int, source: str = "jax_mes
                         f"the job uses of an NVLink domain (ICI is NVLink on GPUs; a JAX hybrid mesh lays ici_* over one "
                         f"slice's devices); allowed: ici_* sizes whose product is at most {gpus_per_domain:,} (the "
                         f"rest on dcn_*)", source=source)
+    order = mesh_rank_order(text, source)
+    if order is not None:
+        return order
     outer = None
     for a in PLACEMENT_ORDER:
         if ici[a] > 1 and outer is not None:
@@ -167,6 +222,7 @@ def check_mesh_placement(text: str, gpus_per_domain: int, source: str = "jax_mes
                             f"ici_{a}=1 and its ranks on dcn_{a}, or the ICI on {outer})", source=source)
         if dcn[a] > 1 and outer is None:
             outer = a
+    return DEFAULT_ORDER
 
 
 def layout_from_mesh(text: str, source: str = "jax_mesh", moe: bool = False) -> dict:
