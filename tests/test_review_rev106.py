@@ -121,9 +121,11 @@ def test_a_planner_figure_takes_each_designs_own_sets():
 def test_the_reports_job_fills_each_design_with_its_own_sets():
     """``topo report A B --set A:KEY=VALUE --train MODEL --layout L`` without dp: each design's job fills that
     design's GPUs as its own overrides build it (rev106: the job's path read the raw ``--set`` list and no test
-    saw it). Two DGX H100 scalable units hold 2 x 32 x 8 = 512 GPUs (the bundled spec's source), dp 512 / tp 8."""
+    saw it). Two DGX H100 scalable units hold 2 x 32 x 8 = 512 GPUs (the bundled spec's source), dp 512 / tp 8; the
+    GB200 job fills 64 of each NVL72 rack's 72 (the production placement, tidy122's one rule for train, plan and
+    report)."""
     h100, gb200 = "dgx-h100-superpod", "gb200-nvl72-superpod"
-    dp_g = build_fabric(load_spec(gb200)).layout.num_gpus // 8
+    dp_g = build_fabric(load_spec(gb200)).layout.num_gpus // 72 * 64 // 8
     args = build_parser("report").parse_args(["report", h100, gb200, "--set", f"{h100}:cluster.num_units=2",
                                               "--train", "llama3-8b", "--layout",
                                               f"tp=8,global_batch={math.lcm(64, dp_g)}"])

@@ -101,10 +101,11 @@ def test_the_search_table_s_times_keep_their_four_digits():
     text = run_cli("train", "dgx-h100-superpod", "--model", "llama3-70b", "--gpus", "1024", "--global-batch", "512",
                    "--search", "--top", "3", check=True).stdout.splitlines()  # the README's search
     rows = [ln for ln in text if re.match(r"\s*\d+ ", ln)]
-    # #3's step, 4.133 s since the refit of the session of 2026-12-07g (4.134 s since the refit after tpsm99 (4.137 s at tpsm99: the layers' backward TP exchanges beside
+    # #3's step, 4.136 s since the refit of the session of 2026-12-07h (the norms' backward at TE's rate; 4.133 s
+    # since the refit of the session of 2026-12-07g, 4.134 s since the refit after tpsm99 (4.137 s at tpsm99: the layers' backward TP exchanges beside
     # their own GEMMs, their NCCL SMs charged: TP4 PP2 VPP4 third; 3.854 s since the session of 2026-12-07a, attnh71, and the refit; 3.892 s at
     # 322e6f69, 3.800 s before ce57's loss pricing)); four digits: tests/test_units.py's format_time
-    assert " 4.133 s " in rows[2]
+    assert " 4.136 s " in rows[2]
     times = [t for ln in rows for t in re.findall(r"(\d[\d.]*) (?:s|ms|us)\b", ln)]
     line = next(ln for ln in text if ln.startswith("uncertainty of each step: "))
     times += re.findall(r"(\d[\d.]*) (?:s|ms|us)\b", line.split("(#1: ")[1])
