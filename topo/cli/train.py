@@ -16,7 +16,7 @@ from ..training.flops import CONVENTIONS, six_n_params
 from ..training.fp8_amax import sp_amax_reduced
 from ..training.gpus import gpu_compute
 from ..training.jax_mesh import (MAXTEXT_DP_OVERLAP, MAXTEXT_FP8_AMAX, MAXTEXT_REMAT, MAXTEXT_STATE,
-                                 RECOMPUTE_FIELDS, check_mesh_placement,
+                                 RECOMPUTE_FIELDS, check_mesh_placement, global_batch_per_device,
                                  layout_from_mesh, maxtext_micro_batch, mesh_rank_order, parse_mesh)
 from ..training.kernels import fp8_backward_published, host_launch_price
 from ..training.mapping import FEWER_GPUS, job_gpus
@@ -105,6 +105,10 @@ def _job_arguments(p) -> None:
                    "tensor and data ranks, e.g. --tp 2 --ep 64 --etp 1")
     p.add_argument("--seq", type=int, default=None, help="sequence length (default: the model's)")
     p.add_argument("--global-batch", type=int, default=None, help="sequences per step")
+    p.add_argument("--per-device-batch", default=None, metavar="N",
+                   help="with --jax-mesh: MaxText's per_device_batch_size, sequences per GPU, may be fractional "
+                        "(0.5); the global batch is exactly it x GPUs (a whole number; --global-batch, if given, "
+                        "must agree)")
     p.add_argument("--micro-batch", type=int, default=None, help="sequences per micro-batch (default 1)")
 
 
@@ -347,6 +351,7 @@ def _run(args) -> int:
     common = _layout_options(args)
     if args.jax_mesh is not None and args.search:
         raise TopoError("gives the layout's sizes; drop --search (or the mesh)", key="--jax-mesh")
+    _per_device_batch(args)
     if args.layout and not args.search:
         return _run_layout(args, fabric, model, common, engine)
     held: dict = {}  # the fields --layout holds fixed in every layout --search tries
@@ -446,6 +451,24 @@ def _run_search(args, fabric, model, common: dict, held: dict, engine: CommEngin
     else:
         _print_search(res, args, held, model)
     return 0
+
+
+def _per_device_batch(args) -> None:
+    """``--per-device-batch``: MaxText's ``per_device_batch_size`` x the mesh's GPUs as ``--global-batch``
+    (:func:`topo.training.jax_mesh.global_batch_per_device`), which must agree where both are given; only with
+    ``--jax-mesh`` (tidy124, walk44 Left 1: a MaxText user multiplied it by hand)."""
+    if args.per_device_batch is None:
+        return
+    if args.jax_mesh is None:
+        raise TopoError("is MaxText's per_device_batch_size, sequences per GPU of a JAX mesh; give --jax-mesh with "
+                        "it, or the batch as --global-batch", key="--per-device-batch")
+    devices = math.prod(parse_mesh(args.jax_mesh, source="--jax-mesh").values())  # --gpus, if other, is refused
+    batch = global_batch_per_device(args.per_device_batch, devices, source="--per-device-batch")
+    if args.global_batch is not None and args.global_batch != batch:
+        raise TopoError(f"{args.per_device_batch} x {devices:,} GPUs = {batch:,} sequences, but --global-batch is "
+                        f"{args.global_batch:,}; allowed: --global-batch {batch:,} or no --global-batch (or no "
+                        f"--per-device-batch)", key="--per-device-batch")
+    args.global_batch = batch
 
 
 def _apply_mesh(args, sizes: dict, common: dict, fabric, layout_keys=(), moe: bool = False) -> None:

@@ -35,11 +35,13 @@ MaxText's ``base.yml`` lists them).
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 from ..errors import TopoError
 from .parallel import DEFAULT_ORDER
 
 __all__ = ["MAXTEXT_STATE", "MAXTEXT_DP_OVERLAP", "MAXTEXT_FP8_AMAX", "MAXTEXT_REMAT", "MESH_AXES", "MAXTEXT_ORDER", "PLACEMENT_ORDER",
-           "RANK_ORDER_AXES", "RECOMPUTE_FIELDS", "check_mesh_placement", "mesh_rank_order", "layout_from_mesh", "maxtext_micro_batch", "parse_mesh", "parse_mesh_parts"]
+           "RANK_ORDER_AXES", "RECOMPUTE_FIELDS", "check_mesh_placement", "global_batch_per_device", "mesh_rank_order", "layout_from_mesh", "maxtext_micro_batch", "parse_mesh", "parse_mesh_parts"]
 
 MESH_AXES = ("data", "fsdp", "tensor", "context", "expert", "pipeline")
 MAXTEXT_STATE = dict(weight_bytes=4.0, grad_bytes=4.0, optimizer_bytes_per_param=8.0, gather_bytes=2.0)
@@ -273,3 +275,50 @@ def maxtext_micro_batch(global_batch: int, dp: int, pp: int = 1) -> int | None:
     """
     per = dp * max(pp, 1)
     return global_batch // per if global_batch > 0 and global_batch % per == 0 else None
+
+
+def global_batch_per_device(per_device: float | str, devices: int, source: str = "per_device_batch_size") -> int:
+    """Sequences a step trains on from MaxText's ``per_device_batch_size``: exactly ``per_device x devices``.
+
+    MaxText states its batch per device, an ``int | float`` (AI-Hypercomputer/maxtext@e591f30c
+    ``src/maxtext/configs/types.py`` line 1400, ``per_device_batch_size: int | float``, "The batch size per
+    device"; ``base.yml`` line 731), and trains ``int(num_devices x per_device_batch_size x
+    gradient_accumulation_steps)`` sequences a step (``types.py`` lines 3458-3466, ``calculate_global_batch_sizes``;
+    ``gradient_accumulation_steps`` 1 in ``base.yml`` line 968). Below 1 it loads one sequence a device and trains on
+    the first ``int(num_devices x per_device_batch_size)`` of them (the same lines); topo prices the trained ones.
+    ``int`` truncates a product that is not whole; here it is refused, since the step would then train a batch
+    the user did not write. The value is read as its decimal text (``Fraction``), so ``0.1 x 30`` is 3 exactly.
+
+    Parameters
+    ----------
+    per_device : float or str
+        Sequences per device, > 0 (``0.5``: one sequence per two devices).
+    devices : int
+        GPUs of the mesh (its ``ici_*`` x ``dcn_*`` product).
+    source : str
+        What names the value in an error (a flag).
+
+    Returns
+    -------
+    int
+        The global batch, ``per_device x devices``.
+
+    Raises
+    ------
+    TopoError
+        A value that is not a number > 0, or a product that is not a whole number of sequences.
+    """
+    text = str(per_device).strip()
+    try:
+        value = Fraction(text)
+    except (ValueError, ZeroDivisionError, OverflowError):
+        value = Fraction(0)
+    if value <= 0:
+        raise TopoError(f"must be a number of sequences per device > 0 (MaxText's per_device_batch_size, e.g. 8 or "
+                        f"0.5), got {text!r}", source=source)
+    batch = value * devices
+    if batch.denominator != 1:
+        raise TopoError(f"{text} x {devices:,} GPUs = {float(batch):g} sequences, not a whole number (MaxText's "
+                        f"int() would train {batch.numerator // batch.denominator:,}); allowed: a per-device batch "
+                        f"whose product with {devices:,} GPUs is whole (a multiple of 1/{devices:,})", source=source)
+    return int(batch)
