@@ -514,6 +514,9 @@ def _apply_mesh(args, sizes: dict, common: dict, fabric, layout_keys=(), moe: bo
         if order != DEFAULT_ORDER:
             chose["rank_order"] = order
         elif mesh_rank_order(args.jax_mesh, source="--jax-mesh") is None:
+            # tidy124 (tidy123 Left 1): said on the header too, not only in a note below the tables
+            args.mesh_header = (f"rank order {DEFAULT_ORDER}, NOT MaxText's mesh order (fsdp inside the stages "
+                                f"inside the data replicas, which no topo order places; see the note)")
             args.mesh_note = (f"{args.jax_mesh}: MaxText lays the fsdp ranks inside the pipeline stages and those "
                               f"inside the data replicas (mesh_axes, slowest first: data, stage, fsdp); topo's rank "
                               f"orders keep data parallelism one axis, so the stages here lie outside all of it "
@@ -674,7 +677,7 @@ def _finish(args, r, model, fabric, lay, engine: CommEngine) -> int:
                    **({"tp_overlap_trade": trade.to_dict()} if trade is not None else {}),
                    **({"block_ops": ops, "stage_compute": stages} if ops else {})})
     else:
-        _print_step(r, args.tokens, model, args.memory)
+        _print_step(r, args.tokens, model, args.memory, getattr(args, "mesh_header", None))
         for n in stops:
             emit(f"note: {n}")
         if ops:
@@ -949,7 +952,9 @@ def _framework_options(L: dict, model, gpu) -> str:
     return ", ".join(shown)
 
 
-def _print_step(r, tokens, model, memory: bool = False) -> None:
+def _print_step(r, tokens, model, memory: bool = False, warning: str | None = None) -> None:
+    """One step as text; ``warning``: said on the header line, after the layout (a JAX mesh topo cannot place as
+    MaxText does)."""
     L = r.layout
     short = not_fit_line(r.memory.to_dict(), r.gpu)
     if short:
@@ -958,7 +963,8 @@ def _print_step(r, tokens, model, memory: bool = False) -> None:
          f"tp={L['tp']} cp={L['cp']} pp={L['pp']} (vpp={L['vpp']}) dp={L['dp']} ep={L['ep']}"
          f"{_sharding(L)}{_recompute(L, model)}, "
          f"{L['global_batch']} x {r.tokens_per_step // L['global_batch']} tokens per step, "
-         f"{L['microbatches']} micro-batch{'es' if L['microbatches'] != 1 else ''} of {L['micro_batch']}")
+         f"{L['microbatches']} micro-batch{'es' if L['microbatches'] != 1 else ''} of {L['micro_batch']}"
+         + (f"; {warning}" if warning else ""))
     emit(f"step time   {format_time(r.step_time_s)}   tokens/s {r.tokens_per_s:,.0f}   "
          f"TFLOPs/GPU {r.tflop_per_s_per_gpu:.0f} ({r.flop_convention})   "
          f"{mfu_text(r.mfu, r.peak_precision or r.precision, r.peak_flop_per_s_per_gpu)}")
