@@ -57,6 +57,8 @@ def test_cli_agreeing_global_batch_is_taken():
     (["--per-device-batch", "0.5", "--global-batch", "17"], "0.5 x 32 GPUs = 16 sequences, but --global-batch is 17"),
     (["--per-device-batch", "0.03"], "0.03 x 32 GPUs = 0.96 sequences, not a whole number"),
     (["--per-device-batch", "-2"], "must be a number of sequences per device > 0"),
+    # 8 sequences over dp = fsdp 16 replicas: named by the flag given, not --global-batch
+    (["--per-device-batch", "0.25"], "0.25 x 32 GPUs = 8 sequences, which do not split into the mesh's 16"),
 ])
 def test_cli_refusals_are_one_line(extra, words):
     proc = run_cli(*BASE, *extra)

@@ -468,6 +468,12 @@ def _per_device_batch(args) -> None:
         raise TopoError(f"{args.per_device_batch} x {devices:,} GPUs = {batch:,} sequences, but --global-batch is "
                         f"{args.global_batch:,}; allowed: --global-batch {batch:,} or no --global-batch (or no "
                         f"--per-device-batch)", key="--per-device-batch")
+    dp = layout_from_mesh(args.jax_mesh, source="--jax-mesh")["dp"]
+    if batch % dp:  # walk: 0.5 on an all-fsdp mesh was blamed on --global-batch, which the user did not give
+        raise TopoError(f"{args.per_device_batch} x {devices:,} GPUs = {batch:,} sequences, which do not split into "
+                        f"the mesh's {dp:,} data-parallel replicas (data x fsdp x expert; MaxText slices a batch "
+                        f"below 1 per device, topo runs whole sequences a replica); allowed: a multiple of "
+                        f"{dp / devices:g} ({dp:,} / {devices:,} GPUs)", key="--per-device-batch")
     args.global_batch = batch
 
 
