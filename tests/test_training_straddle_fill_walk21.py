@@ -1,7 +1,8 @@
 """The other direction of tests/test_training_straddle_notes.py (walk21): at the default 64 of each NVL72 rack's 72
 GPUs, a group of more than 64 that 72 a rack would keep in one rack is pushed onto the network between racks, and
 the step said only the generic placement note. A JAX mesh's ``ici_fsdp=72`` (MaxText's ICI axis: one NVLink
-domain) on 4 racks ran 3.7x slower (3.218 against 0.881 s) with its FSDP gathers on the NICs, unsaid."""
+domain) on 4 racks ran 3.7x slower (3.218 against 0.881 s) with its FSDP gathers on the NICs, unsaid (since rev107,
+section 452, that mesh is refused at 64 a rack and runs with ``gpus_per_domain_used = 72``)."""
 
 import json
 
@@ -23,8 +24,10 @@ def test_a_group_that_filling_the_racks_keeps_in_one_is_named():
 
 
 def test_a_mesh_shard_group_of_a_whole_rack_is_named_and_a_wide_dp_group_is_not():
-    notes = _notes("--model", "llama3-8b", "--gpus", "288", "--global-batch", "576", "--jax-mesh",
-                   "ici_fsdp=72,dcn_data=4")
+    # rev107 (section 452): a mesh's ici_fsdp=72 at 64 of each rack is refused (walk44's ICI check, against the GPUs
+    # the job is placed at: tests/test_review_rev107.py); the same hybrid shard group given as layout fields is named
+    notes = _notes("--model", "llama3-8b", "--gpus", "288", "--global-batch", "576", "--layout",
+                   "dp_sharding=zero3,dp_shard=72")
     # the DP group of 288 spans 5 racks at 64 and 4 at 72: filling the racks keeps it on the network either way
     assert notes == ["placement: a hybrid shard group (72 GPUs) spans 2 NVLink domains, where 72 of each 72-GPU "
                      "domain would keep it in 1: its collectives cross the network between domains "

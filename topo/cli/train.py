@@ -19,7 +19,7 @@ from ..training.jax_mesh import (MAXTEXT_DP_OVERLAP, MAXTEXT_FP8_AMAX, MAXTEXT_R
                                  RECOMPUTE_FIELDS, check_mesh_placement, global_batch_per_device,
                                  layout_from_mesh, maxtext_micro_batch, mesh_rank_order, parse_mesh)
 from ..training.kernels import fp8_backward_published, host_launch_price
-from ..training.mapping import FEWER_GPUS, job_gpus
+from ..training.mapping import FEWER_GPUS, job_gpus, placed_gpus_used
 from ..training.multisite import DEFAULT_SHARES, SHARES
 from ..training.result import SHOWN_WHERE_RUN
 from ..training.ring_attention import CP_COMM_TYPES
@@ -498,8 +498,9 @@ def _apply_mesh(args, sizes: dict, common: dict, fabric, layout_keys=(), moe: bo
         raise TopoError(f"{args.jax_mesh} multiplies to {sizes_given} = {total:,} GPUs, not the {args.gpus:,} of "
                         f"--gpus; allowed: ici_* and dcn_* sizes whose product is {args.gpus:,}, or no --gpus (the "
                         f"mesh's product)", key="--jax-mesh")
-    order = check_mesh_placement(args.jax_mesh, common.get("gpus_per_domain_used") or fabric.spec.gpus_per_domain,
-                                 source="--jax-mesh")  # walk44: ici_fsdp=16 on 8-GPU VMs ran as ici_fsdp=8,dcn_fsdp=2
+    order = check_mesh_placement(args.jax_mesh, _mesh_domain_used(total, fabric, common, layout_keys),
+                                 source="--jax-mesh", domain_gpus=fabric.spec.gpus_per_domain)
+    # walk44: ici_fsdp=16 on 8-GPU VMs ran as ici_fsdp=8,dcn_fsdp=2
     common.update(dp_sharding=mesh.pop("dp_sharding"), dp_shard=mesh.pop("dp_shard", None),
                   expert_dp_shard=mesh.pop("expert_dp_shard", None))
     sizes.update(mesh)
@@ -531,6 +532,29 @@ def _apply_mesh(args, sizes: dict, common: dict, fabric, layout_keys=(), moe: bo
     common.update(chose)
     args.mesh_chose = tuple(k for k, v in chose.items() if v is not None)  # a batch that does not divide: the
     # layout's own check names it, the mesh chose nothing
+
+
+def _mesh_domain_used(gpus: int, fabric, common: dict, layout_keys) -> int:
+    """GPUs of each NVLink domain a mesh's job of ``gpus`` GPUs is placed at: ``gpus_per_domain_used`` where a flag
+    or the layout gives it, else the step's own default placement's (:func:`~topo.training.mapping.placed_gpus_used`:
+    64 of an NVL72 rack's 72 where the job fits at 64). rev107 (section 452): the ICI check read the flag alone, else
+    the domain's every GPU, so ``ici_fsdp=72,dcn_data=7`` on 8 NVL72 racks passed and each 72-GPU ICI group was then
+    placed across two racks (64 of each), and ``--layout gpus_per_domain_used=4`` passed ``ici_fsdp=8`` on 8-GPU
+    VMs. A field of the wrong type is left to the layout's own check."""
+    fields = layout_keys if isinstance(layout_keys, dict) else {}
+    given = {k: common.get(k) if common.get(k) is not None else fields.get(k)
+             for k in ("first_gpu", "skip_domains", "gpus_per_domain_used")}
+    used, first, skip = given["gpus_per_domain_used"], given["first_gpu"], given["skip_domains"]
+    if _whole(used):
+        return used
+    skip = tuple(skip) if isinstance(skip, (list, tuple)) and all(_whole(s) and s >= 0 for s in skip) else ()
+    return placed_gpus_used(gpus, fabric.spec.gpus_per_domain, fabric.layout.num_gpus,
+                            first if _whole(first) and first >= 0 else 0, skip)
+
+
+def _whole(v) -> bool:
+    """An int and not a bool (a layout field read as given)."""
+    return isinstance(v, int) and not isinstance(v, bool)
 
 
 _MESH_FIELDS = ("tp", "cp", "pp", "dp", "ep", "dp_sharding", "dp_shard",  # what --jax-mesh sets (_apply_mesh)

@@ -171,7 +171,8 @@ def mesh_rank_order(text: str, source: str = "jax_mesh") -> str | None:
     return next((order for order, axes in RANK_ORDER_AXES.items() if _digits(ici, dcn, axes, False) == want), None)
 
 
-def check_mesh_placement(text: str, gpus_per_domain: int, source: str = "jax_mesh") -> str:
+def check_mesh_placement(text: str, gpus_per_domain: int, source: str = "jax_mesh",
+                         domain_gpus: int | None = None) -> str:
     """Refuse a mesh whose ICI part topo would not place inside an NVLink domain.
 
     A JAX hybrid mesh (``jax.experimental.mesh_utils.create_hybrid_device_mesh``, which MaxText's
@@ -186,6 +187,9 @@ def check_mesh_placement(text: str, gpus_per_domain: int, source: str = "jax_mes
       hybrid mesh only if no axis has ICI ranks (> 1) after an axis with DCN ranks in that order: an
       ``ici_data=8,dcn_fsdp=32`` mesh puts the fsdp groups one GPU per VM across the DCN, while topo would place
       them side by side on 4 VMs, a different job.
+
+    ``domain_gpus``: the GPUs of a domain where the job is placed at fewer (``gpus_per_domain``, 64 of an NVL72
+    rack's 72, :func:`topo.training.mapping.placed_gpus_used`); the refusal then names ``gpus_per_domain_used``.
 
     A mesh that ``tp-cp-ep-pp-dp`` places as the hybrid mesh does (:func:`mesh_rank_order`: ``ici_pipeline=8,
     dcn_data=4``, the stages inside a VM and the data replicas across) passes in that order.
@@ -206,11 +210,13 @@ def check_mesh_placement(text: str, gpus_per_domain: int, source: str = "jax_mes
     for a in MESH_AXES:
         ici_total *= ici[a]
     given = ",".join(f"ici_{a}={ici[a]}" for a in PLACEMENT_ORDER if ici[a] > 1)
+    fill = (f", or gpus_per_domain_used = {domain_gpus} (the job is placed at {gpus_per_domain} of each "
+            f"{domain_gpus}-GPU domain)" if domain_gpus and domain_gpus > gpus_per_domain else "")
     if ici_total > gpus_per_domain:
         raise TopoError(f"the ICI sizes {given} multiply to {ici_total:,} GPUs, more than the {gpus_per_domain:,} "
                         f"the job uses of an NVLink domain (ICI is NVLink on GPUs; a JAX hybrid mesh lays ici_* over one "
                         f"slice's devices); allowed: ici_* sizes whose product is at most {gpus_per_domain:,} (the "
-                        f"rest on dcn_*)", source=source)
+                        f"rest on dcn_*){fill}", source=source)
     order = mesh_rank_order(text, source)
     if order is not None:
         return order

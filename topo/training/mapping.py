@@ -36,7 +36,7 @@ from ..fabric.failures import failed_gpu_ids, nvswitch_domains
 from .parallel import ParallelLayout
 
 __all__ = ["EXPERT_DP_GROUPS", "FEWER_GPUS", "FLEX_GROUP", "Mapping", "default_placement", "first_group_offsets",
-           "first_group_reach", "free_gpus", "map_layout", "recipe_gpus_used", "refuse_failed_gpus", "refuse_failed_placement", "refuse_cut_off_servers", "refuse_cut_apart", "refuse_cut_off",
+           "first_group_reach", "free_gpus", "map_layout", "placed_gpus_used", "recipe_gpus_used", "refuse_failed_gpus", "refuse_failed_placement", "refuse_cut_off_servers", "refuse_cut_apart", "refuse_cut_off",
            "spare_domains_text"]
 
 _DENSE = ("tp", "cp", "dp", "pp")
@@ -333,21 +333,54 @@ def default_placement(lay: ParallelLayout, gpus_per_domain: int, num_fabric_gpus
     D = gpus_per_domain
     if lay.gpus_per_domain_used is not None:
         return lay, None
-    if D & (D - 1) == 0:
-        return lay.model_copy(update={"gpus_per_domain_used": D}), None
+    placed = lay.model_copy(update={"gpus_per_domain_used": placed_gpus_used(lay.gpus, D, num_fabric_gpus,
+                                                                              lay.first_gpu, lay.skip_domains)})
     used = recipe_gpus_used(D)
-    healthy = _domains_from(lay.first_gpu, D, num_fabric_gpus, lay.skip_domains)
-    # rev65: the job's last GPU at ``used`` a domain, as _map places it (first_gpu + gpus > domains x used mixed an
-    # id with a count: 128 GPUs from GPU 72 of three racks, which fit at 64 on racks 1 and 2, took 72 a rack)
-    if lay.gpus and _placed_ids(lay.gpus - 1, used, D, lay.first_gpu, lay.skip_domains) >= num_fabric_gpus:
+    if used == D:  # a power-of-two domain: every GPU, the placement a user expects
+        return placed, None
+    if placed.gpus_per_domain_used == D:
+        healthy = _domains_from(lay.first_gpu, D, num_fabric_gpus, lay.skip_domains)
         spare = (_spare_text(lay, D, used, healthy, num_fabric_gpus)
                  if lay.skip_domains and -(-lay.gpus // used) > healthy else "")  # place64: the skipped made it so
-        return lay.model_copy(update={"gpus_per_domain_used": D}), (
+        return placed, (
             f"placement: every GPU of the {D}-GPU NVLink domains (the job needs more than {used} of each; "
             f"groups of a power of two may straddle domains){spare}")
-    return (lay.model_copy(update={"gpus_per_domain_used": used}),
+    return (placed,
             f"placement: {used} of each {D}-GPU NVLink domain, as production recipes run NVL72 racks "
             f"(power-of-two TP/EP/DP groups inside a rack); gpus_per_domain_used = {D} fills the domains")
+
+
+def placed_gpus_used(gpus: int, gpus_per_domain: int, num_fabric_gpus: int, first_gpu: int = 0,
+                     skip_domains=()) -> int:
+    """GPUs of each NVLink domain :func:`default_placement` places a job at when its layout names none: every GPU
+    of a power-of-two domain; else :func:`recipe_gpus_used` (64 of an NVL72 rack's 72), unless the job's last GPU
+    at that many a domain lies past the fabric, then every GPU. The one rule the step's placement and ``topo train
+    --jax-mesh``'s ICI check (:func:`topo.training.jax_mesh.check_mesh_placement`) read.
+
+    Parameters
+    ----------
+    gpus : int
+        The job's GPUs (tp x cp x pp x dp).
+    gpus_per_domain : int
+        GPUs of an NVLink domain of the fabric.
+    num_fabric_gpus : int
+        The fabric's GPUs.
+    first_gpu : int
+        The job's first GPU.
+    skip_domains : tuple of int
+        NVLink domains the job passes over.
+
+    Returns
+    -------
+    int
+        GPUs used of each domain.
+    """
+    D, used = gpus_per_domain, recipe_gpus_used(gpus_per_domain)
+    # rev65: the job's last GPU at ``used`` a domain, as _map places it (first_gpu + gpus > domains x used mixed an
+    # id with a count: 128 GPUs from GPU 72 of three racks, which fit at 64 on racks 1 and 2, took 72 a rack)
+    if used == D or (gpus and _placed_ids(gpus - 1, used, D, first_gpu, skip_domains) >= num_fabric_gpus):
+        return D
+    return used
 
 
 def _spare_text(lay: ParallelLayout, D: int, used: int, healthy: int, num_fabric_gpus: int) -> str:
