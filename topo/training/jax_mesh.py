@@ -182,7 +182,8 @@ def check_mesh_placement(text: str, gpus_per_domain: int, source: str = "jax_mes
     that the ICI sizes multiply to the devices of a slice (``fill_unspecified_mesh_axes``). On GPUs the ICI is
     NVLink, so:
 
-    - the ICI sizes multiply to at most ``gpus_per_domain`` (the GPUs of an NVLink domain the job uses);
+    - the ICI sizes multiply to a divisor of ``gpus_per_domain`` (the GPUs of an NVLink domain the job uses), so
+      no ICI group straddles two domains;
     - topo places the axes in :data:`PLACEMENT_ORDER`, fastest first, each axis's ranks side by side; that is the
       hybrid mesh only if no axis has ICI ranks (> 1) after an axis with DCN ranks in that order: an
       ``ici_data=8,dcn_fsdp=32`` mesh puts the fsdp groups one GPU per VM across the DCN, while topo would place
@@ -217,6 +218,11 @@ def check_mesh_placement(text: str, gpus_per_domain: int, source: str = "jax_mes
                         f"the job uses of an NVLink domain (ICI is NVLink on GPUs; a JAX hybrid mesh lays ici_* over one "
                         f"slice's devices); allowed: ici_* sizes whose product is at most {gpus_per_domain:,} (the "
                         f"rest on dcn_*){fill}", source=source)
+    if gpus_per_domain % ici_total:
+        raise TopoError(f"the ICI sizes {given} multiply to {ici_total:,} GPUs, which does not divide the "
+                        f"{gpus_per_domain:,} the job uses of an NVLink domain, so some ICI groups would straddle two "
+                        f"domains (MaxText asserts the ICI sizes multiply to a slice's devices); allowed: ici_* sizes "
+                        f"whose product divides {gpus_per_domain:,}{fill}", source=source)
     order = mesh_rank_order(text, source)
     if order is not None:
         return order
