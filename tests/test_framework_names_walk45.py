@@ -1,0 +1,80 @@
+"""walk45: a torchtitan user's names for settings topo spells its own way (PyTorch pipelining's ``Interleaved1F1B``,
+``ZBVZeroBubble``, ``DualPipeV``; torchao's ``tensorwise`` / ``rowwise``; torchtitan's ``op`` checkpointing, ``float8``,
+HSDP) are refused in one line that says what topo calls the setting or that it is not modelled, from the flag and
+from ``--layout`` alike (they had been argparse's bare ``invalid choice`` or pydantic's ``must be one of``, with no
+word on what the name is in topo). Sources: pytorch/torchtitan@b5bcd76c ``torchtitan/config/configs.py`` lines
+216-223 (schedule names), ``torchtitan/components/quantization/float8.py`` line 58 (``rowwise``,
+``rowwise_with_gw_hp``), ``torchtitan/distributed/activation_checkpoint.py`` lines 243-272 (per-op SAC)."""
+
+import tomllib
+
+import pytest
+
+from conftest import run_cli
+from topo.resources import data_dir
+from topo.training.framework_names import other_framework_hint
+
+JOB = ("train", "dgx-h100-superpod", "--model", "llama3-70b", "--global-batch", "512", "--tp", "8", "--pp", "4",
+       "--dp", "2")
+NAMES = tomllib.loads((data_dir("compute") / "framework_names.toml").read_text(encoding="utf-8"))
+
+
+@pytest.mark.parametrize("flag,field,value", [
+    ("--pipeline-schedule", "pipeline_schedule", "Interleaved1F1B"),
+    ("--pipeline-schedule", "pipeline_schedule", "ZBVZeroBubble"),
+    ("--pipeline-schedule", "pipeline_schedule", "DualPipeV"),
+    ("--pipeline-schedule", "pipeline_schedule", "ScheduleGPipe"),
+    ("--recompute", "recompute", "op"),
+    ("--precision", "precision", "float8"),
+    ("--dp-sharding", "dp_sharding", "hsdp"),
+])
+def test_a_flag_given_another_frameworks_name_says_what_topo_calls_it(flag, field, value, tmp_path):
+    proc = run_cli(*JOB, flag, value, cwd=tmp_path)
+    assert proc.returncode == 2 and proc.stdout == ""
+    hint = other_framework_hint(field, value)
+    assert hint and hint in NAMES[field]["names"].values()
+    assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
+    assert proc.stderr.startswith(f"error: topo train: argument {flag}: {value!r} is not one of ")
+    assert hint in proc.stderr
+
+
+@pytest.mark.parametrize("pairs,field,value", [
+    ("pipeline_schedule=Interleaved1F1B", "pipeline_schedule", "Interleaved1F1B"),
+    ("pipeline_schedule=1F1B", "pipeline_schedule", "1F1B"),
+    ("fp8_recipe=tensorwise", "fp8_recipe", "tensorwise"),
+    ("fp8_recipe=rowwise", "fp8_recipe", "rowwise"),
+    ("recompute=layer", "recompute", "layer"),
+])
+def test_a_layout_given_another_frameworks_name_says_what_topo_calls_it(pairs, field, value, tmp_path):
+    proc = run_cli(*JOB, "--precision", "fp8", "--layout", pairs, cwd=tmp_path)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.startswith(f"error: --layout: {field}: must be one of ")
+    assert proc.stderr.rstrip("\n").endswith(f"got {value!r}; {other_framework_hint(field, value)}")
+
+
+def test_what_each_name_is_in_topo():
+    """The hints say the mapping the sources give: PyTorch's Interleaved1F1B is the interleaved 1F1B topo runs with
+    vpp (torchtitan's stages per rank); torchao's tensorwise is per-tensor current scaling (torchtitan docs/float8.md:
+    "tensor-wise scaling with dynamic scales"); ZBV, DualPipeV and rowwise are not modelled."""
+    assert "'1f1b' with vpp" in other_framework_hint("pipeline_schedule", "interleaved1f1b")
+    assert "'current'" in other_framework_hint("fp8_recipe", "TensorWise")
+    for field, value in (("pipeline_schedule", "ZBVZeroBubble"), ("pipeline_schedule", "DualPipeV"),
+                         ("fp8_recipe", "rowwise"), ("recompute", "op")):
+        assert "not modelled" in other_framework_hint(field, value)
+    assert other_framework_hint("pipeline_schedule", "foo") is None
+    assert other_framework_hint("pipeline_schedule", 3) is None
+
+
+def test_an_unknown_name_keeps_the_plain_message(tmp_path):
+    proc = run_cli(*JOB, "--pipeline-schedule", "foo", cwd=tmp_path)
+    assert proc.returncode == 2 and "invalid choice: 'foo'" in proc.stderr
+    proc = run_cli(*JOB, "--layout", "pipeline_schedule=foo", cwd=tmp_path)
+    assert proc.returncode == 2
+    assert proc.stderr == "error: --layout: pipeline_schedule: must be one of '1f1b' or 'dualpipe', got 'foo'\n"
+
+
+def test_plan_reads_the_same_layout_rule(tmp_path):
+    proc = run_cli("plan", "dgx-h100-superpod", "--model", "llama3-70b", "--no-collectives", "--layout",
+                   "tp=8,pp=4,dp=2,global_batch=512,pipeline_schedule=ZBVZeroBubble", cwd=tmp_path)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert other_framework_hint("pipeline_schedule", "ZBVZeroBubble") in proc.stderr
