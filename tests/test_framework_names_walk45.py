@@ -78,3 +78,15 @@ def test_plan_reads_the_same_layout_rule(tmp_path):
                    "tp=8,pp=4,dp=2,global_batch=512,pipeline_schedule=ZBVZeroBubble", cwd=tmp_path)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert other_framework_hint("pipeline_schedule", "ZBVZeroBubble") in proc.stderr
+
+
+def test_torchtitans_state_is_named_as_its_own():
+    """walk45: torchtitan's FSDP2 state (fp32 parameters, ``training.dtype = "float32"``; bf16 gathers,
+    ``mixed_precision_param``; fp32 gradients, ``mixed_precision_reduce``; two fp32 AdamW moments: 4 + 4 + 8 B,
+    pytorch/torchtitan@b5bcd76c ``torchtitan/config/configs.py`` lines 87-105) was labelled MaxText's alone."""
+    from topo.training.memory import state_convention
+
+    text = state_convention({"weight_bytes": 4, "grad_bytes": 4, "optimizer_bytes_per_param": 8, "gather_bytes": 2,
+                             "fp8_param_gather": False, "precision": "bf16"})
+    assert text.startswith("state 4 + 4 + 8 B/param, ") and "torchtitan's" in text and text.endswith(
+        "; gathers 2 B/param")
