@@ -90,3 +90,32 @@ def test_torchtitans_state_is_named_as_its_own():
                              "fp8_param_gather": False, "precision": "bf16"})
     assert text.startswith("state 4 + 4 + 8 B/param, ") and "torchtitan's" in text and text.endswith(
         "; gathers 2 B/param")
+
+
+PP_FSDP2 = ("train", "dgx-h100-superpod", "--model", "llama3-70b", "--tp", "8", "--pp", "4", "--dp", "16",
+            "--global-batch", "256", "--recompute", "full", "--json")
+
+
+@pytest.mark.parametrize("sharding,wgrad,pp,noted", [("zero3", "fsdp2", "4", True), ("zero3", "main_grad", "4", False),
+                                                     ("fsdp_grad_op", "fsdp2", "4", False),
+                                                     ("zero3", "fsdp2", "1", False)])
+def test_fsdp2_under_pipelining_says_what_it_priced(sharding, wgrad, pp, noted, tmp_path):
+    """walk45: torchtitan fully_shard-s each stage's model (pytorch/torchtitan@b5bcd76c torchtitan/distributed/
+    fsdp.py line 368), so PyTorch's pipelining keeps its units gathered and its gradients unsynced until the last
+    backward (pytorch/pytorch@01386103 torch/distributed/pipelining/stage.py backward_maybe_with_nosync): one gather
+    and one reduce-scatter a step. topo's ZeRO-3 prices them every micro-batch; the step now says so, under FSDP2
+    with pp > 1 only."""
+    import json
+
+    argv = list(PP_FSDP2)
+    argv[argv.index("--pp") + 1] = pp
+    if pp == "1":
+        argv[argv.index("--dp") + 1] = "64"
+    proc = run_cli(*argv, "--dp-sharding", sharding, "--layout", f"wgrad_output={wgrad}", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    notes = json.loads(proc.stdout)["notes"]
+    said = [n for n in notes if n.startswith("FSDP2 under pp: priced gathering and reduce-scattering each unit every "
+                                             "micro-batch")]
+    assert len(said) == (1 if noted else 0)
+    if noted:
+        assert "one gather and one reduce-scatter a step" in said[0] and "not modelled" in said[0]
