@@ -119,3 +119,28 @@ def test_fsdp2_under_pipelining_says_what_it_priced(sharding, wgrad, pp, noted, 
     assert len(said) == (1 if noted else 0)
     if noted:
         assert "one gather and one reduce-scatter a step" in said[0] and "not modelled" in said[0]
+
+
+@pytest.mark.parametrize("pair,says", [("compile=true", "torch.compile is not modelled"),
+                                       ("enable_async_tensor_parallel=true", "async TP"),
+                                       ("data_parallel_shard_degree=8", "is topo's dp_shard"),
+                                       ("selective_ac_option=2", "recompute_num_layers"),
+                                       ("enable_fsdp_float8_all_gather=true", "fp8_param_gather = true")])
+def test_a_torchtitan_key_says_what_topo_calls_it_or_that_it_is_not_modelled(pair, says, tmp_path):
+    """walk45: ``--layout compile=true`` (torchtitan's ``[compile]``) was an unknown key with the list of keys and
+    no word that topo does not model torch.compile; a torchtitan parallelism key did not say topo's name for it."""
+    key = pair.split("=")[0]
+    proc = run_cli("train", "dgx-h100-superpod", "--model", "llama3-8b", "--dp", "64", "--global-batch", "64",
+                   "--layout", pair, cwd=tmp_path)
+    assert proc.returncode == 2 and proc.stdout == "" and proc.stderr.count("\n") == 1
+    hint = other_framework_hint("layout_keys", key)
+    assert says in hint
+    assert proc.stderr.startswith(f"error: --layout: {key}: unknown key {key!r} ({hint}); allowed: tp, cp, pp, ")
+    assert "did you mean" not in proc.stderr
+
+
+def test_an_unknown_key_of_no_framework_keeps_its_did_you_mean(tmp_path):
+    proc = run_cli("train", "dgx-h100-superpod", "--model", "llama3-8b", "--dp", "64", "--global-batch", "64",
+                   "--layout", "recompte=full", cwd=tmp_path)
+    assert proc.returncode == 2 and proc.stderr.startswith("error: --layout: recompte: unknown key 'recompte'; ")
+    assert proc.stderr.endswith("; did you mean 'recompute'?\n")

@@ -769,8 +769,9 @@ def validation_error(exc: ValidationError, source: str, root: type[BaseModel]) -
             model = next((a for a in args if isinstance(a, type) and issubclass(a, BaseModel)), model)
         allowed = list(model.model_fields)
         close = closest(str(loc[-1]), allowed)
-        msg = f"unknown key {loc[-1]!r}; allowed: {', '.join(allowed)}" + (f"; did you mean {close[0]!r}?"
-                                                                           if close else "")
+        hint = other_framework_hint("layout_keys", str(loc[-1])) if root.__name__ == "ParallelLayout" else None
+        msg = f"unknown key {loc[-1]!r}" + (f" ({hint})" if hint else "") + f"; allowed: {', '.join(allowed)}" + (
+            f"; did you mean {close[0]!r}?" if close and not hint else "")
     elif kind == "missing":  # sorted last: every fault is a missing key, each named (walk20: one a run)
         rest = [".".join(str(x) for x in e["loc"]) for e in errs if e is not err]
         msg = "is required but missing" + (f" (also missing: {', '.join(rest)})" if rest else "")
