@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import argparse
 import functools
 import math
 import re
 import sys
+from collections.abc import Callable
 
 from ..errors import TopoError
 from ..inputs import is_input_file
@@ -13,6 +15,7 @@ from ..units import (UnitError, format_count, format_in, format_size, format_suf
                      parse_count)
 from ..plan.blast import INTERRUPTING_CAUSE
 from ..training.flops import CONVENTIONS, six_n_params
+from ..training.framework_names import other_framework_hint
 from ..training.fp8_amax import sp_amax_reduced
 from ..training.gpus import gpu_compute
 from ..training.jax_mesh import (MAXTEXT_DP_OVERLAP, MAXTEXT_FP8_AMAX, MAXTEXT_REMAT, MAXTEXT_STATE,
@@ -112,9 +115,22 @@ def _job_arguments(p) -> None:
     p.add_argument("--micro-batch", type=int, default=None, help="sequences per micro-batch (default 1)")
 
 
+def _named(field: str, choices) -> Callable[[str], str]:
+    """An argparse type for a flag of fixed ``choices``: another framework's name for one of them (torchtitan's
+    ``Interleaved1F1B``, torchao's ``tensorwise``) is refused with what topo calls it or that topo does not model it
+    (:func:`~topo.training.framework_names.other_framework_hint`); any other value goes on to argparse's choices."""
+    def parse(value: str) -> str:
+        hint = None if value in choices else other_framework_hint(field, value)
+        if hint:
+            raise argparse.ArgumentTypeError(f"{value!r} is not one of {', '.join(choices)}; {hint}")
+        return value
+    parse.__name__ = field
+    return parse
+
+
 def _memory_arguments(p) -> None:
     """Recomputation, activation offload and the pipeline's layers."""
-    p.add_argument("--recompute", choices=RECOMPUTE, default=None)
+    p.add_argument("--recompute", choices=RECOMPUTE, type=_named("recompute", RECOMPUTE), default=None)
     p.add_argument("--recompute-modules", default=None, metavar="A,B",
                    help=f"modules recomputed ({', '.join(RECOMPUTE_MODULES)})")
     p.add_argument("--remat-policy", default=None, metavar="POLICY",
@@ -135,6 +151,7 @@ def _memory_arguments(p) -> None:
                         "default), all_gather (K/V gathered before the attention, exposed: Meta's Llama 3) or a2a "
                         "(Ulysses' all-to-alls: each TP rank's query and key/value heads divide by cp)")
     p.add_argument("--pipeline-schedule", choices=PIPELINE_SCHEDULES, default=None,
+                   type=_named("pipeline_schedule", PIPELINE_SCHEDULES),
                    help="1f1b (default; interleaved with --vpp) or DeepSeek's dualpipe: rank i runs stages i and "
                         "pp-1-i, half the micro-batches from each end (even pp, no --vpp)")
 
@@ -150,7 +167,8 @@ def _placement_arguments(p) -> None:
     p.add_argument("--no-contention", action="store_true",
                    help="time each dimension's collectives alone instead of as one traffic mix")
     add_profile_argument(p, "the step's collectives (each site's in a region; every layout's with --search)")
-    p.add_argument("--dp-sharding", choices=DP_SHARDING, default=None, help="default zero1")
+    p.add_argument("--dp-sharding", choices=DP_SHARDING, type=_named("dp_sharding", DP_SHARDING), default=None,
+                   help="default zero1")
     p.add_argument("--dp-shard", type=int, default=None, metavar="N",
                    help="hybrid sharding: shard over groups of N data-parallel ranks, replicate across them (HSDP)")
     p.add_argument("--jax-mesh", default=None, metavar="AXES",
@@ -158,7 +176,7 @@ def _placement_arguments(p) -> None:
                         "context, expert, pipeline) in place of --tp --cp --pp --dp --ep --dp-sharding; MaxText's "
                         "state bytes and XLA's latency-hiding scheduler (dp_overlap_policy xla_lhs) unless --layout "
                         "sets them")
-    p.add_argument("--precision", choices=("bf16", "fp8"), default=None)
+    p.add_argument("--precision", choices=("bf16", "fp8"), type=_named("precision", ("bf16", "fp8")), default=None)
     p.add_argument("--no-sequence-parallel", action="store_true")
     p.add_argument("--no-flash-attention", action="store_true")
     p.add_argument("--rank-order", default=None, help=f"dimensions fastest first (default {DEFAULT_ORDER})")

@@ -193,7 +193,10 @@ def fragmentation_margin_bytes() -> float:
 
 _CONVENTIONS = {(2.0, 4.0, 12.0): "Megatron-LM's bf16 mixed precision: bf16 weights, fp32 grads and main weights",
                 (2.0, 2.0, 12.0): "Megatron-Core's with a bf16 gradient buffer",
-                (4.0, 4.0, 8.0): "MaxText's: fp32 weights as their own master copy, no resident bf16 copy"}
+                (4.0, 4.0, 8.0): "MaxText's and torchtitan's (FSDP2, fp32 parameters, bf16 gathers): fp32 weights "
+                                 "as their own master copy, no resident bf16 copy"}
+# torchtitan: pytorch/torchtitan@b5bcd76c torchtitan/config/configs.py lines 87-105 (training dtype float32,
+# fully_shard's mixed_precision_param bfloat16 for the gathers, mixed_precision_reduce float32).
 
 
 def state_convention(layout) -> str:

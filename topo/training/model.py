@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError, 
 from ..errors import TopoError, closest
 from ..inputs import is_input_file, read_toml, shown_value
 from ..resources import data_dir
+from .framework_names import other_framework_hint
 
 __all__ = ["ATTENTION_BLOCKS", "BLOCK_KINDS", "Block", "ModelSpec", "MoeSpec", "MambaSpec", "AttentionSpec", "load_model", "bundled_models",
            "models_dir", "validation_error"]
@@ -768,13 +769,16 @@ def validation_error(exc: ValidationError, source: str, root: type[BaseModel]) -
             model = next((a for a in args if isinstance(a, type) and issubclass(a, BaseModel)), model)
         allowed = list(model.model_fields)
         close = closest(str(loc[-1]), allowed)
-        msg = f"unknown key {loc[-1]!r}; allowed: {', '.join(allowed)}" + (f"; did you mean {close[0]!r}?"
-                                                                           if close else "")
+        hint = other_framework_hint("layout_keys", str(loc[-1])) if root.__name__ == "ParallelLayout" else None
+        msg = f"unknown key {loc[-1]!r}" + (f" ({hint})" if hint else "") + f"; allowed: {', '.join(allowed)}" + (
+            f"; did you mean {close[0]!r}?" if close and not hint else "")
     elif kind == "missing":  # sorted last: every fault is a missing key, each named (walk20: one a run)
         rest = [".".join(str(x) for x in e["loc"]) for e in errs if e is not err]
         msg = "is required but missing" + (f" (also missing: {', '.join(rest)})" if rest else "")
     elif kind == "literal_error":
         msg = f"must be one of {err.get('ctx', {}).get('expected', '')}, got {shown_value(value)}"
+        hint = other_framework_hint(str(loc[-1]), value) if loc else None
+        msg += f"; {hint}" if hint else ""
     elif kind in ("greater_than_equal", "greater_than", "less_than_equal", "less_than"):
         op = {"greater_than_equal": ">=", "greater_than": ">", "less_than_equal": "<=", "less_than": "<"}[kind]
         msg = f"must be {op} {next(iter(err.get('ctx', {}).values()), '?')}, got {shown_value(value)}"

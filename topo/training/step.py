@@ -106,6 +106,7 @@ from .fp8_weight_cast import weight_cast_s
 from .fp8_amax import AMAX_PHASE, AMAX_SP_GROUP, amax_group, amax_reduced, amax_step, sp_amax_reduced
 from .gpus import gpu_compute
 from .host_cpu import host_time_factor, reference_host_cpu
+from .fsdp2_pipeline_note import fsdp2_pipeline_note
 from .latent_note import latent_size_note
 from .kernels import memory_s, recipe_precision, scale_bytes, tp_gather_output_gradient_copies
 from .mapping import (EXPERT_DP_GROUPS, FLEX_GROUP, default_placement, map_layout, recipe_gpus_used,
@@ -2371,7 +2372,7 @@ def _notes(model, lay, gpu, mem, mapping) -> list[str]:
         notes += [n for n in [unpaired_note(lay)] if n]
     notes += [n for n in (userbuffers_off_note(lay, model), tp_exposed_note(lay, model),
                           margins_note(lay, model, gpu.sms), pp_overlap_idle_note(lay),
-                          latent_size_note(model)) if n]
+                          latent_size_note(model), fsdp2_pipeline_note(lay)) if n]
     notes += _straddle_notes(lay, mapping)
     return notes + left_out_notes(model, lay, gpu.generation)
 
