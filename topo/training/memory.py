@@ -7,7 +7,12 @@ shards the optimizer over the data x context parallel ranks (Megatron shards ove
 and FSDP's SHARD_GRAD_OP also the gradients; ZeRO-3 / FSDP also the weights, plus the layers gathered at a time
 (the one computing and the one prefetched: two units of the stage, :func:`gathered_unit_bytes`; the whole stage
 when ``fsdp_reshard_after_forward`` is false keeps them from forward to backward), at the gather's bytes
-(``gather_bytes``, default ``weight_bytes``). MaxText (a JAX mesh, :data:`.jax_mesh.MAXTEXT_STATE`) keeps 4 + 4 + 8:
+(``gather_bytes``, default ``weight_bytes``). FSDP2 synced once a step under PyTorch's pipelining
+(``fsdp_pipeline_sync = "step"``, torchtitan) holds the stage's gathered weights through the step and its gradients
+unsharded, accumulated in the reduce dtype (``grad_reduce_bytes``, the experts' ``expert_grad_reduce_bytes``:
+``FSDPParam.to_accumulated_grad_if_needed``, pytorch/pytorch@010ae4a8
+``torch/distributed/fsdp/_fully_shard/_fsdp_param.py``) until the reduce-scatter after the last backward, where
+the sharded gradient is made: those count in place of the sharded gradients. MaxText (a JAX mesh, :data:`.jax_mesh.MAXTEXT_STATE`) keeps 4 + 4 + 8:
 fp32 weights that are their own master copy, fp32 gradients, two fp32 Adam moments, no resident bf16 copy; the
 bf16 copy of a layer it gathers is one of those transient units. With ``fp8_param_gather`` (FP8, ZeRO-1/2) the
 layers' weights are held in FP8 with no BF16 copy (:func:`.fp8_params.fp8_param_bytes`: the rowwise byte and,
@@ -398,6 +403,8 @@ def memory_per_gpu(model: ModelSpec, lay: ParallelLayout, capacity_bytes: float,
             w = (dense + expert - bf16[i]) * fp8_param_bytes(lay, generation) + bf16[i] * wb
         buf = (2 * big if reshard else dense + expert) * gather_b if z >= 3 else 0.0
         g = divided(dense, expert, div2) * gb
+        if lay.fsdp_pipeline_sync == "step":  # the unsharded accumulators, in the reduce dtype (module doc)
+            g = dense * lay.reduce_bytes + expert * lay.expert_reduce_bytes
         o = divided(dense, expert, div1) * ob
         act = sum([per_mb[j] for j in held]) / len(held) / lay.vpp * _in_flight_chunks(lay, i)
         heads = sum([heads_of[j] for j in held])

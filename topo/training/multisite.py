@@ -1054,7 +1054,8 @@ def dp_passes(lay: ParallelLayout) -> int:
     ZeRO-3 / FSDP (each unit gathered before its forward and backward and its gradients reduce-scattered after its
     backward in every micro-batch, :func:`topo.training.step.step_traffic`'s ``m x calls``: PyTorch FSDP reduces each
     micro-batch's gradients outside ``no_sync``, pytorch/pytorch@3ade90a6aaa939cd6238e314c321b9f920db1471
-    torch/distributed/fsdp/_runtime_utils.py ``_post_backward_hook``; regions80), one otherwise (the distributed
+    torch/distributed/fsdp/_runtime_utils.py ``_post_backward_hook``; regions80; once a schedule run under PyTorch
+    pipelining's FSDP2 branch: :attr:`~topo.training.parallel.ParallelLayout.fsdp_unit_rounds`), one otherwise (the distributed
     optimizer's and DDP's buckets reduce in the last micro-batch's backward and gather in the next step's first
     forward).
 
@@ -1066,7 +1067,7 @@ def dp_passes(lay: ParallelLayout) -> int:
     -------
     int
     """
-    return lay.microbatches if lay.zero_stage >= 3 and lay.dp_outer_sharding != "optim" else 1
+    return lay.fsdp_unit_rounds if lay.zero_stage >= 3 and lay.dp_outer_sharding != "optim" else 1
 
 
 def dp_gather_window_s(one: StepResult, lay: ParallelLayout) -> float:

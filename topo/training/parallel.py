@@ -200,6 +200,24 @@ class ParallelLayout(BaseModel):
     (PyTorch FSDP2's ``reshard_after_forward``, its default); False keeps them from the forward to the backward:
     one gather per unit and micro-batch instead of two, with the stage's whole gathered weights held meanwhile
     (NeMo AutoModel's ``reshard_after_forward = not pp_enabled``)."""
+    fsdp_pipeline_sync: Literal["microbatch", "step"] = "microbatch"
+    """FSDP2 (``wgrad_output = "fsdp2"``, ZeRO-3) under pipeline parallelism: when each unit is gathered and its
+    gradients reduce-scattered. ``microbatch`` (default): every micro-batch, the stage's units driven by their own
+    hooks (NeMo AutoModel, whose stage module is not itself fully_shard-ed: docs/calibration-findings.md section
+    18). ``step``: once per pipeline schedule run (``pipeline_flushes``), as PyTorch's pipelining runs a stage
+    module that is an ``FSDPModule`` (torchtitan: ``fully_shard(model)`` over each stage's part,
+    pytorch/torchtitan@b5bcd76c ``torchtitan/distributed/fsdp.py`` line 368, no ``reshard_after_forward`` under
+    PP, lines 129-132): every backward but the last runs with ``set_requires_gradient_sync(False)`` and
+    ``set_reshard_after_backward(False)`` (pytorch/pytorch@01386103 ``torch/distributed/pipelining/stage.py``
+    ``backward_maybe_with_nosync``), after the stage's last backward one post-backward reduce-scatters every unit
+    (``_post_backward``; ``perform_reduce_grad``, run by pytorch/pytorch@00722e64 ``schedules.py``
+    ``Schedule1F1B`` after its cooldown and by the runtime schedules' ``REDUCE_GRAD`` after a stage's last
+    backward, ``_add_reduce_grad``). Each unit is gathered once, in the first micro-batch's forward, and kept;
+    its gradients accumulate unsharded in the reduce dtype (``FSDPParam.to_accumulated_grad_if_needed``,
+    pytorch/pytorch@010ae4a8 ``torch/distributed/fsdp/_fully_shard/_fsdp_param.py``). Needs pp > 1,
+    ``fsdp_reshard_after_forward`` false, ``vpp`` at most 3 (the runtime schedules keep at most 3 stages
+    unsharded, ``_add_unshard_reshard(max_active_stages=3)``: a fourth chunk is re-gathered each round) and
+    the ``1f1b`` schedule."""
     flash_attention: Flag = True
     """Fused attention that never stores the s x s scores (Dao et al. 2022) and recomputes them in the backward
     pass: no ``5 a s / h`` activation term, the scores' forward FLOPs once more. False for 2021-era runs."""
@@ -653,6 +671,14 @@ class ParallelLayout(BaseModel):
         return {"none": 0, "zero1": 1, "zero2": 2, "fsdp_grad_op": 2, "zero3": 3, "fsdp": 3}[self.dp_sharding]
 
     @property
+    def fsdp_unit_rounds(self) -> int:
+        """Times a step each ZeRO-3 / FSDP unit is gathered (before its forward, and before its backward too when
+        it reshards after the forward) and its gradients reduce-scattered: every micro-batch, or with
+        ``fsdp_pipeline_sync = "step"`` once per pipeline schedule run (``pipeline_flushes``). The one rule the
+        step's traffic, its DP exposure and the regions' passes read."""
+        return self.pipeline_flushes if self.fsdp_pipeline_sync == "step" else self.microbatches
+
+    @property
     def dp_shard_size(self) -> int:
         """Data-parallel ranks the sharding spans (``dp_shard``, default ``dp``)."""
         return self.dp_shard or self.dp
@@ -1031,6 +1057,7 @@ def _check_options(model: ModelSpec, lay: ParallelLayout, bad, source: str) -> N
         bad("fsdp_reshard_after_forward", f"false keeps gathered weights, which only ZeRO-3 / FSDP gathers per "
                                           f"unit; dp_sharding is {lay.dp_sharding}; allowed with it: true")
     _check_shard_groups(lay, bad)
+    _check_pipeline_sync(lay, bad)
     _check_bf16_layers(model, lay, bad)
     _check_applies(model, lay, bad)
     if lay.fp8_amax_pass and lay.precision != "fp8":
@@ -1153,6 +1180,34 @@ def _check_shard_groups(lay: ParallelLayout, bad) -> None:
                                  f"expert_dp_shard below the experts' replicas), got dp_sharding {lay.dp_sharding}, "
                                  f"dp_shard {lay.dp_shard}, expert_dp_shard {lay.expert_dp_shard}; allowed "
                                  f"otherwise: no_shard")
+
+
+def _check_pipeline_sync(lay: ParallelLayout, bad) -> None:
+    """``fsdp_pipeline_sync = "step"``: PyTorch pipelining's FSDP branch, which only FSDP2 units under pp with
+    their weights kept from forward to backward, on a schedule that keeps every chunk gathered, run."""
+    if lay.fsdp_pipeline_sync != "step":
+        return
+    why = None
+    if lay.pp == 1:
+        why = ("pp 1: without pipelining FSDP2 reduces every micro-batch (torchtitan's gradient accumulation); "
+               "allowed with pp 1: microbatch")
+    elif lay.zero_stage != 3 or lay.wgrad_output != "fsdp2":
+        why = (f"PyTorch pipelining's FSDP2 branch, with dp_sharding {lay.dp_sharding} and wgrad_output "
+               f"{lay.wgrad_output}; allowed: dp_sharding zero3 or fsdp with wgrad_output fsdp2, else microbatch")
+    elif lay.fsdp_reshard_after_forward:
+        why = ("with fsdp_reshard_after_forward true, which gathers again each micro-batch between forward and "
+               "backward (torchtitan's fsdp_reshard_after_forward 'always' under pp: not priced); allowed: "
+               "fsdp_reshard_after_forward false (torchtitan's default under pp)")
+    elif lay.vpp > 3:
+        why = (f"vpp {lay.vpp}: PyTorch's runtime schedules keep at most 3 stages gathered "
+               f"(_add_unshard_reshard max_active_stages=3), re-gathering the others each round: not priced; "
+               f"allowed: vpp 1 to 3")
+    elif lay.pipeline_schedule != "1f1b":
+        why = f"pipeline_schedule {lay.pipeline_schedule} is not PyTorch's pipelining; allowed: 1f1b"
+    elif lay.dp_outer_sharding != "no_shard":
+        why = "dp_outer_sharding optim is Megatron-FSDP's, not FSDP2's; allowed: no_shard"
+    if why:
+        bad("fsdp_pipeline_sync", f"step {why}")
 
 
 def hybrid_sharded(lay: ParallelLayout) -> tuple[bool, bool]:

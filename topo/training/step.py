@@ -896,7 +896,7 @@ def _dp_traffic(t: _Traffic) -> None:
     """Data parallelism of the busiest rank's dense and expert parameters, by ZeRO stage; hybrid sharding's
     shards all-reduced across the replicas each micro-batch, or with ``dp_outer_sharding = "optim"`` reduce-scattered
     across them and gathered back once a step."""
-    model, lay, m = t.model, t.lay, t.m
+    model, lay = t.model, t.lay
     rows = stage_params(model, lay)
     busiest = busiest_stage(rows)
     dense, expert, _ = rows[busiest]
@@ -921,12 +921,13 @@ def _dp_traffic(t: _Traffic) -> None:
             t.add("dp", "all_reduce", across, shard * rb / k, k, phase="reduce")
             t.add("dp", "all_gather", groups, n * wb / k, k, phase="gather", elem_bytes=wb)
         else:  # FSDP / ZeRO-3: per unit (layer), gathered before forward and backward, reduced after backward;
-            # each gather is one unit's part of this group's weights (dense or experts), once per unit holding some
-            calls = max(1, held)
+            # each gather is one unit's part of this group's weights (dense or experts), once per unit holding some,
+            # every micro-batch or once a schedule run (``fsdp_unit_rounds``: PyTorch pipelining's FSDP2 branch)
+            calls, r = max(1, held), lay.fsdp_unit_rounds
             per = n / calls
-            t.add("dp", "all_gather", groups, per * wb, _gather_passes(lay) * m * calls,
+            t.add("dp", "all_gather", groups, per * wb, _gather_passes(lay) * r * calls,
                   phase="gather_unit", elem_bytes=wb)
-            t.add("dp", "reduce_scatter", groups, per * rb, m * calls, phase="reduce_unit")
+            t.add("dp", "reduce_scatter", groups, per * rb, r * calls, phase="reduce_unit")
             if shard and lay.dp_outer_sharding == "optim":
                 # Megatron-FSDP's optimizer-sharded replicas (the layout field's sources): each unit's gradient shard
                 # reduce-scattered across them once a step, on the last micro-batch's backward, and its updated
@@ -936,7 +937,7 @@ def _dp_traffic(t: _Traffic) -> None:
                 continue
             # hybrid sharding's all-reduce of the shard across replicas: one a unit, or XLA's combined buckets
             ar = xla_all_reduce_calls(lay, calls, shard * rb) if shard else calls
-            t.add("dp", "all_reduce", across, shard * rb / ar, m * ar, phase="reduce_unit")
+            t.add("dp", "all_reduce", across, shard * rb / ar, r * ar, phase="reduce_unit")
 
 
 def gather_bytes_per_param(lay: ParallelLayout, params: float, bf16_params: float = 0.0) -> float:
@@ -2537,13 +2538,15 @@ def _dp_exposed(engine: CommEngine, item: dict, G, one_s: float, factor: float, 
     if lay.dp_overlap_policy == "xla_lhs":
         return _xla_dp_exposed(item, one_s, t_f, t_bwd, stream, lay)
     phase = item["phase"]
-    m = lay.microbatches
+    m = lay.fsdp_unit_rounds  # the micro-batches whose passes gather and reduce (each schedule run's first / last)
     if phase == "gather_unit":  # FSDP: the next unit's gather runs during this unit's forward / backward
         passes = _gather_passes(lay)
         k = calls / (passes * m)  # this group's gathers per pass, each behind one k-th of the pass
         per_unit = (max(0.0, one_s - t_f / k) + (max(0.0, one_s - t_bwd / k) if passes == 2 else 0.0)) * k
         return m * (per_unit + one_s)  # the first unit's gather of each micro-batch cannot hide
     if phase == "reduce_unit":
+        if lay.fsdp_pipeline_sync == "step":  # every unit's, after the stage's last backward: behind no compute
+            return one_s * calls  # (pytorch/pytorch@01386103 stage.py ``_post_backward``, then the optimizer)
         k = calls / m
         return m * (max(0.0, one_s - t_bwd / k) * k + one_s)  # the last unit's reduction cannot hide
     # one call per bucket (:func:`dp_bucket_calls`): the calls run one after another on the DP stream behind the
@@ -2648,7 +2651,7 @@ def xla_stream_calls(traffic: list[dict], lay: ParallelLayout) -> tuple[float, f
     (:func:`topo.training.dp_overlap.xla_lhs_exposed_s`): the gathers before each unit's forward; the gathers before
     its backward (ZeRO-3 resharding after the forward), the reduce-scatters and the all-reduces. A step's
     bucketed reduction or gather (ZeRO-0/1/2, ``reduce`` / ``gather``) counts whole in its pass."""
-    m, fwd, bwd = lay.microbatches, 0.0, 0.0
+    m, fwd, bwd = lay.fsdp_unit_rounds, 0.0, 0.0
     for it in traffic:
         if it["dim"] != "dp":
             continue
@@ -2671,7 +2674,7 @@ def _xla_dp_exposed(item: dict, one_s: float, t_f: float, t_bwd: float, stream: 
     """A DP item's exposed seconds as XLA's latency-hiding scheduler lays the pass out
     (:func:`topo.training.dp_overlap.xla_lhs_exposed_s`): every collective of the pass shares its compute by count;
     the first gather of each forward and the last reduction of each backward hide behind nothing."""
-    m, calls, phase, k = lay.microbatches, item["calls"], item["phase"], xla_collectives_in_flight()
+    m, calls, phase, k = lay.fsdp_unit_rounds, item["calls"], item["phase"], xla_collectives_in_flight()
     if phase == "gather_unit":
         passes = _gather_passes(lay)
         n = calls / (passes * m)
