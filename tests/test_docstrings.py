@@ -58,10 +58,10 @@ def test_pending_names_modules_that_exist():
 
 @pytest.mark.parametrize("path", ["fabric/server_cpu.py", "training/ep_overlap.py", "training/host_cpu.py",
                                   "fabric/region_split.py", "plan/dci_ports.py", "cli/output_suffix.py",
-                                  "training/grouped_gemm.py", "training/fsdp2_copies.py"])
+                                  "training/grouped_gemm.py", "training/fsdp2_copies.py", "training/jax_mesh.py"])
 def test_this_sessions_step_modules_have_numpydoc(path):
     """The modules of the session's server.host_cpu and EP-overlap work (review rev36), and those the session of
     2026-12-05 added or grew (the DCI split and ports, output suffixes, grouped casts, FSDP2 copies: review rev50),
-    keep numpydoc too."""
+    and the JAX mesh's (rev107 Left 1, section 458) keep numpydoc too."""
     bad = problems((ENGINE.parent / path).read_text())
     assert not bad, f"topo/{path}: " + "; ".join(bad)

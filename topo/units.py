@@ -16,11 +16,14 @@ from __future__ import annotations
 
 import math
 import re
+from fractions import Fraction
 
 __all__ = [
     "UnitError",
     "with_article",
     "parse_size_bytes",
+    "parse_size_fraction",
+    "format_bytes_exact",
     "parse_bandwidth_Bps",
     "parse_time_s",
     "parse_power_W",
@@ -79,16 +82,28 @@ _SIZE_UNITS = {
 _SIZE_HELP = "a size such as 8, 64K, 1M, 16G (nccl-tests, binary) or 1GiB, 512MB"
 
 
-def parse_size_bytes(text: str | int | float) -> int:
-    """Parse a message size into bytes, exactly (no rounding through a float), up to :data:`MAX_SIZE_BYTES`.
+def parse_size_fraction(text: str | int | float) -> Fraction:
+    """Parse a message size into bytes, exactly, a fraction of a byte kept (``205.2MiB``, a size ``topo train``
+    prints to four digits, is 215,167,795.2 bytes); up to :data:`MAX_SIZE_BYTES`.
 
-    >>> parse_size_bytes("16G")
-    17179869184
-    >>> parse_size_bytes("1GB"), parse_size_bytes("1GiB"), parse_size_bytes(8), parse_size_bytes("1.5K")
-    (1000000000, 1073741824, 8, 1536)
+    Parameters
+    ----------
+    text : str, int or float
+        A size as nccl-tests takes it (8, 64K, 1M, 16G: binary) or with its unit (1GiB, 512MB).
+
+    Returns
+    -------
+    fractions.Fraction
+        The bytes, > 0 and at most :data:`MAX_SIZE_BYTES`.
+
+    Raises
+    ------
+    UnitError
+        Not a size, a size <= 0 (nan and inf are not sizes), bits for bytes, or more than :data:`MAX_SIZE_BYTES`.
+
+    >>> parse_size_fraction("205.2MiB")
+    Fraction(1075838976, 5)
     """
-    from fractions import Fraction
-
     if isinstance(text, bool):
         raise UnitError(f"expected {_SIZE_HELP}, got {text!r}")
     if isinstance(text, (int, float)) or type(text).__module__ == "numpy":
@@ -105,8 +120,8 @@ def parse_size_bytes(text: str | int | float) -> int:
             raise UnitError(f"a size is in bytes, and {m.group(2)!r} counts bits (as in '400 Gb/s'), got {text!r}; "
                             f"allowed: {n}{p}B, {n}{p}iB or nccl-tests' {n}{p}")
         mantissa, _, exponent = m.group(1).lower().partition("e")
-        if exponent and int(exponent) < -40:
-            raise UnitError(f"a size must be a whole number of bytes, got {text!r}")
+        if exponent and int(exponent) < -40:  # never build a huge exact denominator
+            raise UnitError(f"expected {_SIZE_HELP}, got {text!r} (an exponent below -40)")
         if len(mantissa) > 40 or (exponent and int(exponent) > 40):  # never build a huge exact number
             raise UnitError(f"a size is at most {MAX_SIZE_BYTES:,} bytes (1 PiB, far beyond any GPU's memory), "
                             f"got {text!r}")
@@ -115,11 +130,54 @@ def parse_size_bytes(text: str | int | float) -> int:
     if nbytes <= 0:
         raise UnitError(f"a size must be a positive number of bytes, got {text!r}"
                         + (" (the sign is wrong)" if nbytes < 0 else ""))
-    if nbytes.denominator != 1:
-        raise UnitError(f"a size must be a whole number of bytes, got {text!r}")
     if nbytes > MAX_SIZE_BYTES:
         raise UnitError(f"a size is at most {MAX_SIZE_BYTES:,} bytes (1 PiB, far beyond any GPU's memory), "
                         f"got {text!r}")
+    return nbytes
+
+
+def format_bytes_exact(nbytes: Fraction | int) -> str:
+    """Bytes with thousands separators, a fraction of a byte to three decimals (three digits below one byte):
+    ``215,167,795.2``.
+
+    >>> format_bytes_exact(Fraction(1075838976, 5)), format_bytes_exact(1024)
+    ('215,167,795.2', '1,024')
+    """
+    if Fraction(nbytes).denominator == 1:
+        return f"{int(nbytes):,}"
+    if nbytes < 1:
+        return f"{float(nbytes):.3g}"
+    return f"{float(nbytes):,.3f}".rstrip("0").rstrip(".")
+
+
+def parse_size_bytes(text: str | int | float) -> int:
+    """Parse a message size into whole bytes, exactly (no rounding through a float), up to :data:`MAX_SIZE_BYTES`.
+
+    Parameters
+    ----------
+    text : str, int or float
+        As :func:`parse_size_fraction` takes it.
+
+    Returns
+    -------
+    int
+
+    Raises
+    ------
+    UnitError
+        As :func:`parse_size_fraction`, or a fraction of a byte: the message names the whole sizes either side.
+
+    >>> parse_size_bytes("16G")
+    17179869184
+    >>> parse_size_bytes("1GB"), parse_size_bytes("1GiB"), parse_size_bytes(8), parse_size_bytes("1.5K")
+    (1000000000, 1073741824, 8, 1536)
+    """
+    nbytes = parse_size_fraction(text)
+    if nbytes.denominator != 1:
+        below = math.floor(nbytes)
+        either = f"{below:,} or {below + 1:,} bytes" if below >= 1 else "1 byte or more"
+        raise UnitError(f"a size must be a whole number of bytes, got {text!r} = {format_bytes_exact(nbytes)} bytes; "
+                        f"allowed: {either}")
     return int(nbytes)
 
 

@@ -22,7 +22,7 @@ from ..errors import TopoError, Unreachable
 from ..fabric.cut import cut_message
 from ..fabric.failures import failures_summary
 from ..training.gpus import gpu_compute
-from ..units import UnitError, format_in, parse_size_bytes
+from ..units import UnitError, format_bytes_exact, format_in, parse_size_bytes, parse_size_fraction
 from .region import is_region_args
 from .region_estimate import run_estimate as run_region_estimate
 from .common import add_spec_arguments, fabric_from_args, technology_note
@@ -243,7 +243,7 @@ def _run(args) -> int:
     if args.stepbytes is not None and args.stepfactor is not None:
         raise TopoError("give either -f (a factor) or -i (bytes) between sizes, not both", key="-i")
     if args.size is not None:
-        sizes = [args.size]
+        sizes = [nccl_tests_bytes(args.size, "--size", parity_notes)]
     else:
         try:
             factor = float(args.stepfactor or "2")
@@ -251,7 +251,9 @@ def _run(args) -> int:
             factor = math.nan
         if not (math.isfinite(factor) and factor > 1):  # inf (or 1e400) would run the first size alone, silently
             raise TopoError(f"must be a finite number > 1, got {args.stepfactor!r}", key="-f")
-        sizes = size_sweep(args.minbytes or "8", args.maxbytes or "16G", factor, step_bytes=args.stepbytes)
+        step = None if args.stepbytes is None else nccl_tests_bytes(args.stepbytes, "-i", parity_notes)
+        sizes = size_sweep(nccl_tests_bytes(args.minbytes or "8", "-b", parity_notes),
+                           nccl_tests_bytes(args.maxbytes or "16G", "-e", parity_notes), factor, step_bytes=step)
     if args.datatype not in DATA_TYPES:
         raise TopoError(f"unknown data type {args.datatype!r}; allowed: {', '.join(DATA_TYPES)}", key="-d")
     if args.op is not None and args.op not in REDUCTION_OPS:  # before the region path, which reads no op
@@ -299,6 +301,47 @@ def _sizes_flag(args):
         if exc.key != "sizes" or exc.source:
             raise
         raise TopoError(exc.message, key="--size" if args.size is not None else "-e") from None
+
+
+def nccl_tests_bytes(text: str, flag: str, notes: list[str]) -> int:
+    """A size as nccl-tests' ``-b``/``-e``/``-i`` read it: a fraction of a byte dropped, with a note saying so.
+
+    nccl-tests (NVIDIA/nccl-tests@a0b82b22 src/common.cu ``parsesize``, lines 227-260, and lines 1217-1240) reads
+    a size as a double times its unit and keeps ``(size_t)parsed``: ``-b 205.2M`` runs 215,167,795 bytes. So a
+    size ``topo train`` prints to four digits (205.2 MiB) is taken back, its fraction of a byte dropped.
+
+    Parameters
+    ----------
+    text : str
+        The size given.
+    flag : str
+        The flag it came from, named in a note or an error.
+    notes : list of str
+        Where the note goes when a fraction of a byte was dropped.
+
+    Returns
+    -------
+    int
+        Whole bytes, at least 1.
+
+    Raises
+    ------
+    TopoError
+        Not a positive size (keyed ``flag``), or one below one byte.
+    """
+    try:
+        exact = parse_size_fraction(text)
+    except UnitError as exc:
+        raise TopoError(str(exc), key=flag) from None
+    whole = math.floor(exact)
+    if whole == exact:
+        return whole
+    if whole < 1:
+        raise TopoError(f"{text!r} is {format_bytes_exact(exact)} bytes, less than one byte; allowed: 1 byte or more",
+                        key=flag)
+    notes.append(f"{flag} {text} is {format_bytes_exact(exact)} bytes, run as {whole:,}: the fraction of a byte "
+                 "dropped, as nccl-tests drops it (a size read as a double, cast to whole bytes)")
+    return whole
 
 
 def whole_elements(sizes, datatype: str, flag: str) -> tuple[list[int], list[str]]:

@@ -168,9 +168,13 @@ def _placement_arguments(p) -> None:
                    help="time each dimension's collectives alone instead of as one traffic mix")
     add_profile_argument(p, "the step's collectives (each site's in a region; every layout's with --search)")
     p.add_argument("--dp-sharding", choices=DP_SHARDING, type=_named("dp_sharding", DP_SHARDING), default=None,
-                   help="default zero1")
+                   help="default zero1 (Megatron's distributed optimizer: the optimizer state sharded); zero3 or "
+                        "fsdp: FSDP (weights, gradients and optimizer state sharded)")
     p.add_argument("--dp-shard", type=int, default=None, metavar="N",
-                   help="hybrid sharding: shard over groups of N data-parallel ranks, replicate across them (HSDP)")
+                   help="hybrid sharding: shard what --dp-sharding shards over groups of N data-parallel ranks, "
+                        "replicate it across the dp / N groups. Alone (zero1) that is the optimizer state only, "
+                        "Megatron-Core's num_distributed_optimizer_instances = dp / N, not FSDP; for FSDP's HSDP "
+                        "(torchtitan's data_parallel_shard_degree) give --dp-sharding zero3 too")
     p.add_argument("--jax-mesh", default=None, metavar="AXES",
                    help="a JAX mesh as MaxText writes it, e.g. ici_fsdp=8,dcn_data=4 (axes data, fsdp, tensor, "
                         "context, expert, pipeline) in place of --tp --cp --pp --dp --ep --dp-sharding; MaxText's "
@@ -765,13 +769,26 @@ def _sharding(L: dict) -> str:
     """The layout's data-parallel sharding, as the header line says it."""
     text = f" {L['dp_sharding']}" if L.get("dp_sharding") not in (None, "none") else ""
     if L.get("dp_shard"):
-        text += f" over groups of {L['dp_shard']} (hybrid)"
+        text += f" over groups of {L['dp_shard']} (hybrid{_hybrid_zero(L)})"
     if L.get("expert_dp_shard"):  # a JAX mesh's expert axis beside its data axis: the experts' own shard group
         n = L["expert_dp_shard"]
         text += f", experts' state over groups of {n}" if n > 1 else ", experts' state not sharded"
     if L.get("dp_outer_sharding") == "optim":
         text += ", optimizer state sharded across the replicas too (dp_outer_sharding optim)"
     return text
+
+
+def _hybrid_zero(L: dict) -> str:
+    """What hybrid ZeRO-1 / ZeRO-2 shards, said on the header line where a torchtitan / FSDP user reads
+    ``--dp-shard N`` as HSDP (walk45, section 453 Left 4): under zero1 the optimizer state alone, as Megatron-Core's
+    ``num_distributed_optimizer_instances`` = dp / N (NVIDIA/Megatron-LM@d98e8a64 megatron/core/parallel_state.py
+    lines 927-929, :mod:`topo.training.multisite_memory`); "" under ZeRO-3 / FSDP, which is HSDP already."""
+    what = {"zero1": "the optimizer state", "zero2": "the optimizer state and gradients"}.get(L.get("dp_sharding"))
+    if not what:
+        return ""
+    groups = L["dp"] // L["dp_shard"]
+    megatron = f", Megatron-Core's num_distributed_optimizer_instances {groups}" if L["dp_sharding"] == "zero1" else ""
+    return f": {what} sharded in each, {groups} replicas{megatron}; not FSDP, which is --dp-sharding zero3"
 
 
 def _recompute_idle(module: str, model) -> str:

@@ -76,10 +76,14 @@ class HostLink:
     nic: str  # the catalog NIC it was resolved with ("" if the spec's NIC is not in the catalog)
     nic_generation: str  # "" if unknown
     source: str
+    nic_assumed: bool = False  # the NIC taken from the port rate alone (the spec names none): an assumption
 
     def describe(self) -> str:
-        """E.g. ``PCIe gen5 x16: GPU gen5, ConnectX-7 gen5``."""
+        """E.g. ``PCIe gen5 x16: GPU gen5, ConnectX-7 gen5``; a NIC taken from the rate alone is said to be assumed
+        (a 200 Gb/s cloud NIC is not a ConnectX-6 for being 200 Gb/s: Google's A3 Mega, section 458)."""
         nic = f"{self.nic} {self.nic_generation}" if self.nic else "NIC not in the catalog"
+        if self.nic_assumed:
+            nic += ", assumed from the port rate: the spec names no server.nic_model"
         return f"PCIe {self.generation} x16: GPU {self.gpu_generation}, {nic}"
 
 
@@ -130,7 +134,7 @@ def host_link(gpu: str, nic_model: str, nic_rate_Bps: float) -> HostLink:
     >>> host_link("H100", "ConnectX-7", 50e9).bandwidth_Bps
     64000000000.0
     >>> host_link("B200", "", 100e9).describe()
-    'PCIe gen6 x16: GPU gen6, ConnectX-8 gen6'
+    'PCIe gen6 x16: GPU gen6, ConnectX-8 gen6, assumed from the port rate: the spec names no server.nic_model'
     """
     data = _host_links()
     gens = data["pcie"]
@@ -144,4 +148,4 @@ def host_link(gpu: str, nic_model: str, nic_rate_Bps: float) -> HostLink:
     gen = min(gpu_gen, nic_gen) if nic_gen else gpu_gen  # "gen4" < "gen5" < "gen6"
     sources = [gens[gen]["source"], data["gpus"][gpu.upper()]["source"]] + ([nics[nic]["source"]] if nic else [])
     return HostLink(parse_bandwidth_Bps(gens[gen]["bandwidth_per_direction"]), gen, gpu_gen, nic, nic_gen,
-                    "; ".join(sources))
+                    "; ".join(sources), nic_assumed=bool(nic) and not nic_model)

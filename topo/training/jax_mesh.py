@@ -96,6 +96,19 @@ def parse_mesh_parts(text: str, source: str = "jax_mesh") -> tuple[dict[str, int
     """``({axis: ICI size}, {axis: DCN size})`` of ``ici_<axis>=n,dcn_<axis>=m`` pairs (``_parallelism`` may follow
     the axis), every axis of :data:`MESH_AXES` in both, 1 where not given.
 
+    Parameters
+    ----------
+    text : str
+        The mesh, comma-separated ``ici_<axis>=n`` / ``dcn_<axis>=m`` pairs as MaxText's ``ici_parallelism`` /
+        ``dcn_parallelism`` give them (``ici_fsdp=8,dcn_data=4``).
+    source : str
+        Where the mesh came from (a flag or a layout field), named in the errors.
+
+    Returns
+    -------
+    ici, dcn : dict of str to int
+        Each axis of :data:`MESH_AXES` and its size inside an NVLink domain (ICI) and across domains (DCN).
+
     Raises
     ------
     TopoError
@@ -138,7 +151,21 @@ def parse_mesh_parts(text: str, source: str = "jax_mesh") -> tuple[dict[str, int
 
 def parse_mesh(text: str, source: str = "jax_mesh") -> dict[str, int]:
     """``{axis: size}`` of ``ici_<axis>=n,dcn_<axis>=m`` pairs, each axis the product of its ICI and DCN sizes
-    (:func:`parse_mesh_parts`, whose errors it raises)."""
+    (:func:`parse_mesh_parts`, whose errors it raises).
+
+    Parameters
+    ----------
+    text : str
+        The mesh, comma-separated ``ici_<axis>=n`` / ``dcn_<axis>=m`` pairs as MaxText's ``ici_parallelism`` /
+        ``dcn_parallelism`` give them (``ici_fsdp=8,dcn_data=4``).
+    source : str
+        Where the mesh came from (a flag or a layout field), named in the errors.
+
+    Returns
+    -------
+    dict of str to int
+        Each axis of :data:`MESH_AXES` and its size, ICI x DCN.
+    """
     ici, dcn = parse_mesh_parts(text, source)
     return {a: ici[a] * dcn[a] for a in MESH_AXES}
 
@@ -161,6 +188,19 @@ def mesh_rank_order(text: str, source: str = "jax_mesh") -> str | None:
     the data replicas, which ``tp-cp-ep-pp-dp`` places; with sharded data-parallel ranks (fsdp or expert) besides,
     MaxText's fsdp lies inside the stages and data outside them, which no topo order places (``dp`` is one axis).
 
+    Parameters
+    ----------
+    text : str
+        The mesh, comma-separated ``ici_<axis>=n`` / ``dcn_<axis>=m`` pairs as MaxText's ``ici_parallelism`` /
+        ``dcn_parallelism`` give them (``ici_fsdp=8,dcn_data=4``).
+    source : str
+        Where the mesh came from (a flag or a layout field), named in the errors.
+
+    Returns
+    -------
+    str or None
+        A key of :data:`RANK_ORDER_AXES`, or None where no topo order lays the ranks as the hybrid mesh does.
+
     Raises
     ------
     TopoError
@@ -169,6 +209,27 @@ def mesh_rank_order(text: str, source: str = "jax_mesh") -> str | None:
     ici, dcn = parse_mesh_parts(text, source)
     want = _digits(ici, dcn, MAXTEXT_ORDER, ici_first=True)
     return next((order for order, axes in RANK_ORDER_AXES.items() if _digits(ici, dcn, axes, False) == want), None)
+
+
+def _check_ici_product(ici: dict, gpus_per_domain: int, source: str, domain_gpus: int | None) -> None:
+    """Refuse ICI sizes whose product is more than, or does not divide, the GPUs a job uses of a domain
+    (:func:`check_mesh_placement`'s first rule)."""
+    ici_total = 1
+    for a in MESH_AXES:
+        ici_total *= ici[a]
+    given = ",".join(f"ici_{a}={ici[a]}" for a in PLACEMENT_ORDER if ici[a] > 1)
+    fill = (f", or gpus_per_domain_used = {domain_gpus} (the job is placed at {gpus_per_domain} of each "
+            f"{domain_gpus}-GPU domain)" if domain_gpus and domain_gpus > gpus_per_domain else "")
+    if ici_total > gpus_per_domain:
+        raise TopoError(f"the ICI sizes {given} multiply to {ici_total:,} GPUs, more than the {gpus_per_domain:,} "
+                        f"the job uses of an NVLink domain (ICI is NVLink on GPUs; a JAX hybrid mesh lays ici_* over one "
+                        f"slice's devices); allowed: ici_* sizes whose product is at most {gpus_per_domain:,} (the "
+                        f"rest on dcn_*){fill}", source=source)
+    if gpus_per_domain % ici_total:
+        raise TopoError(f"the ICI sizes {given} multiply to {ici_total:,} GPUs, which does not divide the "
+                        f"{gpus_per_domain:,} the job uses of an NVLink domain, so some ICI groups would straddle two "
+                        f"domains (MaxText asserts the ICI sizes multiply to a slice's devices); allowed: ici_* sizes "
+                        f"whose product divides {gpus_per_domain:,}{fill}", source=source)
 
 
 def check_mesh_placement(text: str, gpus_per_domain: int, source: str = "jax_mesh",
@@ -189,11 +250,21 @@ def check_mesh_placement(text: str, gpus_per_domain: int, source: str = "jax_mes
       ``ici_data=8,dcn_fsdp=32`` mesh puts the fsdp groups one GPU per VM across the DCN, while topo would place
       them side by side on 4 VMs, a different job.
 
-    ``domain_gpus``: the GPUs of a domain where the job is placed at fewer (``gpus_per_domain``, 64 of an NVL72
-    rack's 72, :func:`topo.training.mapping.placed_gpus_used`); the refusal then names ``gpus_per_domain_used``.
-
     A mesh that ``tp-cp-ep-pp-dp`` places as the hybrid mesh does (:func:`mesh_rank_order`: ``ici_pipeline=8,
     dcn_data=4``, the stages inside a VM and the data replicas across) passes in that order.
+
+    Parameters
+    ----------
+    text : str
+        The mesh, comma-separated ``ici_<axis>=n`` / ``dcn_<axis>=m`` pairs as MaxText's ``ici_parallelism`` /
+        ``dcn_parallelism`` give them (``ici_fsdp=8,dcn_data=4``).
+    gpus_per_domain : int
+        The GPUs of an NVLink domain the job uses (the ICI product must divide it).
+    source : str
+        Where the mesh came from (a flag or a layout field), named in the errors.
+    domain_gpus : int, optional
+        Every GPU of a domain, where the job is placed at fewer (``gpus_per_domain``, 64 of an NVL72 rack's 72,
+        :func:`topo.training.mapping.placed_gpus_used`): the refusal then names ``gpus_per_domain_used``.
 
     Returns
     -------
@@ -207,22 +278,7 @@ def check_mesh_placement(text: str, gpus_per_domain: int, source: str = "jax_mes
         Either rule broken, naming the axes, their sizes and what is allowed.
     """
     ici, dcn = parse_mesh_parts(text, source)
-    ici_total = 1
-    for a in MESH_AXES:
-        ici_total *= ici[a]
-    given = ",".join(f"ici_{a}={ici[a]}" for a in PLACEMENT_ORDER if ici[a] > 1)
-    fill = (f", or gpus_per_domain_used = {domain_gpus} (the job is placed at {gpus_per_domain} of each "
-            f"{domain_gpus}-GPU domain)" if domain_gpus and domain_gpus > gpus_per_domain else "")
-    if ici_total > gpus_per_domain:
-        raise TopoError(f"the ICI sizes {given} multiply to {ici_total:,} GPUs, more than the {gpus_per_domain:,} "
-                        f"the job uses of an NVLink domain (ICI is NVLink on GPUs; a JAX hybrid mesh lays ici_* over one "
-                        f"slice's devices); allowed: ici_* sizes whose product is at most {gpus_per_domain:,} (the "
-                        f"rest on dcn_*){fill}", source=source)
-    if gpus_per_domain % ici_total:
-        raise TopoError(f"the ICI sizes {given} multiply to {ici_total:,} GPUs, which does not divide the "
-                        f"{gpus_per_domain:,} the job uses of an NVLink domain, so some ICI groups would straddle two "
-                        f"domains (MaxText asserts the ICI sizes multiply to a slice's devices); allowed: ici_* sizes "
-                        f"whose product divides {gpus_per_domain:,}{fill}", source=source)
+    _check_ici_product(ici, gpus_per_domain, source, domain_gpus)
     order = mesh_rank_order(text, source)
     if order is not None:
         return order
@@ -243,7 +299,28 @@ def layout_from_mesh(text: str, source: str = "jax_mesh", moe: bool = False) -> 
     """The layout fields of a mesh (see the module doc): ``tp``, ``cp``, ``pp``, ``dp``, ``ep`` and, with an
     ``fsdp``, ``expert`` or ``context`` axis, ``dp_sharding = "zero3"``, beside a data axis ``dp_shard`` (fsdp x expert) and,
     for a model with experts (an expert axis, or ``moe``), ``expert_dp_shard`` (fsdp x context: the experts'
-    replicas but those of the data axis; ``embed_moe`` names no data axis with or without an expert axis)."""
+    replicas but those of the data axis; ``embed_moe`` names no data axis with or without an expert axis).
+
+    Parameters
+    ----------
+    text : str
+        The mesh, comma-separated ``ici_<axis>=n`` / ``dcn_<axis>=m`` pairs as MaxText's ``ici_parallelism`` /
+        ``dcn_parallelism`` give them (``ici_fsdp=8,dcn_data=4``).
+    source : str
+        Where the mesh came from (a flag or a layout field), named in the errors.
+    moe : bool
+        The model has experts (their state's shard group is set without an expert axis too).
+
+    Returns
+    -------
+    dict
+        Layout fields and their values.
+
+    Raises
+    ------
+    TopoError
+        The mesh's own errors (:func:`parse_mesh_parts`).
+    """
     s = parse_mesh(text, source)
     out = dict(tp=s["tensor"], cp=s["context"], pp=s["pipeline"], ep=s["expert"],
                dp=s["data"] * s["fsdp"] * s["expert"])
