@@ -8,8 +8,6 @@ gradients' reduce-scatter still hides behind the last backward. On, each bucket 
 pre-hook that dispatches the next (``param_and_grad_buffer.py`` lines 193-277): all but the first bucket hide
 behind the first forward (:func:`topo.training.step.behind_window_s`)."""
 
-import math
-
 import pytest
 from conftest import run_cli
 
@@ -76,16 +74,20 @@ def test_only_the_gather_moves_the_reduction_stays_hidden(steps):
 
 
 def test_the_floor_counts_the_whole_gather_when_it_is_not_overlapped(steps):
+    # dp_floor_s with no compute under it (covered 0): each item's least exposure (the reduction's last bucket; the
+    # gather's first bucket when overlapped, every bucket when not) plus the longest overlapped item's other buckets
+    # back to back; a synchronous gather is already counted whole, so it is not an overlapped item
     m, _, out = steps
-    one = 1e-3
+    r, g = 1e-3, 2e-3  # one call of the reduce-scatter, of the all-gather (the gather the slower)
     for key in ("default", "off"):
         lay = out[key][0]
         traffic = step_traffic(m, lay)
         items = [it for it in traffic if it["dim"] == "dp"]
-        calls = {it["phase"]: it["calls"] for it in items}
-        floor = dp_floor_s(traffic, lay, [one] * len(items), math.inf)
-        # unlimited windows: the reduction's last bucket, the gather's first (overlapped) or every one (not)
-        want = one + (calls["gather"] * one if key == "off" else one)
+        assert [it["phase"] for it in items] == ["reduce", "gather"]
+        k = items[1]["calls"]
+        assert items[0]["calls"] == k > 1
+        floor = dp_floor_s(traffic, lay, [r, g], 0.0)
+        want = r + g + (k - 1) * g if key == "default" else r + k * g + (k - 1) * r
         assert floor == pytest.approx(want, rel=1e-12)
 
 
