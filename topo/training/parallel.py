@@ -1436,10 +1436,9 @@ def dp_overlapped(lay: ParallelLayout, phase: str) -> bool:
     -------
     bool
 
-    >>> dp_overlapped(ParallelLayout(overlap_param_gather=False), "gather")
-    False
-    >>> dp_overlapped(ParallelLayout(overlap_param_gather=False), "reduce")
-    True
+    >>> lay = make_layout(dp=2, global_batch=2, overlap_param_gather=False)
+    >>> dp_overlapped(lay, "gather"), dp_overlapped(lay, "reduce")
+    (False, True)
     """
     if phase == "gather" and lay.overlap_param_gather is not None:
         return lay.overlap_param_gather
