@@ -150,12 +150,13 @@ def test_every_rows_column_value_is_in_its_layout():
     # instances, outer_dp_sharding_strategy optim; test_nemotron3_ultra_ultra85's HSDP test); nvfp4 (section 397):
     # 26.04.01's four dense NVFP4 Llama rows' 128Mi buckets (as their twins); nvfp4c (section 405): the 15 Nemotron 3
     # Super NVFP4 rows' 128Mi buckets and the 26.08 pair's padding (as their twins), and each its recipe's last 14
-    # layers in BF16 and te_quant.cfg's module recipes
+    # layers in BF16 and te_quant.cfg's module recipes; pgather129 (findings 460): the six DGX Cloud v25.05.04
+    # Nemotron-H rows' synchronous weight gather (NeMo@7a8f1cc7 nemotronh_56b.py lines 141-147, no callback)
     assert filled == {"grad_bytes": 20, "grad_reduce_bytes": 18, "optimizer_bytes_per_param": 10, "moe_counts_aligned": 12,
                       "dp_bucket_params": 340, "dp_align_grad_reduce": 90, "pipeline_layout": 6,
                       "pipeline_schedule": 1, "moe_expert_rank_capacity_factor": 31, "overlap_dp": 1, "dp_shard": 2,
                       "expert_dp_shard": 2, "dp_outer_sharding": 2, "num_layers_at_end_in_bf16": 15,
-                      "module_recipes": 15}
+                      "module_recipes": 15, "overlap_param_gather": 6}
     assert {r["dp_bucket_params"] for r in rows.values()} == {"", "134217728", "768000000"}
     assert all(r["dp_align_grad_reduce"] == "0" for r in rows.values()
                if rid_is_nemo2(r["run_id"]) or r["run_id"].startswith("dgxc2505_") and "deepseek" in r["model"])
@@ -269,6 +270,8 @@ def test_only_the_super_h100_card_recipe_runs_its_dp_collectives_unoverlapped():
     (PUBLISHED, "mb2608_gb200_nemotron3_ultra", {"dp_shard": "64"}, "dp_shard", 64),
     (HOLDOUT, "mb2608_gb300_nemotron3_ultra", {"expert_dp_shard": "2"}, "expert_dp_shard", 2),
     (PUBLISHED, "mb2608_gb200_nemotron3_ultra", {"dp_outer_sharding": "no_shard"}, "dp_outer_sharding", "no_shard"),
+    (HOLDOUT, "dgxc2505_h100_nemotronh_56b_128", {"overlap_param_gather": ""}, "overlap_param_gather", None),
+    (HOLDOUT, "dgxc2508_h100_nemotronh_56b_128", {"overlap_param_gather": "0"}, "overlap_param_gather", False),
 ])
 def test_a_changed_value_reaches_the_layout(tmp_path, monkeypatch, name, run, changes, field, want):
     before = {s["run"]: s["lay"] for s in published_setups()}[run]  # the unchanged files, built once
@@ -307,6 +310,7 @@ def test_a_changed_value_reaches_the_layout(tmp_path, monkeypatch, name, run, ch
     ("dp_bucket_params", "128Mi", "allowed: a whole number of parameters >= 1, or empty"),
     ("dp_align_grad_reduce", "false", "allowed: one of 0, 1, or empty"),
     ("overlap_dp", "off", "allowed: one of 0, 1, or empty"),
+    ("overlap_param_gather", "false", "allowed: one of 0, 1, or empty"),
     ("dp_shard", "32.0", "allowed: a whole number of ranks >= 1, or empty"),
     ("expert_dp_shard", "0", "allowed: a whole number of ranks >= 1, or empty"),
     ("dp_outer_sharding", "full", "allowed: one of no_shard, optim, or empty"),

@@ -235,6 +235,7 @@ def _output_arguments(p) -> None:
 
 
 _OVERLAP_DIMS = ("tp", "cp", "pp", "dp", "ep")  # what --overlap DIM=on|off sets (overlap_DIM)
+_OVERLAP_FIELDS = tuple(f"overlap_{d}" for d in _OVERLAP_DIMS)  # not overlap_param_gather, a --layout field
 
 
 def _overlaps(items) -> dict:
@@ -589,7 +590,7 @@ def _given_as_flag(args, key: str | None) -> bool:
     name = (key or "").split(".")[0]
     if args.jax_mesh is not None and name in _MESH_FIELDS:
         return True
-    if name.startswith("overlap_"):  # walk40: --overlap tp=on with fp8_recipe=nvfp4 was blamed on --layout: overlap_tp
+    if name in _OVERLAP_FIELDS:  # walk40: --overlap tp=on with fp8_recipe=nvfp4 was blamed on --layout: overlap_tp
         return name in _overlaps(getattr(args, "overlap", None) or [])
     return name not in ("", "layout") and getattr(args, name, None) not in (None, False)
 
@@ -668,7 +669,7 @@ def note_flags(note: str) -> str:
 
 def _as_flags(args, exc: TopoError) -> TopoError:
     """A library error about a value the user gave as a flag, named by that flag (``--ep``, not ``layout: ep``)."""
-    if exc.source in (None, "layout") and (exc.key or "").startswith("overlap_") and getattr(args, "overlap", None):
+    if exc.source in (None, "layout") and exc.key in _OVERLAP_FIELDS and getattr(args, "overlap", None):
         return type(exc)(f"{exc.key}: {exc.message}", key="--overlap")  # the layout field --overlap DIM=on sets
     if exc.source not in (None, "layout") or not exc.key or not hasattr(args, exc.key.split(".")[0]):
         return exc
@@ -845,7 +846,7 @@ FRAMEWORK_OPTIONS = ("cp_comm_type", "fp8_recipe", "fp8_amax_reduction", "tp_onl
                      "moe_expert_rank_capacity_factor", "moe_router_fusion", "overlap_ep", "ep_dispatch_bytes",
                      "cuda_graph_scope", "wgrad_output", "loss_scaling", "dp_bucket_params", "dp_align_grad_reduce", "tp_overlap_config",
                      "cudnn_version", "te_version", "attention_fp8", "dp_all_reduce_combine_bytes", "dp_overlap_policy",
-                     "recompute_early_stop", "offload_modules")
+                     "recompute_early_stop", "offload_modules", "overlap_param_gather")
 
 
 def _dp_idle(L: dict) -> str:
@@ -853,6 +854,18 @@ def _dp_idle(L: dict) -> str:
     is 1; the gradients reduce over the data- and context-parallel ranks together, Megatron-Core's dp_cp group),
     or ""."""
     return "dp x cp 1: no data-parallel collective" if L.get("dp", 1) * L.get("cp", 1) == 1 else ""
+
+
+def _param_gather_idle(L: dict) -> str:
+    """Why ``overlap_param_gather`` changes nothing, or "": it sets the distributed optimizer's once-a-step weight
+    gather apart (:func:`topo.training.parallel.dp_overlapped`), which ZeRO-0 has none of and ZeRO-3 / FSDP has only
+    across Megatron-FSDP's optimizer-sharded replicas (its per-unit gathers follow overlap_dp)."""
+    sharding = L.get("dp_sharding", "zero1")
+    if sharding == "none":
+        return "dp_sharding none gathers no weights"
+    if sharding in ("zero3", "fsdp") and L.get("dp_outer_sharding", "no_shard") != "optim":
+        return f"dp_sharding {sharding} gathers per unit, which overlap_dp sets"
+    return ""
 
 
 def _all_reduce_idle(L: dict) -> str:
@@ -998,6 +1011,7 @@ def _framework_options(L: dict, model, gpu) -> str:
             "recompute_early_stop": "" if L.get("recompute") == "full" else "recompute is not full",
             "offload_modules": "recompute full: a fully recomputed layer saves only its input, nothing inside it to "
             "offload" if L.get("recompute") == "full" and L.get("recompute_num_layers") is None else "",
+            "overlap_param_gather": _dp_idle(L) or _param_gather_idle(L),
             "dp_align_grad_reduce": _dp_idle(L) or ("" if L.get("vpp", 1) > 1 else "vpp 1: the first stage, which "
                                                     "ends the step, reduces its buckets as they are ready either way")}
     # Transformer Engine emulates block-wise scaling on Blackwell with MXFP8 GEMMs (kernels.toml [fp8_recipe])

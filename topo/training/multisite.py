@@ -49,7 +49,8 @@ from .multisite_memory import job_memory, job_optimizer_s, sharding_text, state_
 from .mapping import EXPERT_DP_GROUPS, default_placement, free_gpus, map_layout, refuse_failed_gpus
 from .memory import busiest_stage, bf16_kept_params, stage_params
 from .model import ModelSpec
-from .parallel import ParallelLayout, batch_allowed, check_batch, check_model_split, dp_bucket_params
+from .parallel import (ParallelLayout, batch_allowed, check_batch, check_model_split, dp_bucket_params,
+                       dp_overlapped)
 from .result import StepResult
 from .step import (behind_window_s, estimate_step, forward_gather_share, gather_bytes_per_param, not_fit_note,
                    stage_block_counts, step_breakdown, step_traffic)
@@ -1075,11 +1076,11 @@ def dp_gather_window_s(one: StepResult, lay: ParallelLayout) -> float:
     the in-site gathers that run there (one rule, :func:`topo.training.step.forward_gather_share`): the
     distributed optimizer's updated parameters in the next step's first micro-batch's forward (``1 -``
     :data:`BACKWARD_SHARE` of its compute), FSDP's per-unit forward gathers in every micro-batch's forward (each
-    unit's before its forward, regions79); at least 0; 0 without ``overlap_dp`` (Megatron-Core's
-    ``overlap_param_gather`` off: the gather runs after the optimizer's step, before any forward; FSDP's
-    gathers not prefetched). The one-site step hides its own gathers behind the same forwards
-    (:func:`topo.training.step.behind_window_s`)."""
-    if not lay.overlap_dp:
+    unit's before its forward, regions79); at least 0; 0 where the gather is not overlapped
+    (:func:`topo.training.parallel.dp_overlapped`: Megatron-Core's ``overlap_param_gather`` off, the gather runs after
+    the optimizer's step, before any forward; FSDP's gathers not prefetched, ``overlap_dp`` off). The one-site step
+    hides its own gathers behind the same forwards (:func:`topo.training.step.behind_window_s`)."""
+    if not dp_overlapped(lay, "gather" if lay.zero_stage < 3 else "gather_unit"):
         return 0.0
     t_fwd = (1 - BACKWARD_SHARE) * one.breakdown_s["compute"] * dp_passes(lay) / lay.microbatches
     return max(0.0, t_fwd - _in_site_dp_s(one, lay, gather=True))

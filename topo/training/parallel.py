@@ -339,6 +339,22 @@ class ParallelLayout(BaseModel):
     """Gradient reduction overlaps the last micro-batch's backward except the last bucket; the weights'
     all-gather overlaps the first micro-batch's forward except the first bucket; interleaved, chunk by chunk
     (:mod:`topo.training.dp_overlap`)."""
+    overlap_param_gather: Flag | None = None
+    """The distributed optimizer's once-a-step gather of the updated weights (the ``gather`` phase of ZeRO-1/2 and of
+    Megatron-FSDP's optimizer-sharded replicas) overlapped with the next step's first forward, apart from the
+    gradients' reduction (Megatron-Core's ``overlap_param_gather``, which Megatron-LM, NeMo and Megatron-Bridge set
+    apart from ``overlap_grad_reduce``). True: each bucket's gather is waited for in the forward pre-hook of the
+    first module using it, which dispatches the next (NVIDIA/Megatron-LM@7094270c6fa1dbc6b2e99072171e3a559ca36d0f
+    ``megatron/core/distributed/param_and_grad_buffer.py`` lines 193-277, ``distributed_data_parallel.py`` lines
+    322-391): all but the first bucket hide behind the forward. False: after the optimizer step each model chunk's
+    buckets are all-gathered synchronously (``distrib_optimizer.py`` ``step_with_ready_grads``, lines 2088-2112),
+    every bucket exposed; the buckets stay ``overlap_dp``'s (Megatron-Core buckets by ``overlap_grad_reduce`` alone,
+    ``distributed_data_parallel.py`` lines 60-62). None (the default): ``overlap_dp``'s value, both DP overlaps
+    together (:func:`dp_overlapped`). True needs a distributed optimizer (a ``dp_sharding`` other than none):
+    Megatron-Core's gather asserts ``use_distributed_optimizer`` (``param_and_grad_buffer.py`` line 205). True with
+    ``overlap_dp`` false is allowed: Megatron-LM's training script refuses it (``megatron/training/arguments.py``
+    lines 502-506) but Megatron-Core and Megatron-Bridge run it (one bucket a chunk, its gather the first and
+    exposed). ZeRO-3 / FSDP's per-unit gathers follow ``overlap_dp``."""
     dp_align_grad_reduce: Flag = True
     """Interleaved (``vpp > 1``): each chunk's gradient reduction is started by the schedule after the chunk's last
     backward, chunk 0's when the backward ends (Megatron-LM's ``align_grad_reduce``, its and Megatron-Bridge's
@@ -1053,6 +1069,10 @@ def _check_options(model: ModelSpec, lay: ParallelLayout, bad, source: str) -> N
         bad("grad_bytes", f"{lay.grad_bytes:g} with wgrad_output autograd: PyTorch keeps param.grad in the "
                           f"parameter's 16-bit dtype, as the GEMM writes it (accumulate_grad.h); allowed with "
                           f"autograd: grad_bytes 2, or wgrad_output main_grad for an fp32 gradient")
+    if lay.overlap_param_gather and lay.zero_stage == 0:
+        bad("overlap_param_gather", "true overlaps the distributed optimizer's weight gather, which dp_sharding none "
+                                    "has none of (Megatron-Core's gather asserts use_distributed_optimizer); allowed "
+                                    "with dp_sharding none: false, or unset")
     if not lay.fsdp_reshard_after_forward and lay.zero_stage < 3:
         bad("fsdp_reshard_after_forward", f"false keeps gathered weights, which only ZeRO-3 / FSDP gathers per "
                                           f"unit; dp_sharding is {lay.dp_sharding}; allowed with it: true")
@@ -1452,6 +1472,32 @@ def dp_bucket_params(lay: ParallelLayout) -> int:
         Parameters per bucket.
     """
     return lay.dp_bucket_params or max(40_000_000, 1_000_000 * lay.dp * lay.cp)
+
+
+def dp_overlapped(lay: ParallelLayout, phase: str) -> bool:
+    """Whether the data-parallel collectives of ``phase`` (a step traffic item's) overlap the compute: the
+    distributed optimizer's once-a-step weight gather (``gather``) by ``overlap_param_gather`` (None: ``overlap_dp``),
+    every other (the gradients' reduction, ZeRO-3 / FSDP's per-unit gathers and reductions) by ``overlap_dp``. The
+    one place the step (:func:`topo.training.step._dp_exposed`, :func:`topo.training.step.dp_floor_s`) and the
+    cross-site gather's window (:func:`topo.training.multisite.dp_gather_window_s`) read either.
+
+    Parameters
+    ----------
+    lay : ParallelLayout
+    phase : str
+        ``gather``, ``reduce``, ``gather_unit`` or ``reduce_unit``.
+
+    Returns
+    -------
+    bool
+
+    >>> lay = make_layout(dp=2, global_batch=2, overlap_param_gather=False)
+    >>> dp_overlapped(lay, "gather"), dp_overlapped(lay, "reduce")
+    (False, True)
+    """
+    if phase == "gather" and lay.overlap_param_gather is not None:
+        return lay.overlap_param_gather
+    return lay.overlap_dp
 
 
 def dp_bucket_calls(lay: ParallelLayout, params: float) -> int:

@@ -297,8 +297,9 @@ def _bound(lay: ParallelLayout, sc, tp_s: float, ep_s: float, dp_s: float = 0.0,
     return sum(step_breakdown(lay, sc, exposed, 0.0).values())
 
 
-_BOUND_DROP = ("dp_sharding", "overlap_dp", "dp_bucket_params")  # fields the compute bound does not read, but for
-# whether FSDP2's unit copies run (ZeRO-3 with FSDP2's gradients, :func:`.fsdp2_copies.copies_units`), kept in the key
+_BOUND_DROP = ("dp_sharding", "overlap_dp", "overlap_param_gather", "dp_bucket_params")  # fields the compute
+# bound does not read, but for whether FSDP2's unit copies run (ZeRO-3 with FSDP2's gradients,
+# :func:`.fsdp2_copies.copies_units`), kept in the key
 _SHAPE_FIELDS = tuple(sorted(k for k in ParallelLayout.model_fields if k not in ("rank_order", "first_gpu", "skip_domains")))
 """The fields of a layout's shape, sorted (its memory and, less :data:`_BOUND_DROP`, its compute bound)."""
 _MEMORY_DROP = ("ep_dispatcher", "ep_flex_backend")  # read by the memory only through the flex dispatcher's buffer

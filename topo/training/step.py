@@ -40,7 +40,8 @@ with its own layers' traffic and the slowest is the step's, :func:`_pace_candida
   :func:`gather_bytes_per_param`), one collective per bucket
   (Megatron-Core's, :func:`topo.training.parallel.dp_bucket_calls`: each pays its own latency), the reduction hidden
   behind the last micro-batch's backward except the last bucket and the gather behind the first forward except
-  the first bucket (``overlap_dp``); with interleaving (``vpp > 1``) each model chunk's reduction starts when its
+  the first bucket (``overlap_dp``; the gather apart with ``overlap_param_gather``, false: every bucket gathered
+  after the optimizer step, exposed, :func:`topo.training.parallel.dp_overlapped`); with interleaving (``vpp > 1``) each model chunk's reduction starts when its
   last backward ends and its gather as the chunk before it starts its forwards, one after another on the DP
   stream (:mod:`topo.training.dp_overlap`); ZeRO-3 / FSDP: per layer (the unit), an all-gather before its forward and
   its backward (only before its forward when ``fsdp_reshard_after_forward`` is false: the weights are kept to the
@@ -119,7 +120,7 @@ from .overlap_idle import pp_overlap_idle_note
 from .operators import (END_UNITS, bf16_layers, busiest_rank_load, expert_capacity, optimizer_step_s,
                         pipeline_key, pipeline_units, rank_computes, ring_step_s)
 from .pipeline_bubble import bubble_note
-from .parallel import ParallelLayout, check_layout, dp_bucket_calls, hybrid_sharded, xla_all_reduce_calls
+from .parallel import ParallelLayout, check_layout, dp_bucket_calls, dp_overlapped, hybrid_sharded, xla_all_reduce_calls
 from .result import DimensionComm, StepResult
 from .ring_attention import a2a_exchanges, ring_sends
 from .routing import consecutive_destinations, rank_destinations, spread_destinations
@@ -2533,7 +2534,7 @@ def _dp_exposed(engine: CommEngine, item: dict, G, one_s: float, factor: float, 
     """The overlap rule of data parallelism (see the module doc); ``stream``: the DP collectives of a micro-batch's
     forward and backward (:func:`xla_stream_calls`), read under ``dp_overlap_policy = "xla_lhs"``."""
     calls = item["calls"]
-    if not lay.overlap_dp:
+    if not dp_overlapped(lay, item["phase"]):  # every call exposed: after the backward, or after the optimizer step
         return one_s * calls
     if lay.dp_overlap_policy == "xla_lhs":
         return _xla_dp_exposed(item, one_s, t_f, t_bwd, stream, lay)
@@ -2621,11 +2622,12 @@ def dp_floor_s(traffic: list[dict], lay: ParallelLayout, one_s: list[float], cov
     least = longest = 0.0
     items = [it for it in traffic if it["dim"] == "dp"]
     for item, one in zip(items, one_s, strict=True):
-        if lay.overlap_dp and lay.dp_overlap_policy != "xla_lhs" and lay.vpp > 1 and item["phase"] not in unit:
+        hooked = dp_overlapped(lay, item["phase"]) and lay.dp_overlap_policy != "xla_lhs"
+        if hooked and lay.vpp > 1 and item["phase"] not in unit:
             continue
         a = _dp_exposed(None, item, None, one, 1.0, math.inf, math.inf, 1, lay, stream)
         least += a
-        if lay.overlap_dp and lay.dp_overlap_policy != "xla_lhs":
+        if hooked:
             longest = max(longest, item["calls"] * one - (0.0 if item["phase"] in unit else one))
     return least + max(0.0, longest - covered_s)
 
