@@ -141,6 +141,11 @@ OPEN_PR_RUNS = ("mb5728_h100_qwen3_30b_fp8_blockwise", "mb5728_h100_qwen3_30b_bf
 RUNS69_IN_FAMILY = ("together2602_b200_deepseekv3_bf16_256", "together2602_b200_deepseekv3_mxfp8_256",
                     "together2602_b200_qwen3_235b_bf16_256", "together2602_b200_qwen3_235b_mxfp8_256",
                     "together2602_b200_qwen3_30b_bf16_64")
+# data128's rows (issue 29, session 2026-12-07i): every run of the pass is held out, as its brief set before any was
+# scored ("added as hold-out"), whatever its family: Together AI's B200 runs of NVIDIA's dgxc-benchmarking v26.02
+# Llama 3.1 recipes (OFFICIAL_BASELINES.md at @d275be99, model TFLOP/s/GPU printed)
+DATA128_HOLDOUT = ("together2602_b200_llama31_405b_fp8_256", "together2602_b200_llama3_70b_fp8_64",
+                   "together2602_b200_llama3_70b_nvfp4_512")
 ONE_IN_THREE = (DATA35_IN_FAMILY + DATA44_IN_FAMILY + B30044_IN_FAMILY + DATA46_IN_FAMILY + DATA48_IN_FAMILY
                 + DATA49_IN_FAMILY + RUNS69_IN_FAMILY)
 
@@ -153,6 +158,33 @@ def test_new_in_family_rows_are_held_out_one_in_three(batch):
     for i, rid in enumerate(batch):
         assert rid in (held if (i + 1) % 3 == 0 else published), rid
     assert sum(rid in held for rid in batch) == len(batch) // 3
+
+
+def test_data128_together_llama_rows_are_its_table():
+    """Together AI's OFFICIAL_BASELINES.md (togethercomputer/together-dgxc-benchmarking@d275be99): 405B FP8 256 GPUs
+    1,722, 70B FP8 64 GPUs (FSDP) 1,624, 70B NVFP4 512 GPUs 2,013 model TFLOP/s/GPU; NVIDIA/dgxc-benchmarking v26.02
+    llama3.1 README, B200: GBS 6 x GPUs (405B), 4 x GPUs (70B). Tokens/s/GPU is the TFLOP/s over Megatron-LM's count
+    (the Megatron-Bridge 25.09 table's 70B row, 1,791 TFLOP/s at 3,986 tokens/s, gives 449.3 GFLOP a token), the step
+    GBS x 8,192 / (tokens/s x GPUs). All held out, none fitted."""
+    from topo.training.flops import model_flop_per_step
+    from topo.training.model import load_model
+    from topo.training.parallel import make_layout
+    held, published = {r["run_id"]: r for r in _rows(HOLDOUT)}, {r["run_id"] for r in _rows(PUBLISHED)}
+    table = {"together2602_b200_llama31_405b_fp8_256": ("llama3-405b", 256, 1722, 6, "4 8 2 8 0", "current"),
+             "together2602_b200_llama3_70b_fp8_64": ("llama3-70b", 64, 1624, 4, "1 1 1 1 1", "current"),
+             "together2602_b200_llama3_70b_nvfp4_512": ("llama3-70b", 512, 2013, 4, "2 4 1 5 0", "nvfp4")}
+    assert set(table) == set(DATA128_HOLDOUT)
+    for rid, (model, gpus, tflops, per_gpu, lay, recipe) in table.items():
+        r = held[rid]
+        assert rid not in published
+        assert (r["model"], r["gpu"], int(r["num_gpus"]), int(r["global_batch_seqs"])) == (model, "B200", gpus, per_gpu * gpus)
+        assert " ".join(r[k] for k in ("tp", "pp", "cp", "vpp", "fsdp")) == lay and r["fp8_recipe"] == recipe
+        per_token = model_flop_per_step(load_model(model), make_layout(tp=1, dp=1, global_batch=1, seq_len=8192),
+                                        "megatron-lm") / 8192
+        tokens = tflops * 1e12 / per_token
+        assert float(r["value"]) == pytest.approx(tokens, abs=0.06)
+        assert float(r["step_time_s"]) == pytest.approx(per_gpu * gpus * 8192 / (tokens * gpus), abs=6e-4)
+        assert f"{tflops:,}" in r["note"]
 
 
 def test_data44_tokendrop_rows_are_the_2509_table():
@@ -342,7 +374,7 @@ def test_holdout_is_whole_families_of_its_releases():
     # (GB300 runs are held out by GPU, whatever their model: test_every_gb300_run_is_held_out; data35's rows one in
     # three: test_new_in_family_rows_are_held_out_one_in_three)
     held = {r["model"] for r in _rows(HOLDOUT) if r["system"] != "DGX-GB300"
-            and r["run_id"] not in ONE_IN_THREE + DATA50_NEW_SETUP + OPEN_PR_RUNS and r["fp8_recipe"] != "nvfp4"}
+            and r["run_id"] not in ONE_IN_THREE + DATA50_NEW_SETUP + OPEN_PR_RUNS + DATA128_HOLDOUT and r["fp8_recipe"] != "nvfp4"}
     # nvfp4 (findings 397): NVFP4 rows are held out by precision, whatever their family: none is ever fitted
     assert not any(r["fp8_recipe"] == "nvfp4" for r in _rows(PUBLISHED))
     # runs70: Nemotron 3.5 Lightning (Nemotron 3 Nano's network plus two MTP depths, 26.08 stack) joins held out
@@ -365,7 +397,7 @@ def test_holdout_is_whole_families_of_its_releases():
     releases = {r["software"] for r in _rows(HOLDOUT)
                 if r["model"] not in ("grok-1-314b", "llama4-maverick", "nemotron-3-super-120b-a12b")
                 and r["system"] != "DGX-GB300"
-                and r["run_id"] not in ONE_IN_THREE + DATA50_NEW_SETUP + OPEN_PR_RUNS}
+                and r["run_id"] not in ONE_IN_THREE + DATA50_NEW_SETUP + OPEN_PR_RUNS + DATA128_HOLDOUT}
     assert {"NeMo 26.04", "NeMo 26.04.01"} <= releases
     for r in _rows(PUBLISHED):
         assert not (r["model"] in held and r["software"] in releases), r["run_id"]
