@@ -260,9 +260,12 @@ def megatron_fsdp_unfused_wgrad(row) -> bool:
     v0.4.0 ``configs/llama/llama3_llm_pretrain.py`` and @067f987d ``perf_recipes/llama/*/llama3.py``). NeMo 25.09
     (v0.2.0rc5) set it True for FSDP (``scripts/performance/utils/helpers.py`` line 78): fused. Nemotron 3 Ultra's
     Megatron-FSDP recipes set it False too ("incompatible with BF16 FSDP main grads": NVIDIA-NeMo/Megatron-Bridge@4ab94dfa
-    ``perf_recipes/nemotronh/common.py`` ``_apply_nemotron_3_ultra_fsdp_hsdp``, the 26.08 rows' commit; ultra85)."""
+    ``perf_recipes/nemotronh/common.py`` ``_apply_nemotron_3_ultra_fsdp_hsdp``, the 26.08 rows' commit; ultra85).
+    Together AI's runs of NVIDIA's dgxc-benchmarking v26.02 recipes (``together2602_``) run Megatron-Bridge@6b3b5ba7's
+    configs unchanged, whose ``scripts/performance/configs/llama/llama3_llm_pretrain.py``
+    ``llama3_70b_pretrain_config_b200`` lines 175-177 set it off under Megatron-FSDP too (data128)."""
     release = re.search(r"NeMo (\d\d)\.(\d\d)", row.get("software") or "")
-    return (row["run_id"].startswith("mb") and row["fsdp"] == "1"
+    return (row["run_id"].startswith(("mb", "together2602_")) and row["fsdp"] == "1"
             and row["model"].startswith(("llama3", "nemotron-3-ultra"))
             and release is not None and (int(release[1]), int(release[2])) >= (25, 11))
 

@@ -53,8 +53,10 @@ def test_every_fp8_row_names_an_allowed_recipe_and_no_bf16_row_one():
     # (fitted) and GB300 (held out) Nemotron 3 Super MXFP8 rows; data81: 26.08's five DGX-GB300 MXFP8 rows (held out);
     # ultra85: 26.08's GB200 (fitted) and GB300 (held out) Nemotron 3 Ultra MXFP8 rows; superarch86: the archive's 13
     # Nemotron 3 Super MXFP8 rows of 26.04-26.06.01 (held out); nvfp4 (section 397): 26.04.01's four dense NVFP4
-    # Llama rows (held out); nvfp4c (section 405): the 15 Nemotron 3 Super NVFP4 rows of 26.04-26.08 (held out)
-    assert counts == {"delayed": 54, "current": 82, "blockwise": 2, "mxfp8": 134, "nvfp4": 19, "unstated": 21}
+    # Llama rows (held out); nvfp4c (section 405): the 15 Nemotron 3 Super NVFP4 rows of 26.04-26.08 (held out); data128:
+    # Together AI's B200 Llama 3.1 runs of dgxc v26.02, two current scaling (launch.sh's default cs) and three NVFP4, and
+    # its Nemotron4 340B FP8 run (launch.sh's -fr cs; held out)
+    assert counts == {"delayed": 54, "current": 85, "blockwise": 2, "mxfp8": 134, "nvfp4": 22, "unstated": 21}
     assert all(r["gpu"] in ("H100", "H200", "H800") for r in rows.values() if r["fp8_recipe"] == "blockwise")
     assert all(r["gpu"].startswith(("B", "GB")) for r in rows.values() if r["fp8_recipe"] in ("mxfp8", "nvfp4"))
 

@@ -125,10 +125,12 @@ def test_every_rows_column_value_is_in_its_layout():
     # rows, their MXFP8 / current-scaling twins' columns (TE's loss) without FP8 weights; nvfp4b (section 402): without
     # TP overlap (Megatron-Bridge@21d102f5 llama3{,1}_llm_pretrain.py: tp_comm_overlap False if precision == "nvfp4");
     # nvfp4c (section 405): the 15 Nemotron 3 Super NVFP4 rows, their MXFP8 twins' columns (TE's loss, no TP overlap)
-    # without FP8 weights
-    assert counts == {"overlap_tp": 319, "moe_router_fusion": 144, "cross_entropy": 311, "attention_fp8": 4,
-                      "fp8_amax_reduction": 52, "fp8_scale_inverse_kernel": 33, "fp8_amax_pass": 12,
-                      "fp8_param_gather": 248, "ep_comm_sms": 16}
+    # without FP8 weights; data128 Together AI's five B200 Llama 3.1 runs of NVIDIA's v26.02 recipes (TE's loss; TP
+    # overlap and FP8 weights on the two current-scaling ones, neither on the three NVFP4 ones) and its two Nemotron4
+    # 340B runs of the NeMo 25.07.01 recipe (TE's loss, TP overlap; FP8 weights and TE 2.5's amax pass on the FP8 one)
+    assert counts == {"overlap_tp": 323, "moe_router_fusion": 144, "cross_entropy": 318, "attention_fp8": 4,
+                      "fp8_amax_reduction": 52, "fp8_scale_inverse_kernel": 33, "fp8_amax_pass": 13,
+                      "fp8_param_gather": 251, "ep_comm_sms": 16}
     assert rows["mbvc_h100_deepseekv3"]["overlap_tp"] == "0"
     # tidy53: the rows each per-source rule set (data/reference/README.md), as the rules gave them
     filled = {col: sum(bool(r[col]) for r in rows.values()) for col in LAYOUT_COLUMNS}
@@ -151,9 +153,12 @@ def test_every_rows_column_value_is_in_its_layout():
     # 26.04.01's four dense NVFP4 Llama rows' 128Mi buckets (as their twins); nvfp4c (section 405): the 15 Nemotron 3
     # Super NVFP4 rows' 128Mi buckets and the 26.08 pair's padding (as their twins), and each its recipe's last 14
     # layers in BF16 and te_quant.cfg's module recipes; pgather129 (findings 460): the six DGX Cloud v25.05.04
-    # Nemotron-H rows' synchronous weight gather (NeMo@7a8f1cc7 nemotronh_56b.py lines 141-147, no callback)
-    assert filled == {"grad_bytes": 20, "grad_reduce_bytes": 18, "optimizer_bytes_per_param": 10, "moe_counts_aligned": 12,
-                      "dp_bucket_params": 340, "dp_align_grad_reduce": 90, "pipeline_layout": 6,
+    # Nemotron-H rows' synchronous weight gather (NeMo@7a8f1cc7 nemotronh_56b.py lines 141-147, no callback);
+    # data128: Together AI's five B200 Llama 3.1 runs' bf16 gradient buffer and 128Mi buckets (as the runs68 / runs69
+    # rows), and its two Nemotron4 340B runs' too, with NeMo 2's unaligned gradient reduction (as their NeMo 25.04
+    # GB200 twins)
+    assert filled == {"grad_bytes": 27, "grad_reduce_bytes": 18, "optimizer_bytes_per_param": 10, "moe_counts_aligned": 12,
+                      "dp_bucket_params": 347, "dp_align_grad_reduce": 92, "pipeline_layout": 6,
                       "pipeline_schedule": 1, "moe_expert_rank_capacity_factor": 31, "overlap_dp": 1, "dp_shard": 2,
                       "expert_dp_shard": 2, "dp_outer_sharding": 2, "num_layers_at_end_in_bf16": 15,
                       "module_recipes": 15, "overlap_param_gather": 6}

@@ -187,10 +187,17 @@ def test_megatron_bridge_fsdp_llama_rows_write_their_weight_gradients_unfused(ta
     ``perf_recipes/nemotronh/common.py`` ``_apply_nemotron_3_ultra_fsdp_hsdp``, "incompatible with BF16 FSDP main
     grads")."""
     rows = published_rows()
+    with open(REF / "training_runs_holdout.csv", newline="") as f:
+        held = {r["run_id"]: r for r in csv.DictReader(f)}
+    # Together AI's run of Megatron-Bridge@6b3b5ba7's B200 FSDP preset (data128): the same
+    # ``llama3_70b_pretrain_config_b200`` lines 175-177 turn the fusion off
+    assert ta.megatron_fsdp_unfused_wgrad(held["together2602_b200_llama3_70b_fp8_64"])
+    assert not ta.megatron_fsdp_unfused_wgrad(held["together2602_b200_llama3_70b_nvfp4_512"])  # PP, not FSDP
     unfused = {rid for rid, r in rows.items() if ta.megatron_fsdp_unfused_wgrad(r)}
     assert unfused == {"mb2511_h100_llama3_8b", "mb2511_gb200_llama3_70b", "mb2602_gb200_llama3_70b",
                        "mb260201_gb200_llama3_70b", "mb2604_gb200_llama3_70b", "mb260401_gb200_llama3_70b",
-                       "mb260401_gb300_llama3_70b", "mb2608_gb200_nemotron3_ultra", "mb2608_gb300_nemotron3_ultra"}
+                       "mb260401_gb300_llama3_70b", "mb2608_gb200_nemotron3_ultra", "mb2608_gb300_nemotron3_ultra",
+                       "together2602_b200_llama3_70b_fp8_64"}
     assert not ta.megatron_fsdp_unfused_wgrad(rows["mb2509_gb200_llama3_70b"])  # 25.09: fused
     assert not ta.megatron_fsdp_unfused_wgrad(rows["mb260401_gb200_llama3_70b_mxfp8"])  # PP, not FSDP
     from topo.training.model import load_model

@@ -141,6 +141,13 @@ OPEN_PR_RUNS = ("mb5728_h100_qwen3_30b_fp8_blockwise", "mb5728_h100_qwen3_30b_bf
 RUNS69_IN_FAMILY = ("together2602_b200_deepseekv3_bf16_256", "together2602_b200_deepseekv3_mxfp8_256",
                     "together2602_b200_qwen3_235b_bf16_256", "together2602_b200_qwen3_235b_mxfp8_256",
                     "together2602_b200_qwen3_30b_bf16_64")
+# data128's rows (issue 29, session 2026-12-07i): every run of the pass is held out, as its brief set before any was
+# scored ("added as hold-out"), whatever its family: Together AI's B200 runs of NVIDIA's dgxc-benchmarking v26.02
+# Llama 3.1 recipes (OFFICIAL_BASELINES.md at @d275be99, model TFLOP/s/GPU printed)
+DATA128_HOLDOUT = ("together2602_b200_llama31_405b_fp8_256", "together2602_b200_llama3_70b_fp8_64",
+                   "together2602_b200_llama3_70b_nvfp4_512", "together2602_b200_llama31_405b_nvfp4_256",
+                   "together2602_b200_llama31_405b_nvfp4_pp8_256", "together2507_b200_nemotron4_340b_fp8_256",
+                   "together2507_b200_nemotron4_340b_bf16_256")
 ONE_IN_THREE = (DATA35_IN_FAMILY + DATA44_IN_FAMILY + B30044_IN_FAMILY + DATA46_IN_FAMILY + DATA48_IN_FAMILY
                 + DATA49_IN_FAMILY + RUNS69_IN_FAMILY)
 
@@ -153,6 +160,70 @@ def test_new_in_family_rows_are_held_out_one_in_three(batch):
     for i, rid in enumerate(batch):
         assert rid in (held if (i + 1) % 3 == 0 else published), rid
     assert sum(rid in held for rid in batch) == len(batch) // 3
+
+
+def test_data128_together_llama_rows_are_its_table():
+    """Together AI's OFFICIAL_BASELINES.md (togethercomputer/together-dgxc-benchmarking@d275be99): 405B FP8 256 GPUs
+    1,722, 70B FP8 64 GPUs (FSDP) 1,624, 70B NVFP4 512 GPUs 2,013 model TFLOP/s/GPU; NVIDIA/dgxc-benchmarking v26.02
+    llama3.1 README, B200: GBS 6 x GPUs (405B), 4 x GPUs (70B). Tokens/s/GPU is the TFLOP/s over Megatron-LM's count
+    (the Megatron-Bridge 25.09 table's 70B row, 1,791 TFLOP/s at 3,986 tokens/s, gives 449.3 GFLOP a token), the step
+    GBS x 8,192 / (tokens/s x GPUs). All held out, none fitted."""
+    from topo.training.flops import model_flop_per_step
+    from topo.training.model import load_model
+    from topo.training.parallel import make_layout
+    held, published = {r["run_id"]: r for r in _rows(HOLDOUT)}, {r["run_id"] for r in _rows(PUBLISHED)}
+    table = {"together2602_b200_llama31_405b_fp8_256": ("llama3-405b", 256, 1722, 6, "4 8 2 8 0", "current"),
+             "together2602_b200_llama3_70b_fp8_64": ("llama3-70b", 64, 1624, 4, "1 1 1 1 1", "current"),
+             "together2602_b200_llama3_70b_nvfp4_512": ("llama3-70b", 512, 2013, 4, "2 4 1 5 0", "nvfp4")}
+    assert set(table) < set(DATA128_HOLDOUT)
+    for rid, (model, gpus, tflops, per_gpu, lay, recipe) in table.items():
+        r = held[rid]
+        assert rid not in published
+        assert (r["model"], r["gpu"], int(r["num_gpus"]), int(r["global_batch_seqs"])) == (model, "B200", gpus, per_gpu * gpus)
+        assert " ".join(r[k] for k in ("tp", "pp", "cp", "vpp", "fsdp")) == lay and r["fp8_recipe"] == recipe
+        per_token = model_flop_per_step(load_model(model), make_layout(tp=1, dp=1, global_batch=1, seq_len=8192),
+                                        "megatron-lm") / 8192
+        tokens = tflops * 1e12 / per_token
+        assert float(r["value"]) == pytest.approx(tokens, abs=0.06)
+        assert float(r["step_time_s"]) == pytest.approx(per_gpu * gpus * 8192 / (tokens * gpus), abs=6e-4)
+        assert f"{tflops:,}" in r["note"]
+    # tests/b200/scripts/llama31_405b_nvfp4/report_new_megatron_bridge_2026-04-11.md prints each iteration: jobs 80073
+    # (PP16 VP8, recompute_num_layers 1: iterations 2-12, mean 79.10 s, ~1,568 TFLOP/s) and 80076 (PP8 VP4,
+    # recompute_num_layers 8: iterations 2-8, 62.10 s, ~1,997); block recomputation of 1 / 8 layers a chunk over 1 / 4
+    # layers a chunk recomputes every layer
+    its = {"together2602_b200_llama31_405b_nvfp4_256": ((78.67, 78.74, 79.21, 78.27, 78.90, 79.43, 79.80, 78.66, 78.60,
+                                                        79.53, 80.29), 16, 8, 1568),
+           "together2602_b200_llama31_405b_nvfp4_pp8_256": ((61.91, 62.15, 62.12, 62.16, 62.14, 62.15, 62.15), 8, 4, 1997)}
+    per_token = model_flop_per_step(load_model("llama3-405b"), make_layout(tp=1, dp=1, global_batch=1, seq_len=8192),
+                                    "megatron-lm") / 8192
+    for rid, (steps, pp, vpp, tflops) in its.items():
+        r = held[rid]
+        assert rid in DATA128_HOLDOUT and rid not in published
+        # the report's printed mean (79.10, 62.10 s) against its printed iterations' (79.101, 62.111 s)
+        assert float(r["step_time_s"]) == pytest.approx(sum(steps) / len(steps), abs=0.015)
+        assert (r["tp"], r["pp"], r["vpp"], r["global_batch_seqs"], r["num_gpus"]) == ("4", str(pp), str(vpp), "1536", "256")
+        assert (r["fp8_recipe"], r["recompute_granularity"]) == ("nvfp4", "full")
+        tokens = 1536 * 8192 / (float(r["step_time_s"]) * 256)
+        assert float(r["value"]) == pytest.approx(tokens, abs=0.06)
+        assert tokens * per_token / 1e12 == pytest.approx(tflops, rel=2e-3)  # the report's own TFLOP/s
+    # Nemotron4 340B on 256 B200 (NeMo 25.07.01; OFFICIAL_BASELINES.md: FP8 1,101.1, BF16 936.33 TFLOP/s/GPU, TP8 PP4
+    # VP12, GBS 64): NeMo 2's nemotron count, 8.62124e15 FLOPs a 4,096-token sequence (NVIDIA/dgxc-benchmarking v26.02
+    # nemotron4-340b/README.md, whose example line 1,600.74 TFLOP/s x 128 GPUs x 21.542 s / GBS 512 reproduces it):
+    # s L h^2 (12 + 12 g / a + 12 f / h + 12 s / h + 6 V / (L h)), attention counted full
+    s, n_l, h, a, g, f, v = 4096, 96, 18432, 96, 8, 73728, 256000
+    per_seq = s * n_l * h * h * (12 + 12 * g / a + 12 * f / h + 12 * s / h + 6 * v / (n_l * h))
+    assert per_seq == pytest.approx(8.62124e15, rel=1e-6)
+    assert 1600.74e12 * 128 * 21.542 / 512 == pytest.approx(per_seq, rel=1e-4)
+    nem = {"together2507_b200_nemotron4_340b_fp8_256": (1101.1, "current"),
+           "together2507_b200_nemotron4_340b_bf16_256": (936.33, "")}
+    for rid, (tflops, recipe) in nem.items():
+        r = held[rid]
+        assert rid not in published and r["fp8_recipe"] == recipe and r["model"] == "nemotron4-340b"
+        assert (r["tp"], r["pp"], r["vpp"], r["global_batch_seqs"], r["num_gpus"]) == ("8", "4", "12", "64", "256")
+        tokens = tflops * 1e12 * s / per_seq
+        assert float(r["value"]) == pytest.approx(tokens, abs=0.06)
+        assert float(r["step_time_s"]) == pytest.approx(64 * s / (tokens * 256), abs=6e-5)
+    assert set(table) | set(its) | set(nem) == set(DATA128_HOLDOUT)
 
 
 def test_data44_tokendrop_rows_are_the_2509_table():
@@ -263,7 +334,9 @@ def test_nemo2_performance_scripts_loss():
     lays = {s["run"]: s["lay"] for s in published_setups()}
     te = [rid for rid, r in rows.items() if r["software"].startswith(("NeMo 25.04", "NeMo 25.07"))]
     native = [rid for rid, r in rows.items() if r["software"].startswith(("NeMo 25.02", "NeMo 24.07"))]
-    assert (len(te), len(native)) == (64, 42)  # 58 set by ce73, 5 by dsv3gb73, DGX Cloud v25.08's Nemotron-H by runs57
+    # 58 set by ce73, 5 by dsv3gb73, DGX Cloud v25.08's Nemotron-H by runs57, Together's two NeMo 25.07.01 Nemotron4
+    # 340B runs of dgxc v26.02 by data128 (NVIDIA/NeMo@9244b1ec helpers.py: the same set_primary_perf_configs loss)
+    assert (len(te), len(native)) == (66, 42)
     for rid in te:
         assert rows[rid]["cross_entropy"] == "te" and lays[rid].cross_entropy == "te", rid
     for rid in native:
@@ -342,7 +415,7 @@ def test_holdout_is_whole_families_of_its_releases():
     # (GB300 runs are held out by GPU, whatever their model: test_every_gb300_run_is_held_out; data35's rows one in
     # three: test_new_in_family_rows_are_held_out_one_in_three)
     held = {r["model"] for r in _rows(HOLDOUT) if r["system"] != "DGX-GB300"
-            and r["run_id"] not in ONE_IN_THREE + DATA50_NEW_SETUP + OPEN_PR_RUNS and r["fp8_recipe"] != "nvfp4"}
+            and r["run_id"] not in ONE_IN_THREE + DATA50_NEW_SETUP + OPEN_PR_RUNS + DATA128_HOLDOUT and r["fp8_recipe"] != "nvfp4"}
     # nvfp4 (findings 397): NVFP4 rows are held out by precision, whatever their family: none is ever fitted
     assert not any(r["fp8_recipe"] == "nvfp4" for r in _rows(PUBLISHED))
     # runs70: Nemotron 3.5 Lightning (Nemotron 3 Nano's network plus two MTP depths, 26.08 stack) joins held out
@@ -365,7 +438,7 @@ def test_holdout_is_whole_families_of_its_releases():
     releases = {r["software"] for r in _rows(HOLDOUT)
                 if r["model"] not in ("grok-1-314b", "llama4-maverick", "nemotron-3-super-120b-a12b")
                 and r["system"] != "DGX-GB300"
-                and r["run_id"] not in ONE_IN_THREE + DATA50_NEW_SETUP + OPEN_PR_RUNS}
+                and r["run_id"] not in ONE_IN_THREE + DATA50_NEW_SETUP + OPEN_PR_RUNS + DATA128_HOLDOUT}
     assert {"NeMo 26.04", "NeMo 26.04.01"} <= releases
     for r in _rows(PUBLISHED):
         assert not (r["model"] in held and r["software"] in releases), r["run_id"]
