@@ -189,11 +189,21 @@ def check_mesh_placement(text: str, gpus_per_domain: int, source: str = "jax_mes
       ``ici_data=8,dcn_fsdp=32`` mesh puts the fsdp groups one GPU per VM across the DCN, while topo would place
       them side by side on 4 VMs, a different job.
 
-    ``domain_gpus``: the GPUs of a domain where the job is placed at fewer (``gpus_per_domain``, 64 of an NVL72
-    rack's 72, :func:`topo.training.mapping.placed_gpus_used`); the refusal then names ``gpus_per_domain_used``.
-
     A mesh that ``tp-cp-ep-pp-dp`` places as the hybrid mesh does (:func:`mesh_rank_order`: ``ici_pipeline=8,
     dcn_data=4``, the stages inside a VM and the data replicas across) passes in that order.
+
+    Parameters
+    ----------
+    text : str
+        The mesh, ``ici_*`` and ``dcn_*`` sizes (:func:`parse_mesh_parts`).
+    gpus_per_domain : int
+        GPUs of each NVLink domain the job is placed at (``gpus_per_domain_used``, else the step's default
+        placement's, :func:`topo.training.mapping.placed_gpus_used`).
+    source : str
+        What names the mesh in an error (a flag or a layout field).
+    domain_gpus : int, optional
+        Every GPU of a domain, where the job is placed at fewer (64 of an NVL72 rack's 72); a refusal then names
+        ``gpus_per_domain_used = domain_gpus`` as allowed where the ICI product divides it.
 
     Returns
     -------
@@ -211,18 +221,7 @@ def check_mesh_placement(text: str, gpus_per_domain: int, source: str = "jax_mes
     for a in MESH_AXES:
         ici_total *= ici[a]
     given = ",".join(f"ici_{a}={ici[a]}" for a in PLACEMENT_ORDER if ici[a] > 1)
-    fill = (f", or gpus_per_domain_used = {domain_gpus} (the job is placed at {gpus_per_domain} of each "
-            f"{domain_gpus}-GPU domain)" if domain_gpus and domain_gpus > gpus_per_domain else "")
-    if ici_total > gpus_per_domain:
-        raise TopoError(f"the ICI sizes {given} multiply to {ici_total:,} GPUs, more than the {gpus_per_domain:,} "
-                        f"the job uses of an NVLink domain (ICI is NVLink on GPUs; a JAX hybrid mesh lays ici_* over one "
-                        f"slice's devices); allowed: ici_* sizes whose product is at most {gpus_per_domain:,} (the "
-                        f"rest on dcn_*){fill}", source=source)
-    if gpus_per_domain % ici_total:
-        raise TopoError(f"the ICI sizes {given} multiply to {ici_total:,} GPUs, which does not divide the "
-                        f"{gpus_per_domain:,} the job uses of an NVLink domain, so some ICI groups would straddle two "
-                        f"domains (MaxText asserts the ICI sizes multiply to a slice's devices); allowed: ici_* sizes "
-                        f"whose product divides {gpus_per_domain:,}{fill}", source=source)
+    _check_ici_domain(given, ici_total, gpus_per_domain, domain_gpus, source)
     order = mesh_rank_order(text, source)
     if order is not None:
         return order
@@ -257,6 +256,25 @@ def layout_from_mesh(text: str, source: str = "jax_mesh", moe: bool = False) -> 
         if s["expert"] > 1 or moe:  # 'embed_moe': fsdp and context; the experts' replicas data x fsdp x context
             out["expert_dp_shard"] = s["fsdp"] * s["context"]
     return out
+
+
+def _check_ici_domain(given: str, ici_total: int, gpus_per_domain: int, domain_gpus: int | None, source: str) -> None:
+    """:func:`check_mesh_placement`'s first rule: the ICI product ``ici_total`` divides ``gpus_per_domain``."""
+    # rev108: the fill is named only where it would pass (ici_fsdp=128 or 48 at 64 of a 72-GPU rack were told
+    # gpus_per_domain_used = 72, which this check then refused too)
+    fill = (f", or gpus_per_domain_used = {domain_gpus} (the job is placed at {gpus_per_domain} of each "
+            f"{domain_gpus}-GPU domain)" if domain_gpus and domain_gpus > gpus_per_domain
+            and domain_gpus % ici_total == 0 else "")
+    if ici_total > gpus_per_domain:
+        raise TopoError(f"the ICI sizes {given} multiply to {ici_total:,} GPUs, more than the {gpus_per_domain:,} "
+                        f"the job uses of an NVLink domain (ICI is NVLink on GPUs; a JAX hybrid mesh lays ici_* over one "
+                        f"slice's devices); allowed: ici_* sizes whose product divides {gpus_per_domain:,} (the "
+                        f"rest on dcn_*){fill}", source=source)
+    if gpus_per_domain % ici_total:
+        raise TopoError(f"the ICI sizes {given} multiply to {ici_total:,} GPUs, which does not divide the "
+                        f"{gpus_per_domain:,} the job uses of an NVLink domain, so some ICI groups would straddle two "
+                        f"domains (MaxText asserts the ICI sizes multiply to a slice's devices); allowed: ici_* sizes "
+                        f"whose product divides {gpus_per_domain:,}{fill}", source=source)
 
 
 def maxtext_micro_batch(global_batch: int, dp: int, pp: int = 1) -> int | None:
