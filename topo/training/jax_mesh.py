@@ -211,27 +211,6 @@ def mesh_rank_order(text: str, source: str = "jax_mesh") -> str | None:
     return next((order for order, axes in RANK_ORDER_AXES.items() if _digits(ici, dcn, axes, False) == want), None)
 
 
-def _check_ici_product(ici: dict, gpus_per_domain: int, source: str, domain_gpus: int | None) -> None:
-    """Refuse ICI sizes whose product is more than, or does not divide, the GPUs a job uses of a domain
-    (:func:`check_mesh_placement`'s first rule)."""
-    ici_total = 1
-    for a in MESH_AXES:
-        ici_total *= ici[a]
-    given = ",".join(f"ici_{a}={ici[a]}" for a in PLACEMENT_ORDER if ici[a] > 1)
-    fill = (f", or gpus_per_domain_used = {domain_gpus} (the job is placed at {gpus_per_domain} of each "
-            f"{domain_gpus}-GPU domain)" if domain_gpus and domain_gpus > gpus_per_domain else "")
-    if ici_total > gpus_per_domain:
-        raise TopoError(f"the ICI sizes {given} multiply to {ici_total:,} GPUs, more than the {gpus_per_domain:,} "
-                        f"the job uses of an NVLink domain (ICI is NVLink on GPUs; a JAX hybrid mesh lays ici_* over one "
-                        f"slice's devices); allowed: ici_* sizes whose product is at most {gpus_per_domain:,} (the "
-                        f"rest on dcn_*){fill}", source=source)
-    if gpus_per_domain % ici_total:
-        raise TopoError(f"the ICI sizes {given} multiply to {ici_total:,} GPUs, which does not divide the "
-                        f"{gpus_per_domain:,} the job uses of an NVLink domain, so some ICI groups would straddle two "
-                        f"domains (MaxText asserts the ICI sizes multiply to a slice's devices); allowed: ici_* sizes "
-                        f"whose product divides {gpus_per_domain:,}{fill}", source=source)
-
-
 def check_mesh_placement(text: str, gpus_per_domain: int, source: str = "jax_mesh",
                          domain_gpus: int | None = None) -> str:
     """Refuse a mesh whose ICI part topo would not place inside an NVLink domain.
@@ -256,15 +235,15 @@ def check_mesh_placement(text: str, gpus_per_domain: int, source: str = "jax_mes
     Parameters
     ----------
     text : str
-        The mesh, comma-separated ``ici_<axis>=n`` / ``dcn_<axis>=m`` pairs as MaxText's ``ici_parallelism`` /
-        ``dcn_parallelism`` give them (``ici_fsdp=8,dcn_data=4``).
+        The mesh, ``ici_*`` and ``dcn_*`` sizes (:func:`parse_mesh_parts`).
     gpus_per_domain : int
-        The GPUs of an NVLink domain the job uses (the ICI product must divide it).
+        GPUs of each NVLink domain the job is placed at (``gpus_per_domain_used``, else the step's default
+        placement's, :func:`topo.training.mapping.placed_gpus_used`).
     source : str
-        Where the mesh came from (a flag or a layout field), named in the errors.
+        What names the mesh in an error (a flag or a layout field).
     domain_gpus : int, optional
-        Every GPU of a domain, where the job is placed at fewer (``gpus_per_domain``, 64 of an NVL72 rack's 72,
-        :func:`topo.training.mapping.placed_gpus_used`): the refusal then names ``gpus_per_domain_used``.
+        Every GPU of a domain, where the job is placed at fewer (64 of an NVL72 rack's 72); a refusal then names
+        ``gpus_per_domain_used = domain_gpus`` as allowed where the ICI product divides it.
 
     Returns
     -------
@@ -278,7 +257,11 @@ def check_mesh_placement(text: str, gpus_per_domain: int, source: str = "jax_mes
         Either rule broken, naming the axes, their sizes and what is allowed.
     """
     ici, dcn = parse_mesh_parts(text, source)
-    _check_ici_product(ici, gpus_per_domain, source, domain_gpus)
+    ici_total = 1
+    for a in MESH_AXES:
+        ici_total *= ici[a]
+    given = ",".join(f"ici_{a}={ici[a]}" for a in PLACEMENT_ORDER if ici[a] > 1)
+    _check_ici_domain(given, ici_total, gpus_per_domain, domain_gpus, source)
     order = mesh_rank_order(text, source)
     if order is not None:
         return order
@@ -334,6 +317,25 @@ def layout_from_mesh(text: str, source: str = "jax_mesh", moe: bool = False) -> 
         if s["expert"] > 1 or moe:  # 'embed_moe': fsdp and context; the experts' replicas data x fsdp x context
             out["expert_dp_shard"] = s["fsdp"] * s["context"]
     return out
+
+
+def _check_ici_domain(given: str, ici_total: int, gpus_per_domain: int, domain_gpus: int | None, source: str) -> None:
+    """:func:`check_mesh_placement`'s first rule: the ICI product ``ici_total`` divides ``gpus_per_domain``."""
+    # rev108: the fill is named only where it would pass (ici_fsdp=128 or 48 at 64 of a 72-GPU rack were told
+    # gpus_per_domain_used = 72, which this check then refused too)
+    fill = (f", or gpus_per_domain_used = {domain_gpus} (the job is placed at {gpus_per_domain} of each "
+            f"{domain_gpus}-GPU domain)" if domain_gpus and domain_gpus > gpus_per_domain
+            and domain_gpus % ici_total == 0 else "")
+    if ici_total > gpus_per_domain:
+        raise TopoError(f"the ICI sizes {given} multiply to {ici_total:,} GPUs, more than the {gpus_per_domain:,} "
+                        f"the job uses of an NVLink domain (ICI is NVLink on GPUs; a JAX hybrid mesh lays ici_* over one "
+                        f"slice's devices); allowed: ici_* sizes whose product divides {gpus_per_domain:,} (the "
+                        f"rest on dcn_*){fill}", source=source)
+    if gpus_per_domain % ici_total:
+        raise TopoError(f"the ICI sizes {given} multiply to {ici_total:,} GPUs, which does not divide the "
+                        f"{gpus_per_domain:,} the job uses of an NVLink domain, so some ICI groups would straddle two "
+                        f"domains (MaxText asserts the ICI sizes multiply to a slice's devices); allowed: ici_* sizes "
+                        f"whose product divides {gpus_per_domain:,}{fill}", source=source)
 
 
 def maxtext_micro_batch(global_batch: int, dp: int, pp: int = 1) -> int | None:

@@ -216,8 +216,8 @@ class ParallelLayout(BaseModel):
     its gradients accumulate unsharded in the reduce dtype (``FSDPParam.to_accumulated_grad_if_needed``,
     pytorch/pytorch@010ae4a8 ``torch/distributed/fsdp/_fully_shard/_fsdp_param.py``). Needs pp > 1,
     ``fsdp_reshard_after_forward`` false, ``vpp`` at most 3 (the runtime schedules keep at most 3 stages
-    unsharded, ``_add_unshard_reshard(max_active_stages=3)``: a fourth chunk is re-gathered each round) and
-    the ``1f1b`` schedule."""
+    unsharded, ``_add_unshard_reshard(max_active_stages=3)``: a fourth chunk is re-gathered each round),
+    the ``1f1b`` schedule and FSDP2's hooks (``dp_overlap_policy = "hooks"``, not XLA's scheduler)."""
     flash_attention: Flag = True
     """Fused attention that never stores the s x s scores (Dao et al. 2022) and recomputes them in the backward
     pass: no ``5 a s / h`` activation term, the scores' forward FLOPs once more. False for 2021-era runs."""
@@ -1226,6 +1226,9 @@ def _check_pipeline_sync(lay: ParallelLayout, bad) -> None:
         why = f"pipeline_schedule {lay.pipeline_schedule} is not PyTorch's pipelining; allowed: 1f1b"
     elif lay.dp_outer_sharding != "no_shard":
         why = "dp_outer_sharding optim is Megatron-FSDP's, not FSDP2's; allowed: no_shard"
+    elif lay.dp_overlap_policy != "hooks":  # rev108: XLA's scheduler priced PyTorch's pipelining
+        why = ("dp_overlap_policy xla_lhs is XLA's latency-hiding scheduler (a JAX run), not PyTorch's "
+               "pipelining with FSDP2's hooks; allowed: hooks")
     if why:
         bad("fsdp_pipeline_sync", f"step {why}")
 
