@@ -156,12 +156,15 @@ def test_every_rows_column_value_is_in_its_layout():
     # Nemotron-H rows' synchronous weight gather (NeMo@7a8f1cc7 nemotronh_56b.py lines 141-147, no callback);
     # data128: Together AI's five B200 Llama 3.1 runs' bf16 gradient buffer and 128Mi buckets (as the runs68 / runs69
     # rows), and its two Nemotron4 340B runs' too, with NeMo 2's unaligned gradient reduction (as their NeMo 25.04
-    # GB200 twins)
+    # GB200 twins); pgbridge130 (findings 462): four Megatron-Bridge rows' synchronous gather (v0.2.0's fp8_mx
+    # branches, @21d102f5's disable_param_gather_overlap), the DeepSeek-V3 H100 card's gradient reduction alone not
+    # overlapped and the three GB200 Qwen3 30B dev recipes' DP collectives not overlapped
+    # (test_overlap_param_gather_pgbridge130.py)
     assert filled == {"grad_bytes": 27, "grad_reduce_bytes": 18, "optimizer_bytes_per_param": 10, "moe_counts_aligned": 12,
                       "dp_bucket_params": 347, "dp_align_grad_reduce": 92, "pipeline_layout": 6,
-                      "pipeline_schedule": 1, "moe_expert_rank_capacity_factor": 31, "overlap_dp": 1, "dp_shard": 2,
+                      "pipeline_schedule": 1, "moe_expert_rank_capacity_factor": 31, "overlap_dp": 5, "dp_shard": 2,
                       "expert_dp_shard": 2, "dp_outer_sharding": 2, "num_layers_at_end_in_bf16": 15,
-                      "module_recipes": 15, "overlap_param_gather": 6}
+                      "module_recipes": 15, "overlap_param_gather": 11}
     assert {r["dp_bucket_params"] for r in rows.values()} == {"", "134217728", "768000000"}
     assert all(r["dp_align_grad_reduce"] == "0" for r in rows.values()
                if rid_is_nemo2(r["run_id"]) or r["run_id"].startswith("dgxc2505_") and "deepseek" in r["model"])
@@ -209,7 +212,7 @@ def test_squared_relu_experts_run_the_fused_grouped_mlp_only_from_the_cutedsl_ne
     assert setups["mb2608_gb300_nemotron3_super"].moe_expert_kernels == "multi_stream"
 
 
-def test_only_the_super_h100_card_recipe_runs_its_dp_collectives_unoverlapped():
+def test_of_the_super_rows_only_the_h100_card_recipe_runs_its_dp_collectives_unoverlapped():
     """superarch86: NVIDIA-NeMo/Megatron-Bridge@ffeb5a7a (the card's bridge commit for pretrain_performance.H100)
     ``recipes/nemotronh/h100/nemotron_3_super.py`` ``_nemotron_3_super_pretrain_64gpu_h100_bf16_config`` lines
     232-233 set ``overlap_grad_reduce = overlap_param_gather = False``, and ``perf_recipes/nemotronh/h100/nemotronh.py``
@@ -217,11 +220,14 @@ def test_only_the_super_h100_card_recipe_runs_its_dp_collectives_unoverlapped():
     ``_benchmark_common`` (the card: "ordered gradient reduction"). Megatron-Core then reduce-scatters the gradients
     after the last backward and all-gathers the weights after the optimizer step, nothing beside them: the step's DP
     time is both collectives whole. Every other Nemotron 3 Super recipe restores the overlap
-    (``_apply_nemotron_3_super_perf_defaults``), and no other row's column says 0."""
+    (``_apply_nemotron_3_super_perf_defaults``). The other Megatron-Bridge rows whose column says 0 are pgbridge130's
+    (findings 462, test_overlap_param_gather_pgbridge130.py): the three GB200 Qwen3 30B dev recipes and the DeepSeek-V3
+    H100 card's run (its gradient reduction alone)."""
     from topo.training.step import estimate_step
 
     rows = published_rows()
-    assert {rid for rid, r in rows.items() if r["overlap_dp"] == "0"} == {"mbvc_h100_nemotron3_super"}
+    assert {rid for rid, r in rows.items() if r["overlap_dp"] == "0" and "nemotron3_super" in rid} == {
+        "mbvc_h100_nemotron3_super"}
     assert "ffeb5a7a" in rows["mbvc_h100_nemotron3_super"]["note"]
     setups = {s["run"]: s for s in published_setups() if "row" in s}
     s = setups["mbvc_h100_nemotron3_super"]
