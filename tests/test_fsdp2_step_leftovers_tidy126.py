@@ -17,9 +17,12 @@
 
 import pytest
 
+from small_regions import loss_crossing_s, region_file, spy_dp_crossing, two_sites
+from topo.fabric.region import build_region
 from topo.training.gpus import gpu_compute
 from topo.training.kernels import memory_s
 from topo.training.model import load_model
+from topo.training.multisite import dp_window_s, estimate_across_sites, loss_fill_s
 from topo.training.operators import block_ops, block_time, wgrad_kw
 from topo.training.parallel import make_layout
 
@@ -91,3 +94,35 @@ def test_the_default_way_is_unchanged():
     ops = {o.name: o for o in block_ops(model, lay, "-") if o.module == "fsdp"}
     assert ops["fsdp_copy_out"].launches == 0.5 and ops["fsdp_copy_out_bwd"].launches == 0.5
     assert wgrad_kw(lay, _gemm(model, lay))["grad_copy_bytes"] == 6.0
+
+
+@pytest.fixture(scope="module")
+def region(tmp_path_factory):
+    """Two DGX H100 SUs 40 km apart on one 800 Gb/s wave (regions80's)."""
+    text = two_sites("t126", "two SUs", "dgx-h100-superpod", 1).replace("waves = 16", "waves = 1")
+    return build_region(region_file(tmp_path_factory, text, "t126"))
+
+
+def test_a_step_job_across_sites_leaves_its_crossing_no_backward(region, monkeypatch):
+    """The torchtitan layout over two sites (each site's share dp 2, 16 micro-batches). Per micro-batch, the share's
+    in-site reduce-scatters hide behind the backwards and leave the cross-site phase a window ``w > 0`` of them
+    (regions80). Under ``step`` the one-site step exposes them whole (after the stage's last backward), and by the
+    same rule (``ParallelLayout.dp_reduce_behind_backward``) the cross-site phase gets no backward: ``w = 0``, the
+    hierarchical phase exposed whole after the share's step, and the logged loss's crossing beyond the last
+    stage's fill (``loss_fill_s``). It took the last micro-batch's backward before (rev108, Left 1)."""
+    model = load_model("llama3-8b")
+    for sync in ("microbatch", "step"):
+        seen = spy_dp_crossing(monkeypatch)
+        job = estimate_across_sites(region, model, _lay(fsdp_pipeline_sync=sync))
+        one, lay, cross = seen["one"], seen["lay"], seen["cross"]
+        assert lay.dp == 2 and lay.microbatches == 16
+        rs = next(c for c in one.comm if c.dim == "dp" and c.collective == "reduce_scatter")
+        if sync == "microbatch":
+            assert rs.exposed_s < rs.time_s and dp_window_s(one, lay) > 0
+            continue
+        assert rs.exposed_s == pytest.approx(rs.time_s, rel=1e-12)  # the one-site rule
+        assert dp_window_s(one, lay) == 0.0  # the same rule across the sites
+        assert cross.name == "hierarchical" and cross.gather_phase.time_s == 0.0
+        loss = max(0.0, loss_crossing_s(region, job) - loss_fill_s(lay, one.breakdown_s["compute"]))
+        assert job.strategies[0].strategy == "dp"
+        assert job.strategies[0].exposed_s == pytest.approx(cross.phase.time_s + loss, rel=1e-9)
