@@ -132,11 +132,14 @@ def _train(tmp_path, extra=""):
 def test_a_runs_gathers_hide_as_one_micro_batchs_do(tmp_path):
     """Under ``step`` the units are gathered in the first micro-batch's forward, each prefetched behind the one
     before as in any micro-batch: the step's exposed gather seconds are one micro-batch's of the per-micro-batch
-    way (16 micro-batches, one schedule run), the same calls and windows."""
+    way (16 micro-batches, one schedule run), the same calls. The windows are each way's mean micro-batch forward,
+    which under ``step`` carries FSDP2's copy-outs once a run, not every micro-batch (tidy126,
+    :func:`topo.training.fsdp2_copies.unit_round_share`): slightly shorter, so slightly more exposed (0.02% here), no
+    less."""
     (per_mb, g_mb), (_, g_once) = _train(tmp_path), _train(tmp_path, ",fsdp_pipeline_sync=step")
     m = per_mb["layout"]["microbatches"]
     assert g_mb["calls_per_step"] == m * g_once["calls_per_step"]
-    assert g_once["exposed_s"] == pytest.approx(g_mb["exposed_s"] / m, rel=1e-6)
+    assert g_mb["exposed_s"] / m <= g_once["exposed_s"] <= g_mb["exposed_s"] / m * (1 + 1e-3)
 
 
 def test_the_experts_unsharded_gradients_take_their_own_reduce_dtype():

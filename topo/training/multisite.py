@@ -1044,8 +1044,13 @@ def dp_window_s(one: StepResult, lay: ParallelLayout) -> float:
     backward; regions80), less the step's in-site DP seconds but the
     parameter gathers that run in a forward (the distributed optimizer's, FSDP's forward ones:
     :func:`dp_gather_window_s`), at least
-    0. The in-site reduction then ends, and the site is ready for the cross-site phase, at :math:`T - w` from the
-    step's start, :math:`T` the share's step on its own fabric (``one``; ``lay``: the share)."""
+    0; none where the in-site reduction runs behind no backward (PyTorch pipelining's FSDP2 branch reduces after the
+    stage's last backward, which the one-site step exposes whole: one rule,
+    :attr:`~topo.training.parallel.ParallelLayout.dp_reduce_behind_backward`). The in-site reduction then ends, and
+    the site is ready for the cross-site phase, at :math:`T - w` from the step's start, :math:`T` the share's step on
+    its own fabric (``one``; ``lay``: the share)."""
+    if not lay.dp_reduce_behind_backward:
+        return 0.0
     t_bwd = BACKWARD_SHARE * one.breakdown_s["compute"] * dp_passes(lay) / lay.microbatches
     return max(0.0, t_bwd - _in_site_dp_s(one, lay, gather=False))
 

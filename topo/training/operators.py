@@ -60,7 +60,7 @@ from .activation_offload import host_link_Bps, offload_exposed_s, stage_offload_
 from .attention_sinks import sink_backend, sink_grad_bytes
 from .cross_entropy import cross_entropy_moves
 from .embedding_grad import embedding_grad_costs
-from .fsdp2_copies import copies_units, fsdp2_copies
+from .fsdp2_copies import copies_units, fsdp2_copies, fsdp2_grad_copy_bytes
 from .gpus import GpuCompute, gpu_compute
 from .grad_hooks import ddp_hooks_run, grad_hook_host_s
 from .host_cpu import call_host_on_s, reference_host_cpu
@@ -1794,7 +1794,9 @@ def wgrad_kw(lay: ParallelLayout, op: Op) -> dict:
       ``reduce_scatter_stream.wait_stream(current_stream)``), into the reduce-scatter buffer at ``reduce_dtype``
       (``chunk_cat``: 2 bytes read, the reduction's bytes written: ``reduce_bytes``, the experts'
       ``expert_reduce_bytes``), then frees it (pytorch/pytorch@010ae4a8
-      ``torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py``).
+      ``torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py``); under PyTorch pipelining's once-a-run reduction
+      (``fsdp_pipeline_sync = "step"``) the backwards accumulate it unsharded in the reduce dtype and the copy runs
+      once a run (:func:`.fsdp2_copies.fsdp2_grad_copy_bytes`).
     - ``copied`` (Megatron-FSDP without ``gradient_accumulation_fusion``): Transformer Engine's linear returns a new
       bf16 gradient (``param.grad``) and Megatron-FSDP's post-backward hook, on the compute stream, copies it into
       the parameter's slot of the gradient buffer (``param.main_grad.copy_(param.grad)``, in the reduction's dtype:
@@ -1831,7 +1833,7 @@ def wgrad_kw(lay: ParallelLayout, op: Op) -> dict:
     if lay.wgrad_output == "autograd":
         return dict(grad_bytes=float(ACT), grad_once=True, grad_copy_bytes=autograd_add_bytes(lay))
     reduce = lay.expert_reduce_bytes if op.module == "moe" else lay.reduce_bytes
-    return dict(grad_bytes=float(ACT), grad_once=True, grad_copy_bytes=ACT + reduce)
+    return dict(grad_bytes=float(ACT), grad_once=True, grad_copy_bytes=fsdp2_grad_copy_bytes(lay, ACT, reduce))
 
 
 def block_time(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute, kind: str) -> BlockTime:

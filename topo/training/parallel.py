@@ -695,6 +695,16 @@ class ParallelLayout(BaseModel):
         return self.pipeline_flushes if self.fsdp_pipeline_sync == "step" else self.microbatches
 
     @property
+    def dp_reduce_behind_backward(self) -> bool:
+        """Whether the gradients' data-parallel reduction runs behind backward compute: True but with
+        ``fsdp_pipeline_sync = "step"``, where PyTorch's pipelining reduce-scatters every unit after the stage's last
+        backward (pytorch/pytorch@01386103 ``torch/distributed/pipelining/stage.py`` ``_post_backward``, run by
+        pytorch/pytorch@00722e64 ``schedules.py`` ``Schedule1F1B`` after its cooldown) and the optimizer waits for
+        them: behind no compute. The one rule of the one-site step's exposure (``step._dp_exposed``) and of the
+        backward a region's cross-site phase hides behind (:func:`topo.training.multisite.dp_window_s`)."""
+        return self.fsdp_pipeline_sync != "step"
+
+    @property
     def dp_shard_size(self) -> int:
         """Data-parallel ranks the sharding spans (``dp_shard``, default ``dp``)."""
         return self.dp_shard or self.dp

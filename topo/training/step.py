@@ -2546,7 +2546,7 @@ def _dp_exposed(engine: CommEngine, item: dict, G, one_s: float, factor: float, 
         per_unit = (max(0.0, one_s - t_f / k) + (max(0.0, one_s - t_bwd / k) if passes == 2 else 0.0)) * k
         return m * (per_unit + one_s)  # the first unit's gather of each micro-batch cannot hide
     if phase == "reduce_unit":
-        if lay.fsdp_pipeline_sync == "step":  # every unit's, after the stage's last backward: behind no compute
+        if not lay.dp_reduce_behind_backward:  # every unit's, after the stage's last backward: behind no compute
             return one_s * calls  # (pytorch/pytorch@01386103 stage.py ``_post_backward``, then the optimizer)
         k = calls / m
         return m * (max(0.0, one_s - t_bwd / k) * k + one_s)  # the last unit's reduction cannot hide
