@@ -74,6 +74,16 @@ def test_optimum_work_is_lamberts_w_and_tends_to_youngs_interval():
     assert optimum_work_s(1.0, 1e6) == pytest.approx(math.sqrt(2 * 1.0 * 1e6), rel=1e-3)
 
 
+def test_optimum_work_is_lamberts_w_when_the_stall_is_as_long_as_the_mtbf():
+    # walk46: a stall of half the MTBF or more (a 30 s checkpoint on a job interrupted every 11 s, a failure
+    # table's GPUs given in thousands) took Newton past x = 1 and raised "math domain error"; the root is still
+    # x = 1 + W0(-e^(-1 - lambda C)) (Lambert's W, as above), between 1 - e^(-1 - c) and 1
+    mtbf = 100.0
+    for c in (0.5, 0.6, 1.0, 2.7, 5.0, 10.0, 29.0):
+        closed = (1 + lambertw(-math.exp(-1 - c), 0).real) * mtbf
+        assert optimum_work_s(c * mtbf, mtbf) == pytest.approx(closed, rel=1e-9)
+
+
 def test_the_plans_goodput_is_within_a_point_of_the_monte_carlo_on_its_own_inputs():
     # issue 32 "Measured": the 100k default's goodput within 1 point of the renewal process on the plan's inputs
     r = plan(collectives=False).reliability  # storage sized from its needs: the checkpoint written in 30 s

@@ -52,10 +52,12 @@ def optimum_work_s(stall_s: float, mtbf_s: float) -> float:
     if c > 30:  # the root is 1 - exp(-1 - c) to double precision
         return -math.expm1(-1 - c) * mtbf_s
     # Newton on h(x) = ln(1 - x) + x + c, concave and decreasing on (0, 1): from a start where h < 0 (right of the
-    # root: ln(1 - x) + x < -x^2 / 2, so sqrt(2c) is one) it converges monotonically from the right
+    # root: ln(1 - x) + x < -x^2 / 2, so sqrt(2c) is one) it converges monotonically from the right, never past 1.
+    # Where sqrt(2c) >= 1 (a stall of half the MTBF or more), 1 - e^(-1 - c) is one inside (0, 1): h there is
+    # -e^(-1 - c) < 0 (a start left of the root overshoots past 1, where ln(1 - x) is undefined)
     x = math.sqrt(2 * c)
     if x >= 1:
-        x = 1 + 0.5 * math.expm1(-1 - c)
+        x = -math.expm1(-1 - c)
     for _ in range(100):
         step = (math.log1p(-x) + x + c) * (1 - x) / x
         x += step
