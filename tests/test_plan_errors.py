@@ -206,3 +206,11 @@ def test_a_plan_key_that_is_not_a_table_is_one_line(tmp_path):
     assert _err("dgx-h100-superpod", "--plan-file", str(f)) == (
         f"{f}: plan: must be a table ([plan]), got 3; allowed: the plan's keys inside [plan], or no [plan] table and "
         "the plan's keys at the top")
+
+
+def test_a_failure_table_in_thousands_of_gpus_is_refused_not_an_internal_error():
+    # walk46: observed_gpus = 16.384 (Llama 3's 16,384 H100 in thousands) ended in "internal error (ValueError:
+    # math domain error)"; a GPU count is whole
+    msg = _err("meta-llama3-24k", "--set", "plan.reliability.observed_gpus=16.384")
+    assert msg.endswith("plan.reliability.observed_gpus: must be a whole number >= 1, got 16.384"), msg
+

@@ -258,7 +258,7 @@ class Spares(_Strict):
 
 
 class Reliability(_Strict):
-    observed_gpus: Positive
+    observed_gpus: Count  # whole GPUs (walk46: 16.384, thousands of GPUs, made the rate 1,000x)
     observed_days: Positive
     causes: dict[str, NonNeg]
     checkpoint: Checkpoint
