@@ -214,3 +214,11 @@ def test_a_failure_table_in_thousands_of_gpus_is_refused_not_an_internal_error()
     msg = _err("meta-llama3-24k", "--set", "plan.reliability.observed_gpus=16.384")
     assert msg.endswith("plan.reliability.observed_gpus: must be a whole number >= 1, got 16.384"), msg
 
+
+@pytest.mark.parametrize("key", ["plan.reliability.observed_gpus=16", "plan.reliability.rate_scale=1000"])
+def test_a_job_that_could_never_finish_a_restart_is_refused_in_one_line(key):
+    # walk46: 1,000x Llama 3's rate (its 419 interruptions in 54 days on 16 GPUs, not 16,384): one every 7 s against
+    # a recovery of minutes; e^(lambda R) overflowed ("internal error (OverflowError: math range error)")
+    msg = _err("meta-llama3-24k", "--set", key)
+    assert f"(--set {key}): plan.reliability: the job is interrupted every 7." in msg, msg
+    assert "it would never get past a restart" in msg and "observed_gpus: GPUs, observed_days: days" in msg, msg

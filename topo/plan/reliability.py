@@ -261,6 +261,7 @@ def _goodput_fields(mtbf_s: float, stall_s: float, min_T: float, detection_s: fl
     def evaluate(mtbf, stall, detect, rest, reload, min_interval):
         return _goodput_parts(stall, min_interval, {"detection": detect, "restart": rest, "reload": reload}, mtbf)
 
+    _refuse_endless_recovery(mtbf_s, stall_s, detection_s + restart_s + reload_s)
     base = dict(mtbf=mtbf_s, stall=stall_s, detect=detection_s, rest=restart_s, reload=reload_s, min_interval=min_T)
     T, goodput, parts = evaluate(**base)
     recovery = detection_s + restart_s + reload_s
@@ -371,6 +372,22 @@ def _some_failure_per_h(per_h: dict[str, float], causes: dict[str, float]) -> fl
                         "positive count (Llama 3 Table 5 saw 419 in 54 days on 16,384 GPUs)",
                         key="plan.reliability.causes")
     return total_per_h
+
+
+# Beyond this many MTBFs of one recovery plus one checkpoint stall the goodput is below e^-40 (4e-18): the renewal
+# goodput is at most e^(-lambda (R + C)) (renewal.py), and e^(lambda x) overflows a float past 709 MTBFs
+_MAX_MTBFS_PER_RECOVERY = 40.0
+
+
+def _refuse_endless_recovery(mtbf_s: float, stall_s: float, recovery_s: float) -> None:
+    """Refuse a job that fails many times over during each restart and checkpoint (a failure table in the wrong
+    unit: thousands of GPUs, hours for days): it would never train, and its goodput is below double precision."""
+    if (recovery_s + stall_s) / mtbf_s > _MAX_MTBFS_PER_RECOVERY:
+        raise TopoError(f"the job is interrupted every {mtbf_s:.3g} s ({86_400 / mtbf_s:,.0f} a day), but one "
+                        f"recovery takes {recovery_s:.4g} s and one checkpoint stalls {stall_s:.4g} s: it would never "
+                        f"get past a restart (goodput below 1e-17); check the failure table's units "
+                        "(observed_gpus: GPUs, observed_days: days, causes: interruptions in that window, rate_scale: "
+                        "a factor; Llama 3 saw 419 in 54 days on 16,384 GPUs)", key="plan.reliability")
 
 
 def _training_gpus(num_gpus: int, gpus_per_server: int, spares: int, job_gpus: int | None) -> int:
