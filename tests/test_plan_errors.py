@@ -222,3 +222,11 @@ def test_a_job_that_could_never_finish_a_restart_is_refused_in_one_line(key):
     msg = _err("meta-llama3-24k", "--set", key)
     assert f"(--set {key}): plan.reliability: the job is interrupted every 7." in msg, msg
     assert "it would never get past a restart" in msg and "observed_gpus: GPUs, observed_days: days" in msg, msg
+
+
+def test_a_typod_failure_cause_is_refused_not_added_as_a_new_cause():
+    # walk46: --set plan.reliability.causes.gpus=100 (for gpu) planned 7.14 + 100 interruptions' worth more, a sixth
+    # cause 'gpus' beside Llama 3's 262 GPU ones; the causes are Table 5's groups, each with a meaning in the model
+    msg = _err("meta-llama3-24k", "--set", "plan.reliability.causes.gpus=100")
+    assert msg.endswith("plan.reliability.causes.gpus: unknown key 'gpus'; allowed: gpu, network, nic, host, "
+                        "software; did you mean 'gpu'?"), msg
