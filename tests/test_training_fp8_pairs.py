@@ -51,11 +51,13 @@ def test_the_published_pairs():
     """The CSVs' pairs (data/reference/training_runs_published.csv and the hold-out file, fp8gain49): the DGX Cloud
     NeMo 25.02 / 25.04 twins (delayed scaling) and the ModelZoo's Mixtral (block-wise), fitted; Grok-1 and Llama 4
     Maverick, held out; and Megatron-LM PR #5728's Qwen3-30B-A3B twins (runs56: H100 block-wise, GB200 MXFP8 with
-    partial graphs and with paged stash, each beside its BF16 run), held out as every row only an open PR publishes."""
+    partial graphs and with paged stash, each beside its BF16 run), held out as every row only an open PR publishes;
+    and data128's Together AI B200 Nemotron-4 340B twins (NeMo 25.07.01 recipe, current scaling), held out."""
     setups = [{"run": r["run_id"], "holdout": held, "row": r} for r, held in training_accuracy._published_rows()]
     pairs = training_accuracy.fp8_pairs(setups)
     fitted = [(b, f) for b, f in pairs if not f["holdout"]]
-    assert len(fitted) == 20 and len(pairs) - len(fitted) == 11
+    assert len(fitted) == 20 and len(pairs) - len(fitted) == 12
+    assert ("together2507_b200_nemotron4_340b_bf16_256", "together2507_b200_nemotron4_340b_fp8_256") in _ids(pairs)
     # runs69: Together AI's B200 DeepSeek-V3 BF16 / MXFP8 twins of one Megatron-Bridge 26.02 preset (the MXFP8 row
     # read by no fit, training_runs_cluster_slow.csv; the pair is scored as published)
     assert ("together2602_b200_deepseekv3_bf16_256", "together2602_b200_deepseekv3_mxfp8_256") in _ids(pairs)
@@ -65,7 +67,7 @@ def test_the_published_pairs():
     assert ("mcore_h100_mixtral_8x22b_balanced", "mcore_h100_mixtral_8x22b_fp8blockwise") in _ids(pairs)
     assert ("mcore_h100_mixtral_8x22b_dropless", "mcore_h100_mixtral_8x22b_fp8blockwise") not in _ids(pairs)
     labels = {training_accuracy.fp8_recipe_label(f["row"]) for _, f in pairs}
-    assert labels == {"delayed", "blockwise", "mxfp8"}
+    assert labels == {"delayed", "blockwise", "mxfp8", "current"}
 
 
 def test_the_ratio_error_is_topo_over_measured():
