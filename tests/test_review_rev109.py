@@ -11,7 +11,7 @@ region path's error comes keyed ``--layout`` already).
   never rounded up, and ``-i`` alike.
 - Megatron-FSDP turns ``overlap_param_gather`` on whenever it shards the weights (``optim_grads_params``:
   NVIDIA/Megatron-LM@d98e8a64ddf34856e74b24714e3bedb2f5a39553
-  megatron/core/distributed/fsdp/src/megatron_fsdp/megatron_fsdp.py lines 326-330, "Default to overlapped parameter
+  megatron/core/distributed/fsdp/src/megatron_fsdp/megatron_fsdp.py lines 328-330, "Default to overlapped parameter
   gather when fully-sharding") and gathers its optimizer-sharded replicas' weights with the first unit's, in the
   forward pre-hook of the step's first micro-batch (lines 482-490): under ZeRO-3 / FSDP the setting changes nothing,
   neither the per-unit gathers nor the outer group's once-a-step one (which the one-site step exposed whole with it

@@ -357,7 +357,7 @@ class ParallelLayout(BaseModel):
     exposed). ZeRO-3 / FSDP's gathers follow ``overlap_dp``, the per-unit ones and Megatron-FSDP's
     optimizer-sharded replicas' once-a-step one: Megatron-FSDP sets ``overlap_param_gather`` True whenever it shards
     the weights (NVIDIA/Megatron-LM@d98e8a64ddf34856e74b24714e3bedb2f5a39553
-    ``megatron/core/distributed/fsdp/src/megatron_fsdp/megatron_fsdp.py`` lines 326-330) and gathers the replicas'
+    ``megatron/core/distributed/fsdp/src/megatron_fsdp/megatron_fsdp.py`` lines 328-330) and gathers the replicas'
     shards with the first unit's, in the step's first forward (lines 482-490; rev109)."""
     dp_align_grad_reduce: Flag = True
     """Interleaved (``vpp > 1``): each chunk's gradient reduction is started by the schedule after the chunk's last
