@@ -140,6 +140,15 @@ def format_bytes_exact(nbytes: Fraction | int) -> str:
     """Bytes with thousands separators, a fraction of a byte to three decimals (three digits below one byte):
     ``215,167,795.2``.
 
+    Parameters
+    ----------
+    nbytes : fractions.Fraction or int
+        The bytes, exact (:func:`parse_size_fraction`'s).
+
+    Returns
+    -------
+    str
+
     >>> format_bytes_exact(Fraction(1075838976, 5)), format_bytes_exact(1024)
     ('215,167,795.2', '1,024')
     """

@@ -858,14 +858,18 @@ def _dp_idle(L: dict) -> str:
 
 def _param_gather_idle(L: dict) -> str:
     """Why ``overlap_param_gather`` changes nothing, or "": it sets the distributed optimizer's once-a-step weight
-    gather apart (:func:`topo.training.parallel.dp_overlapped`), which ZeRO-0 has none of and ZeRO-3 / FSDP has only
-    across Megatron-FSDP's optimizer-sharded replicas (its per-unit gathers follow overlap_dp)."""
+    gather apart (:func:`topo.training.parallel.dp_overlapped`), which ZeRO-0 has none of and ZeRO-3 / FSDP overlaps
+    with its units' gathers whatever it says (Megatron-FSDP turns it on when it shards the weights: its optimizer-
+    sharded replicas' gather too; all follow overlap_dp)."""
     sharding = L.get("dp_sharding", "zero1")
     if sharding == "none":
         return "dp_sharding none gathers no weights"
-    if sharding in ("zero3", "fsdp") and L.get("dp_outer_sharding", "no_shard") != "optim":
+    if sharding not in ("zero3", "fsdp"):
+        return ""
+    if L.get("dp_outer_sharding", "no_shard") != "optim":
         return f"dp_sharding {sharding} gathers per unit, which overlap_dp sets"
-    return ""
+    return ("Megatron-FSDP overlaps its weight gathers whatever overlap_param_gather says, its optimizer-sharded "
+            "replicas' with its units' (overlap_dp)")  # rev109: it sets the flag on when it shards the weights
 
 
 def _all_reduce_idle(L: dict) -> str:

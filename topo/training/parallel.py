@@ -340,8 +340,8 @@ class ParallelLayout(BaseModel):
     all-gather overlaps the first micro-batch's forward except the first bucket; interleaved, chunk by chunk
     (:mod:`topo.training.dp_overlap`)."""
     overlap_param_gather: Flag | None = None
-    """The distributed optimizer's once-a-step gather of the updated weights (the ``gather`` phase of ZeRO-1/2 and of
-    Megatron-FSDP's optimizer-sharded replicas) overlapped with the next step's first forward, apart from the
+    """The distributed optimizer's once-a-step gather of the updated weights (the ``gather`` phase of ZeRO-1/2)
+    overlapped with the next step's first forward, apart from the
     gradients' reduction (Megatron-Core's ``overlap_param_gather``, which Megatron-LM, NeMo and Megatron-Bridge set
     apart from ``overlap_grad_reduce``). True: each bucket's gather is waited for in the forward pre-hook of the
     first module using it, which dispatches the next (NVIDIA/Megatron-LM@7094270c6fa1dbc6b2e99072171e3a559ca36d0f
@@ -354,7 +354,11 @@ class ParallelLayout(BaseModel):
     Megatron-Core's gather asserts ``use_distributed_optimizer`` (``param_and_grad_buffer.py`` line 205). True with
     ``overlap_dp`` false is allowed: Megatron-LM's training script refuses it (``megatron/training/arguments.py``
     lines 502-506) but Megatron-Core and Megatron-Bridge run it (one bucket a chunk, its gather the first and
-    exposed). ZeRO-3 / FSDP's per-unit gathers follow ``overlap_dp``."""
+    exposed). ZeRO-3 / FSDP's gathers follow ``overlap_dp``, the per-unit ones and Megatron-FSDP's
+    optimizer-sharded replicas' once-a-step one: Megatron-FSDP sets ``overlap_param_gather`` True whenever it shards
+    the weights (NVIDIA/Megatron-LM@d98e8a64ddf34856e74b24714e3bedb2f5a39553
+    ``megatron/core/distributed/fsdp/src/megatron_fsdp/megatron_fsdp.py`` lines 328-330) and gathers the replicas'
+    shards with the first unit's, in the step's first forward (lines 482-490; rev109)."""
     dp_align_grad_reduce: Flag = True
     """Interleaved (``vpp > 1``): each chunk's gradient reduction is started by the schedule after the chunk's last
     backward, chunk 0's when the backward ends (Megatron-LM's ``align_grad_reduce``, its and Megatron-Bridge's
@@ -1489,8 +1493,10 @@ def dp_bucket_params(lay: ParallelLayout) -> int:
 
 def dp_overlapped(lay: ParallelLayout, phase: str) -> bool:
     """Whether the data-parallel collectives of ``phase`` (a step traffic item's) overlap the compute: the
-    distributed optimizer's once-a-step weight gather (``gather``) by ``overlap_param_gather`` (None: ``overlap_dp``),
-    every other (the gradients' reduction, ZeRO-3 / FSDP's per-unit gathers and reductions) by ``overlap_dp``. The
+    distributed optimizer's once-a-step weight gather (``gather`` under ZeRO-1/2) by ``overlap_param_gather`` (None:
+    ``overlap_dp``), every other (the gradients' reduction, ZeRO-3 / FSDP's gathers and reductions, Megatron-FSDP's
+    optimizer-sharded replicas' ``gather`` among them: Megatron-FSDP overlaps it whatever ``overlap_param_gather``
+    says, :attr:`ParallelLayout.overlap_param_gather`) by ``overlap_dp``. The
     one place the step (:func:`topo.training.step._dp_exposed`, :func:`topo.training.step.dp_floor_s`) and the
     cross-site gather's window (:func:`topo.training.multisite.dp_gather_window_s`) read either.
 
@@ -1508,7 +1514,7 @@ def dp_overlapped(lay: ParallelLayout, phase: str) -> bool:
     >>> dp_overlapped(lay, "gather"), dp_overlapped(lay, "reduce")
     (False, True)
     """
-    if phase == "gather" and lay.overlap_param_gather is not None:
+    if phase == "gather" and lay.zero_stage < 3 and lay.overlap_param_gather is not None:
         return lay.overlap_param_gather
     return lay.overlap_dp
 
