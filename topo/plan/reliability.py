@@ -44,7 +44,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from ..errors import TopoError
-from ..units import whole_bytes
+from ..units import format_time, whole_bytes
 from .renewal import optimum_work_s, renewal_goodput, segment_time_parts_s
 
 __all__ = ["LOST_PART_LABELS", "Reliability", "reliability", "joint_reliability", "interruption_rate_per_gpu_h", "first_failure_s", "young_interval_s",
@@ -383,8 +383,9 @@ def _refuse_endless_recovery(mtbf_s: float, stall_s: float, recovery_s: float) -
     """Refuse a job that fails many times over during each restart and checkpoint (a failure table in the wrong
     unit: thousands of GPUs, hours for days): it would never train, and its goodput is below double precision."""
     if (recovery_s + stall_s) / mtbf_s > _MAX_MTBFS_PER_RECOVERY:
-        raise TopoError(f"the job is interrupted every {mtbf_s:.3g} s ({86_400 / mtbf_s:,.0f} a day), but one "
-                        f"recovery takes {recovery_s:.4g} s and one checkpoint stalls {stall_s:.4g} s: it would never "
+        raise TopoError(f"the job is interrupted every {format_time(mtbf_s)} ({86_400 / mtbf_s:,.0f} a day), but "
+                        f"one recovery takes {format_time(recovery_s)} and one checkpoint stalls "
+                        f"{format_time(stall_s)}: it would never "
                         f"get past a restart (goodput below 1e-17); check the failure table's units "
                         "(observed_gpus: GPUs, observed_days: days, causes: interruptions in that window, rate_scale: "
                         "a factor; Llama 3 saw 419 in 54 days on 16,384 GPUs)", key="plan.reliability")
