@@ -49,7 +49,7 @@ def failure_lines(rel, num_gpus: int) -> list[str]:
             f"{rel.table_network_per_day:.1f}/day "
             f"here (an MTTF of {rel.table_network_mttf_years_per_gpu_link:,.0f} years per GPU link)",
             f"          checkpoint {format_in(rel.checkpoint_bytes, 'TB', '.3g')} ({rel.params:.3g} parameters"
-            f"{_params_origin(rel.params_source)}), "
+            f"{_params_origin(rel.params_source)}; {_per_gpu_words(rel)}), "
             f"{rel.checkpoint_mode}: stalls {format_time(rel.checkpoint_stall_s)} ({_stall_words(rel)}), every "
             f"{format_time(rel.checkpoint_interval_s)}{_interval_origin(rel)}; per interruption: detection {format_time(rel.detection_s)}"
             f", restart {format_time(rel.restart_s)}, reload {format_time(rel.reload_s)}, catch-up "
@@ -99,6 +99,15 @@ def _stall_words(rel) -> str:
         return (f"the copy to host memory; the write at {rate} ({_WRITE_ORIGIN}) takes "
                 f"{format_time(rel.checkpoint_write_s)} in the background")
     return "the copy to host memory"
+
+
+def _per_gpu_words(rel) -> str:
+    """Each GPU's shard of the checkpoint, whose GPUs (plan131: walk46 worked out 347 MB by hand, inside Llama 3's
+    1 MB - 4 GB per GPU): the checkpoint over the interrupting GPUs, each writing an equal shard."""
+    size = format_in(rel.checkpoint_per_gpu_bytes, "GB" if in_unit(rel.checkpoint_per_gpu_bytes, "GB") >= 1 else "MB",
+                     ",.4g")
+    whose = "the job's" if rel.interruptions_of == "job" else "the"
+    return f"{size} per GPU: each of {whose} {format_count(rel.interrupting_gpus)} GPUs writes an equal shard"
 
 
 def _params_origin(source: str) -> str:

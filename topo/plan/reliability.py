@@ -17,7 +17,9 @@
   "network switch or cable" row (35 in 54 days), which already counts them; ``parts`` replaces that row by the
   modules on GPU links at their MTTF. Either way the all-cause MTBF with optics as parts is reported beside the
   one used, and the *reconciliation*: the MTTF per GPU link that Llama 3's row implies, against the catalog's.
-- **Checkpoint**: size = parameters x bytes per parameter (14 for mixed-precision Adam, planner.md line 61). The
+- **Checkpoint**: size = parameters x bytes per parameter (14 for mixed-precision Adam, planner.md line 61); each
+  GPU's shard = size / the interrupting GPUs (each writes an equal part, as Megatron's fully_parallel_save spreads
+  one save over the data-parallel ranks; Llama 3 gives 1 MB - 4 GB per GPU, planner.md line 64). The
   training stall per checkpoint is the write to storage (``sync``: size / write bandwidth) or only the copy to host
   memory (``async`` and ``in_memory``: size per GPU / snapshot bandwidth; storage is written in the background, so
   the interval is at least the write time). Young's interval T = sqrt(2 x stall x MTBF) (Young, CACM 1974).
@@ -113,6 +115,9 @@ class Reliability:
     params: float
     params_source: str
     checkpoint_bytes: float
+    # the checkpoint over the interrupting GPUs (the job's, or every GPU): each writes (and, async or in_memory, copies
+    # to host memory) an equal shard, as Megatron's fully_parallel_save spreads one save over the data-parallel ranks
+    checkpoint_per_gpu_bytes: float
     checkpoint_mode: str
     checkpoint_write_s: float  # to storage
     checkpoint_stall_s: float  # training stopped per checkpoint
@@ -243,7 +248,8 @@ def reliability(num_gpus: int, gpus_per_server: int, *, causes: dict[str, float]
     total_per_h = _some_failure_per_h(per_h, causes)
     mtbf_s = 3600 / total_per_h
     ckpt = params * bytes_per_param
-    write_s, stall_s, min_T, reload_s = _checkpoint_s(ckpt, gpus, mode, write_Bps, snapshot_Bps, reload_Bps)
+    per_gpu = ckpt / gpus
+    write_s, stall_s, min_T, reload_s = _checkpoint_s(ckpt, per_gpu, mode, write_Bps, snapshot_Bps, reload_Bps)
     free = _free_servers(num_gpus, gpus_per_server, job_gpus)
     spares = _hot_spares(num_gpus, gpus_per_server, hot_spare_fraction, free)
     in_repair = sum(per_h.get(k, 0.0) for k in HARDWARE_CAUSES) / 3600 * repair_s
@@ -258,7 +264,8 @@ def reliability(num_gpus: int, gpus_per_server: int, *, causes: dict[str, float]
         cluster_interruptions_per_day_by_cause={k: v * 24 * (num_gpus / gpus) for k, v in per_h.items()},
         optics_in_interruptions=optics,
         **_optics_fields(modules, nic_modules, job_modules, total_per_h, per_h, rates, gpus),
-        params=params, params_source=params_source, checkpoint_bytes=ckpt, checkpoint_mode=mode,
+        params=params, params_source=params_source, checkpoint_bytes=ckpt, checkpoint_per_gpu_bytes=per_gpu,
+        checkpoint_mode=mode,
         checkpoint_write_s=write_s, hot_spare_servers=spares, servers_in_repair=in_repair, spares_enough=enough,
         training_gpus=training, free_servers=free, **_goodput_fields(mtbf_s, stall_s, min_T, detection_s, restart, reload_s,
                                                   flop * training / num_gpus, interval_s))
@@ -369,6 +376,7 @@ def joint_reliability(sites: list[Reliability], num_gpus: list[int], flop: list[
         table_network_per_day=net_per_day,
         table_network_mttf_years_per_gpu_link=n / (net_per_day * 365) if net_per_day else math.inf,
         params=first.params, params_source=first.params_source, checkpoint_bytes=first.checkpoint_bytes,
+        checkpoint_per_gpu_bytes=first.checkpoint_bytes / n,
         checkpoint_mode=first.checkpoint_mode if len(modes) == 1 else "/".join(sorted(modes)),
         checkpoint_write_s=max(r.checkpoint_write_s for r in sites), hot_spare_servers=spares,
         servers_in_repair=sum(r.servers_in_repair for r in sites), spares_enough=all(r.spares_enough for r in sites),
@@ -488,12 +496,13 @@ def _scope(num_gpus: int, job_gpus: int | None, causes: dict[str, float], rate_s
     return job_gpus, "job", causes, [(n * share, y) for n, y in job_modules]
 
 
-def _checkpoint_s(ckpt_bytes: float, num_gpus: int, mode: str, write_Bps: float, snapshot_Bps: float,
+def _checkpoint_s(ckpt_bytes: float, per_gpu_bytes: float, mode: str, write_Bps: float, snapshot_Bps: float,
                   reload_Bps: float) -> tuple[float, float, float, float]:
     """A checkpoint's write, the stall it costs the job, the shortest interval between two (an async write must
-    end before the next starts; an in-memory snapshot's copy likewise) and the reload after a failure, seconds."""
+    end before the next starts; an in-memory snapshot's copy likewise) and the reload after a failure, seconds;
+    ``per_gpu_bytes`` is each GPU's shard, copied to host memory at ``snapshot_Bps``."""
     write_s = ckpt_bytes / write_Bps
-    per_gpu_s = ckpt_bytes / num_gpus / snapshot_Bps
+    per_gpu_s = per_gpu_bytes / snapshot_Bps
     stall_s = write_s if mode == "sync" else per_gpu_s
     min_T = {"sync": 0.0, "async": write_s, "in_memory": per_gpu_s}[mode]
     reload_s = per_gpu_s if mode == "in_memory" else ckpt_bytes / reload_Bps
