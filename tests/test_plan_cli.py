@@ -113,6 +113,6 @@ def test_the_checkpoint_line_says_where_the_model_s_size_came_from():
         return ln
 
     assert (f"({params:.3g} parameters: compute-optimal for the compute line's FLOP, Chinchilla's tokens per "
-            "parameter)") in line()
-    assert "(7e+10 parameters: plan.workload.params)" in line("--set", "plan.workload.params=7e10")
+            "parameter; ") in line()  # then each GPU's shard (plan131)
+    assert "(7e+10 parameters: plan.workload.params; " in line("--set", "plan.workload.params=7e10")
     assert line().endswith("; 1 hot-spare server")  # one server's spare (4 SUs of DGX H100), not "1 ... servers"

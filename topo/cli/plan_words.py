@@ -49,11 +49,30 @@ def failure_lines(rel, num_gpus: int) -> list[str]:
             f"{rel.table_network_per_day:.1f}/day "
             f"here (an MTTF of {rel.table_network_mttf_years_per_gpu_link:,.0f} years per GPU link)",
             f"          checkpoint {format_in(rel.checkpoint_bytes, 'TB', '.3g')} ({rel.params:.3g} parameters"
-            f"{_params_origin(rel.params_source)}), "
+            f"{_params_origin(rel.params_source)}; {_per_gpu_words(rel)}), "
             f"{rel.checkpoint_mode}: stalls {format_time(rel.checkpoint_stall_s)} ({_stall_words(rel)}), every "
-            f"{format_time(rel.checkpoint_interval_s)}; per interruption: detection {format_time(rel.detection_s)}"
+            f"{format_time(rel.checkpoint_interval_s)}{_interval_origin(rel)}; per interruption: detection {format_time(rel.detection_s)}"
             f", restart {format_time(rel.restart_s)}, reload {format_time(rel.reload_s)}, catch-up "
             f"{format_time(rel.catch_up_s)}; {count_noun(rel.hot_spare_servers, 'hot-spare server')}"]
+
+
+def _interval_origin(rel) -> str:
+    """`` (plan.reliability.checkpoint.interval_s; the renewal optimum: every T)`` where a site's own interval is
+    used (plan131: walk46 could not enter a fixed cadence); "" at the optimum."""
+    if rel.checkpoint_interval_of != "policy":
+        return ""
+    return f" (plan.reliability.checkpoint.interval_s; the renewal optimum: every {format_time(rel.optimum_interval_s)})"
+
+
+def _policy_cost(rel) -> str:
+    """`` at the checkpoint interval set (T); at the renewal optimum (T*): G*, +x points`` where a site's own
+    interval is used: the cost of the policy against the optimum (never negative: the optimum is the best interval
+    the checkpoint mode allows), both the renewal model's; "" at the optimum."""
+    if rel.checkpoint_interval_of != "policy":
+        return ""
+    return (f" at the checkpoint interval set ({format_time(rel.checkpoint_interval_s)}, "
+            f"plan.reliability.checkpoint.interval_s); at the renewal optimum ({format_time(rel.optimum_interval_s)}): "
+            f"{100 * rel.goodput_at_optimum:.1f}%, {100 * (rel.goodput_at_optimum - rel.goodput):.1f} points more")
 
 
 def _scope_words(rel) -> str:
@@ -82,6 +101,15 @@ def _stall_words(rel) -> str:
     return "the copy to host memory"
 
 
+def _per_gpu_words(rel) -> str:
+    """Each GPU's shard of the checkpoint, whose GPUs (plan131: walk46 worked out 347 MB by hand, inside Llama 3's
+    1 MB - 4 GB per GPU): the checkpoint over the interrupting GPUs, each writing an equal shard."""
+    size = format_in(rel.checkpoint_per_gpu_bytes, "GB" if in_unit(rel.checkpoint_per_gpu_bytes, "GB") >= 1 else "MB",
+                     ",.4g")
+    whose = "the job's" if rel.interruptions_of == "job" else "the"
+    return f"{size} per GPU: each of {whose} {format_count(rel.interrupting_gpus)} GPUs writes an equal shard"
+
+
 def _params_origin(source: str) -> str:
     """Where the checkpointed model's size came from, in a few words (walk9: 1.43e+12 parameters, unexplained)."""
     if source.startswith("derived: compute-optimal"):
@@ -95,9 +123,9 @@ def goodput_lines(rel, cost_per_effective_gpu_hour_usd: float, spare: str = "", 
     lost = ", ".join(f"{LOST_PART_LABELS.get(name, name)} {100 * x:.1f}%"
                      for name, x in rel.lost_fraction_by_part.items())
     lost += mark(*(f"reliability.checkpoint.{k}" for k in ("detection_s", "restart_s", "snapshot_Bps", "repair_s",
-                                                           "hot_spare_fraction")))
+                                                           "hot_spare_fraction", "interval_s")))
     whose = " (the job's, at its GPUs' interruptions)" if rel.interruptions_of == "job" else ""
-    return [f"goodput   {100 * rel.goodput:.1f}%{whose} -> {rel.effective_flop:.3g} FLOP effective{spare}, "
+    return [f"goodput   {100 * rel.goodput:.1f}%{whose}{_policy_cost(rel)} -> {rel.effective_flop:.3g} FLOP effective{spare}, "
             f"${cost_per_effective_gpu_hour_usd:,.2f} per effective GPU-hour"
             + (f" (lost: {lost})" if lost else "")
             + f"; renewal model, failures during recovery included (first-order at Young's "

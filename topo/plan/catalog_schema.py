@@ -218,6 +218,8 @@ class Checkpoint(_Strict):
     snapshot_Bps: Positive
     repair_s: NonNeg
     hot_spare_fraction: _bounded(ge=0.0, le=0.5)
+    # a site's own work between checkpoints, s (a policy; absent: the renewal optimum, topo.plan.renewal)
+    interval_s: Positive | None = None
 
 
 class StorageServer(_Strict):

@@ -481,7 +481,7 @@ def _reliability(L, rel, ck, bom, params: float, params_source: str, flop: float
         write_Bps=store.write_Bps / share, detection_s=ck.detection_s.value, restart_s=ck.restart_s.value,
         repair_s=ck.repair_s.value, hot_spare_fraction=ck.hot_spare_fraction.value, flop=flop, mode=ck.mode,
         snapshot_Bps=ck.snapshot_Bps.value / share, reload_Bps=store.read_Bps / share, job_gpus=job_gpus,
-        rate_scale=rel.rate_scale.value)
+        rate_scale=rel.rate_scale.value, interval_s=None if ck.interval_s is None else ck.interval_s.value)
 
 
 def _storage(cat: Catalog, params: float, flop: float, num_gpus: int, share: float = 1.0) -> StoragePlan:

@@ -17,7 +17,9 @@
   "network switch or cable" row (35 in 54 days), which already counts them; ``parts`` replaces that row by the
   modules on GPU links at their MTTF. Either way the all-cause MTBF with optics as parts is reported beside the
   one used, and the *reconciliation*: the MTTF per GPU link that Llama 3's row implies, against the catalog's.
-- **Checkpoint**: size = parameters x bytes per parameter (14 for mixed-precision Adam, planner.md line 61). The
+- **Checkpoint**: size = parameters x bytes per parameter (14 for mixed-precision Adam, planner.md line 61); each
+  GPU's shard = size / the interrupting GPUs (each writes an equal part, as Megatron's fully_parallel_save spreads
+  one save over the data-parallel ranks; Llama 3 gives 1 MB - 4 GB per GPU, planner.md line 64). The
   training stall per checkpoint is the write to storage (``sync``: size / write bandwidth) or only the copy to host
   memory (``async`` and ``in_memory``: size per GPU / snapshot bandwidth; storage is written in the background, so
   the interval is at least the write time). Young's interval T = sqrt(2 x stall x MTBF) (Young, CACM 1974).
@@ -27,7 +29,9 @@
   the last checkpoint: about T/2 while T is short against the MTBF).
 - **Goodput** = work / wall time of the renewal model (:mod:`topo.plan.renewal`: failures strike during work,
   checkpoints and recovery alike; a failure during recovery starts it again), at its optimum work between
-  checkpoints. The first-order form 1 - stall/T - (detection + restart + reload + T/2)/MTBF at Young's T
+  checkpoints, or at a site's own interval (``interval_s``, a policy: the same renewal formula at that T, the
+  optimum and its goodput reported beside it, so the policy's cost shows). The first-order form 1 - stall/T -
+  (detection + restart + reload + T/2)/MTBF at Young's T
   (planner.md lines 58-60) is reported beside it: it undercounts goodput once the recovery is a fair part of the
   MTBF (53.6% against 62.7% on the 100k default). A sensitivity halves and doubles each input.
 - **Hot spares**: a failed server is swapped for a spare; if fewer spares are kept than servers expected to be in
@@ -111,10 +115,17 @@ class Reliability:
     params: float
     params_source: str
     checkpoint_bytes: float
+    # the checkpoint over the interrupting GPUs (the job's, or every GPU): each writes (and, async or in_memory, copies
+    # to host memory) an equal shard, as Megatron's fully_parallel_save spreads one save over the data-parallel ranks
+    checkpoint_per_gpu_bytes: float
     checkpoint_mode: str
     checkpoint_write_s: float  # to storage
     checkpoint_stall_s: float  # training stopped per checkpoint
-    checkpoint_interval_s: float  # work between checkpoints: the renewal optimum (at least the background write)
+    checkpoint_interval_s: float  # work between checkpoints: the renewal optimum (at least the background write),
+    # or the site's own interval (checkpoint_interval_of "policy")
+    checkpoint_interval_of: str  # "optimum" (the renewal optimum) or "policy" (the interval_s given)
+    optimum_interval_s: float  # the renewal optimum, whichever interval is used
+    goodput_at_optimum: float  # the renewal goodput at the optimum (= goodput without a policy)
     young_interval_s: float  # Young's first-order interval, for comparison
     detection_s: float
     restart_s: float  # including a wait for repair when spares run short
@@ -146,10 +157,12 @@ def _best_work_s(stall_s: float, mtbf_s: float, min_work_s: float) -> float:
     return max(optimum_work_s(stall_s, mtbf_s), min_work_s)
 
 
-def _goodput_parts(stall_s, min_interval_s, per_failure_s: dict[str, float], mtbf_s):
-    """(work between checkpoints, goodput, lost fraction by part) at the renewal optimum; the recovery's expected
-    time is split between its parts in proportion to their durations."""
-    T = _best_work_s(stall_s, mtbf_s, min_interval_s)
+def _goodput_parts(stall_s, min_interval_s, per_failure_s: dict[str, float], mtbf_s, interval_s=None):
+    """(work between checkpoints, goodput, lost fraction by part) at the renewal optimum, or at ``interval_s`` (a
+    policy; at least ``min_interval_s``: a sensitivity's doubled checkpoint may outlast it, and the next
+    checkpoint then waits for the write); the recovery's expected time is split between its parts in proportion to
+    their durations."""
+    T = _best_work_s(stall_s, mtbf_s, min_interval_s) if interval_s is None else max(interval_s, min_interval_s)
     recovery = sum(per_failure_s.values())
     t = segment_time_parts_s(T, stall_s, recovery, mtbf_s)
     total = sum(t.values())
@@ -198,7 +211,8 @@ def reliability(num_gpus: int, gpus_per_server: int, *, causes: dict[str, float]
                 params_source: str = "", bytes_per_param: float, write_Bps: float, detection_s: float = 0.0,
                 restart_s: float, repair_s: float, hot_spare_fraction: float, flop: float, mode: str = "sync",
                 snapshot_Bps: float = math.inf, reload_Bps: float = math.inf,
-                job_gpus: int | None = None, rate_scale: float = 1.0) -> Reliability:
+                job_gpus: int | None = None, rate_scale: float = 1.0, interval_s: float | None = None
+                ) -> Reliability:
     """Failures, checkpoint and goodput of a cluster of ``num_gpus`` (see the module doc for every formula).
 
     Parameters
@@ -217,11 +231,15 @@ def reliability(num_gpus: int, gpus_per_server: int, *, causes: dict[str, float]
         ``min(floor(hot_spare_fraction x servers), (num_gpus - job_gpus) // gpus_per_server)``, so a job that fills
         every GPU has none, and each hardware failure then waits for its repair (``restart_s + repair_s``).
     rate_scale : multiplies every cause of the failure table (> 0; 1: as observed).
+    interval_s : a site's own work between checkpoints (s; None: the renewal optimum). The goodput, its parts and
+        the sensitivity are priced at it; ``optimum_interval_s`` and ``goodput_at_optimum`` give the optimum beside.
 
     Raises
     ------
     TopoError
-        when ``rate_scale`` is not positive, or nothing fails (every cause and, with ``parts``, every module at 0).
+        when ``rate_scale`` is not positive, nothing fails (every cause and, with ``parts``, every module at 0), or
+        ``interval_s`` is not positive and finite, is shorter than an async write (in_memory copy), or spans more
+        than 40 MTBFs.
     """
     gpus, of, causes, job_modules = _scope(num_gpus, job_gpus, causes, rate_scale,
                                            nic_modules if job_modules is None else job_modules)
@@ -230,7 +248,8 @@ def reliability(num_gpus: int, gpus_per_server: int, *, causes: dict[str, float]
     total_per_h = _some_failure_per_h(per_h, causes)
     mtbf_s = 3600 / total_per_h
     ckpt = params * bytes_per_param
-    write_s, stall_s, min_T, reload_s = _checkpoint_s(ckpt, gpus, mode, write_Bps, snapshot_Bps, reload_Bps)
+    per_gpu = ckpt / gpus
+    write_s, stall_s, min_T, reload_s = _checkpoint_s(ckpt, per_gpu, mode, write_Bps, snapshot_Bps, reload_Bps)
     free = _free_servers(num_gpus, gpus_per_server, job_gpus)
     spares = _hot_spares(num_gpus, gpus_per_server, hot_spare_fraction, free)
     in_repair = sum(per_h.get(k, 0.0) for k in HARDWARE_CAUSES) / 3600 * repair_s
@@ -245,31 +264,40 @@ def reliability(num_gpus: int, gpus_per_server: int, *, causes: dict[str, float]
         cluster_interruptions_per_day_by_cause={k: v * 24 * (num_gpus / gpus) for k, v in per_h.items()},
         optics_in_interruptions=optics,
         **_optics_fields(modules, nic_modules, job_modules, total_per_h, per_h, rates, gpus),
-        params=params, params_source=params_source, checkpoint_bytes=ckpt, checkpoint_mode=mode,
+        params=params, params_source=params_source, checkpoint_bytes=ckpt, checkpoint_per_gpu_bytes=per_gpu,
+        checkpoint_mode=mode,
         checkpoint_write_s=write_s, hot_spare_servers=spares, servers_in_repair=in_repair, spares_enough=enough,
         training_gpus=training, free_servers=free, **_goodput_fields(mtbf_s, stall_s, min_T, detection_s, restart, reload_s,
-                                                  flop * training / num_gpus))
+                                                  flop * training / num_gpus, interval_s))
 
 
 def _goodput_fields(mtbf_s: float, stall_s: float, min_T: float, detection_s: float, restart_s: float,
-                    reload_s: float, training_flop: float) -> dict:
+                    reload_s: float, training_flop: float, interval_s: float | None = None) -> dict:
     """The goodput fields of :class:`Reliability` from the MTBF, the checkpoint's stall and shortest interval and
     the times of one interruption: the renewal optimum and its parts, Young's first-order figure beside it, the
     curve against the interval and the sensitivity; ``training_flop`` is the FLOP of the GPUs that train (times
-    the goodput: the effective FLOP). One site's plan and a region's (:func:`joint_reliability`) both end here."""
+    the goodput: the effective FLOP). With ``interval_s`` (a site's policy) every figure is at that work between
+    checkpoints, the sensitivity too, and the optimum and its goodput are reported beside it. One site's plan and a
+    region's (:func:`joint_reliability`) both end here."""
 
     def evaluate(mtbf, stall, detect, rest, reload, min_interval):
-        return _goodput_parts(stall, min_interval, {"detection": detect, "restart": rest, "reload": reload}, mtbf)
+        return _goodput_parts(stall, min_interval, {"detection": detect, "restart": rest, "reload": reload}, mtbf,
+                              interval_s)
 
     _refuse_endless_recovery(mtbf_s, stall_s, detection_s + restart_s + reload_s)
+    recovery = detection_s + restart_s + reload_s
+    if interval_s is not None:
+        _check_interval(interval_s, min_T, stall_s, mtbf_s)
     base = dict(mtbf=mtbf_s, stall=stall_s, detect=detection_s, rest=restart_s, reload=reload_s, min_interval=min_T)
     T, goodput, parts = evaluate(**base)
-    recovery = detection_s + restart_s + reload_s
+    best = _best_work_s(stall_s, mtbf_s, min_T)
     young = max(young_interval_s(stall_s, mtbf_s), min_T) if stall_s > 0 else max(min_T, 1.0)
     first_order = float(max(0.0, 1.0 - lost_fraction(young, stall_s, recovery, mtbf_s)))
-    grid = T * np.logspace(-1, 1, 41)
+    grid = best * np.logspace(-1, 1, 41)
     curve = {"interval_s": grid.tolist(), "goodput": renewal_goodput(grid, stall_s, recovery, mtbf_s).tolist()}
-    return dict(checkpoint_stall_s=stall_s, checkpoint_interval_s=T, young_interval_s=young,
+    return dict(checkpoint_stall_s=stall_s, checkpoint_interval_s=T,
+                checkpoint_interval_of="optimum" if interval_s is None else "policy", optimum_interval_s=best,
+                goodput_at_optimum=float(renewal_goodput(best, stall_s, recovery, mtbf_s)), young_interval_s=young,
                 detection_s=detection_s, restart_s=restart_s, reload_s=reload_s,
                 catch_up_s=mtbf_s - (T + stall_s) / math.expm1((T + stall_s) / mtbf_s),
                 lost_fraction=1.0 - goodput, lost_fraction_by_part=parts, goodput=goodput,
@@ -292,7 +320,8 @@ def joint_reliability(sites: list[Reliability], num_gpus: list[int], flop: list[
       checkpoint, then all ranks exchange what they read; NVIDIA/Megatron-LM@008e9cdb53e75bbf9733d0089a5c9bf14553ca1c
       megatron/core/dist_checkpointing/strategies/fully_parallel.py, FullyParallelLoadStrategyWrapper.load,
       steps 3 and 4, in that order).
-    - Goodput: the one-site renewal model (:func:`_goodput_fields`) at those figures.
+    - Goodput: the one-site renewal model (:func:`_goodput_fields`) at those figures, at the sites' own checkpoint
+      interval where they give one (one job checkpoints at one interval: sites giving different ones are refused).
 
     Parameters
     ----------
@@ -307,7 +336,16 @@ def joint_reliability(sites: list[Reliability], num_gpus: list[int], flop: list[
     -------
     Reliability
         Same fields as one site's: "job" (its GPUs on every site) or "cluster" (every GPU of every site).
+
+    Raises
+    ------
+    TopoError
+        when the sites give different checkpoint intervals (``plan.reliability.checkpoint.interval_s``).
     """
+    policies = sorted({r.checkpoint_interval_s for r in sites if r.checkpoint_interval_of == "policy"})
+    if len(policies) > 1:
+        raise TopoError(f"the sites give different checkpoint intervals ({', '.join(f'{x:g} s' for x in policies)}); "
+                        "one job checkpoints at one interval: give one value for every site", key=_INTERVAL_KEY)
     per_day = _summed_by_cause(r.interruptions_per_day_by_cause for r in sites)
     cluster_per_day = _summed_by_cause(r.cluster_interruptions_per_day_by_cause for r in sites)
     total_per_h = sum(per_day.values()) / 24
@@ -338,6 +376,7 @@ def joint_reliability(sites: list[Reliability], num_gpus: list[int], flop: list[
         table_network_per_day=net_per_day,
         table_network_mttf_years_per_gpu_link=n / (net_per_day * 365) if net_per_day else math.inf,
         params=first.params, params_source=first.params_source, checkpoint_bytes=first.checkpoint_bytes,
+        checkpoint_per_gpu_bytes=first.checkpoint_bytes / n,
         checkpoint_mode=first.checkpoint_mode if len(modes) == 1 else "/".join(sorted(modes)),
         checkpoint_write_s=max(r.checkpoint_write_s for r in sites), hot_spare_servers=spares,
         servers_in_repair=sum(r.servers_in_repair for r in sites), spares_enough=all(r.spares_enough for r in sites),
@@ -345,7 +384,8 @@ def joint_reliability(sites: list[Reliability], num_gpus: list[int], flop: list[
         **_goodput_fields(mtbf_s, max(r.checkpoint_stall_s for r in sites), min_T,
                           max(r.detection_s for r in sites), max(r.restart_s for r in sites),
                           max(r.reload_s for r in sites) + exchange_s,
-                          sum(f * r.training_gpus / g for f, r, g in zip(flop, sites, num_gpus))))
+                          sum(f * r.training_gpus / g for f, r, g in zip(flop, sites, num_gpus)),
+                          policies[0] if policies else None))
 
 
 def _summed_by_cause(tables) -> dict[str, float]:
@@ -391,6 +431,34 @@ def _refuse_endless_recovery(mtbf_s: float, stall_s: float, recovery_s: float) -
                         "a factor; Llama 3 saw 419 in 54 days on 16,384 GPUs)", key="plan.reliability")
 
 
+_INTERVAL_KEY = "plan.reliability.checkpoint.interval_s"
+
+
+def _check_interval(interval_s: float, min_interval_s: float, stall_s: float, mtbf_s: float) -> None:
+    """Refuse a site's checkpoint interval (work between checkpoints, s) that is not a positive finite number, that
+    is shorter than the background write (async) or copy (in_memory) a checkpoint must finish before the next one
+    starts (Megatron-LM's async writer takes one checkpoint at a time, NVIDIA/Megatron-LM@008e9cdb53e75bbf9733d0089a5
+    c9bf14553ca1c megatron/core/dist_checkpointing/strategies/async_utils.py PersistentAsyncCaller.schedule_async_call,
+    lines 397-423: every request on one queue to one process; more often than one write, they queue without end,
+    which the renewal model does not price), or so long that a segment spans more than
+    :data:`_MAX_MTBFS_PER_RECOVERY` MTBFs (the job would almost never reach a checkpoint, and e^(lambda (T + C))
+    overflows past 709). A sync checkpoint shorter than its own write is priced, not refused: the job then stalls
+    longer than it works, which the goodput shows."""
+    if not (isinstance(interval_s, (int, float)) and math.isfinite(interval_s) and interval_s > 0):
+        raise TopoError(f"must be a positive finite number of seconds of work between checkpoints, got {interval_s!r}",
+                        key=_INTERVAL_KEY)
+    if interval_s < min_interval_s:
+        raise TopoError(f"checkpoints every {interval_s:.4g} s, but one checkpoint's background write (async) or "
+                        f"copy (in_memory) takes {min_interval_s:.4g} s and the writer takes one at a time (Megatron-"
+                        "LM's async checkpoint queue): they would queue without end; allowed: at least "
+                        f"{min_interval_s:.4g} s, or plan.reliability.checkpoint.mode = \"sync\"", key=_INTERVAL_KEY)
+    if (interval_s + stall_s) / mtbf_s > _MAX_MTBFS_PER_RECOVERY:
+        raise TopoError(f"checkpoints every {interval_s:.4g} s of work, but the job is interrupted every "
+                        f"{mtbf_s:.3g} s: it would almost never reach a checkpoint (goodput below 1e-16); allowed: "
+                        f"at most {_MAX_MTBFS_PER_RECOVERY * mtbf_s - stall_s:.4g} s (40 MTBFs); a value in ms?",
+                        key=_INTERVAL_KEY)
+
+
 def _training_gpus(num_gpus: int, gpus_per_server: int, spares: int, job_gpus: int | None) -> int:
     """The GPUs whose hours train: every GPU not held as a hot spare, or a named job's own GPUs (plan70: the GPUs
     it leaves idle hold no job of its size, so they deliver none of its work at its goodput)."""
@@ -429,12 +497,13 @@ def _scope(num_gpus: int, job_gpus: int | None, causes: dict[str, float], rate_s
     return job_gpus, "job", causes, [(n * share, y) for n, y in job_modules]
 
 
-def _checkpoint_s(ckpt_bytes: float, num_gpus: int, mode: str, write_Bps: float, snapshot_Bps: float,
+def _checkpoint_s(ckpt_bytes: float, per_gpu_bytes: float, mode: str, write_Bps: float, snapshot_Bps: float,
                   reload_Bps: float) -> tuple[float, float, float, float]:
     """A checkpoint's write, the stall it costs the job, the shortest interval between two (an async write must
-    end before the next starts; an in-memory snapshot's copy likewise) and the reload after a failure, seconds."""
+    end before the next starts; an in-memory snapshot's copy likewise) and the reload after a failure, seconds;
+    ``per_gpu_bytes`` is each GPU's shard, copied to host memory at ``snapshot_Bps``."""
     write_s = ckpt_bytes / write_Bps
-    per_gpu_s = ckpt_bytes / num_gpus / snapshot_Bps
+    per_gpu_s = per_gpu_bytes / snapshot_Bps
     stall_s = write_s if mode == "sync" else per_gpu_s
     min_T = {"sync": 0.0, "async": write_s, "in_memory": per_gpu_s}[mode]
     reload_s = per_gpu_s if mode == "in_memory" else ckpt_bytes / reload_Bps
