@@ -342,10 +342,7 @@ def joint_reliability(sites: list[Reliability], num_gpus: list[int], flop: list[
     TopoError
         when the sites give different checkpoint intervals (``plan.reliability.checkpoint.interval_s``).
     """
-    policies = sorted({r.checkpoint_interval_s for r in sites if r.checkpoint_interval_of == "policy"})
-    if len(policies) > 1:
-        raise TopoError(f"the sites give different checkpoint intervals ({', '.join(f'{x:g} s' for x in policies)}); "
-                        "one job checkpoints at one interval: give one value for every site", key=_INTERVAL_KEY)
+    policy_s = _one_interval(sites)
     per_day = _summed_by_cause(r.interruptions_per_day_by_cause for r in sites)
     cluster_per_day = _summed_by_cause(r.cluster_interruptions_per_day_by_cause for r in sites)
     total_per_h = sum(per_day.values()) / 24
@@ -364,15 +361,7 @@ def joint_reliability(sites: list[Reliability], num_gpus: list[int], flop: list[
         interruptions_per_day=total_per_h * 24, interruptions_per_day_by_cause=per_day, mtbf_s=mtbf_s,
         interruptions_of=of, interrupting_gpus=n, cluster_interruptions_per_day=sum(cluster_per_day.values()),
         cluster_interruptions_per_day_by_cause=cluster_per_day, rate_scale=first.rate_scale,
-        optics_in_interruptions=first.optics_in_interruptions,
-        optical_modules=sum(r.optical_modules for r in sites),
-        first_optical_failure_s=_first_of(r.first_optical_failure_s for r in sites),
-        nic_optical_modules=sum(r.nic_optical_modules for r in sites),
-        first_nic_optics_failure_s=_first_of(r.first_nic_optics_failure_s for r in sites),
-        job_optical_modules=sum(r.job_optical_modules for r in sites),
-        first_job_optics_failure_s=_first_of(r.first_job_optics_failure_s for r in sites),
-        optics_parts_per_day=sum(r.optics_parts_per_day for r in sites),
-        mtbf_optics_as_parts_s=_first_of(r.mtbf_optics_as_parts_s for r in sites),
+        optics_in_interruptions=first.optics_in_interruptions, **_joint_optics(sites),
         table_network_per_day=net_per_day,
         table_network_mttf_years_per_gpu_link=n / (net_per_day * 365) if net_per_day else math.inf,
         params=first.params, params_source=first.params_source, checkpoint_bytes=first.checkpoint_bytes,
@@ -385,7 +374,31 @@ def joint_reliability(sites: list[Reliability], num_gpus: list[int], flop: list[
                           max(r.detection_s for r in sites), max(r.restart_s for r in sites),
                           max(r.reload_s for r in sites) + exchange_s,
                           sum(f * r.training_gpus / g for f, r, g in zip(flop, sites, num_gpus)),
-                          policies[0] if policies else None))
+                          policy_s))
+
+
+def _joint_optics(sites: list[Reliability]) -> dict:
+    """The optics' fields of a job over several sites: the modules add, the first failure is the soonest site's."""
+    return dict(
+        optical_modules=sum(r.optical_modules for r in sites),
+        first_optical_failure_s=_first_of(r.first_optical_failure_s for r in sites),
+        nic_optical_modules=sum(r.nic_optical_modules for r in sites),
+        first_nic_optics_failure_s=_first_of(r.first_nic_optics_failure_s for r in sites),
+        job_optical_modules=sum(r.job_optical_modules for r in sites),
+        first_job_optics_failure_s=_first_of(r.first_job_optics_failure_s for r in sites),
+        optics_parts_per_day=sum(r.optics_parts_per_day for r in sites),
+        mtbf_optics_as_parts_s=_first_of(r.mtbf_optics_as_parts_s for r in sites))
+
+
+def _one_interval(sites: list[Reliability]) -> float | None:
+    """The checkpoint interval the sites give (``plan.reliability.checkpoint.interval_s``), None where none does:
+    one job checkpoints at one interval, so sites giving different ones are refused."""
+    policies = sorted({r.checkpoint_interval_s for r in sites if r.checkpoint_interval_of == "policy"})
+    if len(policies) > 1:
+        shown = ", ".join(format_time(x, zeros=False) for x in policies)
+        raise TopoError(f"the sites give different checkpoint intervals ({shown}); one job checkpoints at one "
+                        "interval: give one value for every site", key=_INTERVAL_KEY)
+    return policies[0] if policies else None
 
 
 def _summed_by_cause(tables) -> dict[str, float]:
@@ -448,15 +461,16 @@ def _check_interval(interval_s: float, min_interval_s: float, stall_s: float, mt
         raise TopoError(f"must be a positive finite number of seconds of work between checkpoints, got {interval_s!r}",
                         key=_INTERVAL_KEY)
     if interval_s < min_interval_s:
-        raise TopoError(f"checkpoints every {interval_s:.4g} s, but one checkpoint's background write (async) or "
-                        f"copy (in_memory) takes {min_interval_s:.4g} s and the writer takes one at a time (Megatron-"
-                        "LM's async checkpoint queue): they would queue without end; allowed: at least "
-                        f"{min_interval_s:.4g} s, or plan.reliability.checkpoint.mode = \"sync\"", key=_INTERVAL_KEY)
+        floor = format_time(min_interval_s)
+        raise TopoError(f"checkpoints every {format_time(interval_s, zeros=False)}, but one checkpoint's background "
+                        f"write (async) or copy (in_memory) takes {floor} and the writer takes one at a time "
+                        "(Megatron-LM's async checkpoint queue): they would queue without end; allowed: at least "
+                        f"{floor}, or plan.reliability.checkpoint.mode = \"sync\"", key=_INTERVAL_KEY)
     if (interval_s + stall_s) / mtbf_s > _MAX_MTBFS_PER_RECOVERY:
-        raise TopoError(f"checkpoints every {interval_s:.4g} s of work, but the job is interrupted every "
-                        f"{mtbf_s:.3g} s: it would almost never reach a checkpoint (goodput below 1e-16); allowed: "
-                        f"at most {_MAX_MTBFS_PER_RECOVERY * mtbf_s - stall_s:.4g} s (40 MTBFs); a value in ms?",
-                        key=_INTERVAL_KEY)
+        most = format_time(_MAX_MTBFS_PER_RECOVERY * mtbf_s - stall_s)
+        raise TopoError(f"checkpoints every {format_time(interval_s, zeros=False)} of work, but the job is "
+                        f"interrupted every {format_time(mtbf_s)}: it would almost never reach a checkpoint (goodput "
+                        f"below 1e-16); allowed: at most {most} (40 MTBFs); a value in ms?", key=_INTERVAL_KEY)
 
 
 def _training_gpus(num_gpus: int, gpus_per_server: int, spares: int, job_gpus: int | None) -> int:
