@@ -61,4 +61,7 @@ def test_json_gives_the_idle_servers_beside_the_spares():
     out = run_cli("plan", *NVL, "--set", "cluster.num_units=4", "--model", "llama3-8b", "--layout",
                   "tp=1,global_batch=256,gpus_per_domain_used=64", "--no-collectives", "--json", check=True).stdout
     rel = json.loads(out)["reliability"]
-    assert (rel["free_servers"], rel["hot_spare_servers"], rel["training_gpus"]) == (8, 0, 256)
+    # spares132: the CLI's job carries its placement (64 of each 72), so its 8 idle trays, 2 inside each of its 4
+    # racks, are its hot spares (each for its own rack), not floor(1% x 72) = 0 of them
+    assert (rel["free_servers"], rel["hot_spare_servers"], rel["training_gpus"]) == (8, 8, 256)
+    assert (rel["hot_spares_of"], rel["job_domains"], rel["idle_domains"]) == ("domains", 4, 0)

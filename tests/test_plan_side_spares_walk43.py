@@ -15,7 +15,9 @@ def test_each_designs_spare_note_is_printed_with_its_name():
                   "tp=2,dp=128,global_batch=256", "--no-collectives", check=True).stdout
     notes = [line for line in out.splitlines() if line.startswith("note: ") and "'s job holds" in line]
     assert len(notes) == 2
-    assert notes[0].startswith("note: gb200-nvl72-superpod: llama3-8b's job holds 256 of the 288 GPUs and leaves 8 "
-                               "whole servers of 4 GPUs idle")
+    # spares132: the 8 idle trays are 2 inside each of the job's 4 racks, its hot spares rack by rack
+    assert notes[0].startswith("note: gb200-nvl72-superpod: llama3-8b's job holds 256 of the 288 GPUs at 64 of each "
+                               "72-GPU NVLink domain (4 domains): each domain's 2 idle whole servers of 4 GPUs (8 in "
+                               "all) are its hot spares")
     assert notes[1].startswith("note: dgx-h100-superpod: llama3-8b's job holds 256 of the 256 GPUs: no whole server "
                                "is left as a hot spare, so each hardware failure waits for its repair")

@@ -53,7 +53,16 @@ def failure_lines(rel, num_gpus: int) -> list[str]:
             f"{rel.checkpoint_mode}: stalls {format_time(rel.checkpoint_stall_s)} ({_stall_words(rel)}), every "
             f"{format_time(rel.checkpoint_interval_s)}{_interval_origin(rel)}; per interruption: detection {format_time(rel.detection_s)}"
             f", restart {format_time(rel.restart_s)}, reload {format_time(rel.reload_s)}, catch-up "
-            f"{format_time(rel.catch_up_s)}; {count_noun(rel.hot_spare_servers, 'hot-spare server')}"]
+            f"{format_time(rel.catch_up_s)}; {count_noun(rel.hot_spare_servers, 'hot-spare server')}{_in_domains(rel)}"]
+
+
+def _in_domains(rel) -> str:
+    """`` (N inside each of the job's D NVLink domains; W whole domains idle)`` where the spares are the idle servers
+    inside the job's domains (spares132: a job at 64 of each NVL72 rack's 72 keeps 2 trays a rack); "" else."""
+    if rel.hot_spares_of != "domains":
+        return ""
+    return (f" ({rel.hot_spare_servers // rel.job_domains:,} inside each of the job's "
+            f"{count_noun(rel.job_domains, 'NVLink domain')}; {count_noun(rel.idle_domains, 'whole domain')} idle)")
 
 
 def _interval_origin(rel) -> str:

@@ -39,7 +39,7 @@ from .power import power_breakdown
 from .power_notes import cooling_note, power_notes, storage_scale_note
 from .reliability import HARDWARE_CAUSES, reliability
 from .result import DesignComparison, PlanResult
-from .spare_note import hot_spare_note
+from .spare_note import domain_spare_note, hot_spare_note
 from .budget import PowerFit
 from .train_time import TrainingJob
 
@@ -174,7 +174,7 @@ def plan(spec: str | Path | Spec | Fabric | None = None, *, layers: Sequence[tup
     costs, tornado = _cost_ends(cat, server_name, server, bom, gpu, L, floor, store, pw, capex, tco)
     try:
         relia = _reliability(L, cat.reliability, cat.reliability.checkpoint, bom, params, params_source, comp.flop,
-                             store, share, job_gpus)
+                             store, share, job_gpus, training.gpus_per_domain_used if training is not None else None)
     except TopoError as exc:
         raise _locate(exc, s, cat) from None
     inv, net, impact = _network(fabric, collectives, profile, relia.interruptions_per_day_by_cause)
@@ -445,6 +445,11 @@ def _job_notes(training: TrainingJob | None, relia, L, notes: list[str], fit: Po
     notes = ([fit.note()] if fit is not None else []) + notes
     if training is None:
         return notes
+    if relia.hot_spares_of == "domains":  # spares132: the idle servers inside the job's NVLink domains
+        return notes + [domain_spare_note(training.model, training.gpus, L.num_gpus, training.gpus_per_domain_used,
+                                          L.gpus_per_domain, relia.job_domains, relia.hot_spare_servers,
+                                          f"of {L.gpus_per_server} GPUs", relia.idle_domains)
+                        + _goodput_scope_words(relia, L)]
     rule = (f"reliability.checkpoint.hot_spare_fraction: floor({spare_fraction * 100:.3g}% x "
             f"{L.num_servers:,} servers), at most the idle")
     return notes + [hot_spare_note(training.model, training.gpus, L.num_gpus, relia.free_servers,
@@ -464,13 +469,14 @@ def _goodput_scope_words(relia, L) -> str:
 
 
 def _reliability(L, rel, ck, bom, params: float, params_source: str, flop: float, store: StoragePlan,
-                 share: float = 1.0, job_gpus: int | None = None):
+                 share: float = 1.0, job_gpus: int | None = None, placed: int | None = None):
     """The reliability model on this plan's failure table, optics and checkpoint (:mod:`topo.plan.reliability`):
     the checkpoint is written and read back at the plan's storage servers' aggregate rates, the ones its storage
     lines report, however the servers are counted (one rate source: storage.toml's per-server rates); a site
     holding ``share`` of a region's checkpoint writes and reads its share while the others do theirs: the whole
     at its rates over ``share``; its GPUs copy their part of that share to host memory (async, in_memory), the
-    whole over its GPUs at the snapshot rate over ``share`` (plan78: it copied the whole checkpoint's part)."""
+    whole over its GPUs at the snapshot rate over ``share`` (plan78: it copied the whole checkpoint's part); ``placed``
+    is the job's GPUs of each NVLink domain (its hot spares inside its domains: spares132)."""
     return reliability(
         L.num_gpus, L.gpus_per_server, causes={k: v.value for k, v in rel.causes.items()},
         observed_gpus=rel.observed_gpus.value, observed_days=rel.observed_days.value,
@@ -481,7 +487,8 @@ def _reliability(L, rel, ck, bom, params: float, params_source: str, flop: float
         write_Bps=store.write_Bps / share, detection_s=ck.detection_s.value, restart_s=ck.restart_s.value,
         repair_s=ck.repair_s.value, hot_spare_fraction=ck.hot_spare_fraction.value, flop=flop, mode=ck.mode,
         snapshot_Bps=ck.snapshot_Bps.value / share, reload_Bps=store.read_Bps / share, job_gpus=job_gpus,
-        rate_scale=rel.rate_scale.value, interval_s=None if ck.interval_s is None else ck.interval_s.value)
+        rate_scale=rel.rate_scale.value, interval_s=None if ck.interval_s is None else ck.interval_s.value,
+        gpus_per_domain=L.gpus_per_domain, gpus_per_domain_used=placed)
 
 
 def _storage(cat: Catalog, params: float, flop: float, num_gpus: int, share: float = 1.0) -> StoragePlan:

@@ -35,7 +35,12 @@
   (planner.md lines 58-60) is reported beside it: it undercounts goodput once the recovery is a fair part of the
   MTBF (53.6% against 62.7% on the 100k default). A sensitivity halves and doubles each input.
 - **Hot spares**: a failed server is swapped for a spare; if fewer spares are kept than servers expected to be in
-  repair at once (hardware failure rate x repair time), a restart also waits ``repair_s``. Spare servers do not
+  repair at once (hardware failure rate x repair time), a restart also waits ``repair_s``. The spares are
+  ``hot_spare_fraction`` of the servers, at most those a named job leaves idle; but where the job's placement leaves
+  whole servers idle inside each NVLink domain it uses (64 of an NVL72 rack's 72 GPUs: 2 trays a rack), those are
+  its spares, each for its own domain (:func:`_domain_spares`). A whole domain's failure (an NVL72 rack's NVLink
+  switch tray, power or cooling) needs an idle whole domain (``idle_domains``); the failure table (Llama 3's, on
+  8-GPU servers) has no such cause and no rate for one is published, so it is not priced. Spare servers do not
   train: effective compute = FLOP x goodput x (GPUs - spare GPUs) / GPUs; with a named job, FLOP x goodput x
   job GPUs / GPUs (the GPUs it leaves beside the spares are idle to it: no job of its size fits in them).
 """
@@ -145,6 +150,14 @@ class Reliability:
     sensitivity: list[dict] = field(default_factory=list)  # each input halved and doubled
     # whole servers a named job leaves free (None: no job): the idle servers the hot spares are taken from (tidy94)
     free_servers: int | None = None
+    # where the hot spares are (spares132): "fraction" (hot_spare_fraction of the servers, at most the idle ones) or
+    # "domains" (the idle servers inside the NVLink domains a job placed at fewer GPUs than each holds uses: 2 trays
+    # of each NVL72 rack at 64 of 72, each a spare for its own rack's server failures)
+    hot_spares_of: str = "fraction"
+    job_domains: int | None = None  # NVLink domains the job's GPUs are in (None: no job or no placement given)
+    # whole NVLink domains the job leaves idle (None: no job or no placement given): what a failure of a whole domain
+    # (an NVL72 rack's NVLink switch tray, power shelf or coolant loop) needs to re-place the job; not priced
+    idle_domains: int | None = None
 
     def to_dict(self) -> dict:
         return whole_bytes(asdict(self))
@@ -211,8 +224,8 @@ def reliability(num_gpus: int, gpus_per_server: int, *, causes: dict[str, float]
                 params_source: str = "", bytes_per_param: float, write_Bps: float, detection_s: float = 0.0,
                 restart_s: float, repair_s: float, hot_spare_fraction: float, flop: float, mode: str = "sync",
                 snapshot_Bps: float = math.inf, reload_Bps: float = math.inf,
-                job_gpus: int | None = None, rate_scale: float = 1.0, interval_s: float | None = None
-                ) -> Reliability:
+                job_gpus: int | None = None, rate_scale: float = 1.0, interval_s: float | None = None,
+                gpus_per_domain: int | None = None, gpus_per_domain_used: int | None = None) -> Reliability:
     """Failures, checkpoint and goodput of a cluster of ``num_gpus`` (see the module doc for every formula).
 
     Parameters
@@ -233,6 +246,10 @@ def reliability(num_gpus: int, gpus_per_server: int, *, causes: dict[str, float]
     rate_scale : multiplies every cause of the failure table (> 0; 1: as observed).
     interval_s : a site's own work between checkpoints (s; None: the renewal optimum). The goodput, its parts and
         the sensitivity are priced at it; ``optimum_interval_s`` and ``goodput_at_optimum`` give the optimum beside.
+    gpus_per_domain, gpus_per_domain_used : the NVLink domain's GPUs and how many of each the named job's placement
+        uses (None: not given). Where the placement leaves whole servers idle inside each domain it uses (a job at 64
+        of each NVL72 rack's 72 GPUs: 2 of 18 trays), those are the hot spares (:func:`_domain_spares`), not
+        ``hot_spare_fraction``'s; ``idle_domains`` counts the whole domains the job leaves.
 
     Raises
     ------
@@ -251,7 +268,8 @@ def reliability(num_gpus: int, gpus_per_server: int, *, causes: dict[str, float]
     per_gpu = ckpt / gpus
     write_s, stall_s, min_T, reload_s = _checkpoint_s(ckpt, per_gpu, mode, write_Bps, snapshot_Bps, reload_Bps)
     free = _free_servers(num_gpus, gpus_per_server, job_gpus)
-    spares = _hot_spares(num_gpus, gpus_per_server, hot_spare_fraction, free)
+    domains = _domain_spares(num_gpus, gpus_per_server, gpus_per_domain, job_gpus, gpus_per_domain_used)
+    spares = domains["in_domains"] or _hot_spares(num_gpus, gpus_per_server, hot_spare_fraction, free)
     in_repair = sum(per_h.get(k, 0.0) for k in HARDWARE_CAUSES) / 3600 * repair_s
     enough = spares >= in_repair
     restart = restart_s if enough else restart_s + repair_s
@@ -267,8 +285,10 @@ def reliability(num_gpus: int, gpus_per_server: int, *, causes: dict[str, float]
         params=params, params_source=params_source, checkpoint_bytes=ckpt, checkpoint_per_gpu_bytes=per_gpu,
         checkpoint_mode=mode,
         checkpoint_write_s=write_s, hot_spare_servers=spares, servers_in_repair=in_repair, spares_enough=enough,
-        training_gpus=training, free_servers=free, **_goodput_fields(mtbf_s, stall_s, min_T, detection_s, restart, reload_s,
-                                                  flop * training / num_gpus, interval_s))
+        training_gpus=training, free_servers=free, hot_spares_of="domains" if domains["in_domains"] else "fraction",
+        job_domains=domains["job_domains"], idle_domains=domains["idle_domains"],
+        **_goodput_fields(mtbf_s, stall_s, min_T, detection_s, restart, reload_s, flop * training / num_gpus,
+                          interval_s))
 
 
 def _goodput_fields(mtbf_s: float, stall_s: float, min_T: float, detection_s: float, restart_s: float,
@@ -369,7 +389,7 @@ def joint_reliability(sites: list[Reliability], num_gpus: list[int], flop: list[
         checkpoint_mode=first.checkpoint_mode if len(modes) == 1 else "/".join(sorted(modes)),
         checkpoint_write_s=max(r.checkpoint_write_s for r in sites), hot_spare_servers=spares,
         servers_in_repair=sum(r.servers_in_repair for r in sites), spares_enough=all(r.spares_enough for r in sites),
-        training_gpus=training, free_servers=free,
+        training_gpus=training, free_servers=free, **_joint_domains(sites),
         **_goodput_fields(mtbf_s, max(r.checkpoint_stall_s for r in sites), min_T,
                           max(r.detection_s for r in sites), max(r.restart_s for r in sites),
                           max(r.reload_s for r in sites) + exchange_s,
@@ -388,6 +408,17 @@ def _joint_optics(sites: list[Reliability]) -> dict:
         first_job_optics_failure_s=_first_of(r.first_job_optics_failure_s for r in sites),
         optics_parts_per_day=sum(r.optics_parts_per_day for r in sites),
         mtbf_optics_as_parts_s=_first_of(r.mtbf_optics_as_parts_s for r in sites))
+
+
+def _joint_domains(sites: list[Reliability]) -> dict:
+    """Where a job over several sites keeps its hot spares and its NVLink domains: each site's by its own rule
+    (:func:`_domain_spares`), so "domains" only when every site keeps them inside its domains; the domains add."""
+    def total(key):
+        values = [getattr(r, key) for r in sites]
+        return None if any(v is None for v in values) else sum(values)
+    of = {r.hot_spares_of for r in sites}
+    return dict(hot_spares_of=of.pop() if len(of) == 1 else "/".join(sorted(of)), job_domains=total("job_domains"),
+                idle_domains=total("idle_domains"))
 
 
 def _one_interval(sites: list[Reliability]) -> float | None:
@@ -488,6 +519,33 @@ def _free_servers(num_gpus: int, gpus_per_server: int, job_gpus: int | None) -> 
     (8, 0, None)
     """
     return None if job_gpus is None else max(0, num_gpus - job_gpus) // gpus_per_server
+
+
+def _domain_spares(num_gpus: int, gpus_per_server: int, gpus_per_domain: int | None, job_gpus: int | None,
+                   gpus_per_domain_used: int | None) -> dict:
+    """A placed job's NVLink domains: ``job_domains`` = ceil(job GPUs / GPUs used of each), ``idle_domains`` = the
+    fabric's domains less those, and ``in_domains`` = ``job_domains`` x the whole servers the placement leaves idle
+    inside each, (domain - used) // GPUs a server (spares132). A failed server's GPUs leave its domain with
+    fewer than the job uses of it only when more of its servers are down than that: until then the job re-places
+    on its own domain's idle servers, so those are its hot spares, and a server of another domain is not (the job's
+    tensor, expert and data groups inside a domain need its NVLink: Megatron-Bridge's GB200 recipes run 64 of each
+    72, :func:`topo.training.mapping.recipe_gpus_used`; CoreWeave recommends Slurm segments of at most 16 of an
+    NVL72 rack's 18 nodes, docs.coreweave.com/observability/managed-grafana/sunk/slurm-block-topology). A domain of one
+    server (HGX: 8 GPUs, a server) or a job that fills its domains leaves none inside them: 0, and the
+    ``hot_spare_fraction`` rule holds. No job or no placement: every figure 0 or None.
+
+    >>> _domain_spares(288, 4, 72, 256, 64)
+    {'job_domains': 4, 'idle_domains': 0, 'in_domains': 8}
+    >>> _domain_spares(1536, 8, 8, 512, 8)
+    {'job_domains': 64, 'idle_domains': 128, 'in_domains': 0}
+    """
+    if job_gpus is None or not gpus_per_domain or not gpus_per_domain_used:
+        return {"job_domains": None, "idle_domains": None, "in_domains": 0}
+    used = min(gpus_per_domain_used, gpus_per_domain)
+    job_domains = -(-min(job_gpus, num_gpus) // used)
+    idle = max(0, num_gpus // gpus_per_domain - job_domains)
+    return {"job_domains": job_domains, "idle_domains": idle,
+            "in_domains": job_domains * ((gpus_per_domain - used) // gpus_per_server)}
 
 
 def _hot_spares(num_gpus: int, gpus_per_server: int, fraction: float, free_servers: int | None) -> int:

@@ -54,6 +54,9 @@ class TrainingJob:
     tokens: float | None = None  # a token budget to train (None: no time to train)
     # the step's out-of-family interval (low_s, high_s), as topo train prints it (step_uncertainty.toml); None: none
     step_interval_s: tuple[float, float] | None = None
+    # GPUs of each NVLink domain the job's placement uses (64 of an NVL72 rack's 72; None: not given): where it leaves
+    # whole servers idle inside its domains, those are its hot spares (topo.plan.reliability._domain_spares)
+    gpus_per_domain_used: int | None = None
 
     @property
     def tokens_per_s(self) -> float:
@@ -141,7 +144,8 @@ def job_layer(model: str, step, precision: str, params: float, tokens: float | N
     u = step.uncertainty  # tidy72: the step's interval (step_uncertainty.toml), as train --tokens gives it
     return layer, TrainingJob(model=model, gpus=int(step.gpus), step_time_s=float(step.step_time_s),
                               tokens_per_step=int(step.tokens_per_step), tokens=tokens,
-                              step_interval_s=(float(u["low_s"]), float(u["high_s"])) if "low_s" in u else None)
+                              step_interval_s=(float(u["low_s"]), float(u["high_s"])) if "low_s" in u else None,
+                              gpus_per_domain_used=step.layout.get("gpus_per_domain_used"))
 
 
 def time_to_train(job: TrainingJob | None, goodput: float) -> dict | None:

@@ -228,7 +228,8 @@ def _train(fabric, point: dict):
     slow = max(comm, key=lambda k: comm[k]) if comm else None
     bound = r.bound_by().get(slow, {}) if slow else {}
     job = TrainingJob(model=name, gpus=int(r.gpus), step_time_s=float(r.step_time_s),
-                      tokens_per_step=int(r.tokens_per_step))
+                      tokens_per_step=int(r.tokens_per_step),
+                      gpus_per_domain_used=r.layout.get("gpus_per_domain_used"))  # spares132: its spares in its racks
     return (_job(r.mfu, r.precision, model), job), {
         "step_time_s": r.step_time_s, "mfu": r.mfu, "tflop_per_s_per_gpu": r.tflop_per_s_per_gpu,
         "tokens_per_s": r.tokens_per_s, "exposed_comm_s": float(sum(comm.values())),
