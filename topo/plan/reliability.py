@@ -273,7 +273,6 @@ def reliability(num_gpus: int, gpus_per_server: int, *, causes: dict[str, float]
     in_repair = sum(per_h.get(k, 0.0) for k in HARDWARE_CAUSES) / 3600 * repair_s
     enough = spares >= in_repair
     restart = restart_s if enough else restart_s + repair_s
-
     training = _training_gpus(num_gpus, gpus_per_server, spares, job_gpus)
     return Reliability(
         interruptions_per_day=total_per_h * 24, interruptions_per_day_by_cause={k: v * 24 for k, v in per_h.items()},
