@@ -57,6 +57,10 @@ what the rules and the layout give):
   False`` (the distributed optimizer's weight all-gather run synchronously after the optimizer step, every bucket
   exposed: ``ParallelLayout.overlap_param_gather``); ``1`` where it overlaps the gather with the gradients' reduction
   not overlapped; empty: ``overlap_dp``'s (pgather129, findings 460);
+- ``overlap_param_gather_with_optimizer_step``: ``1`` where the run's Megatron-Bridge performance script or recipe
+  function sets it (every run with dp, pp and vp > 1 at v0.1.0rc4-v0.2.0; from v0.3.0 not for ``fp8_mx`` /
+  ``nvfp4``: ``ParallelLayout.overlap_param_gather_with_optimizer_step``); empty: off, Megatron-Core's default
+  (ogpos133, findings 469);
 - ``dp_bucket_params``: parameters per DP bucket (a whole number >= 1);
 - ``dp_shard``, ``expert_dp_shard``, ``dp_outer_sharding``: Megatron-FSDP's HSDP, where the recipe sets
   ``num_distributed_optimizer_instances`` n > 1: the inner shard groups of ``dp / n`` data-parallel ranks and
@@ -110,20 +114,22 @@ COLUMNS = ("jax_mesh", "remat_policy", "dp_overlap_policy", "dp_all_reduce_combi
            "attention_fp8", "fp8_amax_reduction", "fp8_scale_inverse_kernel", "fp8_amax_pass", "fp8_param_gather",
            "ep_comm_sms", "grad_bytes", "grad_reduce_bytes", "optimizer_bytes_per_param", "moe_counts_aligned",
            "dp_bucket_params", "dp_align_grad_reduce", "pipeline_layout", "pipeline_schedule",
-           "moe_expert_rank_capacity_factor", "fp8_recipe", "overlap_dp", "overlap_param_gather", "dp_shard",
-           "expert_dp_shard",
+           "moe_expert_rank_capacity_factor", "fp8_recipe", "overlap_dp", "overlap_param_gather",
+           "overlap_param_gather_with_optimizer_step", "dp_shard", "expert_dp_shard",
            "dp_outer_sharding", "num_layers_at_end_in_bf16", "module_recipes")
 MAXTEXT_ONLY = ("jax_mesh", "remat_policy")  # read by the MaxText rule alone: required there, refused elsewhere
 EVERY_ROW = ("overlap_tp", "moe_router_fusion")  # required on every row: the setting has no default in the code
 FP8_UNSTATED = "unstated"
 """``fp8_recipe``'s value on an FP8 row whose source names no recipe: the layout's recipe stays unset."""
 FLAGS = ("overlap_tp", "moe_router_fusion", "fp8_amax_reduction", "fp8_scale_inverse_kernel", "fp8_amax_pass",
-         "fp8_param_gather", "moe_counts_aligned", "dp_align_grad_reduce", "overlap_dp", "overlap_param_gather")  # 1 / 0
+         "fp8_param_gather", "moe_counts_aligned", "dp_align_grad_reduce", "overlap_dp", "overlap_param_gather",
+         "overlap_param_gather_with_optimizer_step")  # 1 / 0
 LAYOUT_COLUMNS = {"grad_bytes": float, "grad_reduce_bytes": float, "optimizer_bytes_per_param": float,
                   "moe_counts_aligned": lambda v: v == "1", "dp_bucket_params": int,
                   "dp_align_grad_reduce": lambda v: v == "1", "pipeline_layout": str, "pipeline_schedule": str,
                   "moe_expert_rank_capacity_factor": float, "overlap_dp": lambda v: v == "1",
-                  "overlap_param_gather": lambda v: v == "1", "dp_shard": int,
+                  "overlap_param_gather": lambda v: v == "1",
+                  "overlap_param_gather_with_optimizer_step": lambda v: v == "1", "dp_shard": int,
                   "expert_dp_shard": int, "dp_outer_sharding": str, "num_layers_at_end_in_bf16": int,
                   "module_recipes": lambda v: tuple(v.split())}
 """The memory, DP and pipeline columns (tidy53; were per-source rules of ``training_accuracy.py``), each with how

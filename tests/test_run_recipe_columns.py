@@ -159,12 +159,15 @@ def test_every_rows_column_value_is_in_its_layout():
     # GB200 twins); pgbridge130 (findings 462): four Megatron-Bridge rows' synchronous gather (v0.2.0's fp8_mx
     # branches, @21d102f5's disable_param_gather_overlap), the DeepSeek-V3 H100 card's gradient reduction alone not
     # overlapped and the three GB200 Qwen3 30B dev recipes' DP collectives not overlapped
-    # (test_overlap_param_gather_pgbridge130.py)
+    # (test_overlap_param_gather_pgbridge130.py); ogpos133 (findings 469): the 37 Megatron-Bridge interleaved runs whose
+    # performance script or recipe function turns overlap_param_gather_with_optimizer_step on
+    # (test_gather_with_step_ogpos133.py)
     assert filled == {"grad_bytes": 27, "grad_reduce_bytes": 18, "optimizer_bytes_per_param": 10, "moe_counts_aligned": 12,
                       "dp_bucket_params": 347, "dp_align_grad_reduce": 92, "pipeline_layout": 6,
                       "pipeline_schedule": 1, "moe_expert_rank_capacity_factor": 31, "overlap_dp": 5, "dp_shard": 2,
                       "expert_dp_shard": 2, "dp_outer_sharding": 2, "num_layers_at_end_in_bf16": 15,
-                      "module_recipes": 15, "overlap_param_gather": 11}
+                      "module_recipes": 15, "overlap_param_gather": 11,
+                      "overlap_param_gather_with_optimizer_step": 37}
     assert {r["dp_bucket_params"] for r in rows.values()} == {"", "134217728", "768000000"}
     assert all(r["dp_align_grad_reduce"] == "0" for r in rows.values()
                if rid_is_nemo2(r["run_id"]) or r["run_id"].startswith("dgxc2505_") and "deepseek" in r["model"])

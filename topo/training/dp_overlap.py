@@ -88,7 +88,7 @@ def interleaved_reduce_exposed_s(chunk_s: float, bucket_s: float, buckets: int, 
 
 
 def interleaved_gather_exposed_s(chunk_s: float, bucket_s: float, buckets: int, chunks: int, group: int,
-                                 chunk_forward_s: float) -> float:
+                                 chunk_forward_s: float, lead_s: float = 0.0) -> float:
     """Seconds the first stage's forwards wait for the weight all-gathers (``align_param_gather``).
 
     Parameters
@@ -97,17 +97,27 @@ def interleaved_gather_exposed_s(chunk_s: float, bucket_s: float, buckets: int, 
         As :func:`interleaved_reduce_exposed_s` (``group``: micro-batches of the first group).
     chunk_forward_s : float
         One chunk's forward of one micro-batch.
+    lead_s : float
+        How long before the step's first forward chunk 0's gather was dispatched: 0 when the schedule dispatches it
+        as the step starts; with ``overlap_param_gather_with_optimizer_step`` the optimizer steps after chunk 0's
+        (Megatron-Core's ``ChainedOptimizer._step``,
+        :attr:`topo.training.parallel.ParallelLayout.overlap_param_gather_with_optimizer_step`).
 
     Returns
     -------
     float
-        Exposed seconds: chunk 0's gather beyond its first forward (at least its first bucket), then each later
-        chunk's gather beyond the ``group`` forwards of the chunk before it.
+        Exposed seconds: chunk 0's gather beyond ``lead_s`` and its first forward (at least its first bucket
+        beyond ``lead_s``), then each later chunk's gather beyond the ``group`` forwards of the chunk before it
+        (chunk 1's dispatched as the step starts, queued behind chunk 0's on the one DP stream).
+
+    >>> interleaved_gather_exposed_s(2.0, 2.0, 1, 2, 1, 1.0), interleaved_gather_exposed_s(2.0, 2.0, 1, 2, 1, 1.0, 1.5)
+    (3.0, 1.5)
     """
     c = chunk_forward_s
-    waited = max(buckets * bucket_s - c, bucket_s)  # chunk 0's first forward consumes its buckets in order
+    first = buckets * bucket_s - lead_s  # chunk 0's gather ends so long after the step's first forward could start
+    waited = max(first - c, bucket_s - lead_s, 0.0)  # chunk 0's first forward consumes its buckets in order
     t = waited + group * c  # chunk 1's first forward starts
-    done = buckets * bucket_s + chunk_s  # chunk 1 was dispatched with chunk 0
+    done = max(first, 0.0) + chunk_s  # chunk 1 was dispatched as the step starts, behind chunk 0 on the DP stream
     for k in range(1, chunks):
         wait = max(0.0, done - t)
         waited, t = waited + wait, t + wait

@@ -359,6 +359,24 @@ class ParallelLayout(BaseModel):
     the weights (NVIDIA/Megatron-LM@d98e8a64ddf34856e74b24714e3bedb2f5a39553
     ``megatron/core/distributed/fsdp/src/megatron_fsdp/megatron_fsdp.py`` lines 328-330) and gathers the replicas'
     shards with the first unit's, in the step's first forward (lines 482-490; rev109)."""
+    overlap_param_gather_with_optimizer_step: Flag = False
+    """Megatron-Core's ``overlap_param_gather_with_optimizer_step``: the first model chunk gets an optimizer of its
+    own, stepped first, and its weights' all-gather is dispatched right after that step, behind the other chunks'
+    (and the experts') optimizer steps. Read at NVIDIA/Megatron-LM@14346b65a2d0790e451919858f7771078105c5f0:
+    ``megatron/core/optimizer/__init__.py`` lines 1056-1062 and 1167-1181 (chunk 0 apart, the expert optimizer last,
+    lines 1207-1243); ``optimizer.py`` ``ChainedOptimizer._step`` lines 1667-1675 (``start_param_sync(force_dispatch=
+    True)`` after optimizer 0); ``distributed_data_parallel.py`` lines 443-475 (the forward pre-hook waits for the
+    gather and dispatches no next bucket) and 539-559 (the schedule's dispatch of chunk 0 at the step's start,
+    ``pipeline_parallel/schedules.py`` lines 1201-1203, skipped; chunk 1's still made there); chunk 0 is not
+    bucketed (``megatron/training/training.py`` lines 1954-1964; Megatron-Bridge's ``model_provider.py``
+    ``disable_bucketing=(model_chunk_idx > 0) or overlap_param_gather_with_optimizer_step``, v0.2.0 line 689).
+    So every chunk is one collective (:func:`dp_bucket_calls`) and chunk 0's gather hides behind the later
+    optimizers' steps, the rest of it waited for by the next step's first forward
+    (:func:`topo.training.dp_overlap.interleaved_gather_exposed_s`, ``lead_s``). Needs ``vpp > 1``, ZeRO-1/2 and the
+    gather overlapped (Megatron-LM ``megatron/training/arguments.py`` lines 1032-1040). Default off, Megatron-Core's
+    (``optimizer_config.py`` line 340); Megatron-Bridge's performance scripts turn it on for every run with dp, pp
+    and vp > 1 (v0.1.0rc4 ``scripts/performance/run_script.py`` lines 189-193; from v0.3.0 ``utils/overrides.py``
+    lines 430-434 except ``fp8_mx`` / ``nvfp4``)."""
     dp_align_grad_reduce: Flag = True
     """Interleaved (``vpp > 1``): each chunk's gradient reduction is started by the schedule after the chunk's last
     backward, chunk 0's when the backward ends (Megatron-LM's ``align_grad_reduce``, its and Megatron-Bridge's
@@ -1083,6 +1101,8 @@ def _check_options(model: ModelSpec, lay: ParallelLayout, bad, source: str) -> N
         bad("grad_bytes", f"{lay.grad_bytes:g} with wgrad_output autograd: PyTorch keeps param.grad in the "
                           f"parameter's 16-bit dtype, as the GEMM writes it (accumulate_grad.h); allowed with "
                           f"autograd: grad_bytes 2, or wgrad_output main_grad for an fp32 gradient")
+    if lay.overlap_param_gather_with_optimizer_step:
+        _check_gather_with_step(lay, bad)
     if lay.overlap_param_gather and lay.zero_stage == 0:
         bad("overlap_param_gather", "true overlaps the distributed optimizer's weight gather, which dp_sharding none "
                                     "has none of (Megatron-Core's gather asserts use_distributed_optimizer); allowed "
@@ -1519,6 +1539,22 @@ def dp_overlapped(lay: ParallelLayout, phase: str) -> bool:
     return lay.overlap_dp
 
 
+def _check_gather_with_step(lay: ParallelLayout, bad) -> None:
+    """``overlap_param_gather_with_optimizer_step`` where Megatron-LM runs it (``megatron/training/arguments.py``
+    lines 1032-1040 at 14346b65: the distributed optimizer, ``--overlap-param-gather``, interleaving)."""
+    key = "overlap_param_gather_with_optimizer_step"
+    if lay.vpp <= 1:
+        bad(key, f"true needs vpp > 1 (Megatron-Core gives the first of several model chunks its own optimizer), "
+                 f"got vpp {lay.vpp}; allowed with vpp 1: false")
+    elif lay.zero_stage not in (1, 2):
+        bad(key, f"true needs Megatron-Core's distributed optimizer, dp_sharding zero1 or zero2, got "
+                 f"{lay.dp_sharding}; allowed with it: false")
+    elif not dp_overlapped(lay, "gather"):
+        bad(key, "true needs the weight gather overlapped (Megatron-LM: 'Must use "
+                 "--overlap-param-gather-with-optimizer-step with --overlap-param-gather'), which overlap_dp / "
+                 "overlap_param_gather turn off; allowed with them off: false")
+
+
 def dp_bucket_calls(lay: ParallelLayout, params: float) -> int:
     """Data-parallel collectives a rank issues per step for ``params`` parameters (of each kind: reduction,
     gather): one per bucket. Megatron-Core buckets the first model chunk only (``disable_bucketing=(model_chunk_idx
@@ -1528,7 +1564,8 @@ def dp_bucket_calls(lay: ParallelLayout, params: float) -> int:
     Parameters
     ----------
     lay : ParallelLayout
-        The layout (``overlap_dp``, ``vpp``, the bucket).
+        The layout (``overlap_dp``, ``vpp``, the bucket; ``overlap_param_gather_with_optimizer_step``: chunk 0
+        not bucketed either, one collective a chunk).
     params : float
         Parameters of this rank's stage that the collectives carry.
 
@@ -1539,6 +1576,8 @@ def dp_bucket_calls(lay: ParallelLayout, params: float) -> int:
     """
     if not lay.overlap_dp or params <= 0:
         return 1
+    if lay.overlap_param_gather_with_optimizer_step:  # chunk 0 not bucketed either: one collective a chunk
+        return lay.vpp
     return bucket_count(params / lay.vpp, dp_bucket_params(lay)) + lay.vpp - 1
 
 

@@ -297,7 +297,8 @@ def _bound(lay: ParallelLayout, sc, tp_s: float, ep_s: float, dp_s: float = 0.0,
     return sum(step_breakdown(lay, sc, exposed, 0.0).values())
 
 
-_BOUND_DROP = ("dp_sharding", "overlap_dp", "overlap_param_gather", "dp_bucket_params")  # fields the compute
+_BOUND_DROP = ("dp_sharding", "overlap_dp", "overlap_param_gather", "overlap_param_gather_with_optimizer_step",
+               "dp_bucket_params")  # fields the compute
 # bound does not read, but for whether FSDP2's unit copies run (ZeRO-3 with FSDP2's gradients,
 # :func:`.fsdp2_copies.copies_units`), kept in the key
 _SHAPE_FIELDS = tuple(sorted(k for k in ParallelLayout.model_fields if k not in ("rank_order", "first_gpu", "skip_domains")))

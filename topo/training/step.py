@@ -1508,13 +1508,13 @@ def _exposed_comms(model: ModelSpec, lay: ParallelLayout, gpu, sc, engine: CommE
     nvl = _nvlink_exposed_s([(it["dim"], spans[it["groups"]], done[i]) for i, (it, _) in enumerate(timed)
                              if it["dim"] != "dp"])
     t_f, t_b = sc.forward_s, sc.backward_s + sc.recompute_s
-    stream = xla_stream_calls(traffic, lay)
+    stream, lead = xla_stream_calls(traffic, lay), gather_lead_s(model, lay, gpu)
     for i, (item, one) in enumerate(timed):
         if item["dim"] == "dp":
             factor = slow.get("dp" if item["groups"] not in EXPERT_DP_GROUPS else "dp_experts", 1.0)
             wf, wb = _dp_windows(t_f, t_b, m, spans[item["groups"]], nvl)
             done[i] = _dp_exposed(engine, item, groups[item["groups"]], one.time_s * factor, factor, wf, wb, units,
-                                  lay, stream)
+                                  lay, stream, lead)
     for i, (item, one) in enumerate(timed):
         dim, ex = item["dim"], done[i]
         key = comm_dim(item)
@@ -2500,11 +2500,13 @@ def exposed_routed(engine: CommEngine, model: ModelSpec, lay: ParallelLayout, ma
     nvl = _nvlink_exposed_s([(it["dim"], spans[it["groups"]], done.get(i)) for i, (it, _) in enumerate(timed)
                              if it["dim"] != "dp"])
     dp, units, stream = 0.0, max(1, sc.layers), xla_stream_calls(traffic, lay)
+    lead = gather_lead_s(model, lay, gpu)
     for item, one in timed:
         if item["dim"] == "dp" and one is not None:
             wf, wb = _dp_windows(sc.forward_s, sc.backward_s + sc.recompute_s, lay.microbatches,
                                  spans[item["groups"]], nvl)
-            dp += _dp_exposed(engine, item, groups[item["groups"]], one.time_s, 1.0, wf, wb, units, lay, stream)
+            dp += _dp_exposed(engine, item, groups[item["groups"]], one.time_s, 1.0, wf, wb, units, lay, stream,
+                              lead)
     return {**out, "dp": dp}
 
 
@@ -2530,9 +2532,11 @@ def _flex_bound(item: dict, one: CommTime, lay: ParallelLayout, domains: int, gp
 
 
 def _dp_exposed(engine: CommEngine, item: dict, G, one_s: float, factor: float, t_f: float, t_bwd: float,
-                units: int, lay: ParallelLayout, stream: tuple[float, float] = (1.0, 1.0)) -> float:
+                units: int, lay: ParallelLayout, stream: tuple[float, float] = (1.0, 1.0),
+                lead_s: float = 0.0) -> float:
     """The overlap rule of data parallelism (see the module doc); ``stream``: the DP collectives of a micro-batch's
-    forward and backward (:func:`xla_stream_calls`), read under ``dp_overlap_policy = "xla_lhs"``."""
+    forward and backward (:func:`xla_stream_calls`), read under ``dp_overlap_policy = "xla_lhs"``; ``lead_s``: the
+    optimizer steps chunk 0's gather runs behind (:func:`gather_lead_s`)."""
     calls = item["calls"]
     if not dp_overlapped(lay, item["phase"]):  # every call exposed: after the backward, or after the optimizer step
         return one_s * calls
@@ -2555,7 +2559,7 @@ def _dp_exposed(engine: CommEngine, item: dict, G, one_s: float, factor: float, 
     window = t_f if "gather" in phase else t_bwd
     if lay.vpp <= 1:
         return behind_window_s(calls * one_s, one_s, window)
-    return min(calls * one_s, _interleaved_dp_exposed(engine, item, G, factor, window, lay))
+    return min(calls * one_s, _interleaved_dp_exposed(engine, item, G, factor, window, lay, lead_s))
 
 
 def behind_window_s(total_s: float, edge_s: float, window_s: float) -> float:
@@ -2633,7 +2637,7 @@ def dp_floor_s(traffic: list[dict], lay: ParallelLayout, one_s: list[float], cov
 
 
 def _interleaved_dp_exposed(engine: CommEngine, item: dict, G, factor: float, window: float,
-                            lay: ParallelLayout) -> float:
+                            lay: ParallelLayout, lead_s: float = 0.0) -> float:
     """An interleaved pipeline's bucketed reduction or gather (:mod:`.dp_overlap`): chunk 0's ``calls - (vpp -
     1)`` buckets and one collective for each later chunk, each chunk ``1 / vpp`` of the bytes, timed on ``G``."""
     v, calls = lay.vpp, item["calls"]
@@ -2643,7 +2647,7 @@ def _interleaved_dp_exposed(engine: CommEngine, item: dict, G, factor: float, wi
     bucket_s = engine.time(item["collective"], G, chunk_bytes / buckets).time_s * factor
     m, g = lay.microbatches, min(lay.vp_group, lay.microbatches)
     if "gather" in item["phase"]:
-        return interleaved_gather_exposed_s(chunk_s, bucket_s, buckets, v, g, window / v)
+        return interleaved_gather_exposed_s(chunk_s, bucket_s, buckets, v, g, window / v, lead_s)
     last = m % g or g  # Megatron-Core's last group holds the micro-batches left over
     return interleaved_reduce_exposed_s(chunk_s, bucket_s, buckets, v, last, window / v, lay.dp_align_grad_reduce)
 
@@ -2714,6 +2718,33 @@ def forward_gather_share(lay: ParallelLayout) -> float:
     float
     """
     return 1.0 / _gather_passes(lay) if lay.zero_stage >= 3 else 1.0
+
+
+def gather_lead_s(model: ModelSpec, lay: ParallelLayout, gpu) -> float:
+    """The optimizer steps the first model chunk's weight all-gather runs behind under
+    ``overlap_param_gather_with_optimizer_step`` (0 without it): Megatron-Core steps chunk 0's dense optimizer first,
+    dispatches its gather, then steps the later chunks' dense optimizer and the experts' (NVIDIA/Megatron-LM@14346b65
+    ``megatron/core/optimizer/__init__.py`` lines 1056-1062, 1207-1243; ``optimizer.py`` lines 1667-1675). The busiest
+    stage's rank, as :func:`optimizer_params`: its dense shard less chunk 0's ``1 / vpp`` of it, and all its expert
+    shard, at :func:`topo.training.operators.optimizer_step_s`'s rate (the step's ``optimizer`` line).
+
+    Parameters
+    ----------
+    model : ModelSpec
+    lay : ParallelLayout
+    gpu : GpuCompute
+        The GPU the optimizer runs on.
+
+    Returns
+    -------
+    float
+        Seconds.
+    """
+    if not lay.overlap_param_gather_with_optimizer_step:
+        return 0.0
+    rows = stage_params(model, lay)
+    dense, expert, _ = rows[busiest_stage(rows)]
+    return optimizer_step_s(lay.sharded(dense * (lay.vpp - 1) / lay.vpp, expert, 1), gpu, lay)
 
 
 def optimizer_params(model: ModelSpec, lay: ParallelLayout) -> float:
