@@ -1101,8 +1101,7 @@ def _check_options(model: ModelSpec, lay: ParallelLayout, bad, source: str) -> N
         bad("grad_bytes", f"{lay.grad_bytes:g} with wgrad_output autograd: PyTorch keeps param.grad in the "
                           f"parameter's 16-bit dtype, as the GEMM writes it (accumulate_grad.h); allowed with "
                           f"autograd: grad_bytes 2, or wgrad_output main_grad for an fp32 gradient")
-    if lay.overlap_param_gather_with_optimizer_step:
-        _check_gather_with_step(lay, bad)
+    _check_gather_with_step(lay, bad)
     if lay.overlap_param_gather and lay.zero_stage == 0:
         bad("overlap_param_gather", "true overlaps the distributed optimizer's weight gather, which dp_sharding none "
                                     "has none of (Megatron-Core's gather asserts use_distributed_optimizer); allowed "
@@ -1543,6 +1542,8 @@ def _check_gather_with_step(lay: ParallelLayout, bad) -> None:
     """``overlap_param_gather_with_optimizer_step`` where Megatron-LM runs it (``megatron/training/arguments.py``
     lines 1032-1040 at 14346b65: the distributed optimizer, ``--overlap-param-gather``, interleaving)."""
     key = "overlap_param_gather_with_optimizer_step"
+    if not lay.overlap_param_gather_with_optimizer_step:
+        return
     if lay.vpp <= 1:
         bad(key, f"true needs vpp > 1 (Megatron-Core gives the first of several model chunks its own optimizer), "
                  f"got vpp {lay.vpp}; allowed with vpp 1: false")
