@@ -34,6 +34,8 @@ RATIO_WORDS = {"efficiency", "share", "fraction", "utilization", "ratio", "slowd
 UNITLESS = {
     "params": "a count of model parameters (plan's checkpoint), a float for 1e12-scale counts",
     "servers_in_repair": "the expected number of servers in repair at any time (a mean count)",
+    "servers_in_repair_per_domain": "the expected number of servers in repair at once in the job's fullest NVLink "
+                                    "domain (a mean count; plan134)",
     "expected_in_lead_time": "the expected number of failures of a part within its lead time (a mean count)",
     "wrong": "nccl-tests' #wrong column as the log prints it (NaN where the log says N/A)",
     "p50": "uncertainty: the 50th percentile of the signed relative errors (a fraction)",

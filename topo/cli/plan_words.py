@@ -61,7 +61,7 @@ def _in_domains(rel) -> str:
     inside the job's domains (spares132: a job at 64 of each NVL72 rack's 72 keeps 2 trays a rack); "" else."""
     if rel.hot_spares_of != "domains":
         return ""
-    return (f" ({rel.hot_spare_servers // rel.job_domains:,} inside each of the job's "
+    return (f" ({rel.spares_per_domain:,} inside each of the job's "
             f"{count_noun(rel.job_domains, 'NVLink domain')}; {count_noun(rel.idle_domains, 'whole domain')} idle)")
 
 

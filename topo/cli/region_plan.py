@@ -124,7 +124,8 @@ def region_job(args, region) -> tuple:
                         f"{format_in(mem['capacity_bytes'], 'GB', '.1f')}); "
                         "the MFU of a run that cannot start is not a planning figure", key="--layout")
     layer, job = region_job_layer(args.model, step, lay.precision, float(model.total_params), args.tokens)
-    return layer, {"training": job, "site_gpus": dict(step.site_gpus), "across": across}
+    return layer, {"training": job, "site_gpus": dict(step.site_gpus), "across": across,
+                   "site_gpus_per_domain_used": dict(step.site_gpus_per_domain_used)}
 
 
 def _MW(w: float) -> str:

@@ -39,7 +39,7 @@ from .power import power_breakdown
 from .power_notes import cooling_note, power_notes, storage_scale_note
 from .reliability import HARDWARE_CAUSES, reliability
 from .result import DesignComparison, PlanResult
-from .spare_note import domain_spare_note, hot_spare_note
+from .spare_note import job_spare_note
 from .budget import PowerFit
 from .train_time import TrainingJob
 
@@ -445,16 +445,10 @@ def _job_notes(training: TrainingJob | None, relia, L, notes: list[str], fit: Po
     notes = ([fit.note()] if fit is not None else []) + notes
     if training is None:
         return notes
-    if relia.hot_spares_of == "domains":  # spares132: the idle servers inside the job's NVLink domains
-        return notes + [domain_spare_note(training.model, training.gpus, L.num_gpus, training.gpus_per_domain_used,
-                                          L.gpus_per_domain, relia.job_domains, relia.hot_spare_servers,
-                                          f"of {L.gpus_per_server} GPUs", relia.idle_domains)
-                        + _goodput_scope_words(relia, L)]
     rule = (f"reliability.checkpoint.hot_spare_fraction: floor({spare_fraction * 100:.3g}% x "
             f"{L.num_servers:,} servers), at most the idle")
-    return notes + [hot_spare_note(training.model, training.gpus, L.num_gpus, relia.free_servers,
-                                   relia.hot_spare_servers, f"of {L.gpus_per_server} GPUs", rule)
-                    + _goodput_scope_words(relia, L)]
+    return notes + [job_spare_note(training.model, training.gpus, L.num_gpus, relia, training.gpus_per_domain_used,
+                                   L.gpus_per_domain, L.gpus_per_server, rule) + _goodput_scope_words(relia, L)]
 
 
 def _goodput_scope_words(relia, L) -> str:

@@ -19,7 +19,7 @@ from .dci_ports import port_notes, site_ports
 from .planner import plan, workload_of
 from .power import HOURS_PER_YEAR
 from .reliability import Reliability, joint_reliability
-from .spare_note import hot_spare_note
+from .spare_note import job_spare_note
 from .train_time import TrainingJob, cost_per_million_tokens_usd, job_energy, standing_fraction, time_to_train
 
 __all__ = ["SitePlan", "RegionPlan", "plan_region", "restore_exchange_s"]
@@ -127,7 +127,8 @@ class RegionPlan:
 
 
 def plan_region(region: Region, one_site: bool = False, training: TrainingJob | None = None,
-                site_gpus: dict[str, int] | None = None, across: str = "dp", **plan_options) -> RegionPlan:
+                site_gpus: dict[str, int] | None = None, across: str = "dp",
+                site_gpus_per_domain_used: dict[str, int | None] | None = None, **plan_options) -> RegionPlan:
     """Plan every site (once per distinct fabric) and the DCI.
 
     Parameters
@@ -144,6 +145,11 @@ def plan_region(region: Region, one_site: bool = False, training: TrainingJob | 
         with its share as its job (its interruptions the share's GPUs', its hot spares what the share leaves).
     across : str
         How the job spans the sites (``dp``, ``pp``, ``outer``): its reload's exchange (:func:`restore_exchange_s`).
+    site_gpus_per_domain_used : dict, optional
+        Each site's share's placement, the GPUs it uses of each NVLink domain
+        (:attr:`~topo.training.multisite.MultisiteStep.site_gpus_per_domain_used`; None: ``training``'s at every
+        site): where it leaves whole servers idle inside its domains, those are the site's hot spares
+        (:func:`topo.plan.reliability.reliability`), as one site's plan keeps them (plan134).
     **plan_options
         Passed to :func:`topo.plan.planner.plan` for each site (``pue``, ``layers``); no site's collectives run.
 
@@ -164,8 +170,8 @@ def plan_region(region: Region, one_site: bool = False, training: TrainingJob | 
         job["params_source"] = f"--model {training.model}'s parameters"
     for k, f in enumerate(region.fabrics):
         share = (job["params"], job["params_source"], f.num_gpus / region.num_gpus)
-        mine = _site_job(training, site_gpus, region.site_names[k])
-        key = (id(f), mine.gpus if mine is not None else None)
+        mine = _site_job(training, site_gpus, region.site_names[k], site_gpus_per_domain_used)
+        key = (id(f), (mine.gpus, mine.gpus_per_domain_used) if mine is not None else None)
         r = done.get(key) or plan(f, job=share, training=mine, **plan_options)
         done[key] = r
         limit = _site_power_limit_W(region, k, entries[k], r)
@@ -204,23 +210,32 @@ def _join_reliability(out: RegionPlan, region: Region, plans: list) -> None:
     out.reliability = joint_reliability([p.reliability for p in plans], [p.num_gpus for p in plans],
                                         [p.compute.flop for p in plans], out.restore_exchange_s)
     if out.training is not None and out.reliability.free_servers is not None:  # every site runs a part of the job
-        out.notes.append(_spare_note(out, region.site_names, plans))
+        out.notes.append(_spare_note(out, region, plans))
 
 
-def _spare_note(out: RegionPlan, names, plans: list) -> str:
-    """The region's job's hot-spare note (:func:`~topo.plan.spare_note.hot_spare_note`, one site's plan's words):
+def _spare_note(out: RegionPlan, region: Region, plans: list) -> str:
+    """The region's job's hot-spare note in one site's plan's words (:func:`~topo.plan.spare_note.job_spare_note`):
     every site's idle whole servers and spares joined (:func:`~topo.plan.reliability.joint_reliability`), each site's
-    counted by its own rule (tidy96, findings 399 Left 4: the region plan said its spares with no note)."""
-    rel = out.reliability
-    sizes = {p.num_gpus // p.num_servers for p in plans}
-    servers = (f"of {sizes.pop()} GPUs" if len(sizes) == 1 else
-               "(" + ", ".join(f"{n} {p.reliability.free_servers or 0:,} of {p.num_gpus // p.num_servers} GPUs"
-                               for n, p in zip(names, plans)) + ")")
+    counted by its own rule (tidy96, findings 399 Left 4: the region plan said its spares with no note); inside the
+    NVLink domains where the sites' shares are placed so (plan134: a region's job at 64 of each NVL72 rack's 72 was
+    worded by the fraction rule). Sites placed or built apart (their rules, placements, domains or servers differ)
+    are each said with their own figures."""
+    rel, job = out.reliability, out.training
+    shapes = {(p.training.gpus_per_domain_used, f.layout.gpus_per_domain, f.layout.gpus_per_server)
+              for p, f in zip(plans, region.fabrics)}
     each = ", ".join(f"{n} {p.reliability.hot_spare_servers:,} of {p.num_servers:,} servers"
-                     for n, p in zip(names, plans))
+                     for n, p in zip(region.site_names, plans))
     rule = f"reliability.checkpoint.hot_spare_fraction of each site's servers, floored, at most its idle: {each}"
-    return hot_spare_note(out.training.model, out.training.gpus, out.num_gpus, rel.free_servers,
-                          rel.hot_spare_servers, servers, rule)
+    if len(shapes) == 1 and "/" not in rel.hot_spares_of:
+        used, domain_gpus, per_server = shapes.pop()
+        return job_spare_note(job.model, job.gpus, out.num_gpus, rel, used, domain_gpus, per_server, rule)
+    return "; ".join(
+        f"site {n}: " + job_spare_note(job.model, p.training.gpus, p.num_gpus, p.reliability,
+                                       p.training.gpus_per_domain_used, f.layout.gpus_per_domain,
+                                       f.layout.gpus_per_server,
+                                       f"reliability.checkpoint.hot_spare_fraction of its {p.num_servers:,} servers, "
+                                       "floored, at most its idle")
+        for n, p, f in zip(region.site_names, plans, region.fabrics))
 
 
 def _dci_notes(spans: list, cat, ports, quotes: dict) -> list[str]:
@@ -246,11 +261,14 @@ def _site_power_limit_W(region: Region, k: int, entry: tuple, r) -> float | None
     return limit
 
 
-def _site_job(training: TrainingJob | None, site_gpus: dict | None, name: str) -> TrainingJob | None:
-    """One site's part of the region's job: its GPUs there, no token budget (the region's job has it)."""
+def _site_job(training: TrainingJob | None, site_gpus: dict | None, name: str, placed: dict | None = None
+              ) -> TrainingJob | None:
+    """One site's part of the region's job: its GPUs there, its placement there (``placed``'s, else the job's), no
+    token budget (the region's job has it)."""
     if training is None or not site_gpus:
         return None
-    return replace(training, gpus=int(site_gpus[name]), tokens=None)
+    used = placed[name] if placed else training.gpus_per_domain_used
+    return replace(training, gpus=int(site_gpus[name]), tokens=None, gpus_per_domain_used=used)
 
 
 def _job(region: Region, plan_options: dict) -> dict:

@@ -38,7 +38,9 @@
   repair at once (hardware failure rate x repair time), a restart also waits ``repair_s``. The spares are
   ``hot_spare_fraction`` of the servers, at most those a named job leaves idle; but where the job's placement leaves
   whole servers idle inside each NVLink domain it uses (64 of an NVL72 rack's 72 GPUs: 2 trays a rack), those are
-  its spares, each for its own domain (:func:`_domain_spares`). A whole domain's failure (an NVL72 rack's NVLink
+  its spares, each for its own domain (:func:`_domain_spares`), checked against the repairs expected in the job's
+  fullest domain, not the job's (:func:`_in_repair_per_domain`; a job that fills its domains keeps the fraction
+  rule, and the plan's note says it keeps none inside them). A whole domain's failure (an NVL72 rack's NVLink
   switch tray, power or cooling) needs an idle whole domain (``idle_domains``); the failure table (Llama 3's, on
   8-GPU servers) has no such cause and no rate for one is published, so it is not priced. Spare servers do not
   train: effective compute = FLOP x goodput x (GPUs - spare GPUs) / GPUs; with a named job, FLOP x goodput x
@@ -158,6 +160,18 @@ class Reliability:
     # whole NVLink domains the job leaves idle (None: no job or no placement given): what a failure of a whole domain
     # (an NVL72 rack's NVLink switch tray, power shelf or coolant loop) needs to re-place the job; not priced
     idle_domains: int | None = None
+    # plan134: servers expected in repair at once in the job's fullest NVLink domain (its GPUs there at the hardware
+    # causes' rates x repair_s), the figure its own idle servers are checked against (None: spares not "domains")
+    servers_in_repair_per_domain: float | None = None
+
+    @property
+    def spares_per_domain(self) -> int | None:
+        """The hot spares inside each of the job's NVLink domains where they are kept there (``hot_spares_of``
+        "domains": ``hot_spare_servers`` = ``job_domains`` x this, :func:`_domain_spares`); None else. The one place
+        the plan's words divide them (rev110: written twice)."""
+        if self.hot_spares_of != "domains" or not self.job_domains:
+            return None
+        return self.hot_spare_servers // self.job_domains
 
     def to_dict(self) -> dict:
         return whole_bytes(asdict(self))
@@ -271,7 +285,11 @@ def reliability(num_gpus: int, gpus_per_server: int, *, causes: dict[str, float]
     domains = _domain_spares(num_gpus, gpus_per_server, gpus_per_domain, job_gpus, gpus_per_domain_used)
     spares = domains["in_domains"] or _hot_spares(num_gpus, gpus_per_server, hot_spare_fraction, free)
     in_repair = sum(per_h.get(k, 0.0) for k in HARDWARE_CAUSES) / 3600 * repair_s
-    enough = spares >= in_repair
+    per_domain = (_in_repair_per_domain(rates, min(gpus_per_domain_used, gpus_per_domain, gpus), repair_s)
+                  if domains["in_domains"] else None)
+    # plan134: a domain's idle servers spare only that domain, so the fullest domain's repairs are checked against
+    # its own, not the job's repairs against every domain's spares
+    enough = spares >= in_repair if per_domain is None else domains["in_domains"] // domains["job_domains"] >= per_domain
     restart = restart_s if enough else restart_s + repair_s
     training = _training_gpus(num_gpus, gpus_per_server, spares, job_gpus)
     return Reliability(
@@ -286,6 +304,7 @@ def reliability(num_gpus: int, gpus_per_server: int, *, causes: dict[str, float]
         checkpoint_write_s=write_s, hot_spare_servers=spares, servers_in_repair=in_repair, spares_enough=enough,
         training_gpus=training, free_servers=free, hot_spares_of="domains" if domains["in_domains"] else "fraction",
         job_domains=domains["job_domains"], idle_domains=domains["idle_domains"],
+        servers_in_repair_per_domain=per_domain,
         **_goodput_fields(mtbf_s, stall_s, min_T, detection_s, restart, reload_s, flop * training / num_gpus,
                           interval_s))
 
@@ -411,13 +430,16 @@ def _joint_optics(sites: list[Reliability]) -> dict:
 
 def _joint_domains(sites: list[Reliability]) -> dict:
     """Where a job over several sites keeps its hot spares and its NVLink domains: each site's by its own rule
-    (:func:`_domain_spares`), so "domains" only when every site keeps them inside its domains; the domains add."""
+    (:func:`_domain_spares`), so "domains" only when every site keeps them inside its domains; the domains add; the
+    repairs expected in one domain are the busiest site's (plan134)."""
     def total(key):
         values = [getattr(r, key) for r in sites]
         return None if any(v is None for v in values) else sum(values)
     of = {r.hot_spares_of for r in sites}
+    per_domain = [r.servers_in_repair_per_domain for r in sites]
     return dict(hot_spares_of=of.pop() if len(of) == 1 else "/".join(sorted(of)), job_domains=total("job_domains"),
-                idle_domains=total("idle_domains"))
+                idle_domains=total("idle_domains"),
+                servers_in_repair_per_domain=None if None in per_domain else max(per_domain))
 
 
 def _one_interval(sites: list[Reliability]) -> float | None:
@@ -545,6 +567,18 @@ def _domain_spares(num_gpus: int, gpus_per_server: int, gpus_per_domain: int | N
     idle = max(0, num_gpus // gpus_per_domain - job_domains)
     return {"job_domains": job_domains, "idle_domains": idle,
             "in_domains": job_domains * ((gpus_per_domain - used) // gpus_per_server)}
+
+
+def _in_repair_per_domain(rates_per_gpu_h: dict[str, float], domain_job_gpus: int, repair_s: float) -> float:
+    """Servers expected in repair at once in one NVLink domain holding ``domain_job_gpus`` of the job's GPUs: each
+    hardware cause's interruptions per GPU-hour (the failure table's, :func:`interruption_rate_per_gpu_h`, times
+    ``rate_scale``) x those GPUs x the repair time in hours (plan134: checked against that domain's own idle
+    servers, which spare no other domain).
+
+    >>> round(_in_repair_per_domain({"gpu": 1e-4, "nic": 1e-5, "host": 0.0, "network": 1.0}, 64, 3600), 6)
+    0.00704
+    """
+    return sum(rates_per_gpu_h.get(k, 0.0) for k in HARDWARE_CAUSES) * domain_job_gpus * repair_s / 3600
 
 
 def _hot_spares(num_gpus: int, gpus_per_server: int, fraction: float, free_servers: int | None) -> int:

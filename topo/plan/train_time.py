@@ -241,7 +241,10 @@ def region_job_layer(model: str, step, precision: str, params: float, tokens: fl
     :meth:`topo.training.multisite.MultisiteStep.mfu`), its GPUs every site's, its step the step across the sites.
     The step's interval is the step across the sites' (:attr:`~topo.training.multisite.MultisiteStep.
     step_interval`: the share's step at the step model's error, the DCI's exposed part at the collective model's;
-    plan80), not one site's share's (``uncertainty``, bounds ``one_site_step_s``); none where it has none.
+    plan80), not one site's share's (``uncertainty``, bounds ``one_site_step_s``); none where it has none. Its
+    placement (``gpus_per_domain_used``) is the sites' shares' where they all have one (plan134: a region's job
+    kept the fraction rule for its hot spares), None where they differ (each site's own then:
+    :attr:`~topo.training.multisite.MultisiteStep.site_gpus_per_domain_used`, :func:`topo.plan.region.plan_region`).
 
     Parameters
     ----------
@@ -260,6 +263,8 @@ def region_job_layer(model: str, step, precision: str, params: float, tokens: fl
     chosen = next(s for s in step.strategies if s.strategy == step.chosen)
     layer = ("--model", {"workload": {"mfu": float(step.mfu(chosen)), "precision": precision, "params": params}})
     u = step.step_interval
+    placed = set(step.site_gpus_per_domain_used.values())  # plan134: one placement where every site's share has it
     return layer, TrainingJob(model=model, gpus=int(step.gpus), step_time_s=float(step.step_time_s),
                               tokens_per_step=int(step.tokens_per_step), tokens=tokens,
-                              step_interval_s=(float(u["low_s"]), float(u["high_s"])) if "low_s" in u else None)
+                              step_interval_s=(float(u["low_s"]), float(u["high_s"])) if "low_s" in u else None,
+                              gpus_per_domain_used=placed.pop() if len(placed) == 1 else None)

@@ -123,6 +123,9 @@ class MultisiteStep:
     # region's GPUs that run none of the job, and how the replicas were split (:data:`SHARES`)
     site_dp: dict[str, int] = field(default_factory=dict)
     site_gpus: dict[str, int] = field(default_factory=dict)
+    # plan134: each site's share's placement, the GPUs it uses of each NVLink domain (its step's placed layout's
+    # gpus_per_domain_used: 64 of an NVL72 rack's 72), as one site's plan reads its job's (topo.plan.train_time)
+    site_gpus_per_domain_used: dict[str, int | None] = field(default_factory=dict)
     idle_gpus: int = 0
     shares: str = "equal"
     # regions76: the memory per GPU as the way chosen shards the ZeRO state (the flat cross-DC ring: over the job's
@@ -363,11 +366,13 @@ def flat_optimizer_saved_s(model: ModelSpec, share: ParallelLayout, one: StepRes
 
 
 def _site_maps(out: MultisiteStep, region: Region, runs: list[tuple], ones: list[tuple]) -> None:
-    """Fill ``out``'s per-site step and profile, in the region's site order."""
+    """Fill ``out``'s per-site step, profile and placement, in the region's site order."""
     step = {region.site_names[i]: r.one_site_step_s for group, r in runs for i in group}
     out.site_step_s = {n: step[n] for n in region.site_names}
     profile = {region.site_names[i]: one.profile for _, group, _, one in ones for i in group}
     out.site_profile = {n: profile[n] for n in region.site_names}
+    placed = {region.site_names[i]: one.layout.get("gpus_per_domain_used") for _, group, _, one in ones for i in group}
+    out.site_gpus_per_domain_used = {n: placed[n] for n in region.site_names}
 
 
 def _share_steps(region: Region, model: ModelSpec, dps, lays, one_site, step_options: dict) -> list[tuple]:
