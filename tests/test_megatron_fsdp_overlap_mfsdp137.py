@@ -9,13 +9,26 @@
   (``dp_outer_sharding = "optim"``, which Megatron-FSDP runs only with ``optim_grads_params``; ``wgrad_output =
   "copied"`` under ZeRO-2/3) is a run it never makes, refused in one line. FSDP2's and a layout naming no framework
   keep ``overlap_dp = false`` exposing the collectives.
+- Section 469's Left 3: under ``overlap_param_gather_with_optimizer_step`` chunk 0's gather is dispatched right after
+  its own optimizer's step, behind the later chunks' (NVIDIA/Megatron-LM@14346b65 ``optimizer.py`` lines 1667-1675);
+  across sites it is the same collective (NCCL's flat cross-DC ring carries it over every site's replicas), so the
+  cross-site gather window (``multisite.dp_gather_window_s``) starts that lead earlier, the step's own
+  ``gather_lead_s`` (one formula, ``step.gather_lead_s``). Closed form for a dense model: the lead is the busiest
+  stage's optimizer over ``(vpp - 1) / vpp`` of its shard, ``3/4`` of the step's ``optimizer`` line at vpp 4
+  (``operators.optimizer_step_s`` is linear in the parameters).
 """
+
+import dataclasses
+from pathlib import Path
 
 import pytest
 
-from conftest import run_cli
+from conftest import ROOT, run_cli
+from small_regions import spy_dp_crossing
+from topo.fabric.region import build_region
 from topo.errors import TopoError
 from topo.training.model import load_model
+from topo.training.multisite import dp_gather_window_s, estimate_across_sites
 from topo.training.parallel import check_layout, make_layout
 
 FSDP = dict(tp=8, dp=4, global_batch=256, micro_batch=32, seq_len=8192)
@@ -54,3 +67,23 @@ def test_other_layouts_keep_overlap_off(kw):
 
 def test_overlapped_megatron_fsdp_is_allowed():
     _check(dp_sharding="fsdp", dp_shard=2, dp_outer_sharding="optim", wgrad_output="copied")
+
+
+def test_the_cross_site_gather_window_takes_the_optimizer_steps_lead(tmp_path, monkeypatch):
+    """topologies/two-site-h100.toml at one SU a site, NCCL's flat cross-DC ring (the form whose gathers cross the
+    sites in the next forward); Llama 3 70B tp 8 pp 4 vpp 4 dp 16 (8 a site), micro-batch 8."""
+    text = (Path(ROOT) / "topologies" / "two-site-h100.toml").read_text()
+    region_toml = tmp_path / "two.toml"
+    region_toml.write_text(text.replace("cluster.num_units=6", "cluster.num_units=1")
+                           + '\n[nccl]\ndp_reduction = "flat_ring"\n')
+    region = build_region(str(region_toml))
+    seen = spy_dp_crossing(monkeypatch)
+    lay = make_layout(tp=8, pp=4, vpp=4, dp=16, global_batch=512, micro_batch=8, seq_len=8192, dp_sharding="zero1",
+                      overlap_param_gather_with_optimizer_step=True)
+    estimate_across_sites(region, load_model("llama3-70b"), lay)
+    one, share = seen["one"], seen["lay"]
+    assert share.dp == 8 and seen["cross"].name == "flat_ring" and seen["cross"].gather_phase.time_s > 0
+    assert one.gather_lead_s == pytest.approx(3 / 4 * one.breakdown_s["optimizer"], rel=1e-12)
+    without = dp_gather_window_s(dataclasses.replace(one, gather_lead_s=0.0), share)
+    assert without > 0  # not clamped: the window grows by the whole lead
+    assert dp_gather_window_s(one, share) == pytest.approx(without + one.gather_lead_s, rel=1e-12)
