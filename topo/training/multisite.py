@@ -1086,14 +1086,17 @@ def dp_gather_window_s(one: StepResult, lay: ParallelLayout) -> float:
     the in-site gathers that run there (one rule, :func:`topo.training.step.forward_gather_share`): the
     distributed optimizer's updated parameters in the next step's first micro-batch's forward (``1 -``
     :data:`BACKWARD_SHARE` of its compute), FSDP's per-unit forward gathers in every micro-batch's forward (each
-    unit's before its forward, regions79); at least 0; 0 where the gather is not overlapped
-    (:func:`topo.training.parallel.dp_overlapped`: Megatron-Core's ``overlap_param_gather`` off, the gather runs after
-    the optimizer's step, before any forward; FSDP's gathers not prefetched, ``overlap_dp`` off). The one-site step
-    hides its own gathers behind the same forwards (:func:`topo.training.step.behind_window_s`)."""
+    unit's before its forward, regions79), and before it the optimizer steps the first model chunk's gather runs
+    behind under ``overlap_param_gather_with_optimizer_step`` (the step's ``gather_lead_s``,
+    :func:`topo.training.step.gather_lead_s`, which the one-site step gives chunk 0's gather too); at least 0; 0
+    where the gather is not overlapped (:func:`topo.training.parallel.dp_overlapped`: Megatron-Core's
+    ``overlap_param_gather`` off, the gather runs after the optimizer's step, before any forward; FSDP's gathers not
+    prefetched, ``overlap_dp`` off). The one-site step hides its own gathers behind the same forwards
+    (:func:`topo.training.step.behind_window_s`)."""
     if not dp_overlapped(lay, "gather" if lay.zero_stage < 3 else "gather_unit"):
         return 0.0
     t_fwd = (1 - BACKWARD_SHARE) * one.breakdown_s["compute"] * dp_passes(lay) / lay.microbatches
-    return max(0.0, t_fwd - _in_site_dp_s(one, lay, gather=True))
+    return max(0.0, t_fwd + one.gather_lead_s - _in_site_dp_s(one, lay, gather=True))
 
 
 def _in_site_dp_s(one: StepResult, lay: ParallelLayout, gather: bool) -> float:

@@ -338,7 +338,9 @@ class ParallelLayout(BaseModel):
     overlap_dp: Flag = True
     """Gradient reduction overlaps the last micro-batch's backward except the last bucket; the weights'
     all-gather overlaps the first micro-batch's forward except the first bucket; interleaved, chunk by chunk
-    (:mod:`topo.training.dp_overlap`)."""
+    (:mod:`topo.training.dp_overlap`). False is refused where the layout names Megatron-FSDP sharding the gradients
+    (``dp_outer_sharding = "optim"``, or ``wgrad_output = "copied"`` under ZeRO-2/3), which overlaps them whatever
+    its config says (:func:`_check_megatron_fsdp_overlap`)."""
     overlap_param_gather: Flag | None = None
     """The distributed optimizer's once-a-step gather of the updated weights (the ``gather`` phase of ZeRO-1/2)
     overlapped with the next step's first forward, apart from the
@@ -1101,11 +1103,7 @@ def _check_options(model: ModelSpec, lay: ParallelLayout, bad, source: str) -> N
         bad("grad_bytes", f"{lay.grad_bytes:g} with wgrad_output autograd: PyTorch keeps param.grad in the "
                           f"parameter's 16-bit dtype, as the GEMM writes it (accumulate_grad.h); allowed with "
                           f"autograd: grad_bytes 2, or wgrad_output main_grad for an fp32 gradient")
-    _check_gather_with_step(lay, bad)
-    if lay.overlap_param_gather and lay.zero_stage == 0:
-        bad("overlap_param_gather", "true overlaps the distributed optimizer's weight gather, which dp_sharding none "
-                                    "has none of (Megatron-Core's gather asserts use_distributed_optimizer); allowed "
-                                    "with dp_sharding none: false, or unset")
+    _check_dp_overlaps(lay, bad)
     if not lay.fsdp_reshard_after_forward and lay.zero_stage < 3:
         bad("fsdp_reshard_after_forward", f"false keeps gathered weights, which only ZeRO-3 / FSDP gathers per "
                                           f"unit; dp_sharding is {lay.dp_sharding}; allowed with it: true")
@@ -1536,6 +1534,39 @@ def dp_overlapped(lay: ParallelLayout, phase: str) -> bool:
     if phase == "gather" and lay.zero_stage < 3 and lay.overlap_param_gather is not None:
         return lay.overlap_param_gather
     return lay.overlap_dp
+
+
+def _check_dp_overlaps(lay: ParallelLayout, bad) -> None:
+    """The data-parallel overlap fields where the framework runs them: ``overlap_param_gather`` with a distributed
+    optimizer, ``overlap_param_gather_with_optimizer_step`` (:func:`_check_gather_with_step`), ``overlap_dp`` under
+    Megatron-FSDP (:func:`_check_megatron_fsdp_overlap`)."""
+    _check_gather_with_step(lay, bad)
+    _check_megatron_fsdp_overlap(lay, bad)
+    if lay.overlap_param_gather and lay.zero_stage == 0:
+        bad("overlap_param_gather", "true overlaps the distributed optimizer's weight gather, which dp_sharding none "
+                                    "has none of (Megatron-Core's gather asserts use_distributed_optimizer); allowed "
+                                    "with dp_sharding none: false, or unset")
+
+
+def _check_megatron_fsdp_overlap(lay: ParallelLayout, bad) -> None:
+    """``overlap_dp`` false where the layout names Megatron-FSDP sharding the gradients (``dp_outer_sharding =
+    "optim"``, its ``optim_grads_params`` only; ``wgrad_output = "copied"`` under ZeRO-2/3, its ``optim_grads`` /
+    ``optim_grads_params``): a run Megatron-FSDP never makes. From Megatron-Core 0.14 it sets ``overlap_grad_reduce``
+    (and, fully sharding, ``overlap_param_gather``) True whatever the config says (NVIDIA/Megatron-LM@d98e8a64ddf3
+    ``megatron/core/distributed/fsdp/src/megatron_fsdp/megatron_fsdp.py`` lines 327-337; core_v0.14.0 lines
+    259-270); 0.13's ``custom_fsdp`` asserts both instead (``fully_sharded_data_parallel.py`` lines 196-204).
+    PyTorch FSDP2 and DeepSpeed ZeRO-3 layouts name neither field and are left as they are."""
+    if lay.overlap_dp:
+        return
+    if lay.dp_outer_sharding == "optim":
+        named = "dp_outer_sharding optim"
+    elif lay.wgrad_output == "copied" and lay.zero_stage >= 2:
+        named = f"wgrad_output copied under dp_sharding {lay.dp_sharding}"
+    else:
+        return
+    bad("overlap_dp", f"false with {named}, which is Megatron-FSDP sharding the gradients: it overlaps their "
+                      f"reduction whatever overlap_grad_reduce says (Megatron-LM@d98e8a64 megatron_fsdp.py lines "
+                      f"331-333); allowed with it: true")
 
 
 def _check_gather_with_step(lay: ParallelLayout, bad) -> None:

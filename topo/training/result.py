@@ -73,6 +73,10 @@ class StepResult:
     ``default`` (``fp8_amax_reduction``: on with delayed scaling) or, from the CLI, ``jax_mesh``."""
     profile: str = ""  # the cost profile that priced the collectives (topo.training.comm.CommEngine.profile)
     ep_cover_s: float = 0.0  # GPU seconds of a dropless MoE layer's forward all-to-alls between its host syncs
+    gather_lead_s: float = 0.0
+    """The optimizer steps the first model chunk's weight all-gather runs behind before the next step's first forward
+    (:func:`topo.training.step.gather_lead_s`; 0 without ``overlap_param_gather_with_optimizer_step``): the one-site
+    step's and the cross-site gather window's (:func:`topo.training.multisite.dp_gather_window_s`)."""
     peak_precision: str = ""
     """The precision of ``peak_flop_per_s_per_gpu``, the one the layout's linear layers run at
     (:func:`topo.training.step.peak_precision`: ``fp4`` under ``fp8_recipe = "nvfp4"``); empty: ``precision``."""

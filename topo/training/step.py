@@ -1283,7 +1283,7 @@ def estimate_step(fabric: Fabric, model: ModelSpec, lay: ParallelLayout, *, engi
     _, sc, comms, exposed, note = paced
     result = _step_result(fabric, model, lay, gpu, sc, mapping, comms, exposed, slow, placed, convention,
                           engine.profile)
-    result.ep_cover_s = cover
+    result.ep_cover_s, result.gather_lead_s = cover, gather_lead_s(model, lay, gpu)
     if note:
         result.notes.append(note)
     result.notes += failure_notes(fabric, engine)
