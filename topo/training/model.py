@@ -255,6 +255,11 @@ class ModelSpec(_Strict):
                                                or (self.moe is not None and self.moe.every > 1)):
             raise ValueError("attention.window and moe.every apply to layers without a layer_pattern; with a "
                              "layer_pattern each character is one layer's block")
+        w = self.attention.window
+        if w is not None and w > self.seq_len:
+            raise ValueError(f"attention.window: {w} is longer than seq_len ({self.seq_len}), so no layer's "
+                             f"window would bound its keys; allowed: 1 to {self.seq_len} (a window as long as "
+                             f"the sequence is full causal attention), or drop window")
         if self.moe and self.moe.dense_layers > self.layers:
             raise ValueError(f"moe.dense_layers ({self.moe.dense_layers}) exceeds layers ({self.layers})")
         return self
