@@ -43,3 +43,20 @@ def test_the_cli_names_the_file_key_and_value(tmp_path):
     assert p.returncode == 2 and p.stdout == "", p.stderr
     lines = p.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"error: {f}: attention.window: 16384 "), lines
+
+
+@pytest.mark.parametrize("moe, needle", [
+    # top-k picks distinct experts: 300 of 256 cannot be chosen (was "active_experts (300) must be <= experts
+    # (256)", no allowed range)
+    (dict(active_experts=300), "active_experts: 300 is more than the 256 experts (a token's top-k picks distinct "
+                               "experts); allowed: 1 to 256"),
+    (dict(dense_layers=60), "moe.dense_layers: 60 is more than the 48 layers; allowed: 0 to 48"),
+])
+def test_moe_counts_beyond_the_model_name_key_value_and_range(tmp_path, moe, needle):
+    f = tmp_path / "lab.toml"
+    f.write_text(_toml({**LAB, "moe": {**LAB["moe"], **moe}}))
+    p = run_cli("train", "dgx-h100-superpod", "--model", str(f), "--gpus", "64", "--ep", "8", "--dp", "64",
+                "--global-batch", "64")
+    assert p.returncode == 2 and p.stdout == "", p.stderr
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: {f}: ") and needle in lines[0], lines

@@ -161,7 +161,8 @@ class MoeSpec(_Strict):
     @model_validator(mode="after")
     def _k_le_e(self):
         if self.active_experts > self.experts:
-            raise ValueError(f"active_experts ({self.active_experts}) must be <= experts ({self.experts})")
+            raise ValueError(f"active_experts: {self.active_experts} is more than the {self.experts} experts (a "
+                             f"token's top-k picks distinct experts); allowed: 1 to {self.experts}")
         return self
 
 
@@ -261,7 +262,8 @@ class ModelSpec(_Strict):
                              f"window would bound its keys; allowed: 1 to {self.seq_len} (a window as long as "
                              f"the sequence is full causal attention), or drop window")
         if self.moe and self.moe.dense_layers > self.layers:
-            raise ValueError(f"moe.dense_layers ({self.moe.dense_layers}) exceeds layers ({self.layers})")
+            raise ValueError(f"moe.dense_layers: {self.moe.dense_layers} is more than the {self.layers} layers; "
+                             f"allowed: 0 to {self.layers}")
         return self
 
     def _check_mamba_shape(self) -> None:
