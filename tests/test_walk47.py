@@ -60,3 +60,28 @@ def test_moe_counts_beyond_the_model_name_key_value_and_range(tmp_path, moe, nee
     assert p.returncode == 2 and p.stdout == "", p.stderr
     lines = p.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"error: {f}: ") and needle in lines[0], lines
+
+
+@pytest.mark.parametrize("where, key, says", [
+    # Hugging Face config.json's names (Qwen3MoeConfig, DeepseekV3Config arguments: the source in
+    # topo/data/compute/framework_names.toml [model_keys]); num_experts_per_tok had been offered
+    # "did you mean 'max_nodes_per_token'?", a different setting
+    ("moe", "num_experts_per_tok", "Hugging Face's num_experts_per_tok is topo's active_experts in the [moe] table"),
+    ("moe", "n_routed_experts", "Hugging Face's n_routed_experts is topo's experts in the [moe] table"),
+    ("", "moe_intermediate_size", "is topo's expert_ffn_hidden in the [moe] table"),
+    ("", "first_k_dense_replace", "is topo's dense_layers in the [moe] table"),
+    ("attention", "sliding_window", "Hugging Face's sliding_window is topo's window in the [attention] table"),
+    # topo's own key in the wrong table: a top-level head_dim had been offered "did you mean 'heads'?" (heads =
+    # 128 would be a different model)
+    ("", "head_dim", "(a key of the [attention] table)"),
+    ("", "experts", "(a key of the [moe] table)"),
+    ("moe", "window", "(a key of the [attention] table)"),
+    ("moe", "layers", "(a top-level key, above the tables)"),
+])
+def test_a_key_from_elsewhere_says_where_it_belongs(where, key, says):
+    d = {**LAB, "attention": dict(LAB["attention"]), "moe": dict(LAB["moe"])}
+    (d[where] if where else d)[key] = 8
+    with pytest.raises(TopoError) as e:
+        model_from_dict(d, "lab.toml")
+    assert f"unknown key {key!r} " in e.value.message and says in e.value.message, e.value.message
+    assert "did you mean" not in e.value.message

@@ -752,6 +752,18 @@ def model_from_dict(data: dict, source: str = "<model>") -> ModelSpec:
         raise validation_error(exc, source, ModelSpec) from None
 
 
+def _other_table(key: str, where: tuple) -> str | None:
+    """Where a model file's ``key``, unknown at ``where`` (``()``: the top level, ``("moe",)``: the ``[moe]``
+    table), is a key: ``"a key of the [attention] table"``, or None (a top-level ``head_dim`` had been offered
+    ``did you mean 'heads'?``, a different key)."""
+    tables = {"": ModelSpec, "attention": AttentionSpec, "moe": MoeSpec, "mamba": MambaSpec}
+    here = ".".join(str(x) for x in where)
+    for name, spec in tables.items():
+        if name != here and key in spec.model_fields:
+            return f"a key of the [{name}] table" if name else "a top-level key, above the tables"
+    return None
+
+
 def validation_error(exc: ValidationError, source: str, root: type[BaseModel]) -> TopoError:
     """The first problem of a pydantic error as one TopoError line: file, dotted key, value, what is allowed; an
     unknown key first and a missing one last, as the spec loader orders them (a typo'd key explains a missing one).
@@ -776,7 +788,12 @@ def validation_error(exc: ValidationError, source: str, root: type[BaseModel]) -
             model = next((a for a in args if isinstance(a, type) and issubclass(a, BaseModel)), model)
         allowed = list(model.model_fields)
         close = closest(str(loc[-1]), allowed)
-        hint = other_framework_hint("layout_keys", str(loc[-1])) if root.__name__ == "ParallelLayout" else None
+        if root.__name__ == "ParallelLayout":
+            hint = other_framework_hint("layout_keys", str(loc[-1]))
+        elif root is ModelSpec:
+            hint = other_framework_hint("model_keys", str(loc[-1])) or _other_table(str(loc[-1]), loc[:-1])
+        else:
+            hint = None
         msg = f"unknown key {loc[-1]!r}" + (f" ({hint})" if hint else "") + f"; allowed: {', '.join(allowed)}" + (
             f"; did you mean {close[0]!r}?" if close and not hint else "")
     elif kind == "missing":  # sorted last: every fault is a missing key, each named (walk20: one a run)
