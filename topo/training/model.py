@@ -161,7 +161,8 @@ class MoeSpec(_Strict):
     @model_validator(mode="after")
     def _k_le_e(self):
         if self.active_experts > self.experts:
-            raise ValueError(f"active_experts ({self.active_experts}) must be <= experts ({self.experts})")
+            raise ValueError(f"active_experts: {self.active_experts} is more than the {self.experts} experts (a "
+                             f"token's top-k picks distinct experts); allowed: 1 to {self.experts}")
         return self
 
 
@@ -255,8 +256,14 @@ class ModelSpec(_Strict):
                                                or (self.moe is not None and self.moe.every > 1)):
             raise ValueError("attention.window and moe.every apply to layers without a layer_pattern; with a "
                              "layer_pattern each character is one layer's block")
+        w = self.attention.window
+        if w is not None and w > self.seq_len:
+            raise ValueError(f"attention.window: {w} is longer than seq_len ({self.seq_len}), so no layer's "
+                             f"window would bound its keys; allowed: 1 to {self.seq_len} (a window as long as "
+                             f"the sequence is full causal attention), or drop window")
         if self.moe and self.moe.dense_layers > self.layers:
-            raise ValueError(f"moe.dense_layers ({self.moe.dense_layers}) exceeds layers ({self.layers})")
+            raise ValueError(f"moe.dense_layers: {self.moe.dense_layers} is more than the {self.layers} layers; "
+                             f"allowed: 0 to {self.layers}")
         return self
 
     def _check_mamba_shape(self) -> None:
@@ -745,6 +752,18 @@ def model_from_dict(data: dict, source: str = "<model>") -> ModelSpec:
         raise validation_error(exc, source, ModelSpec) from None
 
 
+def _other_table(key: str, where: tuple) -> str | None:
+    """Where a model file's ``key``, unknown at ``where`` (``()``: the top level, ``("moe",)``: the ``[moe]``
+    table), is a key: ``"a key of the [attention] table"``, or None (a top-level ``head_dim`` had been offered
+    ``did you mean 'heads'?``, a different key)."""
+    tables = {"": ModelSpec, "attention": AttentionSpec, "moe": MoeSpec, "mamba": MambaSpec}
+    here = ".".join(str(x) for x in where)
+    for name, spec in tables.items():
+        if name != here and key in spec.model_fields:
+            return f"a key of the [{name}] table" if name else "a top-level key, above the tables"
+    return None
+
+
 def validation_error(exc: ValidationError, source: str, root: type[BaseModel]) -> TopoError:
     """The first problem of a pydantic error as one TopoError line: file, dotted key, value, what is allowed; an
     unknown key first and a missing one last, as the spec loader orders them (a typo'd key explains a missing one).
@@ -769,7 +788,12 @@ def validation_error(exc: ValidationError, source: str, root: type[BaseModel]) -
             model = next((a for a in args if isinstance(a, type) and issubclass(a, BaseModel)), model)
         allowed = list(model.model_fields)
         close = closest(str(loc[-1]), allowed)
-        hint = other_framework_hint("layout_keys", str(loc[-1])) if root.__name__ == "ParallelLayout" else None
+        if root.__name__ == "ParallelLayout":
+            hint = other_framework_hint("layout_keys", str(loc[-1]))
+        elif root is ModelSpec:
+            hint = other_framework_hint("model_keys", str(loc[-1])) or _other_table(str(loc[-1]), loc[:-1])
+        else:
+            hint = None
         msg = f"unknown key {loc[-1]!r}" + (f" ({hint})" if hint else "") + f"; allowed: {', '.join(allowed)}" + (
             f"; did you mean {close[0]!r}?" if close and not hint else "")
     elif kind == "missing":  # sorted last: every fault is a missing key, each named (walk20: one a run)
