@@ -786,13 +786,16 @@ def make_layout(source: str = "layout", **kw) -> ParallelLayout:
 
 def layout_pairs(text: str) -> dict:
     """The fields of ``key=value`` pairs separated by commas (``tp=8,pp=16,dp=64,global_batch=2048``; values read
-    as TOML values, else as text; a list keeps its commas: ``cuda_graph_scope=["attn","moe_router"]``)."""
+    as TOML values, else as text; a list keeps its commas: ``cuda_graph_scope=["attn","moe_router"]``); a key
+    given twice is refused, as a TOML file's would be."""
     kw = {}
     for part in re.split(r",(?![^\[]*\])", text):  # a comma inside [...] belongs to a list value
         key, eq, value = part.strip().partition("=")
         if not eq or not key.strip():
             raise TopoError(f"cannot read {part!r}; write key=value pairs such as tp=8,pp=16,dp=64,global_batch=2048",
                             key="layout")
+        if key.strip() in kw:  # a TOML table refuses a key given twice too (tomllib); one of them is a mistake
+            raise TopoError(f"{key.strip()} is given twice ({text!r}); give each key once", key="layout")
         try:
             kw[key.strip()] = loads_toml(f"v = {value.strip()}", "layout")["v"]
         except tomllib.TOMLDecodeError:
