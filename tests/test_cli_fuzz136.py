@@ -26,3 +26,28 @@ def test_a_layout_key_given_twice_is_refused(argv):
     # Before: the last value won silently (tp=8,tp=4 ran at tp 4); a TOML layout file with tp twice is refused by
     # tomllib ("Cannot overwrite a value"), so the pairs now are too.
     one_line_error(run_cli(*argv), "layout", "tp is given twice")
+
+
+@pytest.mark.parametrize("model, field", [
+    ("llama3-8b", "optimizer_bytes_per_param"),  # printed "optimizer inf GB ... DOES NOT FIT by inf GB", exit 0
+    ("gpt-oss-20b", "moe_imbalance"),
+    ("gpt-oss-20b", "moe_capacity_factor"),
+    ("gpt-oss-20b", "moe_expert_rank_capacity_factor"),
+])
+def test_a_layout_number_that_is_not_finite_is_refused(model, field):
+    argv = ["train", SPEC, "--model", model, "--layout", f"global_batch=512,{field}=inf"]
+    one_line_error(run_cli(*argv), f"--layout: {field}: must be a finite number, got inf")
+
+
+@pytest.mark.parametrize("line, said", [
+    ("published_params_B = nan", "published_params_B: must be a finite number, got nan"),
+    ("published_params_B = -1", "published_params_B: must be > 0"),
+    ("[attention]\nrope_concentration = inf", "attention.rope_concentration: must be a finite number, got inf"),
+])
+def test_a_model_file_number_that_is_not_finite_or_positive_is_refused(tmp_path, line, said):
+    # Llama 3 8B's shape (topo/data/models/llama3-8b.toml) with one bad number appended
+    model = tmp_path / "m.toml"
+    model.write_text('name = "m"\nsource = "test"\nlayers = 32\nhidden = 4096\nffn_hidden = 14336\nheads = 32\n'
+                     'kv_heads = 8\nvocab = 128256\nseq_len = 8192\nmlp = "swiglu"\n' + line + "\n")
+    one_line_error(run_cli("train", SPEC, "--model", str(model), "--layout", "tp=8,global_batch=512"),
+                   f"{model}: {said}")

@@ -98,8 +98,9 @@ Mamba-2 layer. No published or hold-out run lists it."""
 class ParallelLayout(BaseModel):
     """One training job's parallel layout and step settings. Defaults are Megatron-LM's unless noted."""
 
-    # built when a layout is first validated, not when topo plan imports the training package
-    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
+    # built when a layout is first validated, not when topo plan imports the training package; numbers are finite
+    # (optimizer_bytes_per_param=inf had been taken, its memory "inf GB")
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True, allow_inf_nan=False)
 
     tp: PositiveInt = 1
     cp: PositiveInt = 1
