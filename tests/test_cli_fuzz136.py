@@ -51,3 +51,17 @@ def test_a_model_file_number_that_is_not_finite_or_positive_is_refused(tmp_path,
                      'kv_heads = 8\nvocab = 128256\nseq_len = 8192\nmlp = "swiglu"\n' + line + "\n")
     one_line_error(run_cli("train", SPEC, "--model", str(model), "--layout", "tp=8,global_batch=512"),
                    f"{model}: {said}")
+
+
+@pytest.mark.parametrize("flag, said", [
+    (["-o", ""], "-o: an empty folder name, got ''"),
+    (["-o", " "], "-o: an empty folder name, got ' '"),
+    (["--report", ""], "--report: is empty, got ''"),
+    (["--report="], "--report: is empty, got ''"),
+])
+def test_a_sweep_output_given_empty_is_refused_not_the_default(tmp_path, flag, said):
+    # Before: -o '' ran the study into STUDY-NAME.parquet (-o ' ': a folder named ' '), --report '' wrote
+    # STUDY-NAME-report.html, exit 0; every other command's -o '' is refused. Nothing is computed or written now.
+    proc = run_cli("sweep", "dci-two-site", "--scheduler", "serial", *flag, cwd=tmp_path)
+    one_line_error(proc, said)
+    assert list(tmp_path.iterdir()) == []
