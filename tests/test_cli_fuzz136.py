@@ -4,9 +4,13 @@ file, the key, the value and what is allowed, with exit status 2."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import pytest
 
-from conftest import run_cli
+from conftest import ROOT, run_cli
 
 SPEC = "dgx-h100-superpod"
 
@@ -65,3 +69,18 @@ def test_a_sweep_output_given_empty_is_refused_not_the_default(tmp_path, flag, s
     proc = run_cli("sweep", "dci-two-site", "--scheduler", "serial", *flag, cwd=tmp_path)
     one_line_error(proc, said)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_spec_with_a_long_word_is_read_at_once(tmp_path):
+    # A 1 MB word in a comment (a pasted hash or base64 blob; any file under MAX_TOML_BYTES): the guard against long
+    # dotted keys (topo.inputs._LONG_DOTTED_KEY) backtracked through every tail of the word, time quadratic in its
+    # length: 20,000 characters took 8 s, 5 MB ran for hours. The timeout keeps a regression from blocking the suite.
+    spec = tmp_path / "spec.toml"
+    spec.write_text((ROOT / "topologies" / f"{SPEC}.toml").read_text() + "\n# " + "a" * 2**20 + "\n")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    try:
+        proc = subprocess.run([sys.executable, "-m", "topo", "describe", str(spec)], capture_output=True, text=True,
+                              cwd=tmp_path, env=env, timeout=60)
+    except subprocess.TimeoutExpired:
+        pytest.fail("topo describe took over a minute on a spec with a 1 MB word")
+    assert proc.returncode == 0 and proc.stdout.startswith(f"{SPEC}: "), proc.stderr
