@@ -84,3 +84,13 @@ def test_a_spec_with_a_long_word_is_read_at_once(tmp_path):
     except subprocess.TimeoutExpired:
         pytest.fail("topo describe took over a minute on a spec with a 1 MB word")
     assert proc.returncode == 0 and proc.stdout.startswith(f"{SPEC}: "), proc.stderr
+
+
+@pytest.mark.parametrize("argv", [
+    ["describe", SPEC, "--set", "cluster..num_units=2"],  # before: 512 GPUs, as cluster.num_units=2, exit 0
+    ["describe", SPEC, "--set", ".cluster.num_units=2"],
+    ["describe", SPEC, "--unset", "cluster.num_units."],
+    ["plan", SPEC, "--no-collectives", "--set", "plan..switches.QM9700.price_usd=1"],
+])
+def test_a_set_key_with_an_empty_part_is_refused(argv):
+    one_line_error(run_cli(*argv), "cannot read the key", "an empty part between dots")
