@@ -94,3 +94,21 @@ def test_a_spec_with_a_long_word_is_read_at_once(tmp_path):
 ])
 def test_a_set_key_with_an_empty_part_is_refused(argv):
     one_line_error(run_cli(*argv), "cannot read the key", "an empty part between dots")
+
+
+MESH = ("--jax-mesh", "ici_fsdp=8,dcn_data=128")  # 1,024 GPUs, dgx-h100-superpod's
+
+
+@pytest.mark.parametrize("argv, said", [
+    # before: internal error (OverflowError: int too large to convert to float), exit 1
+    (["--tp", "8", "--global-batch", "512", "--seq", "9" * 40], f"--seq: must be <= {2**53}, got {'9' * 40}"),
+    (["--layout", f"tp=8,global_batch={'9' * 40}"], f"--layout: global_batch: must be <= {2**53}"),
+    # before: internal error (ValueError: cannot convert float NaN to integer) / (OverflowError ...)
+    ([*MESH, "--per-device-batch", "1e300"], "--per-device-batch: 1e300 x 1,024 GPUs is more than "
+                                             f"{2**53:,} sequences"),
+    ([*MESH, "--per-device-batch", "1e400"], "--per-device-batch: 1e400 x 1,024 GPUs is more than"),
+    # the largest per-device batch taken is 2**53 / 1,024 = 8,796,093,022,208
+    ([*MESH, "--per-device-batch", str(2**53 // 1024 + 1)], f"allowed: up to {2**53 // 1024:,} per device"),
+])
+def test_a_count_past_what_a_float_holds_exactly_is_refused(argv, said):
+    one_line_error(run_cli("train", SPEC, "--model", "llama3-8b", *argv), said)

@@ -50,7 +50,11 @@ DEFAULT_ORDER = "tp-cp-ep-dp-pp"  # Megatron-LM's default rank order, fastest-va
 DP_SHARDING = ("none", "zero1", "zero2", "zero3", "fsdp", "fsdp_grad_op")
 RECOMPUTE = ("none", "selective", "full")
 PIPELINE_SCHEDULES = ("1f1b", "dualpipe")  # ParallelLayout.pipeline_schedule
-PositiveInt = Annotated[int, Field(strict=True, ge=1)]
+MAX_COUNT = 2**53
+"""The largest count a layout takes (a batch, a sequence length, a degree): the last whole number a float holds
+exactly, as the step's arithmetic is in floats; a larger one (``--seq`` of 40 digits, ``--per-device-batch 1e300``)
+overflowed or went NaN there, an internal error (fuzz136, section 472)."""
+PositiveInt = Annotated[int, Field(strict=True, ge=1, le=MAX_COUNT)]
 
 
 def _flag(value) -> bool:
