@@ -7,6 +7,8 @@ import json
 import os
 import stat
 import struct
+import subprocess
+import sys
 import threading
 import zlib
 
@@ -118,6 +120,25 @@ def test_a_named_pipe_is_written_through(tmp_path):
         os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
     assert stat.S_ISFIFO(os.stat(fifo).st_mode)
     assert json.loads(got[0])["graph"]["name"] == "dgx-h100-superpod"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pipe"]
+
+
+@pytest.mark.parametrize("cmd", [["export"], ["report"]])
+def test_a_named_pipe_nothing_reads_is_refused_not_waited_on(tmp_path, cmd):
+    # fuzz136 (section 472): `topo export -o pipe` with no reader blocked for ever in open() (fifo(7): opening a
+    # FIFO for writing waits for a reader); now refused once FIFO_READER_WAIT_S passes. The timeout keeps a
+    # regression from blocking the suite.
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    try:
+        proc = subprocess.run([sys.executable, "-m", "topo", *cmd, "dgx-h100-superpod", *SMALL, "-o", str(fifo)],
+                              capture_output=True, text=True, cwd=tmp_path, env=env,
+                              timeout=60)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"topo {cmd[0]} -o FIFO blocked waiting for a reader")
+    one_line_error(proc, f"{fifo}: is a named pipe with no reader after 5 s")
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["pipe"]
 
 

@@ -6,7 +6,8 @@ Two layers:
   over it on success, removed on any error). The file gets the mode a plain ``open`` would give it (0666 less the
   umask), not the private 0600 of :func:`tempfile.mkstemp`: reports and exports are meant to be read by others.
   Anything that is not a regular file (``/dev/stdout``, ``/dev/null``, ``/dev/full``, a named pipe) is streamed
-  to, never replaced; a symbolic link is followed, so the file it points to is rewritten and the link stays.
+  to, never replaced (a named pipe no process reads within :data:`FIFO_READER_WAIT_S` is refused: the write would
+  wait for ever); a symbolic link is followed, so the file it points to is rewritten and the link stays.
 - :func:`open_output` is what commands use for ``-o FILE``. On top of the above it
 
   * takes ``-`` as standard output;
@@ -21,11 +22,13 @@ Two layers:
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import stat
 import sys
 import tempfile
+import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterable
@@ -38,6 +41,10 @@ SIGNATURE = "written by topo"
 """The mark every output file of topo carries near its start: the test of "ours" in :func:`open_output`."""
 STDOUT = "-"
 _HEAD_BYTES = 4096
+FIFO_READER_WAIT_S = 5.0
+"""How long a named pipe given as an output may go without a reader before it is refused: its reader, started
+just before topo (``cat pipe & topo export -o pipe``), has long opened it by then; none at all would block the
+write for ever (``open`` waits for a reader, pipe(7))."""
 
 
 def safe_file_name(stem: str, suffix: str, fallback: str = "topo") -> str:
@@ -74,12 +81,40 @@ def _stat(path: Path):
         raise TopoError(f"cannot use this output: {exc.strerror}", source=str(path)) from None
 
 
+def _is_fifo(path: Path) -> bool:
+    try:
+        return stat.S_ISFIFO(os.stat(path).st_mode)
+    except OSError:
+        return False
+
+
+def _open_fifo(path: Path) -> int:
+    """A named pipe opened for writing once a process reads it, waiting at most :data:`FIFO_READER_WAIT_S`; a
+    blocking ``open`` would wait for ever when none comes. A non-blocking ``open`` for writing fails with ENXIO
+    while the pipe has no reader (pipe(7), fifo(7)); the descriptor is made blocking again for the write."""
+    deadline = time.monotonic() + FIFO_READER_WAIT_S
+    while True:
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
+        except OSError as exc:
+            if exc.errno != errno.ENXIO:
+                raise
+            if time.monotonic() >= deadline:
+                raise TopoError(f"is a named pipe with no reader after {FIFO_READER_WAIT_S:g} s; start its reader "
+                                f"first (cat {path} &), or give a regular file", source=str(path)) from None
+            time.sleep(0.05)
+            continue
+        os.set_blocking(fd, True)
+        return fd
+
+
 @contextmanager
 def _stream(path: Path, mode: str, encoding: str | None):
     """Write straight into a device, a pipe or another non-regular file (never replace it)."""
     binary = "b" in mode
     try:
-        fh = open(path, mode, encoding=None if binary else encoding)
+        fh = os.fdopen(_open_fifo(path), mode, encoding=None if binary else encoding) if _is_fifo(path) else \
+            open(path, mode, encoding=None if binary else encoding)
     except OSError as exc:
         raise TopoError(f"cannot write here: {exc.strerror}", source=str(path)) from None
     try:

@@ -312,8 +312,12 @@ def loads_toml(text: str, source: str) -> dict:
     return doc
 
 
-# a dotted key of more than MAX_TOML_DEPTH parts (bare ones), which would nest deeper than the limit anyway
-_LONG_DOTTED_KEY = re.compile(r"(?:[A-Za-z0-9_-]+[ \t]*\.[ \t]*){%d}[A-Za-z0-9_-]" % MAX_TOML_DEPTH)
+# a dotted key of more than MAX_TOML_DEPTH parts (bare ones), which would nest deeper than the limit anyway. Each
+# try starts at a word's first character and takes a word whole (possessive ++, Python 3.11): with a plain + the
+# search backtracked through every tail of a long word, time quadratic in its length (fuzz136: a spec with a 5 MB
+# comment word, well under MAX_TOML_BYTES, ran for hours; 20,000 characters took 8 s)
+_LONG_DOTTED_KEY = re.compile(r"(?<![A-Za-z0-9_-])(?:[A-Za-z0-9_-]++[ \t]*+\.[ \t]*+){%d}[A-Za-z0-9_-]"
+                              % MAX_TOML_DEPTH)
 
 
 def _deeper_than(doc: dict, limit: int) -> bool:

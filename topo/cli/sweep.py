@@ -14,6 +14,9 @@ from ..errors import TopoError
 from ..units import count_noun, format_in, format_time, format_usd, in_unit
 from .output import emit, emit_json, note, table
 
+REPORT_DEFAULT = "\0default"
+"""--report given without a FILE (no argument holds a NUL byte, so no FILE is this); ``--report ''`` is refused as
+empty (cli/main.py empty_option), not taken as the default name."""
 FLAGS = {"scheduler": "--scheduler", "output": "-o", "batch_size": "--batch-size", "workers": "--workers",
          "scheduler_file": "--scheduler-file"}
 
@@ -44,7 +47,7 @@ def register(sub) -> None:
     p.add_argument("--batch-size", metavar="N", help="points per task (default: guided, 1/(4 x workers) of the "
                    "points left, <= 32, down to 1)")
     p.add_argument("--csv", metavar="FILE", help="also write the rows as CSV (its first line says who wrote it)")
-    p.add_argument("--report", nargs="?", const="", default=None, metavar="FILE",
+    p.add_argument("--report", nargs="?", const=REPORT_DEFAULT, default=None, metavar="FILE",
                    help="write the study's plotly page (default FILE: STUDY-NAME-report.html)")
     p.add_argument("--force", action="store_true", help="replace a --csv or --report file topo did not write")
     p.add_argument("--json", action="store_true", help="print one JSON document (counts and summaries) on stdout")
@@ -151,6 +154,9 @@ def _run(args) -> int:
     from ..sweep import SweepRun, sweep
 
     study = _study_of(args)
+    if args.output is not None and not args.output.strip():  # '' had silently been the default folder
+        raise TopoError(f"an empty folder name, got {args.output!r}; give a folder, or leave -o out for "
+                        f"{safe_file_name(study.name, '.parquet')}", key="-o")
     out = args.output or safe_file_name(study.name, ".parquet")
     workers, batch = _int(args.workers, "--workers"), _int(args.batch_size, "--batch-size")
     report = _check_outputs(args, study, out)
@@ -211,7 +217,7 @@ def _check_outputs(args, study, out) -> str | None:
     output folder ``out`` too); the report's file name (None: no report)."""
     report = None
     if args.report is not None:
-        report = args.report or safe_file_name(study.name, "-report.html")
+        report = safe_file_name(study.name, "-report.html") if args.report == REPORT_DEFAULT else args.report
     _refuse_shared_outputs((("--report", report), ("--csv", args.csv)), out)
     if report is not None:
         check_output(report, inputs=[args.study, *study.files], force=args.force, key="--report",

@@ -671,6 +671,8 @@ def _as_flags(args, exc: TopoError) -> TopoError:
     """A library error about a value the user gave as a flag, named by that flag (``--ep``, not ``layout: ep``)."""
     if exc.source in (None, "layout") and exc.key in _OVERLAP_FIELDS and getattr(args, "overlap", None):
         return type(exc)(f"{exc.key}: {exc.message}", key="--overlap")  # the layout field --overlap DIM=on sets
+    if exc.source in (None, "layout") and exc.key == "seq_len" and getattr(args, "seq", None) is not None:
+        return type(exc)(note_flags(exc.message), key="--seq")  # the field --seq sets (was "layout: seq_len")
     if exc.source not in (None, "layout") or not exc.key or not hasattr(args, exc.key.split(".")[0]):
         return exc
     if getattr(args, "jax_mesh", None) is not None and exc.key in _MESH_FIELDS:  # a size the mesh gave, not a flag

@@ -164,6 +164,9 @@ def _key_segments(key: str, source: str | None = None) -> typing.Iterator[tuple[
     key = key.strip()
     while pos < len(key):
         if key[pos] == ".":
+            if pos == 0 or key[pos - 1] == "." or pos == len(key) - 1:  # fuzz136: cluster..num_units set num_units
+                raise TopoError(f"cannot read the key {key!r}: an empty part between dots; write it as a dotted "
+                                "path such as fabric.tiers[1].oversubscription", source=source)
             pos += 1
             continue
         m = _SEGMENT.match(key, pos)

@@ -38,7 +38,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 from ..errors import TopoError
-from .parallel import DEFAULT_ORDER
+from .parallel import DEFAULT_ORDER, MAX_COUNT
 
 __all__ = ["MAXTEXT_STATE", "MAXTEXT_DP_OVERLAP", "MAXTEXT_FP8_AMAX", "MAXTEXT_REMAT", "MESH_AXES", "MAXTEXT_ORDER", "PLACEMENT_ORDER",
            "RANK_ORDER_AXES", "RECOMPUTE_FIELDS", "check_mesh_placement", "global_batch_per_device", "mesh_rank_order", "layout_from_mesh", "maxtext_micro_batch", "parse_mesh", "parse_mesh_parts"]
@@ -408,6 +408,10 @@ def global_batch_per_device(per_device: float | str, devices: int, source: str =
         raise TopoError(f"must be a number of sequences per device > 0 (MaxText's per_device_batch_size, e.g. 8 or "
                         f"0.5), got {text!r}", source=source)
     batch = value * devices
+    if batch > MAX_COUNT:  # 1e300 went on to a NaN in the step, an internal error (fuzz136)
+        raise TopoError(f"{text} x {devices:,} GPUs is more than {MAX_COUNT:,} sequences, the most a layout takes "
+                        f"(topo.training.parallel.MAX_COUNT); allowed: up to {MAX_COUNT // devices:,} per device",
+                        source=source)
     if batch.denominator != 1:
         raise TopoError(f"{text} x {devices:,} GPUs = {float(batch):g} sequences, not a whole number (MaxText's "
                         f"int() would train {batch.numerator // batch.denominator:,}); allowed: a per-device batch "

@@ -54,7 +54,8 @@ class _Strict(BaseModel):
     # booleans are StrictBool: a model file's "yes" or 1 is refused ('must be true or false'), not read as true
     # schemas built when a model is first validated (topo train, report --train, sweep), not when topo plan imports
     # the training package for its MFU prediction (AttentionSpec, a default below, is built at import all the same)
-    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
+    # numbers are finite: a model file's inf or nan is refused ("Input should be a finite number"), not carried
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True, allow_inf_nan=False)
 
 
 class AttentionSpec(_Strict):
@@ -190,7 +191,7 @@ class ModelSpec(_Strict):
     """Where the figures come from (URLs)."""
     status: str = "published"
     """``published``, or what else the figures are (``unpublished (rumoured)``)."""
-    published_params_B: float | None = None
+    published_params_B: Annotated[float, Field(gt=0)] | None = None
     """The parameter count the source prints (billions), to check the shape against."""
     layers: PositiveInt
     hidden: PositiveInt
@@ -810,6 +811,8 @@ def validation_error(exc: ValidationError, source: str, root: type[BaseModel]) -
         msg = f"must be a whole number, got {shown_value(value)}"
     elif kind in ("bool_type", "bool_parsing"):
         msg = f"must be true or false, got {shown_value(value)}"
+    elif kind in ("float_type", "float_parsing", "finite_number"):  # the spec loader's words (topo/spec/load.py)
+        msg = f"must be a finite number, got {shown_value(value)}"
     elif kind in ("tuple_type", "list_type"):
         msg = f"must be a list, e.g. [\"a\", \"b\"], got {shown_value(value)}"
     else:

@@ -50,7 +50,11 @@ DEFAULT_ORDER = "tp-cp-ep-dp-pp"  # Megatron-LM's default rank order, fastest-va
 DP_SHARDING = ("none", "zero1", "zero2", "zero3", "fsdp", "fsdp_grad_op")
 RECOMPUTE = ("none", "selective", "full")
 PIPELINE_SCHEDULES = ("1f1b", "dualpipe")  # ParallelLayout.pipeline_schedule
-PositiveInt = Annotated[int, Field(strict=True, ge=1)]
+MAX_COUNT = 2**53
+"""The largest count a layout takes (a batch, a sequence length, a degree): the last whole number a float holds
+exactly, as the step's arithmetic is in floats; a larger one (``--seq`` of 40 digits, ``--per-device-batch 1e300``)
+overflowed or went NaN there, an internal error (fuzz136, section 472)."""
+PositiveInt = Annotated[int, Field(strict=True, ge=1, le=MAX_COUNT)]
 
 
 def _flag(value) -> bool:
@@ -98,8 +102,9 @@ Mamba-2 layer. No published or hold-out run lists it."""
 class ParallelLayout(BaseModel):
     """One training job's parallel layout and step settings. Defaults are Megatron-LM's unless noted."""
 
-    # built when a layout is first validated, not when topo plan imports the training package
-    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
+    # built when a layout is first validated, not when topo plan imports the training package; numbers are finite
+    # (optimizer_bytes_per_param=inf had been taken, its memory "inf GB")
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True, allow_inf_nan=False)
 
     tp: PositiveInt = 1
     cp: PositiveInt = 1
@@ -806,13 +811,16 @@ def make_layout(source: str = "layout", **kw) -> ParallelLayout:
 
 def layout_pairs(text: str) -> dict:
     """The fields of ``key=value`` pairs separated by commas (``tp=8,pp=16,dp=64,global_batch=2048``; values read
-    as TOML values, else as text; a list keeps its commas: ``cuda_graph_scope=["attn","moe_router"]``)."""
+    as TOML values, else as text; a list keeps its commas: ``cuda_graph_scope=["attn","moe_router"]``); a key
+    given twice is refused, as a TOML file's would be."""
     kw = {}
     for part in re.split(r",(?![^\[]*\])", text):  # a comma inside [...] belongs to a list value
         key, eq, value = part.strip().partition("=")
         if not eq or not key.strip():
             raise TopoError(f"cannot read {part!r}; write key=value pairs such as tp=8,pp=16,dp=64,global_batch=2048",
                             key="layout")
+        if key.strip() in kw:  # a TOML table refuses a key given twice too (tomllib); one of them is a mistake
+            raise TopoError(f"{key.strip()} is given twice ({text!r}); give each key once", key="layout")
         try:
             kw[key.strip()] = loads_toml(f"v = {value.strip()}", "layout")["v"]
         except tomllib.TOMLDecodeError:
