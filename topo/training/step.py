@@ -71,11 +71,12 @@ with its own layers' traffic and the slowest is the step's, :func:`_pace_candida
 One step as one traffic mix (``contention=True``): each dimension's largest collective runs with the others
 through :func:`topo.engine.traffic.run_mix` (all groups of every dimension at once, sharing links); each
 dimension's times are multiplied by its slowdown in that mix, so dimensions that share links slow each other
-(and dimensions on disjoint links, such as TP on NVLink beside DP on the network, do not). What runs at once
-follows the schedule: the steady 1F1B phase carries every micro-batch's TP, CP, EP and PP traffic (and FSDP's
-per-layer gathers), so those are slowed by each other only; the once-per-step DP reduction and gather run at
-the step's ends beside everything, so their slowdown comes from the mix of all (an upper bound: the tail
-overlaps less).
+(and dimensions on disjoint links, such as TP on NVLink beside DP on the network, do not); a link is shared max-min
+fairly (:data:`STEP_MIX_SHARING`: what a member held back elsewhere does not use of it goes to the others). What
+runs at once follows the schedule: the steady 1F1B phase carries every micro-batch's TP, CP, EP and PP traffic (and
+FSDP's per-layer gathers), so those are slowed by each other only; the once-per-step DP reduction and gather run at
+the step's ends beside everything, so their slowdown comes from the mix of all (an upper bound: the tail overlaps
+less).
 """
 
 from __future__ import annotations
@@ -1125,6 +1126,15 @@ def _routing_map_gathered(lay: ParallelLayout) -> bool:
 
 TAIL_PHASES = ("reduce", "gather")  # once per step, at its ends: DP of ZeRO-0/1/2 and SHARD_GRAD_OP
 
+# How the step's collectives share a link in its traffic mix (:mod:`topo.engine.contention`): max-min fair, a
+# member held back elsewhere leaving what it does not use of a link to the others (Bertsekas & Gallager, *Data
+# Networks*, 2nd ed., sec. 6.5.2). A link is work-conserving: it does not idle while another member's bytes wait.
+# Equal shares that are not passed on (the engine's default, the bottleneck bound of one collective's alike flows)
+# gave each member 1/k of a link whatever it used of it: on 1,152 GB200 at EP 32 the expert-DP ring, held to its
+# NIC's rate, uses 7% of a GPU's NVLink port for its hop between a rack's two members and was given a third of it,
+# slowing the expert all-to-all beside it x2.22 where its 7% slows it x1.32 (findings section 477).
+STEP_MIX_SHARING = "maxmin"
+
 
 def _mix_slowdowns(fabric: Fabric, comms: list[tuple[dict, CommTime]], groups: dict,
                    engine: CommEngine | None = None, steady_window_s: float | None = None) -> dict:
@@ -1212,7 +1222,7 @@ def _run_mix(fabric: Fabric, lead: dict, groups: dict, engine: CommEngine | None
                                                       group_layout="blocked", rank_order="given", **kw),
                               evaluation=engine.evaluation(item["collective"], G) if engine is not None else None))
     res = run_mix(fabric, members, name="training step", max_contested=0,  # only the slowdowns are read
-                  profile=engine.profile if engine is not None else None)
+                  sharing=STEP_MIX_SHARING, profile=engine.profile if engine is not None else None)
     out = {mr.name: max(1.0, mr.slowdown) for mr in res.members}
     if cache is not None:
         cache[key] = (out, res.sharers)
