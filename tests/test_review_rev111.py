@@ -1,0 +1,35 @@
+"""rev111's review of sections 469-474: tests that catch the mutations the sections' own tests let through.
+
+Sources as the sections cite them: Megatron-Core's ``overlap_param_gather_with_optimizer_step``
+(NVIDIA/Megatron-LM@14346b65a2d0790e451919858f7771078105c5f0 ``megatron/core/optimizer/__init__.py`` lines 1056-1062:
+chunk 0's dense optimizer apart; lines 1207-1243: the expert optimizer over every chunk, appended last;
+``optimizer.py`` lines 1667-1675: chunk 0's gather dispatched after optimizer 0's step; ``megatron/training/
+arguments.py`` lines 1032-1040: only with the distributed optimizer); a region's NVL72 spares (plan134).
+"""
+
+import pytest
+
+import topo
+from topo.errors import TopoError
+from topo.fabric.region import build_region
+from topo.plan.region import plan_region
+from topo.plan.reliability import joint_reliability, reliability
+from topo.plan.train_time import TrainingJob
+from topo.training.comm import CommEngine
+from topo.training.dp_overlap import interleaved_gather_exposed_s
+from topo.training.gpus import gpu_compute
+from topo.training.mapping import map_layout
+from topo.training.memory import busiest_stage, stage_params
+from topo.training.model import load_model
+from topo.training.operators import optimizer_step_s, stage_compute
+from topo.training.parallel import check_layout, make_layout
+import topo.training.step as step_mod
+from topo.training.step import estimate_step, exposed_routed, gather_lead_s, optimizer_params
+
+COL = "overlap_param_gather_with_optimizer_step"
+
+
+def test_a_lead_longer_than_chunk_zeros_gather_waits_nothing_not_less():
+    # chunk 0's 1 s gather dispatched 5 s before the step's first forward: done 4 s early, no wait (not -4 s);
+    # chunk 1's 1 s gather, dispatched at the step's start, ends at 1 s, before its first forward at 2 x 1 s
+    assert interleaved_gather_exposed_s(1.0, 1.0, 1, 2, 2, 1.0, 5.0) == 0.0
