@@ -33,3 +33,19 @@ def test_a_lead_longer_than_chunk_zeros_gather_waits_nothing_not_less():
     # chunk 0's 1 s gather dispatched 5 s before the step's first forward: done 4 s early, no wait (not -4 s);
     # chunk 1's 1 s gather, dispatched at the step's start, ends at 1 s, before its first forward at 2 x 1 s
     assert interleaved_gather_exposed_s(1.0, 1.0, 1, 2, 2, 1.0, 5.0) == 0.0
+
+
+def test_the_lead_steps_every_expert_of_the_stage_after_chunk_zero():
+    # the expert optimizer holds every chunk's experts and steps after chunk 0's dense one (__init__.py lines
+    # 1207-1243), so the lead is the later chunks' dense shard and the whole expert shard, at the step's rate
+    m = load_model("mixtral-8x7b")
+    lay = make_layout(tp=2, ep=4, pp=4, vpp=2, dp=8, global_batch=256, dp_sharding="zero1", **{COL: True})
+    gpu = gpu_compute("h100")
+    rows = stage_params(m, lay)
+    dense, expert, _ = rows[busiest_stage(rows)]
+    d_div, e_div = lay.shard_divisors(1)
+    assert expert > 0
+    want = (dense * (2 - 1) / 2 / d_div + expert / e_div) / (dense / d_div + expert / e_div)
+    full = optimizer_step_s(optimizer_params(m, lay), gpu, lay)
+    assert gather_lead_s(m, lay, gpu) == pytest.approx(want * full, rel=1e-12)
+    assert want > 1 / 2  # more than chunk 1's dense half: the experts' step counts
