@@ -49,3 +49,16 @@ def test_the_lead_steps_every_expert_of_the_stage_after_chunk_zero():
     full = optimizer_step_s(optimizer_params(m, lay), gpu, lay)
     assert gather_lead_s(m, lay, gpu) == pytest.approx(want * full, rel=1e-12)
     assert want > 1 / 2  # more than chunk 1's dense half: the experts' step counts
+
+
+@pytest.mark.parametrize("sharding, allowed", [("zero1", True), ("zero2", True), ("zero3", False), ("fsdp", False)])
+def test_only_the_distributed_optimizer_runs_it(sharding, allowed):
+    # Megatron-LM asserts use_distributed_optimizer (arguments.py line 1033): topo's ZeRO-1/2; Megatron-FSDP
+    # (ZeRO-3, fsdp) has no ChainedOptimizer chunk split
+    lay = make_layout(tp=4, pp=4, vpp=4, dp=16, global_batch=1024, dp_sharding=sharding, **{COL: True})
+    if allowed:
+        check_layout(load_model("llama3-70b"), lay)
+        return
+    with pytest.raises(TopoError, match=COL) as err:
+        check_layout(load_model("llama3-70b"), lay)
+    assert "distributed optimizer" in str(err.value) and sharding in str(err.value)
