@@ -62,3 +62,18 @@ def test_only_the_distributed_optimizer_runs_it(sharding, allowed):
     with pytest.raises(TopoError, match=COL) as err:
         check_layout(load_model("llama3-70b"), lay)
     assert "distributed optimizer" in str(err.value) and sharding in str(err.value)
+
+
+def test_the_searchs_routed_dp_term_takes_the_lead_as_the_step_does(monkeypatch):
+    # exposed_routed is the search's refinement: once the DP groups are routed, exactly the step's DP term (the SM
+    # cost of hidden collectives aside, as test_training_search.py's test_dp_exposed_from_routed_collectives_is_the_steps)
+    fabric = topo.build_fabric(topo.load_spec("dgx-h100-superpod", ["cluster.num_units=1"]))
+    m = load_model("llama3-70b")
+    lay = make_layout(tp=8, pp=4, vpp=2, dp=8, global_batch=64, dp_sharding="zero1", **{COL: True})
+    mapping = map_layout(lay, fabric.spec.gpus_per_domain, fabric.layout.num_gpus)
+    sc = stage_compute(m, lay, gpu_compute(fabric.spec.gpu))
+    eng = CommEngine(fabric)
+    monkeypatch.setattr(step_mod, "sm_loss_s", lambda hidden_s, full_s, reduced_s: 0.0)
+    r = estimate_step(fabric, m, lay, engine=eng, contention=False)
+    assert r.gather_lead_s > 0
+    assert exposed_routed(eng, m, lay, mapping, sc)["dp"] == pytest.approx(r.breakdown_s["dp"], rel=1e-12)
