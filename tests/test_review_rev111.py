@@ -77,3 +77,20 @@ def test_the_searchs_routed_dp_term_takes_the_lead_as_the_step_does(monkeypatch)
     r = estimate_step(fabric, m, lay, engine=eng, contention=False)
     assert r.gather_lead_s > 0
     assert exposed_routed(eng, m, lay, mapping, sc)["dp"] == pytest.approx(r.breakdown_s["dp"], rel=1e-12)
+
+
+def _rack_site(repair_s):
+    """6 NVL72 racks, a job of 256 GPUs at 64 a rack, 1e-4 GPU failures per GPU-hour (no other cause)."""
+    return reliability(6 * 72, 4, causes={"gpu": 1e-4}, observed_gpus=1, observed_days=1 / 24, modules=[],
+                       nic_modules=[], params=1e9, bytes_per_param=14, write_Bps=1e10, restart_s=60.0,
+                       repair_s=repair_s, hot_spare_fraction=0.01, flop=1e20, job_gpus=256,
+                       gpus_per_domain=72, gpus_per_domain_used=64)
+
+
+def test_a_regions_repairs_a_rack_are_its_busiest_sites():
+    # two sites whose repairs differ (350 h and 100 h): a rack of the first expects 1e-4 x 64 x 350 = 2.24 servers
+    # in repair, more than its 2 trays; the region's figure is that one, which is why it falls short
+    slow, fast = _rack_site(350 * 3600), _rack_site(100 * 3600)
+    joint = joint_reliability([slow, fast], [432, 432], [1e20, 1e20], 0.0)
+    assert not joint.spares_enough
+    assert joint.servers_in_repair_per_domain == pytest.approx(1e-4 * 64 * 350, rel=1e-12)
