@@ -94,3 +94,19 @@ def test_a_regions_repairs_a_rack_are_its_busiest_sites():
     joint = joint_reliability([slow, fast], [432, 432], [1e20, 1e20], 0.0)
     assert not joint.spares_enough
     assert joint.servers_in_repair_per_domain == pytest.approx(1e-4 * 64 * 350, rel=1e-12)
+
+
+def test_a_regions_sites_placed_apart_keep_their_own_spares(tmp_path):
+    # the region's job names no one placement; east's share at 64 of each rack's 72 keeps 2 trays a rack, west's at
+    # 72 of 72 none inside its racks (the fraction rule), each said with its own figures
+    from test_plan_region_spares_plan134 import REGION
+    path = tmp_path / "two-nvl72.toml"
+    path.write_text(REGION)
+    job = TrainingJob(model="llama3-8b", gpus=544, step_time_s=1.0, tokens_per_step=10**6)
+    r = plan_region(build_region(str(path), []), training=job, site_gpus={"east": 256, "west": 288},
+                    site_gpus_per_domain_used={"east": 64, "west": 72}, collectives=False)
+    assert [p.reliability.hot_spares_of for p in r.site_plans] == ["domains", "fraction"]
+    assert r.reliability.hot_spares_of == "domains/fraction"
+    (note,) = [n for n in r.notes if n.startswith("site east: llama3-8b's job")]
+    assert "at 64 of each 72-GPU NVLink domain (4 domains): each domain's 2 idle whole servers" in note
+    assert "site west: " in note and "it fills each of its 4 NVLink domains (72 of 72 GPUs)" in note
