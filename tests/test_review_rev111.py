@@ -110,3 +110,16 @@ def test_a_regions_sites_placed_apart_keep_their_own_spares(tmp_path):
     (note,) = [n for n in r.notes if n.startswith("site east: llama3-8b's job")]
     assert "at 64 of each 72-GPU NVLink domain (4 domains): each domain's 2 idle whole servers" in note
     assert "site west: " in note and "it fills each of its 4 NVLink domains (72 of 72 GPUs)" in note
+
+
+def test_a_job_on_one_server_domains_is_not_told_it_fills_them():
+    # HGX: a domain is one 8-GPU server (_domain_spares: none idle inside it), so a failed server is the whole domain
+    # and the fraction rule's spares are the job's, as before plan134: no "it fills each of its domains" clause
+    from topo.plan.spare_note import job_spare_note
+    r = reliability(64 * 8, 8, causes={"gpu": 1e-4}, observed_gpus=1, observed_days=1 / 24, modules=[],
+                    nic_modules=[], params=1e9, bytes_per_param=14, write_Bps=1e10, restart_s=60.0,
+                    repair_s=3600.0, hot_spare_fraction=0.05, flop=1e20, job_gpus=256, gpus_per_domain=8,
+                    gpus_per_domain_used=8)
+    assert (r.hot_spares_of, r.job_domains, r.hot_spare_servers) == ("fraction", 32, 3)  # floor(5% x 64) = 3
+    note = job_spare_note("m", 256, 512, r, 8, 8, 8, "rule")
+    assert "leaves 32 whole servers of 8 GPUs idle" in note and "it fills" not in note
