@@ -57,12 +57,15 @@ def brute(region, model):
 
 
 def test_the_fixture_region_reorders_layouts_once_the_dci_is_added(brute):
-    """The case the old ranking got wrong: the three best by the step across the sites are not the three best by
-    the slowest site's step (a layout of micro-batch 4, tp 2, cp 2 leaves its DCI phase a wider window)."""
+    """The case the old ranking got wrong: the best few by the step across the sites are not the best few by the
+    slowest site's step (a layout of micro-batch 4, tp 2, cp 2 leaves its DCI phase a wider window). Since the
+    step's traffic mix shares links max-min fairly (section 477) the two rankings agree on the best three and part
+    from the fourth, so the best five are compared."""
     assert len(brute) > 50
-    by_site = sorted(brute, key=lambda m: m.one_site_step_s)[:TOP]
-    by_across = sorted(brute, key=lambda m: m.step_time_s)[:TOP]
-    assert max(m.step_time_s for m in by_across) < max(m.step_time_s for m in by_site)
+    by_site = sorted(brute, key=lambda m: m.one_site_step_s)
+    by_across = sorted(brute, key=lambda m: m.step_time_s)
+    assert any(max(m.step_time_s for m in by_across[:k]) < max(m.step_time_s for m in by_site[:k])
+               for k in range(1, 6))
 
 
 def test_every_way_across_the_sites_steps_at_or_above_the_slowest_site(brute):

@@ -162,24 +162,11 @@ def plan_region(region: Region, one_site: bool = False, training: TrainingJob | 
     TopoError
         A site whose facility power is over its own limit (the key names the site's ``power_limit_MW``).
     """
-    done, plan_options = {}, {**plan_options, "collectives": False}  # nothing shown reads them (tidy68)
-    entries = [(i, e) for i, e in enumerate(region.spec.sites) for _ in range(e.count)]
-    sites, plans = [], []
+    plan_options = {**plan_options, "collectives": False}  # nothing shown reads them (tidy68)
     job = _job(region, plan_options)
     if training is not None:  # its parameters came in the --model layer: said as one site's plan says them
         job["params_source"] = f"--model {training.model}'s parameters"
-    for k, f in enumerate(region.fabrics):
-        share = (job["params"], job["params_source"], f.num_gpus / region.num_gpus)
-        mine = _site_job(training, site_gpus, region.site_names[k], site_gpus_per_domain_used)
-        key = (id(f), (mine.gpus, mine.gpus_per_domain_used) if mine is not None else None)
-        r = done.get(key) or plan(f, job=share, training=mine, **plan_options)
-        done[key] = r
-        limit = _site_power_limit_W(region, k, entries[k], r)
-        plans.append(r)
-        sites.append(SitePlan(name=region.site_names[k], num_gpus=r.num_gpus, it_power_W=r.power.it_power_W,
-                              facility_power_W=r.power.facility_power_W, power_limit_W=limit,
-                              capex_usd=r.capex.capex_usd, tco_usd=r.ownership.tco_usd,
-                              cost_per_gpu_hour_usd=r.ownership.cost_per_gpu_hour_usd, floor=_floor(r.floor)))
+    sites, plans = _plan_sites(region, job, training, site_gpus, site_gpus_per_domain_used, plan_options)
     first, eco = plans[0], load_catalog().economics
     years = first.ownership.years
     spans = [(n, float(d), int(w)) for n, d, w in zip(region.span_names(), region.spans["distance_km"],
@@ -202,6 +189,26 @@ def plan_region(region: Region, one_site: bool = False, training: TrainingJob | 
     if one_site:
         out.one_site = _one_site(region, plan_options)
     return out
+
+
+def _plan_sites(region: Region, job: dict, training: TrainingJob | None, site_gpus: dict[str, int] | None,
+                site_gpus_per_domain_used: dict[str, int | None] | None, plan_options: dict) -> tuple[list, list]:
+    """Each site's plan (once per distinct fabric and job share) and its :class:`SitePlan` row, in site order."""
+    done, sites, plans = {}, [], []
+    entries = [(i, e) for i, e in enumerate(region.spec.sites) for _ in range(e.count)]
+    for k, f in enumerate(region.fabrics):
+        share = (job["params"], job["params_source"], f.num_gpus / region.num_gpus)
+        mine = _site_job(training, site_gpus, region.site_names[k], site_gpus_per_domain_used)
+        key = (id(f), (mine.gpus, mine.gpus_per_domain_used) if mine is not None else None)
+        r = done.get(key) or plan(f, job=share, training=mine, **plan_options)
+        done[key] = r
+        limit = _site_power_limit_W(region, k, entries[k], r)
+        plans.append(r)
+        sites.append(SitePlan(name=region.site_names[k], num_gpus=r.num_gpus, it_power_W=r.power.it_power_W,
+                              facility_power_W=r.power.facility_power_W, power_limit_W=limit,
+                              capex_usd=r.capex.capex_usd, tco_usd=r.ownership.tco_usd,
+                              cost_per_gpu_hour_usd=r.ownership.cost_per_gpu_hour_usd, floor=_floor(r.floor)))
+    return sites, plans
 
 
 def _join_reliability(out: RegionPlan, region: Region, plans: list) -> None:

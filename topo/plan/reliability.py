@@ -283,14 +283,9 @@ def reliability(num_gpus: int, gpus_per_server: int, *, causes: dict[str, float]
     write_s, stall_s, min_T, reload_s = _checkpoint_s(ckpt, per_gpu, mode, write_Bps, snapshot_Bps, reload_Bps)
     free = _free_servers(num_gpus, gpus_per_server, job_gpus)
     domains = _domain_spares(num_gpus, gpus_per_server, gpus_per_domain, job_gpus, gpus_per_domain_used)
-    spares = domains["in_domains"] or _hot_spares(num_gpus, gpus_per_server, hot_spare_fraction, free)
-    in_repair = sum(per_h.get(k, 0.0) for k in HARDWARE_CAUSES) / 3600 * repair_s
-    per_domain = (_in_repair_per_domain(rates, min(gpus_per_domain_used, gpus_per_domain, gpus), repair_s)
-                  if domains["in_domains"] else None)
-    # plan134: a domain's idle servers spare only that domain, so the fullest domain's repairs are checked against
-    # its own, not the job's repairs against every domain's spares
-    enough = spares >= in_repair if per_domain is None else domains["in_domains"] // domains["job_domains"] >= per_domain
-    restart = restart_s if enough else restart_s + repair_s
+    spares, in_repair, per_domain, enough = _spares_check(
+        domains, rates, per_h, repair_s, gpus, gpus_per_domain, gpus_per_domain_used,
+        lambda: _hot_spares(num_gpus, gpus_per_server, hot_spare_fraction, free))
     training = _training_gpus(num_gpus, gpus_per_server, spares, job_gpus)
     return Reliability(
         interruptions_per_day=total_per_h * 24, interruptions_per_day_by_cause={k: v * 24 for k, v in per_h.items()},
@@ -305,8 +300,25 @@ def reliability(num_gpus: int, gpus_per_server: int, *, causes: dict[str, float]
         training_gpus=training, free_servers=free, hot_spares_of="domains" if domains["in_domains"] else "fraction",
         job_domains=domains["job_domains"], idle_domains=domains["idle_domains"],
         servers_in_repair_per_domain=per_domain,
-        **_goodput_fields(mtbf_s, stall_s, min_T, detection_s, restart, reload_s, flop * training / num_gpus,
-                          interval_s))
+        **_goodput_fields(mtbf_s, stall_s, min_T, detection_s, restart_s + (0.0 if enough else repair_s),
+                          reload_s, flop * training / num_gpus, interval_s))
+
+
+def _spares_check(domains: dict, rates: dict, per_h: dict, repair_s: float, gpus: int,
+                  gpus_per_domain: int | None, gpus_per_domain_used: int | None, fraction_spares) -> tuple:
+    """The hot spares, the servers expected in repair (the job's; its fullest domain's where the spares are idle
+    servers inside the domains) and whether the spares cover them: ``(spares, in_repair, per_domain, enough)``.
+
+    A domain's idle servers spare only that domain (plan134), so the fullest domain's repairs are checked against
+    its own spares, not the job's repairs against every domain's; ``fraction_spares`` (a callable) gives the
+    fraction rule's count where the placement leaves no idle server inside its domains.
+    """
+    spares = domains["in_domains"] or fraction_spares()
+    in_repair = sum(per_h.get(k, 0.0) for k in HARDWARE_CAUSES) / 3600 * repair_s
+    if not domains["in_domains"]:
+        return spares, in_repair, None, spares >= in_repair
+    per_domain = _in_repair_per_domain(rates, min(gpus_per_domain_used, gpus_per_domain, gpus), repair_s)
+    return spares, in_repair, per_domain, domains["in_domains"] // domains["job_domains"] >= per_domain
 
 
 def _goodput_fields(mtbf_s: float, stall_s: float, min_T: float, detection_s: float, restart_s: float,
