@@ -16,6 +16,8 @@ micro-batch, ``g`` micro-batches a group, ``d = R - g c``, ``v`` chunks:
   it is never below a later rank's.
 """
 
+from types import SimpleNamespace
+
 import pytest
 
 import topo
@@ -25,9 +27,10 @@ from topo.training.gpus import gpu_compute
 from topo.training.mapping import map_layout
 from topo.training.memory import busiest_stage, stage_params
 from topo.training.model import load_model
-from topo.training.operators import stage_compute
+from topo.training.operators import rank_computes, stage_compute
 from topo.training.parallel import dp_bucket_calls, make_layout
-from topo.training.step import _binding_rank, _dp_exposed, behind_window_s, pp_rank_shares, step_traffic
+from topo.training.step import (_binding_rank, _dp_exposed, behind_window_s, pp_cooldowns, pp_rank_shares,
+                                step_traffic)
 
 
 @pytest.mark.parametrize("R", [0.5, 3.0])  # a later chunk's collective shorter / longer than a group's backward
@@ -35,20 +38,20 @@ from topo.training.step import _binding_rank, _dp_exposed, behind_window_s, pp_r
 def test_a_later_ranks_reduction_outlasts_only_its_cooldown(R, rank):
     v, g, c = 6, 2, 1.0
     d = R - g * c
-    got = interleaved_reduce_exposed_s(R, 99.0, 7, v, g, c, rank=rank)  # rank > 0: chunk 0's buckets not read
+    got = interleaved_reduce_exposed_s(R, 99.0, 7, v, g, c, lag=rank)  # rank > 0: chunk 0's buckets not read
     assert got == pytest.approx(max(0.0, R + max(d, (v - 1) * d, 0.0) - rank * c), rel=1e-12)
-    got_a = interleaved_reduce_exposed_s(R, 99.0, 7, v, g, c, aligned=True, rank=rank)
+    got_a = interleaved_reduce_exposed_s(R, 99.0, 7, v, g, c, aligned=True, lag=rank)
     assert got_a == pytest.approx(max(0.0, max(d, (v - 1) * d, -rank * c) + R), rel=1e-12)
     # by hand, R 0.5: every chunk hides; chunk 0 alone from the rank's end, r before rank 0's: 0.5 - r <= 0
     if R == 0.5:
         assert (got, got_a) == (0.0, 0.0)
     # without interleaving: the whole reduction from the rank's end, r stage backwards before rank 0's
-    assert interleaved_reduce_exposed_s(R, 99.0, 7, 1, g, c, rank=rank) == pytest.approx(max(0.0, R - rank * c))
+    assert interleaved_reduce_exposed_s(R, 99.0, 7, 1, g, c, lag=rank) == pytest.approx(max(0.0, R - rank * c))
     # rank 0 with the same bytes in four buckets (4 b >= R: each bucket pays its latency) ends no earlier
     b = R / 4 * 1.01
     for aligned in (False, True):
         zero = interleaved_reduce_exposed_s(R, b, 4, v, g, c, aligned=aligned)
-        assert zero >= interleaved_reduce_exposed_s(R, b, 4, v, g, c, aligned=aligned, rank=rank)
+        assert zero >= interleaved_reduce_exposed_s(R, b, 4, v, g, c, aligned=aligned, lag=rank)
 
 
 def test_a_later_ranks_gather_waits_only_past_its_warm_up():
@@ -56,11 +59,11 @@ def test_a_later_ranks_gather_waits_only_past_its_warm_up():
     # at 3: it waits 2; chunk 1's first forward would start at 5, its gather (behind chunk 0's) ends at 6: 1 more;
     # chunk 2's, dispatched when rank 0's chunk 1 starts its forwards (5, the DP stream busy to 6), ends at 9 and
     # its first forward would start at 8: 1 more. 4 in all; rank 0 with 4 buckets of 0.75 waits 2, 2 and 1
-    assert interleaved_gather_exposed_s(3.0, 0.75, 4, 3, 2, 1.0, rank=1) == pytest.approx(4.0, rel=1e-12)
+    assert interleaved_gather_exposed_s(3.0, 0.75, 4, 3, 2, 1.0, lag=1) == pytest.approx(4.0, rel=1e-12)
     assert interleaved_gather_exposed_s(3.0, 0.75, 4, 3, 2, 1.0) == pytest.approx(5.0, rel=1e-12)
     # without interleaving: the whole gather past the rank's first forward, r stage forwards after rank 0's
-    assert interleaved_gather_exposed_s(3.0, 0.75, 4, 1, 2, 1.0, rank=2) == pytest.approx(1.0, rel=1e-12)
-    assert interleaved_gather_exposed_s(3.0, 0.75, 4, 1, 2, 1.0, lead_s=2.5, rank=2) == 0.0
+    assert interleaved_gather_exposed_s(3.0, 0.75, 4, 1, 2, 1.0, lag=2) == pytest.approx(1.0, rel=1e-12)
+    assert interleaved_gather_exposed_s(3.0, 0.75, 4, 1, 2, 1.0, lead_s=2.5, lag=2) == 0.0
 
 
 def test_the_ranks_that_can_end_the_step():
@@ -134,3 +137,60 @@ def test_a_pp4_layout_priced_on_rank_2(pod):
         else:
             assert rank2 == 0.0 and got == pytest.approx(b0, rel=1e-12)
         assert got != pytest.approx(old, rel=0.05)
+
+
+def test_a_ranks_windows_are_the_passes_of_the_ranks_before_it():
+    # rank r's first forward starts after one micro-batch's forward on ranks 0..r-1, its last backward ends their
+    # backward (and recomputation) before rank 0's; counted in the pacing stage's passes
+    rc = [SimpleNamespace(busiest=r, forward_s=f, backward_s=b, recompute_s=x)
+          for r, f, b, x in ((2, 4.0, 8.0, 1.0), (0, 1.0, 2.0, 0.0), (3, 1.0, 2.0, 0.0), (1, 1.0, 2.0, 0.0))]
+    pace = rc[0]
+    assert pp_cooldowns(rc, pace) == ((0.0, 0.0), (1 / 4, 2 / 9), (2 / 4, 4 / 9), (6 / 4, 13 / 9))
+
+
+def test_the_step_reports_its_dp_collectives_at_the_binding_rank(pod, monkeypatch):
+    # the one-site step hands every bucketed DP item's per-rank exposures to _binding_rank, with each rank's own
+    # windows (pp_cooldowns of every rank's compute)
+    import topo.training.step as step
+    seen, cool = [], []
+
+    def spy(terms):
+        seen.append(terms)
+        return _binding_rank(terms)
+
+    def spy_cool(ranks, sc):
+        cool.append(len(ranks))
+        return pp_cooldowns(ranks, sc)
+    monkeypatch.setattr(step, "_binding_rank", spy)
+    monkeypatch.setattr(step, "pp_cooldowns", spy_cool)
+    m = load_model("llama3-8b")
+    lay = make_layout(tp=1, pp=4, dp=64, global_batch=512, seq_len=256, pipeline_layout="Et*2|t*2|t*26|t*2L")
+    r = step.estimate_step(pod, m, lay)
+    assert seen and all(len(t) == 2 and all(len(x) == 3 for x in t.values()) for t in seen)  # reduce, gather
+    assert cool and set(cool) == {4}
+    assert all(c.exposed_s > 0 for c in r.comm if c.dim == "dp")
+
+
+def test_rank_2s_reduction_binds_once_its_window_is_the_light_ranks_backward(pod):
+    """The pp 4 layout above: rank 2's cooldown is ranks 0 and 1's backward (2 layers each, with the embedding on
+    rank 0), not two of its own 26 layers', so its one reduction of 5.7e9 parameters outlasts it and binds."""
+    m = load_model("llama3-8b")
+    lay = make_layout(tp=1, pp=4, dp=64, global_batch=512, seq_len=256, pipeline_layout="Et*2|t*2|t*26|t*2L")
+    gpu = gpu_compute("H100")
+    ranks = sorted(rank_computes(m, lay, gpu), key=lambda rc: rc.busiest)
+    sc = ranks[2]
+    assert sc.backward_s > 5 * ranks[1].backward_s
+    cool = pp_cooldowns(ranks, sc)
+    engine = CommEngine(pod)
+    groups = map_layout(lay, pod.spec.gpus_per_domain, pod.layout.num_gpus).groups("dpcp")
+    (item,) = [it for it in step_traffic(m, lay) if it["dim"] == "dp" and it["phase"] == "reduce"]
+    t_b = sc.backward_s + sc.recompute_s
+    window2 = sum(rc.backward_s + rc.recompute_s for rc in ranks[:2])
+    assert cool[2][1] * t_b == pytest.approx(window2, rel=1e-12)
+    whole2 = engine.time(item["collective"], groups, item["size_bytes"] * item["calls"]).time_s
+    one = engine.time(item["collective"], groups, item["size_bytes"]).time_s
+    got = _dp_exposed(engine, item, groups, one, 1.0, sc.forward_s, t_b, sc.layers, lay, by_rank=True,
+                      cooldowns=cool)
+    assert got[2] == pytest.approx(whole2 - window2, rel=1e-12) and got[2] == max(got) > 0
+    # with two of its own backwards as the window (equal stages) it hid whole
+    assert _dp_exposed(engine, item, groups, one, 1.0, sc.forward_s, t_b, sc.layers, lay, by_rank=True)[2] == 0.0

@@ -35,6 +35,15 @@ ends, ``p`` stage backwards before the first stage's (the comment: "Other pipeli
 pipeline bubble"), so it ends ``R - p c`` past the first stage's end, never later than the first stage's own
 ``max(R - c, b)``. Both rules give the first stage's: :func:`interleaved_reduce_exposed_s` with one chunk.
 
+Only pipeline rank 0 buckets (its first chunk): Megatron-Core's ``DistributedDataParallel`` gives every later rank
+one collective a chunk (``bucket_size = None`` if ``pp_rank > 0``, NVIDIA/Megatron-LM@5d745a79cd onwards, @14346b65
+``megatron/core/distributed/distributed_data_parallel.py`` line 105), started when its last backward of the chunk
+ends, ``r`` chunk backwards before rank 0's, and its gathers waited for by a first forward ``r`` chunk forwards
+after rank 0's (``lag`` of :func:`interleaved_reduce_exposed_s` and :func:`interleaved_gather_exposed_s`). With the
+same bytes rank 0's queue never ends earlier (its buckets start a chunk backward before its end, a later rank's one
+collective at its own end, ``r >= 1`` of them earlier); a later rank ends the step only with more parameters
+(:func:`topo.training.step.pp_rank_shares`).
+
 The collectives of one rank run one after another on the DP stream. Times are seconds; windows are a chunk's
 share of a micro-batch's forward or backward (the stage's, over ``vpp``).
 
@@ -54,9 +63,9 @@ XLA_SCHEDULER = "xla_scheduler.toml"
 
 
 def interleaved_reduce_exposed_s(chunk_s: float, bucket_s: float, buckets: int, chunks: int, group: int,
-                                 chunk_backward_s: float, aligned: bool = False, rank: int = 0) -> float:
-    """Seconds of pipeline rank ``rank``'s gradient reduction left after the first pipeline rank's last backward
-    ends (the step's compute end).
+                                 chunk_backward_s: float, aligned: bool = False, lag: float = 0.0) -> float:
+    """Seconds of a pipeline rank's gradient reduction left after the first pipeline rank's last backward ends (the
+    step's compute end).
 
     Rank 0 buckets its first chunk; a later rank reduces each chunk as one collective (Megatron-Core's
     ``DistributedDataParallel`` sets ``bucket_size = None`` on pipeline ranks > 0, NVIDIA/Megatron-LM@5d745a79cd
@@ -86,8 +95,11 @@ def interleaved_reduce_exposed_s(chunk_s: float, bucket_s: float, buckets: int, 
         One chunk's backward (and recompute) of one micro-batch.
     aligned : bool
         ``align_grad_reduce``: chunk 0's buckets start together when the backward ends, not as they are ready.
-    rank : int
-        Pipeline rank (0: ``buckets`` of ``bucket_s`` in chunk 0; above 0: chunk 0 one collective of ``chunk_s``).
+    lag : float
+        The rank's cooldown in ``chunk_backward_s``: how long before rank 0's its last backward ends (``r`` for
+        rank ``r`` of equal stages; the backward of the ranks before it, :func:`topo.training.step.pp_cooldowns`).
+        0 is rank 0 (``buckets`` of ``bucket_s`` in chunk 0); above 0 a later rank (chunk 0 one collective of
+        ``chunk_s``).
 
     Returns
     -------
@@ -95,23 +107,23 @@ def interleaved_reduce_exposed_s(chunk_s: float, bucket_s: float, buckets: int, 
         Exposed seconds: the queue's spill-over; rank 0's at least chunk 0's last bucket (``aligned``: all its
         buckets), a later rank's at least 0.
 
-    >>> interleaved_reduce_exposed_s(2.0, 0.5, 4, 1, 1, 1.0), interleaved_reduce_exposed_s(2.0, 0.5, 4, 1, 1, 1.0, rank=1)
+    >>> interleaved_reduce_exposed_s(2.0, 0.5, 4, 1, 1, 1.0), interleaved_reduce_exposed_s(2.0, 0.5, 4, 1, 1, 1.0, lag=1)
     (1.0, 1.0)
     """
     c = chunk_backward_s
     free = -float("inf")
     for j in range(chunks - 1, 0, -1):  # chunk j's last backward ends j groups of chunk backwards before the rank's end
-        late = max(j * group, rank) if aligned else j * group + rank  # chunk backwards before rank 0's end
+        late = max(j * group, lag) if aligned else j * group + lag  # chunk backwards before rank 0's end
         free = max(free, -late * c) + chunk_s
-    if rank > 0:  # chunk 0 one bucket: ready when the rank's last backward ends, r chunk backwards before rank 0's
-        return max(max(free, -rank * c) + chunk_s, 0.0)
+    if lag > 0:  # chunk 0 one bucket: ready when the rank's last backward ends, ``lag`` before rank 0's
+        return max(max(free, -lag * c) + chunk_s, 0.0)
     start = max(free, 0.0) if aligned and chunks > 1 else max(free, -c)
     return max(start + buckets * bucket_s, bucket_s)
 
 
 def interleaved_gather_exposed_s(chunk_s: float, bucket_s: float, buckets: int, chunks: int, group: int,
-                                 chunk_forward_s: float, lead_s: float = 0.0, rank: int = 0) -> float:
-    """Seconds pipeline rank ``rank``'s forwards wait for its weight all-gathers (``align_param_gather``).
+                                 chunk_forward_s: float, lead_s: float = 0.0, lag: float = 0.0) -> float:
+    """Seconds a pipeline rank's forwards wait for its weight all-gathers (``align_param_gather``).
 
     Rank 0 buckets its first chunk; a later rank gathers each chunk as one collective (as
     :func:`interleaved_reduce_exposed_s`), but its first forward starts ``r`` chunk forwards after rank 0's (its
@@ -130,8 +142,9 @@ def interleaved_gather_exposed_s(chunk_s: float, bucket_s: float, buckets: int, 
         as the step starts; with ``overlap_param_gather_with_optimizer_step`` the optimizer steps after chunk 0's
         (Megatron-Core's ``ChainedOptimizer._step``,
         :attr:`topo.training.parallel.ParallelLayout.overlap_param_gather_with_optimizer_step`).
-    rank : int
-        Pipeline rank (0: ``buckets`` of ``bucket_s`` in chunk 0; above 0: chunk 0 one collective of ``chunk_s``).
+    lag : float
+        The rank's warm-up in ``chunk_forward_s``: how long after rank 0's its first forward starts (``r`` for rank
+        ``r`` of equal stages); 0 is rank 0, above 0 a later rank (as :func:`interleaved_reduce_exposed_s`).
 
     Returns
     -------
@@ -142,11 +155,11 @@ def interleaved_gather_exposed_s(chunk_s: float, bucket_s: float, buckets: int, 
 
     >>> interleaved_gather_exposed_s(2.0, 2.0, 1, 2, 1, 1.0), interleaved_gather_exposed_s(2.0, 2.0, 1, 2, 1, 1.0, 1.5)
     (3.0, 1.5)
-    >>> interleaved_gather_exposed_s(2.0, 0.5, 4, 1, 1, 1.0), interleaved_gather_exposed_s(2.0, 0.5, 4, 1, 1, 1.0, rank=1)
+    >>> interleaved_gather_exposed_s(2.0, 0.5, 4, 1, 1, 1.0), interleaved_gather_exposed_s(2.0, 0.5, 4, 1, 1, 1.0, lag=1)
     (1.0, 1.0)
     """
-    c, off = chunk_forward_s, rank * chunk_forward_s if rank else 0.0  # rank r's first forward after rank 0's
-    if rank > 0:  # Megatron-Core buckets pipeline rank 0's first chunk only
+    c, off = chunk_forward_s, lag * chunk_forward_s if lag else 0.0  # the rank's first forward after rank 0's
+    if lag > 0:  # Megatron-Core buckets pipeline rank 0's first chunk only
         buckets, bucket_s = 1, chunk_s
     first = buckets * bucket_s - lead_s  # chunk 0's gather ends so long after the step's first forward could start
     waited = max(first - c - off, bucket_s - lead_s - off, 0.0)  # chunk 0's first forward consumes its buckets

@@ -38,7 +38,9 @@ with its own layers' traffic and the slowest is the step's, :func:`_pace_candida
   SHARD_GRAD_OP: reduce-scatter of the gradients and all-gather of the weights (``weight_bytes``; an FP8 layout's
   layer weights 1 byte with ``fp8_param_gather``, MXFP8's in BF16 through the gradient buffer,
   :func:`gather_bytes_per_param`), one collective per bucket
-  (Megatron-Core's, :func:`topo.training.parallel.dp_bucket_calls`: each pays its own latency), the reduction hidden
+  (Megatron-Core's, :func:`topo.training.parallel.dp_bucket_calls`: each pays its own latency; pipeline rank 0's
+  only, a later rank's one a chunk inside its cooldown window, the step taking the rank whose collectives end last,
+  :func:`pp_rank_shares`), the reduction hidden
   behind the last micro-batch's backward except the last bucket and the gather behind the first forward except
   the first bucket (``overlap_dp``; the gather apart with ``overlap_param_gather``, false: every bucket gathered
   after the optimizer step, exposed, :func:`topo.training.parallel.dp_overlapped`); with interleaving (``vpp > 1``) each model chunk's reduction starts when its
@@ -988,6 +990,34 @@ def pp_rank_shares(rows: list[tuple[float, ...]], kind: int, busiest: float,
     return tuple(out)
 
 
+def pp_cooldowns(ranks: list, sc) -> tuple[tuple[float, float], ...]:
+    """Each pipeline rank's warm-up and cooldown in passes of the pacing stage ``sc``: how long after rank 0's its
+    first forward starts (the forwards of one micro-batch on the ranks before it) and how long before rank 0's its
+    last backward ends (their backwards and recomputation: 1F1B's cooldown runs the last micro-batch's backward from
+    the last rank down to rank 0), over ``sc``'s forward and backward. ``r`` for rank ``r`` of stages as busy as
+    ``sc``; pipeline sends not counted (they lengthen the windows).
+
+    Parameters
+    ----------
+    ranks : list of StageCompute
+        Each pipeline rank's compute per micro-batch, ``busiest`` naming its rank
+        (:func:`topo.training.operators.rank_computes`).
+    sc : StageCompute
+        The pacing stage's, whose passes are the DP windows.
+
+    Returns
+    -------
+    tuple of (float, float)
+        Per pipeline rank, in rank order: (warm-up in forwards, cooldown in backwards); rank 0's (0, 0).
+    """
+    fwd, bwd = sc.forward_s, sc.backward_s + sc.recompute_s
+    out, f, b = [], 0.0, 0.0
+    for rc in sorted(ranks, key=lambda rc: rc.busiest):
+        out.append((f / fwd if fwd > 0 else 0.0, b / bwd if bwd > 0 else 0.0))
+        f, b = f + rc.forward_s, b + rc.backward_s + rc.recompute_s
+    return tuple(out)
+
+
 def _binding_rank(terms: dict[int, list[float]]) -> dict[int, float]:
     """Each bucketed DP item's exposed seconds (``terms``: item index -> one value a rank of its ``pp_ranks``, the
     same ranks for every item) at the one pipeline rank whose collectives, all items together, end last: the
@@ -1329,7 +1359,8 @@ def estimate_step(fabric: Fabric, model: ModelSpec, lay: ParallelLayout, *, engi
         else:
             tr, _, _, tm = _timed_traffic(fabric, model, lay, mapping, engine, stage, groups, spans)
         ep_loss = _ep_loss(model, lay, gpu, sc, cover, tm, groups, slow, reduced, ep_sms)
-        comms, exposed = _exposed_comms(model, lay, gpu, sc, engine, tr, tm, groups, spans, slow, stage, ep_loss)
+        comms, exposed = _exposed_comms(model, lay, gpu, sc, engine, tr, tm, groups, spans, slow, stage, ep_loss,
+                                        pp_cooldowns(ranks, sc))
         amax, exposed[AMAX_PHASE] = amax_step(engine, mapping, model, lay, _stage_counts(model, lay, stage),
                                               gpu.kernels.launch_gpu_s, sp_quantisations(model, lay, stage))
         if amax is not None:
@@ -1551,11 +1582,13 @@ def _timed_traffic(fabric: Fabric, model: ModelSpec, lay: ParallelLayout, mappin
 
 def _exposed_comms(model: ModelSpec, lay: ParallelLayout, gpu, sc, engine: CommEngine, traffic: list[dict],
                    timed: list, groups: dict, spans: dict, slow: dict,
-                   stage: int | None = None, ep_loss: float = 0.0) -> tuple[list[DimensionComm], dict]:
+                   stage: int | None = None, ep_loss: float = 0.0,
+                   cooldowns: tuple | None = None) -> tuple[list[DimensionComm], dict]:
     """Each collective's time in the mix and the part of it the step exposes, by the overlap rules of each
     dimension (the module doc), and the exposed seconds summed per dimension; ``traffic`` is pipeline stage
     ``stage``'s (:func:`step_traffic`), ``sc`` its compute, ``ep_loss`` what the hidden expert all-to-alls cost
-    the compute beside them per hidden second (:func:`_ep_loss`)."""
+    the compute beside them per hidden second (:func:`_ep_loss`), ``cooldowns`` each pipeline rank's windows
+    (:func:`pp_cooldowns`)."""
     m = lay.microbatches
     units = max(1, sc.layers)
     comms: list[DimensionComm] = []
@@ -1573,7 +1606,7 @@ def _exposed_comms(model: ModelSpec, lay: ParallelLayout, gpu, sc, engine: CommE
             factor = slow.get("dp" if item["groups"] not in EXPERT_DP_GROUPS else "dp_experts", 1.0)
             wf, wb = _dp_windows(t_f, t_b, m, spans[item["groups"]], nvl)
             ex = _dp_exposed(engine, item, groups[item["groups"]], one.time_s * factor, factor, wf, wb, units,
-                             lay, stream, lead, by_rank=True)
+                             lay, stream, lead, by_rank=True, cooldowns=cooldowns)
             (terms if isinstance(ex, list) else done)[i] = ex
     done.update(_binding_rank(terms))
     for i, (item, one) in enumerate(timed):
@@ -2598,11 +2631,14 @@ def _flex_bound(item: dict, one: CommTime, lay: ParallelLayout, domains: int, gp
 
 def _dp_exposed(engine: CommEngine, item: dict, G, one_s: float, factor: float, t_f: float, t_bwd: float,
                 units: int, lay: ParallelLayout, stream: tuple[float, float] = (1.0, 1.0),
-                lead_s: float = 0.0, by_rank: bool = False) -> float | list[float]:
+                lead_s: float = 0.0, by_rank: bool = False,
+                cooldowns: tuple[tuple[float, float], ...] | None = None) -> float | list[float]:
     """The overlap rule of data parallelism (see the module doc); ``stream``: the DP collectives of a micro-batch's
     forward and backward (:func:`xla_stream_calls`), read under ``dp_overlap_policy = "xla_lhs"``; ``lead_s``: the
     optimizer steps chunk 0's gather runs behind (:func:`gather_lead_s`). An item with ``pp_ranks`` gives the
-    largest of its pipeline ranks' exposures, or with ``by_rank`` each one (:func:`_binding_rank` picks the rank)."""
+    largest of its pipeline ranks' exposures, or with ``by_rank`` each one (:func:`_binding_rank` picks the rank);
+    ``cooldowns``: each rank's warm-up and cooldown in the windows' passes (:func:`pp_cooldowns`; None: ``r`` for
+    rank ``r``, stages of equal compute)."""
     calls = item["calls"]
     if not dp_overlapped(lay, item["phase"]):  # every call exposed: after the backward, or after the optimizer step
         return one_s * calls
@@ -2625,7 +2661,9 @@ def _dp_exposed(engine: CommEngine, item: dict, G, one_s: float, factor: float, 
     window = t_f if "gather" in phase else t_bwd
     ranks = item.get("pp_ranks")
     if ranks:  # the pipeline ranks that can end the step, each its own parameters and window (:func:`pp_rank_shares`)
-        each = [_rank_dp_exposed(engine, item, G, one_s, factor, window, lay, lead_s, r, share, k) if share > 0 else 0.0
+        side = 0 if "gather" in phase else 1
+        each = [_rank_dp_exposed(engine, item, G, one_s, factor, window, lay, lead_s, share, k,
+                                 r if cooldowns is None else cooldowns[r][side]) if share > 0 else 0.0
                 for r, share, k in ranks]
         return each if by_rank else max(each)
     if lay.vpp <= 1:
@@ -2634,26 +2672,26 @@ def _dp_exposed(engine: CommEngine, item: dict, G, one_s: float, factor: float, 
 
 
 def _rank_dp_exposed(engine: CommEngine, item: dict, G, one_s: float, factor: float, window: float,
-                     lay: ParallelLayout, lead_s: float, rank: int, share: float, calls: int) -> float:
-    """Pipeline rank ``rank``'s part of a bucketed DP item (``share`` of its bytes in ``calls`` collectives) left
-    past the step's compute end: rank 0's buckets as :func:`_dp_exposed`'s rule, a later rank's one collective a
-    chunk behind its cooldown (warm-up) window, ``rank`` of the chunk's passes (:mod:`.dp_overlap`)."""
+                     lay: ParallelLayout, lead_s: float, share: float, calls: int, lag: float) -> float:
+    """A pipeline rank's part of a bucketed DP item (``share`` of its bytes in ``calls`` collectives) left past the
+    step's compute end: rank 0's (``lag`` 0) buckets as :func:`_dp_exposed`'s rule, a later rank's one collective a
+    chunk behind its cooldown (warm-up) window, ``lag`` passes of ``window`` (:mod:`.dp_overlap`)."""
     total, v = item["size_bytes"] * item["calls"] * share, lay.vpp
-    if rank == 0:
+    if lag == 0:
         one = (one_s if total == item["size_bytes"] * calls else
                engine.time(item["collective"], G, total / calls).time_s * factor)
         if v > 1:
             return min(calls * one, _interleaved_dp_exposed(engine, item, G, factor, window, lay, lead_s, share,
-                                                            rank, calls))
+                                                            0.0, calls))
         return behind_window_s(calls * one, one, window)
     if math.isinf(window):  # no bound on the window (the search's floor): a later rank's hides whole
         return 0.0
     if v > 1:
-        return _interleaved_dp_exposed(engine, item, G, factor, window, lay, lead_s, share, rank, calls)
+        return _interleaved_dp_exposed(engine, item, G, factor, window, lay, lead_s, share, lag, calls)
     whole = engine.time(item["collective"], G, total).time_s * factor
     if "gather" in item["phase"]:
-        return interleaved_gather_exposed_s(whole, whole, 1, 1, 1, window, rank=rank)
-    return interleaved_reduce_exposed_s(whole, whole, 1, 1, 1, window, rank=rank)
+        return interleaved_gather_exposed_s(whole, whole, 1, 1, 1, window, lag=lag)
+    return interleaved_reduce_exposed_s(whole, whole, 1, 1, 1, window, lag=lag)
 
 
 def behind_window_s(total_s: float, edge_s: float, window_s: float) -> float:
@@ -2735,23 +2773,23 @@ def dp_floor_s(traffic: list[dict], lay: ParallelLayout, one_s: list[float], cov
 
 
 def _interleaved_dp_exposed(engine: CommEngine, item: dict, G, factor: float, window: float,
-                            lay: ParallelLayout, lead_s: float = 0.0, share: float = 1.0, rank: int = 0,
+                            lay: ParallelLayout, lead_s: float = 0.0, share: float = 1.0, lag: float = 0.0,
                             calls: float | None = None) -> float:
     """An interleaved pipeline's bucketed reduction or gather (:mod:`.dp_overlap`): chunk 0's ``calls - (vpp -
     1)`` buckets and one collective for each later chunk, each chunk ``1 / vpp`` of the bytes, timed on ``G``;
-    of pipeline rank ``rank`` holding ``share`` of the item's bytes in ``calls`` collectives (default the item's;
-    a later rank's chunk 0 one collective)."""
+    of a pipeline rank ``lag`` passes behind rank 0 holding ``share`` of the item's bytes in ``calls`` collectives
+    (default the item's; a later rank's chunk 0 one collective)."""
     v, calls = lay.vpp, item["calls"] if calls is None else calls
     buckets = max(1, calls - (v - 1))
     chunk_bytes = item["size_bytes"] * item["calls"] * share / v
     chunk_s = engine.time(item["collective"], G, chunk_bytes).time_s * factor
-    bucket_s = chunk_s if rank else engine.time(item["collective"], G, chunk_bytes / buckets).time_s * factor
+    bucket_s = chunk_s if lag else engine.time(item["collective"], G, chunk_bytes / buckets).time_s * factor
     m, g = lay.microbatches, min(lay.vp_group, lay.microbatches)
     if "gather" in item["phase"]:
-        return interleaved_gather_exposed_s(chunk_s, bucket_s, buckets, v, g, window / v, lead_s, rank)
+        return interleaved_gather_exposed_s(chunk_s, bucket_s, buckets, v, g, window / v, lead_s, lag)
     last = m % g or g  # Megatron-Core's last group holds the micro-batches left over
     return interleaved_reduce_exposed_s(chunk_s, bucket_s, buckets, v, last, window / v, lay.dp_align_grad_reduce,
-                                        rank)
+                                        lag)
 
 
 def xla_stream_calls(traffic: list[dict], lay: ParallelLayout) -> tuple[float, float]:
