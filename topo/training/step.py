@@ -990,14 +990,12 @@ def pp_rank_shares(rows: list[tuple[float, ...]], kind: int, busiest: float,
     return tuple(out)
 
 
-def pp_cooldowns(ranks: list, sc) -> tuple[tuple[tuple[float, float], tuple[float, float]], ...]:
-    """Each pipeline rank's DP windows against the pacing stage ``sc``'s passes (the step's DP windows): its own
-    pass (its forward, its backward and recomputation, of one micro-batch) over ``sc``'s, and its warm-up and
-    cooldown in its own passes: how long after rank 0's its first forward starts (one micro-batch's forward on the
-    ranks before it) and how long before rank 0's its last backward ends (their backward: 1F1B's cooldown runs the
-    last micro-batch's backward from the last rank down to rank 0). Rank 0's buckets hide behind its own last
-    backward (first forward); ``(1, r)`` for rank ``r`` of stages as busy as ``sc``. Pipeline sends are not counted
-    (they would lengthen the windows).
+def pp_cooldowns(ranks: list, sc) -> tuple[tuple[float, float], ...]:
+    """Each pipeline rank's warm-up and cooldown in passes of the pacing stage ``sc``: how long after rank 0's its
+    first forward starts (the forwards of one micro-batch on the ranks before it) and how long before rank 0's its
+    last backward ends (their backwards and recomputation: 1F1B's cooldown runs the last micro-batch's backward from
+    the last rank down to rank 0), over ``sc``'s forward and backward. ``r`` for rank ``r`` of stages as busy as
+    ``sc``; pipeline sends not counted (they lengthen the windows).
 
     Parameters
     ----------
@@ -1009,16 +1007,14 @@ def pp_cooldowns(ranks: list, sc) -> tuple[tuple[tuple[float, float], tuple[floa
 
     Returns
     -------
-    tuple
-        Per pipeline rank, in rank order: ``((own, lag)`` forward, ``(own, lag)`` backward): rank 0's lags 0.
+    tuple of (float, float)
+        Per pipeline rank, in rank order: (warm-up in forwards, cooldown in backwards); rank 0's (0, 0).
     """
-    out, before = [], [0.0, 0.0]
+    fwd, bwd = sc.forward_s, sc.backward_s + sc.recompute_s
+    out, f, b = [], 0.0, 0.0
     for rc in sorted(ranks, key=lambda rc: rc.busiest):
-        passes = (rc.forward_s, rc.backward_s + rc.recompute_s)
-        pace = (sc.forward_s, sc.backward_s + sc.recompute_s)
-        out.append(tuple((p / q, b / p) if p > 0 and q > 0 else (1.0, float(len(out)))
-                         for p, q, b in zip(passes, pace, before, strict=True)))
-        before = [b + p for b, p in zip(before, passes, strict=True)]
+        out.append((f / fwd if fwd > 0 else 0.0, b / bwd if bwd > 0 else 0.0))
+        f, b = f + rc.forward_s, b + rc.backward_s + rc.recompute_s
     return tuple(out)
 
 
@@ -2641,8 +2637,8 @@ def _dp_exposed(engine: CommEngine, item: dict, G, one_s: float, factor: float, 
     forward and backward (:func:`xla_stream_calls`), read under ``dp_overlap_policy = "xla_lhs"``; ``lead_s``: the
     optimizer steps chunk 0's gather runs behind (:func:`gather_lead_s`). An item with ``pp_ranks`` gives the
     largest of its pipeline ranks' exposures, or with ``by_rank`` each one (:func:`_binding_rank` picks the rank);
-    ``cooldowns``: each rank's own pass and its warm-up and cooldown (:func:`pp_cooldowns`; None: stages of equal
-    compute)."""
+    ``cooldowns``: each rank's warm-up and cooldown in the windows' passes (:func:`pp_cooldowns`; None: ``r`` for
+    rank ``r``, stages of equal compute)."""
     calls = item["calls"]
     if not dp_overlapped(lay, item["phase"]):  # every call exposed: after the backward, or after the optimizer step
         return one_s * calls
@@ -2666,11 +2662,9 @@ def _dp_exposed(engine: CommEngine, item: dict, G, one_s: float, factor: float, 
     ranks = item.get("pp_ranks")
     if ranks:  # the pipeline ranks that can end the step, each its own parameters and window (:func:`pp_rank_shares`)
         side = 0 if "gather" in phase else 1
-        each = []
-        for r, share, k in ranks:
-            own, lag = (1.0, float(r)) if cooldowns is None else cooldowns[r][side]
-            each.append(_rank_dp_exposed(engine, item, G, one_s, factor, window * own, lay, lead_s, share, k, lag)
-                        if share > 0 else 0.0)
+        each = [_rank_dp_exposed(engine, item, G, one_s, factor, window, lay, lead_s, share, k,
+                                 r if cooldowns is None else cooldowns[r][side]) if share > 0 else 0.0
+                for r, share, k in ranks]
         return each if by_rank else max(each)
     if lay.vpp <= 1:
         return behind_window_s(calls * one_s, one_s, window)
@@ -2681,7 +2675,7 @@ def _rank_dp_exposed(engine: CommEngine, item: dict, G, one_s: float, factor: fl
                      lay: ParallelLayout, lead_s: float, share: float, calls: int, lag: float) -> float:
     """A pipeline rank's part of a bucketed DP item (``share`` of its bytes in ``calls`` collectives) left past the
     step's compute end: rank 0's (``lag`` 0) buckets as :func:`_dp_exposed`'s rule, a later rank's one collective a
-    chunk behind its cooldown (warm-up) window, ``lag`` of its passes ``window`` (:mod:`.dp_overlap`)."""
+    chunk behind its cooldown (warm-up) window, ``lag`` passes of ``window`` (:mod:`.dp_overlap`)."""
     total, v = item["size_bytes"] * item["calls"] * share, lay.vpp
     if lag == 0:
         one = (one_s if total == item["size_bytes"] * calls else
