@@ -2563,9 +2563,10 @@ def exposed_routed(engine: CommEngine, model: ModelSpec, lay: ParallelLayout, ma
     dict
         ``tp``, ``cp``, ``pp``, ``ep``: the exposed seconds of that dimension by the step's rules
         (:func:`_stream_exposed`), or None unless every one of its collectives was routed already; ``dp``: the
-        exposed seconds of the DP collectives routed already (the others count 0), their windows widened by the
-        NVLink-only exposed time as the step's (:func:`_nvlink_exposed_s`), or infinitely (their least exposure)
-        while a dimension that would widen them is not known. Each term is the step's when ``sc`` is the step's own
+        exposed seconds of the DP collectives routed already (the others count 0; a bucketed one's at pipeline rank
+        0, :func:`_routed_dp_s`), their windows widened by the NVLink-only exposed time as the step's
+        (:func:`_nvlink_exposed_s`), or infinitely (their least exposure) while a dimension that would widen them
+        is not known. Each term is the step's when ``sc`` is the step's own
         compute (its host waits at the step's EP cover); the search's refinement passes that once the EP exchanges
         are routed, and before it the compute at EP cover 0, whose longest waits give windows at least as wide as
         the step's (it then reads no ``dp`` or ``tp`` term from here: ``_Search.refined``).
@@ -2593,19 +2594,24 @@ def exposed_routed(engine: CommEngine, model: ModelSpec, lay: ParallelLayout, ma
         out[timed[i][0]["dim"]] += ex
     nvl = _nvlink_exposed_s([(it["dim"], spans[it["groups"]], done.get(i)) for i, (it, _) in enumerate(timed)
                              if it["dim"] != "dp"])
+    return {**out, "dp": _routed_dp_s(engine, model, lay, gpu, sc, traffic, timed, groups, spans, nvl)}
+
+
+def _routed_dp_s(engine: CommEngine, model: ModelSpec, lay: ParallelLayout, gpu, sc, traffic: list[dict],
+                 timed: list, groups: dict, spans: dict, nvl: float) -> float:
+    """:func:`exposed_routed`'s DP seconds: the routed DP items of ``timed`` by :func:`_dp_exposed`'s rules, a
+    bucketed item's at pipeline rank 0 (the step takes the rank whose items together end last,
+    :func:`_binding_rank`, from every rank's compute: no less than rank 0's, so this stays under the step's)."""
     dp, units, stream = 0.0, max(1, sc.layers), xla_stream_calls(traffic, lay)
-    lead, terms = gather_lead_s(model, lay, gpu), {}
-    for i, (item, one) in enumerate(timed):
+    lead = gather_lead_s(model, lay, gpu)
+    for item, one in timed:
         if item["dim"] == "dp" and one is not None:
             wf, wb = _dp_windows(sc.forward_s, sc.backward_s + sc.recompute_s, lay.microbatches,
                                  spans[item["groups"]], nvl)
             ex = _dp_exposed(engine, item, groups[item["groups"]], one.time_s, 1.0, wf, wb, units, lay, stream,
                              lead, by_rank=True)
-            if isinstance(ex, list):
-                terms[i] = ex
-            else:
-                dp += ex
-    return {**out, "dp": dp + sum(_binding_rank(terms).values())}
+            dp += ex[0] if isinstance(ex, list) else ex
+    return dp
 
 
 def _flex_bound(item: dict, one: CommTime, lay: ParallelLayout, domains: int, gpu: str) -> CommTime:
