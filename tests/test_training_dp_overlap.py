@@ -349,7 +349,11 @@ def test_an_interleaved_stage_hides_each_chunks_reduction_behind_the_later_chunk
     for item in (it for it in step_traffic(m, lay) if it["dim"] == "dp"):
         calls = item["calls"]
         assert calls == 16
-        k0, total = calls - 4, item["size_bytes"] * calls
+        # pipeline rank 0's own parameters (ppbucket139: the busiest rank here is the last, a later rank whose
+        # chunks are one collective each and end r chunk backwards earlier, so rank 0's queue ends the step)
+        (zero, share, k), *_ = item["pp_ranks"]
+        assert zero == 0 and k == calls and share == pytest.approx(1.0, abs=1e-5)
+        k0, total = calls - 4, item["size_bytes"] * calls * share
         r = engine.time(item["collective"], groups, total / 5).time_s
         b = engine.time(item["collective"], groups, total / 5 / k0).time_s
         one = engine.time(item["collective"], groups, item["size_bytes"]).time_s
@@ -385,7 +389,8 @@ def test_the_interleaved_queue_takes_megatron_cores_group_g(pod):
     sc = stage_compute(m, lay, gpu_compute("H100"))
     t_f, t_b = sc.forward_s, sc.backward_s + sc.recompute_s
     for item in (it for it in step_traffic(m, lay) if it["dim"] == "dp"):
-        k0, total = item["calls"] - 4, item["size_bytes"] * item["calls"]
+        (_, share, k), *_ = item["pp_ranks"]  # pipeline rank 0's own parameters end the step (ppbucket139)
+        k0, total = k - 4, item["size_bytes"] * item["calls"] * share
         r = engine.time(item["collective"], groups, total / 5).time_s
         b = engine.time(item["collective"], groups, total / 5 / k0).time_s
         one = engine.time(item["collective"], groups, item["size_bytes"]).time_s
@@ -455,8 +460,9 @@ def test_without_interleaving_the_first_stage_hooks_decide_whether_or_not_the_re
         sc = stage_compute(m, lay, gpu_compute("H100"))
         t_f, c = sc.forward_s, sc.backward_s + sc.recompute_s
         (item,) = [it for it in step_traffic(m, lay) if it["dim"] == "dp" and it["phase"] == "reduce"]
-        b = engine.time(item["collective"], groups, item["size_bytes"]).time_s
-        k, whole = item["calls"], item["calls"] * b
+        (_, share, k), *_ = item["pp_ranks"]  # pipeline rank 0's own buckets (ppbucket139)
+        b = engine.time(item["collective"], groups, item["size_bytes"] * item["calls"] * share / k).time_s
+        whole = k * b
         first = max(whole - c, b)
         assert whole > c  # the case where it matters: the reduction outlasts one micro-batch's backward
         later = [whole - p * c for p in range(1, lay.pp)]

@@ -35,6 +35,15 @@ ends, ``p`` stage backwards before the first stage's (the comment: "Other pipeli
 pipeline bubble"), so it ends ``R - p c`` past the first stage's end, never later than the first stage's own
 ``max(R - c, b)``. Both rules give the first stage's: :func:`interleaved_reduce_exposed_s` with one chunk.
 
+Only pipeline rank 0 buckets (its first chunk): Megatron-Core's ``DistributedDataParallel`` gives every later rank
+one collective a chunk (``bucket_size = None`` if ``pp_rank > 0``, NVIDIA/Megatron-LM@5d745a79cd onwards, @14346b65
+``megatron/core/distributed/distributed_data_parallel.py`` line 105), started when its last backward of the chunk
+ends, ``r`` chunk backwards before rank 0's, and its gathers waited for by a first forward ``r`` chunk forwards
+after rank 0's (``lag`` of :func:`interleaved_reduce_exposed_s` and :func:`interleaved_gather_exposed_s`). With the
+same bytes rank 0's queue never ends earlier (its buckets start a chunk backward before its end, a later rank's one
+collective at its own end, ``r >= 1`` of them earlier); a later rank ends the step only with more parameters
+(:func:`topo.training.step.pp_rank_shares`).
+
 The collectives of one rank run one after another on the DP stream. Times are seconds; windows are a chunk's
 share of a micro-batch's forward or backward (the stage's, over ``vpp``).
 
@@ -54,8 +63,21 @@ XLA_SCHEDULER = "xla_scheduler.toml"
 
 
 def interleaved_reduce_exposed_s(chunk_s: float, bucket_s: float, buckets: int, chunks: int, group: int,
-                                 chunk_backward_s: float, aligned: bool = False) -> float:
-    """Seconds of the gradient reduction left after the rank's last backward ends.
+                                 chunk_backward_s: float, aligned: bool = False, lag: float = 0.0) -> float:
+    """Seconds of a pipeline rank's gradient reduction left after the first pipeline rank's last backward ends (the
+    step's compute end).
+
+    Rank 0 buckets its first chunk; a later rank reduces each chunk as one collective (Megatron-Core's
+    ``DistributedDataParallel`` sets ``bucket_size = None`` on pipeline ranks > 0, NVIDIA/Megatron-LM@5d745a79cd
+    onwards, @14346b65 ``distributed_data_parallel.py`` line 105: "not on the critical path"). Rank ``r``'s last
+    backward of each chunk ends ``r`` chunk backwards before rank 0's (the backward of the last micro-batch runs
+    from the last virtual stage down to rank 0's chunk 0, rank ``r`` holding virtual stages ``r, r + pp, ...``), so
+    without ``align_grad_reduce`` each chunk's reduction starts ``r`` chunk backwards earlier than rank 0's; with it
+    the ``grad_sync_func`` of chunk ``j`` waits ``r`` virtual micro-batches more (``schedules.py``
+    ``backward_step_helper_postprocess``, @14346b65 lines 1427-1437: "launch asynchronous communication at the same
+    time across the pipeline-parallel group"), and the chunks it never reaches, chunk 0's among them, start when
+    the rank's loop ends (lines 2045-2051). The grad-norm all-reduce of the optimizer step waits for every rank,
+    so the step's exposure is the largest rank's.
 
     Parameters
     ----------
@@ -73,23 +95,41 @@ def interleaved_reduce_exposed_s(chunk_s: float, bucket_s: float, buckets: int, 
         One chunk's backward (and recompute) of one micro-batch.
     aligned : bool
         ``align_grad_reduce``: chunk 0's buckets start together when the backward ends, not as they are ready.
+    lag : float
+        The rank's cooldown in ``chunk_backward_s``: how long before rank 0's its last backward ends (``r`` for
+        rank ``r`` of equal stages; the backward of the ranks before it, :func:`topo.training.step.pp_cooldowns`).
+        0 is rank 0 (``buckets`` of ``bucket_s`` in chunk 0); above 0 a later rank (chunk 0 one collective of
+        ``chunk_s``).
 
     Returns
     -------
     float
-        Exposed seconds: the queue's spill-over, at least chunk 0's last bucket (``aligned``: all its buckets).
+        Exposed seconds: the queue's spill-over; rank 0's at least chunk 0's last bucket (``aligned``: all its
+        buckets), a later rank's at least 0.
+
+    >>> interleaved_reduce_exposed_s(2.0, 0.5, 4, 1, 1, 1.0), interleaved_reduce_exposed_s(2.0, 0.5, 4, 1, 1, 1.0, lag=1)
+    (1.0, 1.0)
     """
     c = chunk_backward_s
     free = -float("inf")
-    for j in range(chunks - 1, 0, -1):  # chunk j's last backward ends j groups of chunk backwards before the end
-        free = max(free, -j * group * c) + chunk_s
+    for j in range(chunks - 1, 0, -1):  # chunk j's last backward ends j groups of chunk backwards before the rank's end
+        late = max(j * group, lag) if aligned else j * group + lag  # chunk backwards before rank 0's end
+        free = max(free, -late * c) + chunk_s
+    if lag > 0:  # chunk 0 one bucket: ready when the rank's last backward ends, ``lag`` before rank 0's
+        return max(max(free, -lag * c) + chunk_s, 0.0)
     start = max(free, 0.0) if aligned and chunks > 1 else max(free, -c)
     return max(start + buckets * bucket_s, bucket_s)
 
 
 def interleaved_gather_exposed_s(chunk_s: float, bucket_s: float, buckets: int, chunks: int, group: int,
-                                 chunk_forward_s: float, lead_s: float = 0.0) -> float:
-    """Seconds the first stage's forwards wait for the weight all-gathers (``align_param_gather``).
+                                 chunk_forward_s: float, lead_s: float = 0.0, lag: float = 0.0) -> float:
+    """Seconds a pipeline rank's forwards wait for its weight all-gathers (``align_param_gather``).
+
+    Rank 0 buckets its first chunk; a later rank gathers each chunk as one collective (as
+    :func:`interleaved_reduce_exposed_s`), but its first forward starts ``r`` chunk forwards after rank 0's (its
+    warm-up waits for the activations), and it dispatches chunk ``k + 1``'s gather ``r`` virtual micro-batches
+    early in its own order (``schedules.py`` ``forward_step_helper_preprocess``, @14346b65 lines 1318-1335), at the
+    time rank 0 does. A wait delays the rank's forwards and every stage after it by as much.
 
     Parameters
     ----------
@@ -102,27 +142,34 @@ def interleaved_gather_exposed_s(chunk_s: float, bucket_s: float, buckets: int, 
         as the step starts; with ``overlap_param_gather_with_optimizer_step`` the optimizer steps after chunk 0's
         (Megatron-Core's ``ChainedOptimizer._step``,
         :attr:`topo.training.parallel.ParallelLayout.overlap_param_gather_with_optimizer_step`).
+    lag : float
+        The rank's warm-up in ``chunk_forward_s``: how long after rank 0's its first forward starts (``r`` for rank
+        ``r`` of equal stages); 0 is rank 0, above 0 a later rank (as :func:`interleaved_reduce_exposed_s`).
 
     Returns
     -------
     float
-        Exposed seconds: chunk 0's gather beyond ``lead_s`` and its first forward (at least its first bucket
-        beyond ``lead_s``), then each later chunk's gather beyond the ``group`` forwards of the chunk before it
-        (chunk 1's dispatched as the step starts, queued behind chunk 0's on the one DP stream).
+        Exposed seconds: chunk 0's gather beyond ``lead_s`` and the rank's first forward's start (rank 0's: at least
+        its first bucket beyond ``lead_s``), then each later chunk's gather beyond the ``group`` forwards of the
+        chunk before it (chunk 1's dispatched as the step starts, queued behind chunk 0's on the one DP stream).
 
     >>> interleaved_gather_exposed_s(2.0, 2.0, 1, 2, 1, 1.0), interleaved_gather_exposed_s(2.0, 2.0, 1, 2, 1, 1.0, 1.5)
     (3.0, 1.5)
+    >>> interleaved_gather_exposed_s(2.0, 0.5, 4, 1, 1, 1.0), interleaved_gather_exposed_s(2.0, 0.5, 4, 1, 1, 1.0, lag=1)
+    (1.0, 1.0)
     """
-    c = chunk_forward_s
+    c, off = chunk_forward_s, lag * chunk_forward_s if lag else 0.0  # the rank's first forward after rank 0's
+    if lag > 0:  # Megatron-Core buckets pipeline rank 0's first chunk only
+        buckets, bucket_s = 1, chunk_s
     first = buckets * bucket_s - lead_s  # chunk 0's gather ends so long after the step's first forward could start
-    waited = max(first - c, bucket_s - lead_s, 0.0)  # chunk 0's first forward consumes its buckets in order
-    t = waited + group * c  # chunk 1's first forward starts
+    waited = max(first - c - off, bucket_s - lead_s - off, 0.0)  # chunk 0's first forward consumes its buckets
+    t = off + waited + group * c  # chunk 1's first forward starts
     done = max(first, 0.0) + chunk_s  # chunk 1 was dispatched as the step starts, behind chunk 0 on the DP stream
     for k in range(1, chunks):
         wait = max(0.0, done - t)
         waited, t = waited + wait, t + wait
-        if k + 1 < chunks:  # chunk k + 1 dispatched as chunk k's first forward starts
-            done = max(done, t) + chunk_s
+        if k + 1 < chunks:  # chunk k + 1 dispatched as rank 0's chunk k's first forward starts
+            done = max(done, t - off) + chunk_s
         t += group * c
     return waited
 

@@ -1596,10 +1596,11 @@ def _check_gather_with_step(lay: ParallelLayout, bad) -> None:
 
 
 def dp_bucket_calls(lay: ParallelLayout, params: float) -> int:
-    """Data-parallel collectives a rank issues per step for ``params`` parameters (of each kind: reduction,
-    gather): one per bucket. Megatron-Core buckets the first model chunk only (``disable_bucketing=(model_chunk_idx
-    > 0)`` in ``training.py get_model``: each later interleaved chunk is one bucket), and not at all without the
-    overlap (``overlap_grad_reduce`` off: ``bucket_size = None``, one collective).
+    """Data-parallel collectives pipeline rank 0 issues per step for ``params`` parameters (of each kind:
+    reduction, gather): one per bucket. Megatron-Core buckets the first model chunk only (``disable_bucketing=
+    (model_chunk_idx > 0)`` in ``training.py get_model``: each later interleaved chunk is one bucket), of pipeline
+    rank 0 only (a later rank: one collective a chunk, :func:`topo.training.step.pp_rank_shares`), and not at all
+    without the overlap (``overlap_grad_reduce`` off: ``bucket_size = None``, one collective).
 
     Parameters
     ----------

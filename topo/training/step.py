@@ -38,7 +38,9 @@ with its own layers' traffic and the slowest is the step's, :func:`_pace_candida
   SHARD_GRAD_OP: reduce-scatter of the gradients and all-gather of the weights (``weight_bytes``; an FP8 layout's
   layer weights 1 byte with ``fp8_param_gather``, MXFP8's in BF16 through the gradient buffer,
   :func:`gather_bytes_per_param`), one collective per bucket
-  (Megatron-Core's, :func:`topo.training.parallel.dp_bucket_calls`: each pays its own latency), the reduction hidden
+  (Megatron-Core's, :func:`topo.training.parallel.dp_bucket_calls`: each pays its own latency; pipeline rank 0's
+  only, a later rank's one a chunk inside its cooldown window, the step taking the rank whose collectives end last,
+  :func:`pp_rank_shares`), the reduction hidden
   behind the last micro-batch's backward except the last bucket and the gather behind the first forward except
   the first bucket (``overlap_dp``; the gather apart with ``overlap_param_gather``, false: every bucket gathered
   after the optimizer step, exposed, :func:`topo.training.parallel.dp_overlapped`); with interleaving (``vpp > 1``) each model chunk's reduction starts when its
@@ -330,10 +332,11 @@ class _Traffic:
         return min(self.c[kind], self.rec_layers)
 
     def add(self, dim, coll, groups_dim, size, calls, phase, elem_bytes=ACT_BYTES, pair="", what="",
-            blocks=None, userbuffers=False) -> None:
+            blocks=None, userbuffers=False, pp_ranks=None) -> None:
         """``blocks``: the TP blocks a micro-batch the item's calls are for, where not all of them
         (:func:`_tp_traffic`'s MLA split; :func:`_stream_exposed` shares its GEMM pairs over them).
-        ``userbuffers``: a TP item overlapped where the model's others are not (:func:`_tp_traffic`)."""
+        ``userbuffers``: a TP item overlapped where the model's others are not (:func:`_tp_traffic`).
+        ``pp_ranks``: a bucketed DP item's pipeline ranks that can end the step (:func:`pp_rank_shares`)."""
         if self.only is not None and not self.only(coll):
             return
         if calls > 0 and size > 0 and group_degree(self.lay, groups_dim) > 1:
@@ -341,7 +344,8 @@ class _Traffic:
                              "calls": float(calls), "phase": phase, "elem_bytes": float(elem_bytes),
                              **({"pair": pair} if pair else {}), **({"what": what} if what else {}),
                              **({"tp_blocks": blocks} if blocks is not None else {}),
-                             **({"userbuffers": True} if userbuffers else {})})
+                             **({"userbuffers": True} if userbuffers else {}),
+                             **({"pp_ranks": pp_ranks} if pp_ranks else {})})
 
 
 _DEGREES = {"dpcp": lambda lay: lay.dp * lay.cp, "tpcp": lambda lay: lay.tp * lay.cp,
@@ -915,13 +919,15 @@ def _dp_traffic(t: _Traffic) -> None:
         rb = lay.expert_reduce_bytes if across == "edpr" else lay.reduce_bytes
         wb = gather_bytes_per_param(lay, n, bf16 if across == "dpr" else 0.0)
         k = dp_bucket_calls(lay, n)  # one collective per bucket, each paying its own latency
+        ranks = pp_rank_shares(rows, 1 if across == "edpr" else 0, n, lay)
         if z == 0:
             k = xla_all_reduce_calls(lay, k, n * rb)  # XLA's combiner, where the layout sets its threshold
-            t.add("dp", "all_reduce", groups, n * rb / k, k, phase="reduce")
+            ranks = tuple((r, f, xla_all_reduce_calls(lay, c, n * f * rb)) for r, f, c in ranks)
+            t.add("dp", "all_reduce", groups, n * rb / k, k, phase="reduce", pp_ranks=ranks)
         elif z in (1, 2):
-            t.add("dp", "reduce_scatter", groups, n * rb / k, k, phase="reduce")
-            t.add("dp", "all_reduce", across, shard * rb / k, k, phase="reduce")
-            t.add("dp", "all_gather", groups, n * wb / k, k, phase="gather", elem_bytes=wb)
+            t.add("dp", "reduce_scatter", groups, n * rb / k, k, phase="reduce", pp_ranks=ranks)
+            t.add("dp", "all_reduce", across, shard * rb / k, k, phase="reduce", pp_ranks=ranks)
+            t.add("dp", "all_gather", groups, n * wb / k, k, phase="gather", elem_bytes=wb, pp_ranks=ranks)
         else:  # FSDP / ZeRO-3: per unit (layer), gathered before forward and backward, reduced after backward;
             # each gather is one unit's part of this group's weights (dense or experts), once per unit holding some,
             # every micro-batch or once a schedule run (``fsdp_unit_rounds``: PyTorch pipelining's FSDP2 branch)
@@ -940,6 +946,88 @@ def _dp_traffic(t: _Traffic) -> None:
             # hybrid sharding's all-reduce of the shard across replicas: one a unit, or XLA's combined buckets
             ar = xla_all_reduce_calls(lay, calls, shard * rb) if shard else calls
             t.add("dp", "all_reduce", across, shard * rb / ar, r * ar, phase="reduce_unit")
+
+
+def pp_rank_shares(rows: list[tuple[float, ...]], kind: int, busiest: float,
+                   lay: ParallelLayout) -> tuple[tuple[int, float, int], ...]:
+    """The pipeline ranks whose bucketed data-parallel collectives can end a 1F1B step, each with its parameters of
+    one kind (``kind`` 0 dense, 1 expert) as a share of the busiest rank's (whose traffic the step times): rank 0,
+    which buckets its first chunk and ends the step's compute, and each later rank unless a rank between it and
+    rank 0 holds no fewer parameters of both kinds. A later rank reduces and gathers each chunk as one collective
+    (Megatron-Core's ``DistributedDataParallel`` leaves pipeline ranks > 0 unbucketed, NVIDIA/Megatron-LM@5d745a79cd
+    onwards, @14346b65 ``megatron/core/distributed/distributed_data_parallel.py`` line 105) inside a cooldown
+    (warm-up) window that grows with its rank (:func:`topo.training.dp_overlap.interleaved_reduce_exposed_s`), so
+    of two such ranks the later one with no more parameters ends no later. Both kinds' items list the same ranks,
+    in the same order: the step takes the one rank whose collectives together end last (:func:`_binding_rank`).
+
+    Parameters
+    ----------
+    rows : list of tuple
+        Each pipeline rank's dense and expert parameters first (:func:`topo.training.memory.stage_params`).
+    kind : int
+        0 for the dense parameters, 1 for the experts'.
+    busiest : float
+        The busiest rank's parameters of the kind (the step's DP traffic).
+    lay : ParallelLayout
+
+    Returns
+    -------
+    tuple of (int, float, int)
+        ``(rank, share, calls)``, rank 0 first, ``calls`` the rank's collectives of the kind (rank 0's buckets of
+        the layout's size, :func:`dp_bucket_calls`; a later rank's one a chunk); empty without a pipeline, under
+        DualPipe or with the DP collectives not overlapped (one collective a rank, rank 0 the last to start).
+
+    >>> lay = ParallelLayout(pp=4, global_batch=8, dp=8)
+    >>> pp_rank_shares([(4e9, 0.0), (5e9, 0.0), (3e9, 0.0), (6e9, 0.0)], 0, 6e9, lay)
+    ((0, 0.6666666666666666, 100), (1, 0.8333333333333334, 1), (3, 1.0, 1))
+    """
+    if lay.pp <= 1 or lay.pipeline_schedule != "1f1b" or not lay.overlap_dp or busiest <= 0:
+        return ()
+    out, kept = [(0, rows[0][kind] / busiest, dp_bucket_calls(lay, rows[0][kind]))], []
+    for r, row in enumerate(rows[1:], start=1):
+        if not any(k[0] >= row[0] and k[1] >= row[1] for k in kept):
+            out.append((r, row[kind] / busiest, lay.vpp))
+            kept.append(row)
+    return tuple(out)
+
+
+def pp_cooldowns(ranks: list, sc) -> tuple[tuple[float, float], ...]:
+    """Each pipeline rank's warm-up and cooldown in passes of the pacing stage ``sc``: how long after rank 0's its
+    first forward starts (the forwards of one micro-batch on the ranks before it) and how long before rank 0's its
+    last backward ends (their backwards and recomputation: 1F1B's cooldown runs the last micro-batch's backward from
+    the last rank down to rank 0), over ``sc``'s forward and backward. ``r`` for rank ``r`` of stages as busy as
+    ``sc``; pipeline sends not counted (they lengthen the windows).
+
+    Parameters
+    ----------
+    ranks : list of StageCompute
+        Each pipeline rank's compute per micro-batch, ``busiest`` naming its rank
+        (:func:`topo.training.operators.rank_computes`).
+    sc : StageCompute
+        The pacing stage's, whose passes are the DP windows.
+
+    Returns
+    -------
+    tuple of (float, float)
+        Per pipeline rank, in rank order: (warm-up in forwards, cooldown in backwards); rank 0's (0, 0).
+    """
+    fwd, bwd = sc.forward_s, sc.backward_s + sc.recompute_s
+    out, f, b = [], 0.0, 0.0
+    for rc in sorted(ranks, key=lambda rc: rc.busiest):
+        out.append((f / fwd if fwd > 0 else 0.0, b / bwd if bwd > 0 else 0.0))
+        f, b = f + rc.forward_s, b + rc.backward_s + rc.recompute_s
+    return tuple(out)
+
+
+def _binding_rank(terms: dict[int, list[float]]) -> dict[int, float]:
+    """Each bucketed DP item's exposed seconds (``terms``: item index -> one value a rank of its ``pp_ranks``, the
+    same ranks for every item) at the one pipeline rank whose collectives, all items together, end last: the
+    optimizer step's grad-norm all-reduce waits for every rank."""
+    if not terms:
+        return {}
+    sums = [sum(col) for col in zip(*terms.values(), strict=True)]
+    k = max(range(len(sums)), key=sums.__getitem__)
+    return {i: t[k] for i, t in terms.items()}
 
 
 def gather_bytes_per_param(lay: ParallelLayout, params: float, bf16_params: float = 0.0) -> float:
@@ -1281,7 +1369,8 @@ def estimate_step(fabric: Fabric, model: ModelSpec, lay: ParallelLayout, *, engi
         else:
             tr, _, _, tm = _timed_traffic(fabric, model, lay, mapping, engine, stage, groups, spans)
         ep_loss = _ep_loss(model, lay, gpu, sc, cover, tm, groups, slow, reduced, ep_sms)
-        comms, exposed = _exposed_comms(model, lay, gpu, sc, engine, tr, tm, groups, spans, slow, stage, ep_loss)
+        comms, exposed = _exposed_comms(model, lay, gpu, sc, engine, tr, tm, groups, spans, slow, stage, ep_loss,
+                                        pp_cooldowns(ranks, sc))
         amax, exposed[AMAX_PHASE] = amax_step(engine, mapping, model, lay, _stage_counts(model, lay, stage),
                                               gpu.kernels.launch_gpu_s, sp_quantisations(model, lay, stage))
         if amax is not None:
@@ -1503,11 +1592,13 @@ def _timed_traffic(fabric: Fabric, model: ModelSpec, lay: ParallelLayout, mappin
 
 def _exposed_comms(model: ModelSpec, lay: ParallelLayout, gpu, sc, engine: CommEngine, traffic: list[dict],
                    timed: list, groups: dict, spans: dict, slow: dict,
-                   stage: int | None = None, ep_loss: float = 0.0) -> tuple[list[DimensionComm], dict]:
+                   stage: int | None = None, ep_loss: float = 0.0,
+                   cooldowns: tuple | None = None) -> tuple[list[DimensionComm], dict]:
     """Each collective's time in the mix and the part of it the step exposes, by the overlap rules of each
     dimension (the module doc), and the exposed seconds summed per dimension; ``traffic`` is pipeline stage
     ``stage``'s (:func:`step_traffic`), ``sc`` its compute, ``ep_loss`` what the hidden expert all-to-alls cost
-    the compute beside them per hidden second (:func:`_ep_loss`)."""
+    the compute beside them per hidden second (:func:`_ep_loss`), ``cooldowns`` each pipeline rank's windows
+    (:func:`pp_cooldowns`)."""
     m = lay.microbatches
     units = max(1, sc.layers)
     comms: list[DimensionComm] = []
@@ -1519,12 +1610,15 @@ def _exposed_comms(model: ModelSpec, lay: ParallelLayout, gpu, sc, engine: CommE
                              if it["dim"] != "dp"])
     t_f, t_b = sc.forward_s, sc.backward_s + sc.recompute_s
     stream, lead = xla_stream_calls(traffic, lay), gather_lead_s(model, lay, gpu)
+    terms: dict[int, list[float]] = {}
     for i, (item, one) in enumerate(timed):
         if item["dim"] == "dp":
             factor = slow.get("dp" if item["groups"] not in EXPERT_DP_GROUPS else "dp_experts", 1.0)
             wf, wb = _dp_windows(t_f, t_b, m, spans[item["groups"]], nvl)
-            done[i] = _dp_exposed(engine, item, groups[item["groups"]], one.time_s * factor, factor, wf, wb, units,
-                                  lay, stream, lead)
+            ex = _dp_exposed(engine, item, groups[item["groups"]], one.time_s * factor, factor, wf, wb, units,
+                             lay, stream, lead, by_rank=True, cooldowns=cooldowns)
+            (terms if isinstance(ex, list) else done)[i] = ex
+    done.update(_binding_rank(terms))
     for i, (item, one) in enumerate(timed):
         dim, ex = item["dim"], done[i]
         key = comm_dim(item)
@@ -2479,9 +2573,10 @@ def exposed_routed(engine: CommEngine, model: ModelSpec, lay: ParallelLayout, ma
     dict
         ``tp``, ``cp``, ``pp``, ``ep``: the exposed seconds of that dimension by the step's rules
         (:func:`_stream_exposed`), or None unless every one of its collectives was routed already; ``dp``: the
-        exposed seconds of the DP collectives routed already (the others count 0), their windows widened by the
-        NVLink-only exposed time as the step's (:func:`_nvlink_exposed_s`), or infinitely (their least exposure)
-        while a dimension that would widen them is not known. Each term is the step's when ``sc`` is the step's own
+        exposed seconds of the DP collectives routed already (the others count 0; a bucketed one's at pipeline rank
+        0, :func:`_routed_dp_s`), their windows widened by the NVLink-only exposed time as the step's
+        (:func:`_nvlink_exposed_s`), or infinitely (their least exposure) while a dimension that would widen them
+        is not known. Each term is the step's when ``sc`` is the step's own
         compute (its host waits at the step's EP cover); the search's refinement passes that once the EP exchanges
         are routed, and before it the compute at EP cover 0, whose longest waits give windows at least as wide as
         the step's (it then reads no ``dp`` or ``tp`` term from here: ``_Search.refined``).
@@ -2509,15 +2604,24 @@ def exposed_routed(engine: CommEngine, model: ModelSpec, lay: ParallelLayout, ma
         out[timed[i][0]["dim"]] += ex
     nvl = _nvlink_exposed_s([(it["dim"], spans[it["groups"]], done.get(i)) for i, (it, _) in enumerate(timed)
                              if it["dim"] != "dp"])
+    return {**out, "dp": _routed_dp_s(engine, model, lay, gpu, sc, traffic, timed, groups, spans, nvl)}
+
+
+def _routed_dp_s(engine: CommEngine, model: ModelSpec, lay: ParallelLayout, gpu, sc, traffic: list[dict],
+                 timed: list, groups: dict, spans: dict, nvl: float) -> float:
+    """:func:`exposed_routed`'s DP seconds: the routed DP items of ``timed`` by :func:`_dp_exposed`'s rules, a
+    bucketed item's at pipeline rank 0 (the step takes the rank whose items together end last,
+    :func:`_binding_rank`, from every rank's compute: no less than rank 0's, so this stays under the step's)."""
     dp, units, stream = 0.0, max(1, sc.layers), xla_stream_calls(traffic, lay)
     lead = gather_lead_s(model, lay, gpu)
     for item, one in timed:
         if item["dim"] == "dp" and one is not None:
             wf, wb = _dp_windows(sc.forward_s, sc.backward_s + sc.recompute_s, lay.microbatches,
                                  spans[item["groups"]], nvl)
-            dp += _dp_exposed(engine, item, groups[item["groups"]], one.time_s, 1.0, wf, wb, units, lay, stream,
-                              lead)
-    return {**out, "dp": dp}
+            ex = _dp_exposed(engine, item, groups[item["groups"]], one.time_s, 1.0, wf, wb, units, lay, stream,
+                             lead, by_rank=True)
+            dp += ex[0] if isinstance(ex, list) else ex
+    return dp
 
 
 def _flex_bound(item: dict, one: CommTime, lay: ParallelLayout, domains: int, gpu: str) -> CommTime:
@@ -2543,10 +2647,14 @@ def _flex_bound(item: dict, one: CommTime, lay: ParallelLayout, domains: int, gp
 
 def _dp_exposed(engine: CommEngine, item: dict, G, one_s: float, factor: float, t_f: float, t_bwd: float,
                 units: int, lay: ParallelLayout, stream: tuple[float, float] = (1.0, 1.0),
-                lead_s: float = 0.0) -> float:
+                lead_s: float = 0.0, by_rank: bool = False,
+                cooldowns: tuple[tuple[float, float], ...] | None = None) -> float | list[float]:
     """The overlap rule of data parallelism (see the module doc); ``stream``: the DP collectives of a micro-batch's
     forward and backward (:func:`xla_stream_calls`), read under ``dp_overlap_policy = "xla_lhs"``; ``lead_s``: the
-    optimizer steps chunk 0's gather runs behind (:func:`gather_lead_s`)."""
+    optimizer steps chunk 0's gather runs behind (:func:`gather_lead_s`). An item with ``pp_ranks`` gives the
+    largest of its pipeline ranks' exposures, or with ``by_rank`` each one (:func:`_binding_rank` picks the rank);
+    ``cooldowns``: each rank's warm-up and cooldown in the windows' passes (:func:`pp_cooldowns`; None: ``r`` for
+    rank ``r``, stages of equal compute)."""
     calls = item["calls"]
     if not dp_overlapped(lay, item["phase"]):  # every call exposed: after the backward, or after the optimizer step
         return one_s * calls
@@ -2567,9 +2675,39 @@ def _dp_exposed(engine: CommEngine, item: dict, G, one_s: float, factor: float, 
     # one call per bucket (:func:`dp_bucket_calls`): the calls run one after another on the DP stream behind the
     # window; the last bucket's reduction (the first bucket's gather) cannot hide
     window = t_f if "gather" in phase else t_bwd
+    ranks = item.get("pp_ranks")
+    if ranks:  # the pipeline ranks that can end the step, each its own parameters and window (:func:`pp_rank_shares`)
+        side = 0 if "gather" in phase else 1
+        each = [_rank_dp_exposed(engine, item, G, one_s, factor, window, lay, lead_s, share, k,
+                                 r if cooldowns is None else cooldowns[r][side]) if share > 0 else 0.0
+                for r, share, k in ranks]
+        return each if by_rank else max(each)
     if lay.vpp <= 1:
         return behind_window_s(calls * one_s, one_s, window)
     return min(calls * one_s, _interleaved_dp_exposed(engine, item, G, factor, window, lay, lead_s))
+
+
+def _rank_dp_exposed(engine: CommEngine, item: dict, G, one_s: float, factor: float, window: float,
+                     lay: ParallelLayout, lead_s: float, share: float, calls: int, lag: float) -> float:
+    """A pipeline rank's part of a bucketed DP item (``share`` of its bytes in ``calls`` collectives) left past the
+    step's compute end: rank 0's (``lag`` 0) buckets as :func:`_dp_exposed`'s rule, a later rank's one collective a
+    chunk behind its cooldown (warm-up) window, ``lag`` passes of ``window`` (:mod:`.dp_overlap`)."""
+    total, v = item["size_bytes"] * item["calls"] * share, lay.vpp
+    if lag == 0:
+        one = (one_s if total == item["size_bytes"] * calls else
+               engine.time(item["collective"], G, total / calls).time_s * factor)
+        if v > 1:
+            return min(calls * one, _interleaved_dp_exposed(engine, item, G, factor, window, lay, lead_s, share,
+                                                            0.0, calls))
+        return behind_window_s(calls * one, one, window)
+    if math.isinf(window):  # no bound on the window (the search's floor): a later rank's hides whole
+        return 0.0
+    if v > 1:
+        return _interleaved_dp_exposed(engine, item, G, factor, window, lay, lead_s, share, lag, calls)
+    whole = engine.time(item["collective"], G, total).time_s * factor
+    if "gather" in item["phase"]:
+        return interleaved_gather_exposed_s(whole, whole, 1, 1, 1, window, lag=lag)
+    return interleaved_reduce_exposed_s(whole, whole, 1, 1, 1, window, lag=lag)
 
 
 def behind_window_s(total_s: float, edge_s: float, window_s: float) -> float:
@@ -2639,6 +2777,10 @@ def dp_floor_s(traffic: list[dict], lay: ParallelLayout, one_s: list[float], cov
         hooked = dp_overlapped(lay, item["phase"]) and lay.dp_overlap_policy != "xla_lhs"
         if hooked and lay.vpp > 1 and item["phase"] not in unit:
             continue
+        if "pp_ranks" in item:  # at least rank 0's calls, each its share of the bytes (no less than that share of
+            _, share, calls = item["pp_ranks"][0]  # the time: a collective's latency does not shrink with them)
+            one *= min(1.0, share * item["calls"] / calls)
+            item = {**{k: x for k, x in item.items() if k != "pp_ranks"}, "calls": calls}
         a = _dp_exposed(None, item, None, one, 1.0, math.inf, math.inf, 1, lay, stream)
         least += a
         if hooked:
@@ -2647,19 +2789,23 @@ def dp_floor_s(traffic: list[dict], lay: ParallelLayout, one_s: list[float], cov
 
 
 def _interleaved_dp_exposed(engine: CommEngine, item: dict, G, factor: float, window: float,
-                            lay: ParallelLayout, lead_s: float = 0.0) -> float:
+                            lay: ParallelLayout, lead_s: float = 0.0, share: float = 1.0, lag: float = 0.0,
+                            calls: float | None = None) -> float:
     """An interleaved pipeline's bucketed reduction or gather (:mod:`.dp_overlap`): chunk 0's ``calls - (vpp -
-    1)`` buckets and one collective for each later chunk, each chunk ``1 / vpp`` of the bytes, timed on ``G``."""
-    v, calls = lay.vpp, item["calls"]
+    1)`` buckets and one collective for each later chunk, each chunk ``1 / vpp`` of the bytes, timed on ``G``;
+    of a pipeline rank ``lag`` passes behind rank 0 holding ``share`` of the item's bytes in ``calls`` collectives
+    (default the item's; a later rank's chunk 0 one collective)."""
+    v, calls = lay.vpp, item["calls"] if calls is None else calls
     buckets = max(1, calls - (v - 1))
-    chunk_bytes = item["size_bytes"] * calls / v
+    chunk_bytes = item["size_bytes"] * item["calls"] * share / v
     chunk_s = engine.time(item["collective"], G, chunk_bytes).time_s * factor
-    bucket_s = engine.time(item["collective"], G, chunk_bytes / buckets).time_s * factor
+    bucket_s = chunk_s if lag else engine.time(item["collective"], G, chunk_bytes / buckets).time_s * factor
     m, g = lay.microbatches, min(lay.vp_group, lay.microbatches)
     if "gather" in item["phase"]:
-        return interleaved_gather_exposed_s(chunk_s, bucket_s, buckets, v, g, window / v, lead_s)
+        return interleaved_gather_exposed_s(chunk_s, bucket_s, buckets, v, g, window / v, lead_s, lag)
     last = m % g or g  # Megatron-Core's last group holds the micro-batches left over
-    return interleaved_reduce_exposed_s(chunk_s, bucket_s, buckets, v, last, window / v, lay.dp_align_grad_reduce)
+    return interleaved_reduce_exposed_s(chunk_s, bucket_s, buckets, v, last, window / v, lay.dp_align_grad_reduce,
+                                        lag)
 
 
 def xla_stream_calls(traffic: list[dict], lay: ParallelLayout) -> tuple[float, float]:
