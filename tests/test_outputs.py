@@ -137,7 +137,7 @@ def test_a_named_pipe_nothing_reads_is_refused_not_waited_on(tmp_path, cmd):
                               timeout=60)
     except subprocess.TimeoutExpired:
         pytest.fail(f"topo {cmd[0]} -o FIFO blocked waiting for a reader")
-    one_line_error(proc, f"{fifo}: is a named pipe with no reader after 5 s")
+    one_line_error(proc, f"{fifo}: is a named pipe with no reader after 5.000 s")
     assert stat.S_ISFIFO(os.stat(fifo).st_mode)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["pipe"]
 

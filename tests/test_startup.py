@@ -130,11 +130,13 @@ def _third_party_after(code: str, package: str) -> bool:
     return proc.stdout.split()[-1] == "True"
 
 
-def test_a_dense_step_imports_no_scipy_and_a_moe_step_does():
+def test_a_dense_step_imports_no_scipy_special_and_a_moe_step_does():
     # scipy.special (with numpy.f2py: about 0.15 s of CPU) serves only a dropless router's spread
     # (topo.training.router_load): `topo train region-1m --model llama3-405b` 1.05 -> 0.93 s CPU (section 169)
     run = ("from topo.cli.main import main\nwith contextlib.redirect_stdout(io.StringIO()):\n"
            "    assert main(['train', 'dgx-h100-superpod', '--model', {!r}, '--tp', {!r}, '--ep', {!r}, "
            "'--global-batch', '512', '--json']) == 0")
-    assert not _third_party_after(run.format("llama3-8b", "8", "1"), "scipy")
+    # scipy.sparse is imported by the step's traffic mix since it shares links max-min fairly (the solver's CSR
+    # incidence, topo.engine.maxmin; section 477): ~0.18 s of import a process, left (findings 477's Left)
+    assert not _third_party_after(run.format("llama3-8b", "8", "1"), "scipy.special")
     assert _third_party_after(run.format("mixtral-8x7b", "2", "8"), "scipy.special")

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Iterable
 
 from .errors import TopoError
+from .units import format_time
 
 __all__ = ["atomic_open", "open_output", "check_output", "is_ours", "safe_file_name", "SIGNATURE", "STDOUT"]
 
@@ -100,7 +101,7 @@ def _open_fifo(path: Path) -> int:
             if exc.errno != errno.ENXIO:
                 raise
             if time.monotonic() >= deadline:
-                raise TopoError(f"is a named pipe with no reader after {FIFO_READER_WAIT_S:g} s; start its reader "
+                raise TopoError(f"is a named pipe with no reader after {format_time(FIFO_READER_WAIT_S)}; start its reader "
                                 f"first (cat {path} &), or give a regular file", source=str(path)) from None
             time.sleep(0.05)
             continue
