@@ -20,26 +20,10 @@ from topo.plan.train_time import TrainingJob
 from topo.spec import load_spec
 
 from conftest import run_cli
+from small_regions import two_sites
 
-REGION = """name = "two-nvl72"
-description = "two GB200 NVL72 superpods of 6 racks, 40 km apart (plan134)"
-[[sites]]
-name = "east"
-spec = "gb200-nvl72-superpod"
-set = ["cluster.num_units=6"]
-[[sites]]
-name = "west"
-spec = "gb200-nvl72-superpod"
-set = ["cluster.num_units=6"]
-[interconnect]
-topology = "mesh"
-distance_km = 40
-latency_per_km = "4.9 us"
-equipment_latency = "50 us"
-waves = 16
-wave_rate = "800 Gb/s"
-attach = "top"
-"""
+REGION = two_sites("two-nvl72", "two GB200 NVL72 superpods of 6 racks, 40 km apart (plan134)",
+                   "gb200-nvl72-superpod", 6)
 
 
 def test_a_regions_job_keeps_its_spares_inside_its_racks(tmp_path):
